@@ -1,0 +1,122 @@
+#include "gatos/encoding.h"
+
+namespace gatos {
+namespace {
+constexpr char kHex[] = "0123456789abcdef";
+constexpr char kB64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+int HexVal(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+int B64Val(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+}  // namespace
+
+std::string HexEncode(const uint8_t* data, size_t len) {
+  std::string out(len * 2, '\0');
+  for (size_t i = 0; i < len; ++i) {
+    out[2 * i] = kHex[data[i] >> 4];
+    out[2 * i + 1] = kHex[data[i] & 0xf];
+  }
+  return out;
+}
+
+Result<Bytes> HexDecode(std::string_view hex) {
+  if (hex.size() % 2 != 0) {
+    return InvalidArgumentError("hex string has odd length " + std::to_string(hex.size()));
+  }
+  Bytes out(hex.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int hi = HexVal(hex[2 * i]), lo = HexVal(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      return InvalidArgumentError("invalid hex character at offset " +
+                                  std::to_string(hi < 0 ? 2 * i : 2 * i + 1) +
+                                  " (expected lowercase 0-9a-f)");
+    }
+    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return out;
+}
+
+bool IsLowerHex(std::string_view s, size_t len) {
+  if (s.size() != len) return false;
+  for (char c : s) {
+    if (HexVal(c) < 0) return false;
+  }
+  return true;
+}
+
+std::string Base64Encode(const uint8_t* data, size_t len) {
+  std::string out;
+  out.reserve((len + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < len; i += 3) {
+    uint32_t v = data[i] << 16 | data[i + 1] << 8 | data[i + 2];
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += kB64[v & 63];
+  }
+  if (i + 1 == len) {
+    uint32_t v = data[i] << 16;
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == len) {
+    uint32_t v = data[i] << 16 | data[i + 1] << 8;
+    out += kB64[v >> 18];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+Result<Bytes> Base64Decode(std::string_view text) {
+  if (text.size() % 4 != 0) {
+    return InvalidArgumentError("base64 length " + std::to_string(text.size()) +
+                                " is not a multiple of 4");
+  }
+  Bytes out;
+  out.reserve(text.size() / 4 * 3);
+  for (size_t i = 0; i < text.size(); i += 4) {
+    int v[4];
+    int pad = 0;
+    for (int j = 0; j < 4; ++j) {
+      char c = text[i + j];
+      if (c == '=' && i + 4 == text.size() && j >= 2) {
+        v[j] = 0;
+        ++pad;
+        continue;
+      }
+      if (pad > 0) return InvalidArgumentError("base64 data after padding");
+      v[j] = B64Val(c);
+      if (v[j] < 0) {
+        return InvalidArgumentError("invalid base64 character at offset " +
+                                    std::to_string(i + j));
+      }
+    }
+    uint32_t w = v[0] << 18 | v[1] << 12 | v[2] << 6 | v[3];
+    out.push_back(static_cast<uint8_t>(w >> 16));
+    if (pad < 2) out.push_back(static_cast<uint8_t>(w >> 8));
+    if (pad < 1) out.push_back(static_cast<uint8_t>(w));
+    // Non-canonical encodings (non-zero bits under the padding) are rejected so
+    // that every value has one spelling.
+    if ((pad == 1 && (v[2] & 3)) || (pad == 2 && (v[1] & 15))) {
+      return InvalidArgumentError("non-canonical base64 padding bits");
+    }
+  }
+  return out;
+}
+
+}  // namespace gatos

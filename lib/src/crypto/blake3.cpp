@@ -1,0 +1,87 @@
+#include "gatos/blake3.h"
+
+#include <blake3.h>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "gatos/encoding.h"
+
+namespace gatos {
+
+struct Blake3Hasher::State {
+  blake3_hasher h;
+};
+
+Blake3Hasher::Blake3Hasher() : state_(std::make_unique<State>()) {
+  blake3_hasher_init(&state_->h);
+}
+
+Blake3Hasher::Blake3Hasher(const Digest32& key) : state_(std::make_unique<State>()) {
+  blake3_hasher_init_keyed(&state_->h, key.data());
+}
+
+Blake3Hasher::~Blake3Hasher() = default;
+
+void Blake3Hasher::Update(const void* data, size_t len) {
+  blake3_hasher_update(&state_->h, data, len);
+}
+
+Digest32 Blake3Hasher::Finalize() const {
+  Digest32 out;
+  blake3_hasher_finalize(&state_->h, out.data(), out.size());
+  return out;
+}
+
+Digest32 Blake3(std::string_view data) {
+  Blake3Hasher h;
+  h.Update(data);
+  return h.Finalize();
+}
+
+std::string DigestHex(const Digest32& d) { return HexEncode(d.data(), d.size()); }
+std::string TaggedDigest(const Digest32& d) { return "blake3:" + DigestHex(d); }
+std::string Blake3Tagged(std::string_view data) { return TaggedDigest(Blake3(data)); }
+
+Result<Digest32> ParseTaggedBlake3(std::string_view text) {
+  constexpr std::string_view kPrefix = "blake3:";
+  if (text.substr(0, kPrefix.size()) != kPrefix) {
+    return InvalidArgumentError("expected \"blake3:<64 lowercase hex>\", got a value without the blake3: prefix");
+  }
+  std::string_view hex = text.substr(kPrefix.size());
+  if (!IsLowerHex(hex, 64)) {
+    return InvalidArgumentError("expected \"blake3:<64 lowercase hex>\", the digest part is not 64 lowercase hex characters");
+  }
+  Digest32 d;
+  auto bytes = HexDecode(hex);
+  if (!bytes.ok()) return bytes.status();
+  std::memcpy(d.data(), bytes->data(), 32);
+  return d;
+}
+
+Result<Digest32> Blake3File(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    std::string m = path + ": " + std::strerror(e);
+    return e == ENOENT ? NotFoundError(m) : InternalError(m);
+  }
+  Blake3Hasher h;
+  char buf[64 * 1024];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      std::string m = path + ": read: " + std::strerror(errno);
+      ::close(fd);
+      return InternalError(m);
+    }
+    if (n == 0) break;
+    h.Update(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return h.Finalize();
+}
+
+}  // namespace gatos

@@ -1,0 +1,56 @@
+// Helpers for integration tests: temp dirs and real subprocesses.
+// Not thread-safe across tests that chdir; none do.
+#ifndef GATOS_TESTS_SUPPORT_TEST_UTIL_H_
+#define GATOS_TESTS_SUPPORT_TEST_UTIL_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gatos::testing {
+
+// A fresh directory under $TMPDIR, removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string Join(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct RunResult {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string out;
+  std::string err;
+};
+
+struct RunOptions {
+  std::string stdin_data;
+  std::string cwd;                            // empty: inherit
+  std::map<std::string, std::string> env;     // added to / overriding the environment
+  int timeout_seconds = 120;                  // SIGKILL after this
+};
+
+// Runs argv[0] (PATH lookup) and waits. Never throws.
+RunResult Run(const std::vector<std::string>& argv, const RunOptions& opts = {});
+
+// Path of a built program (gatos, gatosd, gatos-worker, ...) in the build tree.
+std::string BinaryPath(const std::string& name);
+// Path of a file in the source tree.
+std::string SourcePath(const std::string& rel);
+
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& data, int mode = 0644);
+
+// An unused TCP port on 127.0.0.1.
+int FreePort();
+
+}  // namespace gatos::testing
+
+#endif  // GATOS_TESTS_SUPPORT_TEST_UTIL_H_
