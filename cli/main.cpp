@@ -1,1 +1,83 @@
-int main(){return 0;}
+// gatos: the command-line interface of the GATOS job plane.
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "flags.h"
+
+namespace gatos::cli {
+
+const std::vector<Command>& AllCommands() {
+  static const std::vector<Command> kCommands = {
+      {{"job", "id"}, "print the job-id (blake3:<hex>) of a manifest", RunJobId},
+      {{"job", "canon"}, "print the canonical JSON of a manifest", RunJobCanon},
+      {{"job", "validate"}, "check manifests and report every problem", RunJobValidate},
+      {{"keygen"}, "create an Ed25519 key pair in OpenSSH format", RunKeygen},
+      {{"key", "show"}, "print the ed25519:<hex> id of a key file", RunKeyShow},
+      {{"policy", "show"}, "print a ledger's policy", RunPolicyShow},
+      {{"policy", "allow-submitter"}, "allow a key to sign job commits", RunPolicyAllowSubmitter},
+      {{"policy", "allow-worker"}, "allow a worker key to claim and report", RunPolicyAllowWorker},
+  };
+  return kCommands;
+}
+
+int UsageError(const std::string& command, const std::string& message) {
+  std::cerr << "gatos " << command << ": " << message << '\n';
+  return kExitUsage;
+}
+
+int ReportError(const std::string& message, int code) {
+  std::istringstream lines(message);
+  std::string line;
+  while (std::getline(lines, line)) std::cerr << "error: " << line << '\n';
+  return code;
+}
+
+namespace {
+
+void PrintHelp(std::ostream& out) {
+  out << "usage: gatos <command> [options]\n\ncommands:\n";
+  for (const auto& c : AllCommands()) {
+    std::string name;
+    for (const auto& w : c.words) name += (name.empty() ? "" : " ") + w;
+    out << "  " << name << std::string(name.size() < 20 ? 20 - name.size() : 1, ' ')
+        << c.synopsis << '\n';
+  }
+  out << "\nRun 'gatos <command> --help' for a command's options.\n";
+}
+
+}  // namespace
+}  // namespace gatos::cli
+
+int main(int argc, char** argv) {
+  using namespace gatos::cli;
+  Args args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    PrintHelp(args.empty() ? std::cerr : std::cout);
+    return args.empty() ? kExitUsage : kExitOk;
+  }
+  if (args[0] == "--version") {
+    std::cout << "gatos 0.1.0\n";
+    return kExitOk;
+  }
+  const Command* best = nullptr;
+  for (const auto& c : AllCommands()) {
+    if (c.words.size() > args.size()) continue;
+    if (!std::equal(c.words.begin(), c.words.end(), args.begin())) continue;
+    if (!best || c.words.size() > best->words.size()) best = &c;
+  }
+  if (!best) {
+    // A group word alone ("gatos job") lists its subcommands.
+    bool group = false;
+    for (const auto& c : AllCommands()) {
+      if (c.words.size() > 1 && c.words[0] == args[0]) {
+        if (!group) std::cerr << "gatos " << args[0] << ": subcommands:\n";
+        group = true;
+        std::cerr << "  gatos " << args[0] << ' ' << c.words[1] << "  " << c.synopsis << '\n';
+      }
+    }
+    if (!group) std::cerr << "gatos: unknown command '" << args[0] << "' (see gatos --help)\n";
+    return kExitUsage;
+  }
+  return best->run(Args(args.begin() + static_cast<long>(best->words.size()), args.end()));
+}

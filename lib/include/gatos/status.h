@@ -85,6 +85,7 @@ class [[nodiscard]] Result {
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T&& operator*() && { return std::move(*this).value(); }
+  T value_or(T fallback) const& { return ok() ? std::get<T>(v_) : std::move(fallback); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
@@ -114,7 +115,9 @@ Status AsStatus(const Result<T>& r) { return r.status(); }
   if (!tmp.ok()) return tmp.status();                \
   lhs = std::move(tmp).value()
 
-#define GATOS_ASSIGN_OR_RETURN(lhs, expr) \
-  GATOS_ASSIGN_OR_RETURN_IMPL_(GATOS_CONCAT_(gatos_result_, __LINE__), lhs, expr)
+// `lhs` must not contain a top-level comma (use an alias or `auto`); the
+// expression may.
+#define GATOS_ASSIGN_OR_RETURN(lhs, ...) \
+  GATOS_ASSIGN_OR_RETURN_IMPL_(GATOS_CONCAT_(gatos_result_, __LINE__), lhs, (__VA_ARGS__))
 
 #endif  // GATOS_STATUS_H_
