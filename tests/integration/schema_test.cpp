@@ -9,6 +9,7 @@
 
 #include "gatos/canonical_json.h"
 #include "gatos/manifest.h"
+#include "gatos/poe.h"
 #include "test_util.h"
 
 namespace gatos {
@@ -67,8 +68,8 @@ nlohmann::json SamplePoe() {
     "runner": {"program": "blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262",
                "version": "0.1.0", "platform": "linux-x86_64"},
     "outputs": [
-      {"path": "stdout", "size": 6, "hash": "blake3:0000000000000000000000000000000000000000000000000000000000000000"},
-      {"path": "outputs/done.txt", "size": 0, "hash": "blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"}
+      {"path": "outputs/done.txt", "size": 0, "hash": "blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"},
+      {"path": "stdout", "size": 6, "hash": "blake3:0000000000000000000000000000000000000000000000000000000000000000"}
     ],
     "exit": {"code": 0, "signal": null, "timed_out": false},
     "status": "succeeded",
@@ -76,7 +77,9 @@ nlohmann::json SamplePoe() {
     "lease_epoch": 1,
     "started_at": "2025-11-08T12:00:00Z",
     "finished_at": "2025-11-08T12:00:01.250Z",
-    "stdout_cap": 1048576
+    "stdout_cap": 1048576,
+    "reason": "",
+    "truncated": {"stdout": false, "stderr": false}
   })");
 }
 
@@ -133,6 +136,9 @@ TEST_F(SchemaTest, ParserAndSchemaAgreeOnRejections) {
 TEST_F(SchemaTest, ProofOfExecutionEnvelope) {
   const nlohmann::json poe = SamplePoe();
   ASSERT_TRUE(CanonicalJson(poe).ok());
+  // The code that writes and reads poe.json agrees with the schema.
+  Result<Poe> parsed = ParsePoe(*CanonicalJson(poe));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   nlohmann::json killed = poe;
   killed["exit"] = {{"code", nullptr}, {"signal", 9}, {"timed_out", true}};
   killed["status"] = "timed-out";

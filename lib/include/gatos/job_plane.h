@@ -1,0 +1,112 @@
+// JobPlane: the ledger's transitions (submit, claim, renew, cancel) applied
+// to a Ledger with compare-and-swap, following the pure rules of lease.h.
+// Every transport (git push hooks, the worker RPC, the CLI) goes through this
+// class, so they all apply one state machine (docs/protocol.md).
+//
+// Thread-safety: NOT thread-safe; it uses its Ledger from one thread. Two
+// JobPlanes in different processes over the same repository are safe: a CAS
+// loser gets TransitionError::kRetry or kLostRace, never a corrupt ledger.
+#ifndef GATOS_JOB_PLANE_H_
+#define GATOS_JOB_PLANE_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "gatos/keys.h"
+#include "gatos/lease.h"
+#include "gatos/ledger.h"
+#include "gatos/manifest.h"
+#include "gatos/policy.h"
+
+namespace gatos {
+
+// The ledger's clock decides expiry; tests inject a fake one.
+using ClockFn = std::function<int64_t()>;  // unix milliseconds
+int64_t SystemNowMs();
+
+struct Outcome {
+  TransitionError error = TransitionError::kNone;
+  std::string message;
+  bool ok() const { return error == TransitionError::kNone; }
+  static Outcome Error(TransitionError e, std::string m) { return Outcome{e, std::move(m)}; }
+  static Outcome FromStatus(const Status& s);  // maps codes to error classes
+};
+
+// What the worker signs to claim or renew: the signature proves the request
+// came from the key named in it, and it is kept in the lease commit so an
+// auditor can check it. requested_at bounds replays (kMaxRequestSkewMs).
+std::string ClaimPayload(std::string_view job_hex, std::string_view worker_hex,
+                         int64_t requested_at_ms);
+std::string RenewPayload(std::string_view job_hex, std::string_view worker_hex, int64_t epoch,
+                         int64_t requested_at_ms);
+std::string CancelPayload(std::string_view job_hex, std::string_view requester_hex,
+                          int64_t requested_at_ms);
+inline constexpr int64_t kMaxRequestSkewMs = 60'000;
+
+struct LeaseRequest {
+  std::string job_hex;
+  std::string worker_hex;
+  int64_t epoch = 0;  // renew only
+  int64_t requested_at_ms = 0;
+  std::string sig_hex;  // Ed25519 over ClaimPayload / RenewPayload
+};
+
+struct LeaseGrant {
+  std::string lease_commit;
+  int64_t epoch = 0;
+  int64_t expires_ms = 0;
+  std::string job_commit;
+};
+
+// A validated job commit.
+struct JobCommitCheck {
+  std::string job_hex;
+  Manifest manifest;
+  std::string signer;  // principal of the submitter key, "" in dev mode when unsigned
+};
+
+class JobPlane {
+ public:
+  JobPlane(Ledger* ledger, Ed25519PrivateKey ledger_key, ClockFn clock);
+
+  // (Re)reads refs/gatos/policy. Call after a policy change.
+  Status LoadPolicy();
+  const Policy& policy() const { return policy_; }
+  Ledger* ledger() { return ledger_; }
+  int64_t Now() const { return clock_(); }
+
+  // Validates a job commit as a push or submit would: job.yaml parses under
+  // the policy's limits, its job-id equals `expected_hex` when given and the
+  // Job-Id trailer, policy_root (if any) matches, and the commit is signed by
+  // an allowed submitter (unless dev mode). `view` is the repository that
+  // holds the commit's objects (the push quarantine, or the ledger itself).
+  // Errors are InvalidArgument / PermissionDenied with a message for the user.
+  Result<JobCommitCheck> CheckJobCommit(Ledger& view, const std::string& commit_id,
+                                        std::string_view expected_hex) const;
+
+  // Creates refs/gatos/jobs/<id>/job -> commit_id after CheckJobCommit.
+  // *existing is set when the job was already in the ledger (a no-op).
+  Outcome AdoptJob(const std::string& commit_id, std::string* job_hex, bool* existing);
+
+  Outcome Claim(const LeaseRequest& req, LeaseGrant* grant);
+  Outcome Renew(const LeaseRequest& req, LeaseGrant* grant);
+  // requester_hex: key of an allowed submitter (or the ledger's own key for
+  // the CLI run on the ledger host). *already when a cancel exists.
+  Outcome Cancel(std::string_view job_hex, std::string_view requester_hex, bool* already);
+
+ private:
+  Outcome VerifyWorkerRequest(const LeaseRequest& req, const std::string& payload) const;
+  Result<std::string> WriteLeaseCommit(const JobSnapshot& snap, const LeaseRequest& req,
+                                       int64_t epoch, int64_t expires_ms,
+                                       const std::string& parent_lease, const char* kind);
+
+  Ledger* ledger_;
+  Ed25519PrivateKey ledger_key_;
+  ClockFn clock_;
+  Policy policy_;
+};
+
+}  // namespace gatos
+
+#endif  // GATOS_JOB_PLANE_H_

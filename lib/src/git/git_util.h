@@ -1,0 +1,34 @@
+// libgit2 glue shared inside lib/src/git: RAII handles, oid text, and error
+// translation on the calling thread (libgit2's last error is per thread).
+#ifndef GATOS_SRC_GIT_GIT_UTIL_H_
+#define GATOS_SRC_GIT_GIT_UTIL_H_
+
+#include <git2.h>
+
+#include <memory>
+#include <string>
+
+#include "gatos/status.h"
+
+namespace gatos::git {
+
+// git_libgit2_init once per process (thread-safe).
+void EnsureInit();
+
+// Status from libgit2's last error: "<what>: <libgit2 message>".
+// GIT_EMODIFIED / GIT_EEXISTS are CAS failures and map to Aborted.
+Status GitError(const std::string& what);
+
+std::string OidHex(const git_oid& oid);
+Result<git_oid> ParseOid(const std::string& hex);
+
+struct CommitFree { void operator()(git_commit* c) const { git_commit_free(c); } };
+struct TreeFree { void operator()(git_tree* t) const { git_tree_free(t); } };
+struct OdbFree { void operator()(git_odb* o) const { git_odb_free(o); } };
+using CommitPtr = std::unique_ptr<git_commit, CommitFree>;
+using TreePtr = std::unique_ptr<git_tree, TreeFree>;
+using OdbPtr = std::unique_ptr<git_odb, OdbFree>;
+
+}  // namespace gatos::git
+
+#endif  // GATOS_SRC_GIT_GIT_UTIL_H_

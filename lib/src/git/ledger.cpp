@@ -1,0 +1,441 @@
+#include "gatos/ledger.h"
+
+#include <git2.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "gatos/encoding.h"
+#include "gatos/sshsig.h"
+#include "git/git_util.h"
+
+namespace gatos {
+
+using git::GitError;
+using git::OidHex;
+using git::ParseOid;
+
+std::string JobRef(std::string_view job_hex, std::string_view leaf) {
+  std::string r = kJobsPrefix;
+  r += job_hex;
+  r += '/';
+  r += leaf;
+  return r;
+}
+
+std::string ClaimRef(std::string_view job_hex, std::string_view worker_hex) {
+  return JobRef(job_hex, "claims/" + std::string(worker_hex));
+}
+
+namespace {
+git_repository* Repo(void* p) { return static_cast<git_repository*>(p); }
+
+git_object_t ToGitType(ObjectType t) {
+  switch (t) {
+    case ObjectType::kCommit: return GIT_OBJECT_COMMIT;
+    case ObjectType::kTree: return GIT_OBJECT_TREE;
+    case ObjectType::kBlob: return GIT_OBJECT_BLOB;
+  }
+  return GIT_OBJECT_INVALID;
+}
+}  // namespace
+
+Status Ledger::InitRepository(const std::string& path) {
+  git::EnsureInit();
+  git_repository* repo = nullptr;
+  if (git_repository_init(&repo, path.c_str(), /*is_bare=*/1) != 0) {
+    return GitError("init " + path);
+  }
+  git_repository_free(repo);
+  return OkStatus();
+}
+
+Result<std::unique_ptr<Ledger>> Ledger::Open(const std::string& path) {
+  git::EnsureInit();
+  git_repository* repo = nullptr;
+  int rc = git_repository_open_ext(&repo, path.c_str(), GIT_REPOSITORY_OPEN_NO_SEARCH, nullptr);
+  if (rc == GIT_ENOTFOUND) {
+    return NotFoundError(path + ": not a git repository (create a ledger with 'gatosd init " + path + "')");
+  }
+  if (rc != 0) return GitError("open " + path);
+  return std::unique_ptr<Ledger>(new Ledger(repo, path));
+}
+
+Result<std::unique_ptr<Ledger>> Ledger::OpenFromEnv() {
+  git::EnsureInit();
+  git_repository* repo = nullptr;
+  if (git_repository_open_ext(&repo, nullptr, GIT_REPOSITORY_OPEN_FROM_ENV, nullptr) != 0) {
+    return GitError("open repository from the hook environment");
+  }
+  const char* p = git_repository_path(repo);
+  return std::unique_ptr<Ledger>(new Ledger(repo, p ? p : "."));
+}
+
+Ledger::~Ledger() { git_repository_free(Repo(repo_)); }
+
+Result<std::string> Ledger::ResolveRef(const std::string& name) {
+  git_oid oid;
+  int rc = git_reference_name_to_id(&oid, Repo(repo_), name.c_str());
+  if (rc == GIT_ENOTFOUND) return std::string();
+  if (rc != 0) return GitError("resolve " + name);
+  return OidHex(oid);
+}
+
+Result<CommitInfo> Ledger::ReadCommit(const std::string& id) {
+  GATOS_ASSIGN_OR_RETURN(git_oid oid, ParseOid(id));
+  git_commit* raw = nullptr;
+  int rc = git_commit_lookup(&raw, Repo(repo_), &oid);
+  if (rc == GIT_ENOTFOUND) return NotFoundError("commit " + id + " not found");
+  if (rc != 0) return GitError("read commit " + id);
+  git::CommitPtr c(raw);
+  CommitInfo info;
+  info.id = id;
+  info.tree = OidHex(*git_commit_tree_id(c.get()));
+  for (unsigned i = 0; i < git_commit_parentcount(c.get()); ++i) {
+    info.parents.push_back(OidHex(*git_commit_parent_id(c.get(), i)));
+  }
+  const char* msg = git_commit_message_raw(c.get());
+  info.message = msg ? msg : "";
+  info.time_s = git_commit_time(c.get());
+  git_buf sig = GIT_BUF_INIT, data = GIT_BUF_INIT;
+  rc = git_commit_extract_signature(&sig, &data, Repo(repo_), &oid, nullptr);
+  if (rc == 0) {
+    info.signature.assign(sig.ptr, sig.size);
+    info.signed_data.assign(data.ptr, data.size);
+  } else if (rc != GIT_ENOTFOUND) {
+    git_buf_dispose(&sig);
+    git_buf_dispose(&data);
+    return GitError("read signature of commit " + id);
+  }
+  git_error_clear();
+  git_buf_dispose(&sig);
+  git_buf_dispose(&data);
+  return info;
+}
+
+bool Ledger::HasObject(const std::string& id) {
+  auto oid = ParseOid(id);
+  if (!oid.ok()) return false;
+  git_odb* odb = nullptr;
+  if (git_repository_odb(&odb, Repo(repo_)) != 0) return false;
+  bool has = git_odb_exists(odb, &*oid) == 1;
+  git_odb_free(odb);
+  return has;
+}
+
+Result<std::vector<TreeEntry>> Ledger::ReadTree(const std::string& id) {
+  GATOS_ASSIGN_OR_RETURN(git_oid oid, ParseOid(id));
+  git_tree* raw = nullptr;
+  int rc = git_tree_lookup(&raw, Repo(repo_), &oid);
+  if (rc == GIT_ENOTFOUND) return NotFoundError("tree " + id + " not found");
+  if (rc != 0) return GitError("read tree " + id);
+  git::TreePtr t(raw);
+  std::vector<TreeEntry> out;
+  size_t n = git_tree_entrycount(t.get());
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const git_tree_entry* e = git_tree_entry_byindex(t.get(), i);
+    out.push_back({git_tree_entry_name(e), OidHex(*git_tree_entry_id(e)),
+                   static_cast<uint32_t>(git_tree_entry_filemode_raw(e))});
+  }
+  return out;
+}
+
+Result<std::string> Ledger::ReadBlob(const std::string& id, size_t max_bytes) {
+  GATOS_ASSIGN_OR_RETURN(git_oid oid, ParseOid(id));
+  git_odb* odb_raw = nullptr;
+  if (git_repository_odb(&odb_raw, Repo(repo_)) != 0) return GitError("open object database");
+  git::OdbPtr odb(odb_raw);
+  // Check the size from the header first so a huge blob is never loaded.
+  size_t len = 0;
+  git_object_t type;
+  int rc = git_odb_read_header(&len, &type, odb.get(), &oid);
+  if (rc == GIT_ENOTFOUND) return NotFoundError("blob " + id + " not found");
+  if (rc != 0) return GitError("read blob header " + id);
+  if (type != GIT_OBJECT_BLOB) return InvalidArgumentError("object " + id + " is not a blob");
+  if (len > max_bytes) {
+    return InvalidArgumentError("blob " + id + " is " + std::to_string(len) +
+                                " bytes, over the limit of " + std::to_string(max_bytes));
+  }
+  git_odb_object* obj = nullptr;
+  if (git_odb_read(&obj, odb.get(), &oid) != 0) return GitError("read blob " + id);
+  std::string data(static_cast<const char*>(git_odb_object_data(obj)), git_odb_object_size(obj));
+  git_odb_object_free(obj);
+  return data;
+}
+
+Result<std::string> Ledger::ReadFileAtCommit(const std::string& commit_id, const std::string& path,
+                                             size_t max_bytes) {
+  GATOS_ASSIGN_OR_RETURN(git_oid oid, ParseOid(commit_id));
+  git_commit* c_raw = nullptr;
+  int rc = git_commit_lookup(&c_raw, Repo(repo_), &oid);
+  if (rc == GIT_ENOTFOUND) return NotFoundError("commit " + commit_id + " not found");
+  if (rc != 0) return GitError("read commit " + commit_id);
+  git::CommitPtr c(c_raw);
+  git_tree* t_raw = nullptr;
+  if (git_commit_tree(&t_raw, c.get()) != 0) return GitError("read tree of " + commit_id);
+  git::TreePtr t(t_raw);
+  git_tree_entry* e_raw = nullptr;
+  rc = git_tree_entry_bypath(&e_raw, t.get(), path.c_str());
+  if (rc == GIT_ENOTFOUND) {
+    git_error_clear();
+    return NotFoundError(path + " not found in commit " + commit_id);
+  }
+  if (rc != 0) return GitError("look up " + path + " in " + commit_id);
+  std::unique_ptr<git_tree_entry, decltype(&git_tree_entry_free)> e(e_raw, git_tree_entry_free);
+  if (git_tree_entry_type(e.get()) != GIT_OBJECT_BLOB) {
+    return InvalidArgumentError(path + " in commit " + commit_id + " is not a file");
+  }
+  return ReadBlob(OidHex(*git_tree_entry_id(e.get())), max_bytes);
+}
+
+Result<std::pair<ObjectType, std::string>> Ledger::ReadRawObject(const std::string& id) {
+  GATOS_ASSIGN_OR_RETURN(git_oid oid, ParseOid(id));
+  git_odb* odb_raw = nullptr;
+  if (git_repository_odb(&odb_raw, Repo(repo_)) != 0) return GitError("open object database");
+  git::OdbPtr odb(odb_raw);
+  git_odb_object* obj = nullptr;
+  int rc = git_odb_read(&obj, odb.get(), &oid);
+  if (rc == GIT_ENOTFOUND) return NotFoundError("object " + id + " not found");
+  if (rc != 0) return GitError("read object " + id);
+  ObjectType t;
+  switch (git_odb_object_type(obj)) {
+    case GIT_OBJECT_COMMIT: t = ObjectType::kCommit; break;
+    case GIT_OBJECT_TREE: t = ObjectType::kTree; break;
+    case GIT_OBJECT_BLOB: t = ObjectType::kBlob; break;
+    default:
+      git_odb_object_free(obj);
+      return InvalidArgumentError("object " + id + " is a tag; not used by the ledger");
+  }
+  std::string data(static_cast<const char*>(git_odb_object_data(obj)), git_odb_object_size(obj));
+  git_odb_object_free(obj);
+  return std::make_pair(t, std::move(data));
+}
+
+Result<std::string> Ledger::WriteRawObject(ObjectType type, std::string_view data) {
+  git_odb* odb_raw = nullptr;
+  if (git_repository_odb(&odb_raw, Repo(repo_)) != 0) return GitError("open object database");
+  git::OdbPtr odb(odb_raw);
+  git_oid oid;
+  if (git_odb_write(&oid, odb.get(), data.data(), data.size(), ToGitType(type)) != 0) {
+    return GitError("write object");
+  }
+  return OidHex(oid);
+}
+
+Result<std::string> Ledger::WriteBlob(std::string_view data) {
+  git_oid oid;
+  if (git_blob_create_from_buffer(&oid, Repo(repo_), data.data(), data.size()) != 0) {
+    return GitError("write blob");
+  }
+  return OidHex(oid);
+}
+
+Result<std::string> Ledger::WriteTree(std::vector<TreeEntry> entries) {
+  git_treebuilder* raw = nullptr;
+  if (git_treebuilder_new(&raw, Repo(repo_), nullptr) != 0) return GitError("new tree builder");
+  std::unique_ptr<git_treebuilder, decltype(&git_treebuilder_free)> tb(raw, git_treebuilder_free);
+  for (const auto& e : entries) {
+    GATOS_ASSIGN_OR_RETURN(git_oid oid, ParseOid(e.id));
+    if (git_treebuilder_insert(nullptr, tb.get(), e.name.c_str(), &oid,
+                               static_cast<git_filemode_t>(e.mode)) != 0) {
+      return GitError("tree entry " + e.name);
+    }
+  }
+  git_oid out;
+  if (git_treebuilder_write(&out, tb.get()) != 0) return GitError("write tree");
+  return OidHex(out);
+}
+
+Result<std::string> Ledger::WriteCommit(const std::string& tree,
+                                        const std::vector<std::string>& parents,
+                                        const std::string& message,
+                                        const Ed25519PrivateKey* key, const std::string& name,
+                                        const std::string& email, int64_t time_ms) {
+  if (tree == kEmptyTreeId && !HasObject(tree)) {
+    GATOS_RETURN_IF_ERROR(WriteTree({}).status());
+  }
+  GATOS_ASSIGN_OR_RETURN(git_oid tree_oid, ParseOid(tree));
+  git_tree* t_raw = nullptr;
+  if (git_tree_lookup(&t_raw, Repo(repo_), &tree_oid) != 0) return GitError("tree " + tree);
+  git::TreePtr t(t_raw);
+  std::vector<git::CommitPtr> parent_objs;
+  std::vector<const git_commit*> parent_ptrs;
+  for (const auto& p : parents) {
+    GATOS_ASSIGN_OR_RETURN(git_oid poid, ParseOid(p));
+    git_commit* c = nullptr;
+    if (git_commit_lookup(&c, Repo(repo_), &poid) != 0) return GitError("parent commit " + p);
+    parent_objs.emplace_back(c);
+    parent_ptrs.push_back(c);
+  }
+  git_signature* sig_raw = nullptr;
+  if (git_signature_new(&sig_raw, name.c_str(), email.c_str(), time_ms / 1000, 0) != 0) {
+    return GitError("signature for " + name);
+  }
+  std::unique_ptr<git_signature, decltype(&git_signature_free)> who(sig_raw, git_signature_free);
+  git_oid out;
+  if (!key) {
+    if (git_commit_create(&out, Repo(repo_), nullptr, who.get(), who.get(), nullptr,
+                          message.c_str(), t.get(), parent_ptrs.size(), parent_ptrs.data()) != 0) {
+      return GitError("create commit");
+    }
+    return OidHex(out);
+  }
+  git_buf buf = GIT_BUF_INIT;
+  if (git_commit_create_buffer(&buf, Repo(repo_), who.get(), who.get(), nullptr, message.c_str(),
+                               t.get(), parent_ptrs.size(), parent_ptrs.data()) != 0) {
+    return GitError("build commit");
+  }
+  std::string content(buf.ptr, buf.size);
+  git_buf_dispose(&buf);
+  GATOS_ASSIGN_OR_RETURN(std::string armored, SshSigSign(*key, content, "git"));
+  // git stores the signature without its final newline in the header.
+  while (!armored.empty() && armored.back() == '\n') armored.pop_back();
+  if (git_commit_create_with_signature(&out, Repo(repo_), content.c_str(), armored.c_str(),
+                                       "gpgsig") != 0) {
+    return GitError("write signed commit");
+  }
+  return OidHex(out);
+}
+
+Status Ledger::UpdateRefs(const std::vector<RefUpdate>& updates, std::string_view why) {
+  git_transaction* raw = nullptr;
+  if (git_transaction_new(&raw, Repo(repo_)) != 0) return GitError("begin ref transaction");
+  std::unique_ptr<git_transaction, decltype(&git_transaction_free)> tx(raw, git_transaction_free);
+  for (const auto& u : updates) {
+    int rc = git_transaction_lock_ref(tx.get(), u.name.c_str());
+    if (rc == GIT_ELOCKED || rc == GIT_EMODIFIED || rc == GIT_EEXISTS) {
+      git_error_clear();
+      return AbortedError(u.name + " is being updated by another writer");
+    }
+    if (rc != 0) return GitError("lock " + u.name);
+    // With the lock held, the current value cannot change under us.
+    GATOS_ASSIGN_OR_RETURN(std::string current, ResolveRef(u.name));
+    if (current != u.old_id) {
+      return AbortedError(u.name + " moved: expected " + (u.old_id.empty() ? "no ref" : u.old_id) +
+                          ", found " + (current.empty() ? "no ref" : current));
+    }
+    std::string msg(why);
+    if (u.new_id.empty()) {
+      if (git_transaction_remove(tx.get(), u.name.c_str()) != 0) return GitError("delete " + u.name);
+    } else {
+      GATOS_ASSIGN_OR_RETURN(git_oid oid, ParseOid(u.new_id));
+      if (git_transaction_set_target(tx.get(), u.name.c_str(), &oid, nullptr, msg.c_str()) != 0) {
+        return GitError("set " + u.name);
+      }
+    }
+  }
+  if (git_transaction_commit(tx.get()) != 0) return GitError("commit ref transaction");
+  return OkStatus();
+}
+
+Result<std::vector<std::string>> Ledger::ListRefs(const std::string& prefix) {
+  git_reference_iterator* raw = nullptr;
+  std::string glob = prefix + "*";
+  if (git_reference_iterator_glob_new(&raw, Repo(repo_), glob.c_str()) != 0) {
+    return GitError("list refs " + prefix);
+  }
+  std::unique_ptr<git_reference_iterator, decltype(&git_reference_iterator_free)> it(
+      raw, git_reference_iterator_free);
+  std::vector<std::string> out;
+  const char* name = nullptr;
+  int rc;
+  while ((rc = git_reference_next_name(&name, it.get())) == 0) out.emplace_back(name);
+  if (rc != GIT_ITEROVER) return GitError("iterate refs " + prefix);
+  git_error_clear();
+  return out;
+}
+
+Status Ledger::ForEachJob(const std::function<void(std::string_view job_hex)>& fn) {
+  GATOS_ASSIGN_OR_RETURN(auto names, ListRefs(kJobsPrefix));
+  const size_t plen = std::strlen(kJobsPrefix);
+  for (const auto& n : names) {
+    // refs/gatos/jobs/<64 hex>/job
+    if (n.size() == plen + 64 + 4 && n.compare(plen + 64, 4, "/job") == 0) {
+      fn(std::string_view(n).substr(plen, 64));
+    }
+  }
+  return OkStatus();
+}
+
+Result<JobSnapshot> Ledger::ReadJob(std::string_view job_hex) {
+  JobSnapshot s;
+  s.job_hex = std::string(job_hex);
+  GATOS_ASSIGN_OR_RETURN(s.job_commit, ResolveRef(JobRef(job_hex, "job")));
+  if (s.job_commit.empty()) return NotFoundError("no job " + s.job_hex + " in the ledger");
+  GATOS_ASSIGN_OR_RETURN(std::string lease, ResolveRef(JobRef(job_hex, "lease")));
+  GATOS_ASSIGN_OR_RETURN(s.result_commit, ResolveRef(JobRef(job_hex, "result")));
+  GATOS_ASSIGN_OR_RETURN(s.cancel_commit, ResolveRef(JobRef(job_hex, "cancel")));
+  if (!lease.empty()) {
+    GATOS_ASSIGN_OR_RETURN(CommitInfo c, ReadCommit(lease));
+    GATOS_ASSIGN_OR_RETURN(CommitMessage m, ParseCommitMessage(c.message));
+    LeaseInfo li;
+    li.commit = lease;
+    auto worker = FindTrailer(m.trailers, "Worker-Id");
+    auto epoch = FindTrailer(m.trailers, "Lease-Epoch");
+    auto expires = FindTrailer(m.trailers, "Lease-Expires");
+    if (!worker || worker->rfind("ed25519:", 0) != 0 || !epoch || !expires) {
+      return DataLossError("lease commit " + lease + " of job " + s.job_hex +
+                           " lacks Worker-Id, Lease-Epoch or Lease-Expires");
+    }
+    li.worker_hex = worker->substr(8);
+    li.epoch = std::strtoll(epoch->c_str(), nullptr, 10);
+    GATOS_ASSIGN_OR_RETURN(li.expires_ms, ParseRfc3339Millis(*expires));
+    s.lease = li;
+  }
+  if (!s.result_commit.empty()) {
+    GATOS_ASSIGN_OR_RETURN(CommitInfo c, ReadCommit(s.result_commit));
+    GATOS_ASSIGN_OR_RETURN(CommitMessage m, ParseCommitMessage(c.message));
+    s.result_status = FindTrailer(m.trailers, "Status").value_or("");
+  }
+  return s;
+}
+
+Result<Policy> Ledger::ReadPolicy() {
+  GATOS_ASSIGN_OR_RETURN(std::string id, ResolveRef(kPolicyRef));
+  if (id.empty()) {
+    return NotFoundError(path_ + " has no " + std::string(kPolicyRef) +
+                         " (is it a ledger? create one with 'gatosd init')");
+  }
+  return ReadPolicyAt(id);
+}
+
+Result<Policy> Ledger::ReadPolicyAt(const std::string& commit_id) {
+  constexpr size_t kMax = 4 << 20;
+  Policy p;
+  GATOS_ASSIGN_OR_RETURN(std::string settings, ReadFileAtCommit(commit_id, "policy.json", kMax));
+  GATOS_ASSIGN_OR_RETURN(p.settings, ParsePolicySettings(settings));
+  GATOS_ASSIGN_OR_RETURN(p.submitters_text, ReadFileAtCommit(commit_id, "submitters", kMax));
+  GATOS_ASSIGN_OR_RETURN(p.workers_text, ReadFileAtCommit(commit_id, "workers", kMax));
+  GATOS_ASSIGN_OR_RETURN(std::string ledger_pub, ReadFileAtCommit(commit_id, "ledger.pub", kMax));
+  GATOS_ASSIGN_OR_RETURN(p.submitters, ParseAllowedSigners(p.submitters_text, "policy:submitters"));
+  GATOS_ASSIGN_OR_RETURN(p.workers, ParseAllowedSigners(p.workers_text, "policy:workers"));
+  while (!ledger_pub.empty() && (ledger_pub.back() == '\n' || ledger_pub.back() == '\r')) {
+    ledger_pub.pop_back();
+  }
+  GATOS_ASSIGN_OR_RETURN(p.ledger_key, ParseOpenSshPublicKey(ledger_pub));
+  return p;
+}
+
+Result<std::string> Ledger::WritePolicy(const Policy& policy, const std::string& message,
+                                        const Ed25519PrivateKey& ledger_key, int64_t time_ms) {
+  GATOS_ASSIGN_OR_RETURN(std::string settings, WriteBlob(SerializePolicySettings(policy.settings) + "\n"));
+  GATOS_ASSIGN_OR_RETURN(std::string subs, WriteBlob(policy.submitters_text));
+  GATOS_ASSIGN_OR_RETURN(std::string workers, WriteBlob(policy.workers_text));
+  GATOS_ASSIGN_OR_RETURN(std::string lpub, WriteBlob(policy.ledger_key.ToOpenSsh() + "\n"));
+  GATOS_ASSIGN_OR_RETURN(std::string tree, WriteTree({{"ledger.pub", lpub},
+                                                      {"policy.json", settings},
+                                                      {"submitters", subs},
+                                                      {"workers", workers}}));
+  GATOS_ASSIGN_OR_RETURN(std::string old, ResolveRef(kPolicyRef));
+  std::vector<std::string> parents;
+  if (!old.empty()) parents.push_back(old);
+  GATOS_ASSIGN_OR_RETURN(std::string commit, WriteCommit(tree, parents, message, &ledger_key,
+                                                         "gatos ledger", "ledger@gatos.invalid",
+                                                         time_ms));
+  GATOS_RETURN_IF_ERROR(UpdateRefs({{kPolicyRef, old, commit}}, "policy"));
+  return commit;
+}
+
+}  // namespace gatos

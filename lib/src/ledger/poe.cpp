@@ -1,0 +1,138 @@
+#include "gatos/poe.h"
+
+#include <nlohmann/json.hpp>
+
+#include "gatos/blake3.h"
+#include "gatos/canonical_json.h"
+#include "gatos/encoding.h"
+#include "gatos/lease.h"
+
+namespace gatos {
+
+bool IsResultStatus(std::string_view s) {
+  return s == "succeeded" || s == "failed" || s == "timed-out" || s == "aborted";
+}
+
+std::string DssePae(std::string_view payload_type, std::string_view payload) {
+  std::string out = "DSSEv1 ";
+  out += std::to_string(payload_type.size());
+  out += ' ';
+  out += payload_type;
+  out += ' ';
+  out += std::to_string(payload.size());
+  out += ' ';
+  out += payload;
+  return out;
+}
+
+namespace {
+
+bool IsTaggedHex(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix && IsLowerHex(s.substr(prefix.size()), 64);
+}
+
+Status CheckFields(const Poe& p) {
+  if (!IsTaggedHex(p.job_id, "blake3:")) return InvalidArgumentError("poe.json: job_id: expected blake3:<64 hex>");
+  if (!IsTaggedHex(p.worker_id, "ed25519:")) return InvalidArgumentError("poe.json: worker_id: expected ed25519:<64 hex>");
+  if (!IsTaggedHex(p.runner_program, "blake3:")) return InvalidArgumentError("poe.json: runner.program: expected blake3:<64 hex>");
+  if (p.lease_epoch < 1) return InvalidArgumentError("poe.json: lease_epoch: expected an integer >= 1");
+  if (!IsResultStatus(p.status)) return InvalidArgumentError("poe.json: status: expected succeeded, failed, timed-out or aborted");
+  if (p.stdout_cap < 0) return InvalidArgumentError("poe.json: stdout_cap: expected an integer >= 0");
+  if (!ParseRfc3339Millis(p.started_at).ok()) return InvalidArgumentError("poe.json: started_at: expected an RFC 3339 UTC time");
+  if (!ParseRfc3339Millis(p.finished_at).ok()) return InvalidArgumentError("poe.json: finished_at: expected an RFC 3339 UTC time");
+  std::string prev;
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const auto& o = p.outputs[i];
+    std::string where = "poe.json: outputs[" + std::to_string(i) + "]";
+    if (o.path.empty() || o.path[0] == '/' || o.path == kPoeFileName ||
+        o.path.find("//") != std::string::npos || o.path.back() == '/') {
+      return InvalidArgumentError(where + ".path: \"" + o.path + "\" is not a relative file path of the result tree");
+    }
+    for (size_t pos = 0; pos <= o.path.size();) {
+      size_t slash = o.path.find('/', pos);
+      std::string_view part = std::string_view(o.path).substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+      if (part == "." || part == "..") return InvalidArgumentError(where + ".path: \"" + o.path + "\" has a . or .. component");
+      if (slash == std::string::npos) break;
+      pos = slash + 1;
+    }
+    if (!IsTaggedHex(o.hash, "blake3:")) return InvalidArgumentError(where + ".hash: expected blake3:<64 hex>");
+    if (i > 0 && !(prev < o.path)) return InvalidArgumentError(where + ".path: outputs must be sorted by path without duplicates");
+    prev = o.path;
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Result<std::string> SerializePoe(const Poe& p) {
+  GATOS_RETURN_IF_ERROR(CheckFields(p));
+  nlohmann::json outputs = nlohmann::json::array();
+  for (const auto& o : p.outputs) {
+    outputs.push_back({{"path", o.path}, {"size", o.size}, {"hash", o.hash}});
+  }
+  nlohmann::json j = {
+      {"job_id", p.job_id},
+      {"worker_id", p.worker_id},
+      {"lease_epoch", p.lease_epoch},
+      {"status", p.status},
+      {"runner", {{"program", p.runner_program}, {"version", p.runner_version}, {"platform", p.runner_platform}}},
+      {"exit", {{"code", p.exit_code ? nlohmann::json(*p.exit_code) : nlohmann::json(nullptr)},
+                {"signal", p.signal ? nlohmann::json(*p.signal) : nlohmann::json(nullptr)},
+                {"timed_out", p.timed_out}}},
+      {"reason", p.reason},
+      {"stdout_cap", p.stdout_cap},
+      {"truncated", {{"stdout", p.stdout_truncated}, {"stderr", p.stderr_truncated}}},
+      {"started_at", p.started_at},
+      {"finished_at", p.finished_at},
+      {"outputs", outputs},
+  };
+  return CanonicalJson(j);
+}
+
+Result<Poe> ParsePoe(std::string_view bytes) {
+  if (bytes.size() > (4u << 20)) return InvalidArgumentError("poe.json: larger than 4 MiB");
+  nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgumentError("poe.json: not a JSON object");
+  Poe p;
+  try {
+    static const char* kKeys[] = {"job_id", "worker_id", "lease_epoch", "status", "runner", "exit", "reason",
+                                  "stdout_cap", "truncated", "started_at", "finished_at", "outputs"};
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      bool known = false;
+      for (const char* k : kKeys) known |= it.key() == k;
+      if (!known) return InvalidArgumentError("poe.json: unknown field \"" + it.key() + "\"");
+    }
+    p.job_id = j.at("job_id").get<std::string>();
+    p.worker_id = j.at("worker_id").get<std::string>();
+    p.lease_epoch = j.at("lease_epoch").get<int64_t>();
+    p.status = j.at("status").get<std::string>();
+    const auto& r = j.at("runner");
+    p.runner_program = r.at("program").get<std::string>();
+    p.runner_version = r.at("version").get<std::string>();
+    p.runner_platform = r.at("platform").get<std::string>();
+    const auto& e = j.at("exit");
+    if (!e.at("code").is_null()) p.exit_code = e.at("code").get<int64_t>();
+    if (!e.at("signal").is_null()) p.signal = e.at("signal").get<int64_t>();
+    p.timed_out = e.at("timed_out").get<bool>();
+    p.reason = j.at("reason").get<std::string>();
+    p.stdout_cap = j.at("stdout_cap").get<int64_t>();
+    p.stdout_truncated = j.at("truncated").at("stdout").get<bool>();
+    p.stderr_truncated = j.at("truncated").at("stderr").get<bool>();
+    p.started_at = j.at("started_at").get<std::string>();
+    p.finished_at = j.at("finished_at").get<std::string>();
+    for (const auto& o : j.at("outputs")) {
+      p.outputs.push_back({o.at("path").get<std::string>(), o.at("size").get<uint64_t>(),
+                           o.at("hash").get<std::string>()});
+    }
+  } catch (const nlohmann::json::exception& ex) {
+    return InvalidArgumentError(std::string("poe.json: missing or mistyped field: ") + ex.what());
+  }
+  auto canon = SerializePoe(p);
+  if (!canon.ok()) return canon.status();
+  if (*canon != bytes) {
+    return InvalidArgumentError("poe.json: not in canonical form (RFC 8785) or carries extra structure");
+  }
+  return p;
+}
+
+}  // namespace gatos

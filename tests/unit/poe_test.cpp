@@ -1,0 +1,75 @@
+#include "gatos/poe.h"
+
+#include <gtest/gtest.h>
+
+#include "gatos/blake3.h"
+
+namespace gatos {
+namespace {
+
+Poe Sample() {
+  Poe p;
+  p.job_id = "blake3:" + std::string(64, 'a');
+  p.worker_id = "ed25519:" + std::string(64, 'b');
+  p.lease_epoch = 2;
+  p.status = "succeeded";
+  p.runner_program = "blake3:" + std::string(64, 'c');
+  p.runner_version = "0.1.0";
+  p.runner_platform = "linux-x86_64";
+  p.exit_code = 0;
+  p.stdout_cap = 1 << 20;
+  p.started_at = "2026-11-22T02:00:00.000Z";
+  p.finished_at = "2026-11-22T02:00:01.500Z";
+  p.outputs = {{"outputs/report.txt", 3, Blake3Tagged("abc")},
+               {"stderr", 0, Blake3Tagged("")},
+               {"stdout", 6, Blake3Tagged("hello\n")}};
+  return p;
+}
+
+TEST(PoeTest, DssePaeMatchesTheSpecLayout) {
+  // DSSE v1: "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body
+  EXPECT_EQ(DssePae("http://example.com/HelloWorld", "hello world"),
+            "DSSEv1 29 http://example.com/HelloWorld 11 hello world");
+  EXPECT_EQ(DssePae(kPoePayloadType, ""), "DSSEv1 33 application/vnd.gatos.poe.v1+json 0 ");
+}
+
+TEST(PoeTest, SerializeIsCanonicalAndRoundTrips) {
+  auto bytes = SerializePoe(Sample());
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  EXPECT_EQ(bytes->find(' '), std::string::npos);
+  EXPECT_EQ(bytes->rfind("{\"exit\":{\"code\":0,\"signal\":null,\"timed_out\":false},", 0), 0u) << *bytes;
+  auto back = ParsePoe(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->outputs, Sample().outputs);
+  EXPECT_EQ(back->lease_epoch, 2);
+  EXPECT_EQ(*SerializePoe(*back), *bytes);
+}
+
+TEST(PoeTest, ParseRejectsNonCanonicalAndUnknownFields) {
+  std::string bytes = *SerializePoe(Sample());
+  std::string spaced = bytes;
+  spaced.insert(1, " ");
+  EXPECT_NE(ParsePoe(spaced).status().message().find("not in canonical form"), std::string::npos);
+  std::string extra = bytes;
+  extra.insert(1, "\"aaa\":1,");
+  EXPECT_NE(ParsePoe(extra).status().message().find("unknown field \"aaa\""), std::string::npos);
+  EXPECT_EQ(ParsePoe("[]").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PoeTest, FieldChecksNameTheField) {
+  Poe p = Sample();
+  p.status = "done";
+  EXPECT_NE(SerializePoe(p).status().message().find("status"), std::string::npos);
+  p = Sample();
+  p.outputs.push_back({"../escape", 1, Blake3Tagged("x")});
+  EXPECT_NE(SerializePoe(p).status().message().find("outputs[3].path"), std::string::npos);
+  p = Sample();
+  std::swap(p.outputs[0], p.outputs[1]);
+  EXPECT_NE(SerializePoe(p).status().message().find("sorted"), std::string::npos);
+  p = Sample();
+  p.outputs[0].path = "poe.json";
+  EXPECT_EQ(SerializePoe(p).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gatos
