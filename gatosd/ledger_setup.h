@@ -1,0 +1,34 @@
+// Creating a ledger and the git hooks that guard it.
+#ifndef GATOS_GATOSD_LEDGER_SETUP_H_
+#define GATOS_GATOSD_LEDGER_SETUP_H_
+
+#include <string>
+
+#include "gatos/keys.h"
+#include "gatos/policy.h"
+#include "gatos/status.h"
+
+namespace gatos::gatosd {
+
+// <ledger>/gatos/ledger_key: the ledger's private key (mode 0600). It lives
+// in the repository directory but outside the object store, so it is never
+// fetched or pushed.
+std::string LedgerKeyPath(const std::string& ledger_dir);
+
+struct InitOptions {
+  PolicySettings settings;
+  std::string gatosd_path;  // absolute path the hooks exec
+};
+
+// Creates a bare repository, the ledger key, the hooks and the first policy
+// commit. FailedPrecondition if `dir` already holds a ledger.
+Status InitLedger(const std::string& dir, const InitOptions& options);
+
+// (Re)writes hooks/pre-receive and hooks/post-receive to exec gatosd.
+Status InstallHooks(const std::string& dir, const std::string& gatosd_path);
+
+Result<Ed25519PrivateKey> LoadLedgerKey(const std::string& ledger_dir);
+
+}  // namespace gatos::gatosd
+
+#endif  // GATOS_GATOSD_LEDGER_SETUP_H_
