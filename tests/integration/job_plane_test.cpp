@@ -62,6 +62,17 @@ struct Fixture {
     return {*c, hex};
   }
 
+  // A signed job commit adopted into the ledger; returns {commit, job hex}.
+  std::pair<std::string, std::string> Submit(Ledger& l, JobPlane& jp, const std::string& yaml) {
+    auto job = JobCommit(l, yaml, &submitter);
+    std::string got;
+    bool existing = true;
+    Outcome o = jp.AdoptJob(job.first, &got, &existing);
+    EXPECT_TRUE(o.ok()) << o.message;
+    EXPECT_FALSE(existing);
+    return job;
+  }
+
   LeaseRequest Req(const std::string& job, const Ed25519PrivateKey& w, int64_t epoch = 0) {
     LeaseRequest r;
     r.job_hex = job;
@@ -141,10 +152,7 @@ TEST(JobPlaneTest, ClaimRenewTakeoverAndFencing) {
   Fixture f;
   auto l = f.Open();
   auto jp = f.Plane(l.get());
-  auto [commit, hex] = f.JobCommit(*l, kJob, &f.submitter);
-  std::string got;
-  bool existing;
-  ASSERT_TRUE(jp->AdoptJob(commit, &got, &existing).ok());
+  auto [commit, hex] = f.Submit(*l, *jp, kJob);
 
   LeaseGrant g1;
   Outcome o = jp->Claim(f.Req(hex, f.w1), &g1);
@@ -188,10 +196,7 @@ TEST(JobPlaneTest, RequestsMustBeSignedByAnAllowedWorkerAndFresh) {
   Fixture f;
   auto l = f.Open();
   auto jp = f.Plane(l.get());
-  auto [commit, hex] = f.JobCommit(*l, kJob, &f.submitter);
-  std::string got;
-  bool existing;
-  ASSERT_TRUE(jp->AdoptJob(commit, &got, &existing).ok());
+  auto [commit, hex] = f.Submit(*l, *jp, kJob);
   LeaseGrant g;
   auto forged = f.Req(hex, f.w1);
   forged.worker_hex = f.w2.public_key().Hex();  // signed by w1, claims to be w2
@@ -212,10 +217,8 @@ TEST(JobPlaneTest, CancelPendingAbortsAndBlocksClaims) {
   Fixture f;
   auto l = f.Open();
   auto jp = f.Plane(l.get());
-  auto [commit, hex] = f.JobCommit(*l, kJob, &f.submitter);
-  std::string got;
-  bool existing, already;
-  ASSERT_TRUE(jp->AdoptJob(commit, &got, &existing).ok());
+  auto [commit, hex] = f.Submit(*l, *jp, kJob);
+  bool already;
   ASSERT_TRUE(jp->Cancel(hex, f.submitter.public_key().Hex(), &already).ok());
   EXPECT_FALSE(already);
   EXPECT_EQ(DeriveView(*l->ReadJob(hex), f.now).state, JobState::kAborted);
@@ -235,11 +238,7 @@ TEST(JobPlaneTest, ConcurrentClaimantsGetExactlyOneLeasePerJob) {
     auto jp = f.Plane(l.get());
     for (int i = 0; i < 40; ++i) {
       std::string yaml = "command: [\"/bin/echo\", \"" + std::to_string(i) + "\"]\ntimeout: 5\n";
-      auto [commit, hex] = f.JobCommit(*l, yaml, &f.submitter);
-      std::string got;
-      bool existing;
-      ASSERT_TRUE(jp->AdoptJob(commit, &got, &existing).ok());
-      jobs.push_back(hex);
+      jobs.push_back(f.Submit(*l, *jp, yaml).second);
     }
   }
   std::atomic<int> wins{0};
