@@ -4,6 +4,8 @@
 
 #include "gatos/encoding.h"
 #include "gatos/git_commit.h"
+
+#include "git/git_util.h"
 #include "gatos/sshsig.h"
 
 namespace gatos {
@@ -31,37 +33,12 @@ struct GitBuf {
   std::string str() const { return buf.ptr ? std::string(buf.ptr, buf.size) : std::string(); }
 };
 
-void EnsureLibgit2() {
-  // Never shut down: libgit2 state lives for the process.
-  static const int init = git_libgit2_init();
-  (void)init;
-}
-
-// Translates the calling thread's last libgit2 error.
-Status GitError(int code, const std::string& context) {
-  const git_error* e = git_error_last();
-  std::string m =
-      context + ": " + (e && e->message ? e->message : "libgit2 error " + std::to_string(code));
-  switch (code) {
-    case GIT_ENOTFOUND:
-      return NotFoundError(m);
-    case GIT_EINVALID:
-    case GIT_EINVALIDSPEC:
-      return InvalidArgumentError(m);
-    case GIT_EEXISTS:
-    case GIT_EMODIFIED:
-      return AbortedError(m);
-    default:
-      return InternalError(m);
-  }
-}
-
 Result<RepoPtr> OpenRepo(const std::string& path) {
-  EnsureLibgit2();
+  git::EnsureInit();
   git_repository* raw = nullptr;
   int rc = git_repository_open(&raw, path.c_str());
   if (rc != 0) {
-    Status s = GitError(rc, "cannot open git repository " + path);
+    Status s = git::GitError(rc, "cannot open git repository " + path);
     return rc == GIT_ENOTFOUND ? s : InternalError(s.message());
   }
   return RepoPtr(raw);
@@ -111,7 +88,7 @@ Status CheckReferencedObjects(git_repository* repo, const std::string& buffer,
     git_object* obj = nullptr;
     int rc = git_object_lookup(&obj, repo, &oid, is_tree ? GIT_OBJECT_TREE : GIT_OBJECT_COMMIT);
     if (rc != 0) {
-      return GitError(rc,
+      return git::GitError(rc,
                       std::string(is_tree ? "tree " : "parent commit ") + hex + " in " + repo_path);
     }
     git_object_free(obj);
@@ -135,18 +112,9 @@ Result<std::string> WriteSignedCommit(const std::string& repo_path,
   if (HasSignatureHeader(commit_buffer)) {
     return InvalidArgumentError("commit buffer already has a gpgsig header");
   }
-  GATOS_ASSIGN_OR_RETURN(std::string armored,
-                         SshSigSign(key, commit_buffer, kGitSignatureNamespace));
-  // libgit2 indents every line after a newline; without this the header
-  // would end in a line holding a single space, which git never writes.
-  while (!armored.empty() && armored.back() == '\n') armored.pop_back();
   GATOS_ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(repo_path));
   GATOS_RETURN_IF_ERROR(CheckReferencedObjects(repo.get(), commit_buffer, repo_path));
-  git_oid oid;
-  int rc = git_commit_create_with_signature(&oid, repo.get(), commit_buffer.c_str(),
-                                            armored.c_str(), "gpgsig");
-  if (rc != 0) return GitError(rc, "writing signed commit into " + repo_path);
-  return std::string(git_oid_tostr_s(&oid));
+  return git::WriteSignedCommitBuffer(repo.get(), commit_buffer, key, repo_path);
 }
 
 Result<std::string> CreateSignedCommit(const std::string& repo_path, const std::string& tree_hex,
@@ -166,7 +134,7 @@ Result<std::string> CreateSignedCommit(const std::string& repo_path, const std::
 
   git_tree* tree_raw = nullptr;
   int rc = git_tree_lookup(&tree_raw, repo.get(), &tree_oid);
-  if (rc != 0) return GitError(rc, "tree " + tree_hex + " in " + repo_path);
+  if (rc != 0) return git::GitError(rc, "tree " + tree_hex + " in " + repo_path);
   TreePtr tree(tree_raw);
 
   std::vector<CommitPtr> parents;
@@ -174,7 +142,7 @@ Result<std::string> CreateSignedCommit(const std::string& repo_path, const std::
   for (size_t i = 0; i < parent_oids.size(); ++i) {
     git_commit* c = nullptr;
     rc = git_commit_lookup(&c, repo.get(), &parent_oids[i]);
-    if (rc != 0) return GitError(rc, "parent commit " + parent_hexes[i] + " in " + repo_path);
+    if (rc != 0) return git::GitError(rc, "parent commit " + parent_hexes[i] + " in " + repo_path);
     parents.emplace_back(c);
     parent_ptrs.push_back(c);
   }
@@ -183,7 +151,7 @@ Result<std::string> CreateSignedCommit(const std::string& repo_path, const std::
   rc = git_signature_now(&sig_raw, name.c_str(), email.c_str());
   if (rc != 0) {
     return InvalidArgumentError(
-        GitError(rc, "author/committer \"" + name + " <" + email + ">\"").message());
+        git::GitError(rc, "author/committer \"" + name + " <" + email + ">\"").message());
   }
   SignaturePtr sig(sig_raw);
 
@@ -191,7 +159,7 @@ Result<std::string> CreateSignedCommit(const std::string& repo_path, const std::
   rc =
       git_commit_create_buffer(&buffer.buf, repo.get(), sig.get(), sig.get(), nullptr,
                                message.c_str(), tree.get(), parent_ptrs.size(), parent_ptrs.data());
-  if (rc != 0) return GitError(rc, "building commit in " + repo_path);
+  if (rc != 0) return git::GitError(rc, "building commit in " + repo_path);
   repo.reset();  // WriteSignedCommit opens its own handle
   return WriteSignedCommit(repo_path, buffer.str(), key);
 }
@@ -202,7 +170,7 @@ Result<CommitSignature> ExtractCommitSignature(const std::string& repo_path,
   GATOS_ASSIGN_OR_RETURN(RepoPtr repo, OpenRepo(repo_path));
   git_commit* c = nullptr;
   int rc = git_commit_lookup(&c, repo.get(), &oid);
-  if (rc != 0) return GitError(rc, "commit " + commit_hex + " in " + repo_path);
+  if (rc != 0) return git::GitError(rc, "commit " + commit_hex + " in " + repo_path);
   CommitPtr commit(c);
 
   GitBuf signature, signed_data;
@@ -210,7 +178,7 @@ Result<CommitSignature> ExtractCommitSignature(const std::string& repo_path,
   if (rc == GIT_ENOTFOUND) {
     return NotFoundError("commit " + commit_hex + " in " + repo_path + " is not signed");
   }
-  if (rc != 0) return GitError(rc, "reading signature of commit " + commit_hex);
+  if (rc != 0) return git::GitError(rc, "reading signature of commit " + commit_hex);
   CommitSignature out{signature.str(), signed_data.str()};
   if (!out.signature.empty() && out.signature.back() != '\n') out.signature.push_back('\n');
   return out;

@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "gatos/encoding.h"
+#include "gatos/sshsig.h"
 
 namespace gatos::git {
 
@@ -11,13 +12,36 @@ void EnsureInit() {
   std::call_once(once, [] { git_libgit2_init(); });
 }
 
-Status GitError(const std::string& what) {
+Status GitError(const std::string& what) { return GitError(GIT_ERROR, what); }
+
+Status GitError(int code, const std::string& what) {
   const git_error* e = git_error_last();
-  std::string msg = what + ": " + (e && e->message ? e->message : "unknown libgit2 error");
+  std::string msg = what + ": " + (e && e->message ? e->message : "libgit2 error " + std::to_string(code));
   int klass = e ? e->klass : 0;
   git_error_clear();
+  switch (code) {
+    case GIT_ENOTFOUND: return NotFoundError(msg);
+    case GIT_EINVALID:
+    case GIT_EINVALIDSPEC: return InvalidArgumentError(msg);
+    case GIT_EEXISTS:
+    case GIT_EMODIFIED: return AbortedError(msg);
+    default: break;
+  }
   if (klass == GIT_ERROR_OS) return UnavailableError(msg);
   return InternalError(msg);
+}
+
+Result<std::string> WriteSignedCommitBuffer(git_repository* repo, const std::string& buffer,
+                                            const Ed25519PrivateKey& key,
+                                            const std::string& where) {
+  GATOS_ASSIGN_OR_RETURN(std::string armored, SshSigSign(key, buffer, "git"));
+  // libgit2 indents every line after a newline; without this the header
+  // would end in a line holding a single space, which git never writes.
+  while (!armored.empty() && armored.back() == '\n') armored.pop_back();
+  git_oid oid;
+  int rc = git_commit_create_with_signature(&oid, repo, buffer.c_str(), armored.c_str(), "gpgsig");
+  if (rc != 0) return GitError(rc, "writing signed commit into " + where);
+  return OidHex(oid);
 }
 
 std::string OidHex(const git_oid& oid) {

@@ -289,14 +289,7 @@ Result<std::string> Ledger::WriteCommit(const std::string& tree,
   }
   std::string content(buf.ptr, buf.size);
   git_buf_dispose(&buf);
-  GATOS_ASSIGN_OR_RETURN(std::string armored, SshSigSign(*key, content, "git"));
-  // git stores the signature without its final newline in the header.
-  while (!armored.empty() && armored.back() == '\n') armored.pop_back();
-  if (git_commit_create_with_signature(&out, Repo(repo_), content.c_str(), armored.c_str(),
-                                       "gpgsig") != 0) {
-    return GitError("write signed commit");
-  }
-  return OidHex(out);
+  return git::WriteSignedCommitBuffer(Repo(repo_), content, *key, path_);
 }
 
 Status Ledger::UpdateRefs(const std::vector<RefUpdate>& updates, std::string_view why) {
