@@ -18,6 +18,7 @@
 #include "gatos/ledger.h"
 #include "gatos/manifest.h"
 #include "gatos/policy.h"
+#include "gatos/result.h"
 
 namespace gatos {
 
@@ -95,8 +96,23 @@ class JobPlane {
   // the CLI run on the ledger host). *already when a cancel exists.
   Outcome Cancel(std::string_view job_hex, std::string_view requester_hex, bool* already);
 
+  // A result shipped as an object batch (worker RPC). Checks it completely
+  // (CheckResultCommit, then: it is a result of this job, its second parent
+  // is the claim commit of the worker's current lease, the worker is allowed
+  // by policy, DecideResult with the policy's grace) before writing any
+  // object, then writes the objects and moves `result` zero->commit while
+  // `lease` is unchanged. Re-sending an accepted result is a success with
+  // *existing = true, so a worker's outbox may retry blindly.
+  Outcome AcceptResult(const std::vector<GitObject>& objects, const std::string& commit_id,
+                       ParsedResult* accepted, bool* existing);
+  // The same checks for a result pushed with git to refs/gatos/jobs/<job>/result;
+  // `view` sees the push quarantine. Moves nothing (git does, after the hook).
+  Outcome CheckResultPush(Ledger& view, std::string_view job_hex, const std::string& commit_id);
+
  private:
   Outcome VerifyWorkerRequest(const LeaseRequest& req, const std::string& payload) const;
+  Outcome CheckResult(const ObjectLookup& lookup, const std::string& commit_id,
+                      std::string_view expected_job_hex, JobSnapshot* snap, ParsedResult* parsed);
   Result<std::string> WriteLeaseCommit(const JobSnapshot& snap, const LeaseRequest& req,
                                        int64_t epoch, int64_t expires_ms,
                                        const std::string& parent_lease, const char* kind);

@@ -276,4 +276,98 @@ Outcome JobPlane::Cancel(std::string_view job_hex, std::string_view requester_he
   return Outcome::FromStatus(s);
 }
 
+Outcome JobPlane::CheckResult(const ObjectLookup& lookup, const std::string& commit_id,
+                              std::string_view expected_job_hex, JobSnapshot* snap,
+                              ParsedResult* parsed) {
+  ResultCheckLimits limits;
+  limits.max_file_bytes = static_cast<size_t>(policy_.settings.max_result_bytes);
+  ResultReport report = CheckResultCommit(lookup, commit_id, limits);
+  if (const ResultCheck* bad = report.first_failure()) {
+    TransitionError e = bad->name == "attest_sig" || bad->name == "commit_signature"
+                            ? TransitionError::kUnauthorized
+                            : TransitionError::kInvalid;
+    return Outcome::Error(e, "result " + commit_id.substr(0, 12) + " refused: " + bad->name + ": " +
+                                 bad->detail);
+  }
+  *parsed = report.parsed;
+  const ParsedResult& p = report.parsed;
+  if (!expected_job_hex.empty() && p.job_hex != expected_job_hex) {
+    return Outcome::Error(TransitionError::kInvalid,
+                          "result refused: its Job-Id is blake3:" + p.job_hex + " but it was sent for job " +
+                              std::string(expected_job_hex));
+  }
+  auto s = ledger_->ReadJob(p.job_hex);
+  if (!s.ok()) {
+    if (s.status().code() == StatusCode::kNotFound) {
+      return Outcome::Error(TransitionError::kInvalid, "result refused: job " + p.job_hex + " is not in this ledger");
+    }
+    return Outcome::FromStatus(s.status());
+  }
+  *snap = *s;
+  if (!snap->result_commit.empty() && snap->result_commit == commit_id) return {};
+  if (p.parents[0] != snap->job_commit) {
+    return Outcome::Error(TransitionError::kInvalid, "result refused: its first parent " + p.parents[0].substr(0, 12) +
+                                                         " is not the commit of job " + p.job_hex.substr(0, 12));
+  }
+  auto key = ParseWorkerId("ed25519:" + p.worker_hex);
+  if (!key.ok() || !policy_.workers.FindKey(*key, kSignerNamespaceGit, clock_() / 1000)) {
+    return Outcome::Error(TransitionError::kUnauthorized,
+                          "result refused: worker ed25519:" + p.worker_hex +
+                              " is not allowed by this ledger's policy (gatos policy allow-worker)");
+  }
+  Decision d = DecideResult(*snap, p.worker_hex, p.epoch, clock_(), policy_.settings.result_grace_ms);
+  if (!d.ok()) return Outcome::Error(d.error, d.message);
+  // Fencing: the second parent is the claim commit that opened this worker's current epoch.
+  auto claim = ledger_->ResolveRef(ClaimRef(p.job_hex, p.worker_hex));
+  if (!claim.ok()) return Outcome::FromStatus(claim.status());
+  if (p.parents[1] != *claim) {
+    return Outcome::Error(TransitionError::kStaleOwner,
+                          "result refused: its second parent " + p.parents[1].substr(0, 12) +
+                              " is not the claim commit of worker " + p.worker_hex.substr(0, 16) +
+                              " for job " + p.job_hex.substr(0, 12));
+  }
+  return {};
+}
+
+Outcome JobPlane::AcceptResult(const std::vector<GitObject>& objects, const std::string& commit_id,
+                               ParsedResult* accepted, bool* existing) {
+  *existing = false;
+  // Parents are looked up in the ledger only, never in the batch: a worker
+  // cannot bring its own "claim commit".
+  JobSnapshot snap;
+  Outcome o = CheckResult(BatchLookup(&objects, nullptr), commit_id, "", &snap, accepted);
+  if (!o.ok()) return o;
+  if (snap.result_commit == commit_id) {
+    *existing = true;
+    return {};
+  }
+  for (const GitObject& obj : objects) {
+    if (ledger_->HasObject(obj.id)) continue;
+    auto id = ledger_->WriteRawObject(obj.type, obj.data);
+    if (!id.ok()) return Outcome::FromStatus(id.status());
+  }
+  std::string result_ref = JobRef(accepted->job_hex, "result");
+  std::string lease_ref = JobRef(accepted->job_hex, "lease");
+  Status s = ledger_->UpdateRefs({{result_ref, "", commit_id},
+                                  {lease_ref, snap.lease->commit, snap.lease->commit}},
+                                 "gatos: result");
+  if (s.code() == StatusCode::kAborted) {
+    auto again = ledger_->ResolveRef(result_ref);
+    if (again.ok() && *again == commit_id) {
+      *existing = true;
+      return {};
+    }
+    return Outcome::Error(TransitionError::kStaleOwner,
+                          "result refused: the lease of job " + accepted->job_hex.substr(0, 12) +
+                              " moved while the result was being recorded");
+  }
+  return Outcome::FromStatus(s);
+}
+
+Outcome JobPlane::CheckResultPush(Ledger& view, std::string_view job_hex, const std::string& commit_id) {
+  JobSnapshot snap;
+  ParsedResult parsed;
+  return CheckResult(LedgerLookup(&view), commit_id, job_hex, &snap, &parsed);
+}
+
 }  // namespace gatos
