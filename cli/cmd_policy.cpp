@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "gatos/job_index.h"
 #include "gatos/job_plane.h"
 #include "gatos/ledger.h"
 
@@ -46,6 +47,7 @@ int Allow(const Args& args, const char* role, const char* name) {
                                            key->WorkerId() + "\n",
                                        *ledger_key, SystemNowMs());
   if (!commit.ok()) return ReportError(commit.status().message(), kExitFailure);
+  (void)AppendInbox(*dir, "policy");  // a running gatosd reloads it
   std::cout << "allowed " << (worker ? "worker " : "submitter ") << key->WorkerId() << " as "
             << principal << " (policy " << commit->substr(0, 12) << ")\n";
   return kExitOk;

@@ -32,6 +32,11 @@ int RunKeyShow(const Args& args);
 int RunPolicyShow(const Args& args);
 int RunPolicyAllowSubmitter(const Args& args);
 int RunPolicyAllowWorker(const Args& args);
+int RunSubmit(const Args& args);
+int RunStatus(const Args& args);
+int RunLs(const Args& args);
+int RunWait(const Args& args);
+int RunCancel(const Args& args);
 
 }  // namespace gatos::cli
 

@@ -17,6 +17,11 @@ const std::vector<Command>& AllCommands() {
       {{"policy", "show"}, "print a ledger's policy", RunPolicyShow},
       {{"policy", "allow-submitter"}, "allow a key to sign job commits", RunPolicyAllowSubmitter},
       {{"policy", "allow-worker"}, "allow a worker key to claim and report", RunPolicyAllowWorker},
+      {{"submit"}, "submit a manifest as a signed job; prints its id", RunSubmit},
+      {{"status"}, "show a job's state (or counts per state)", RunStatus},
+      {{"ls"}, "list jobs, optionally in one state", RunLs},
+      {{"wait"}, "wait for jobs to finish; exit 0 only if all succeeded", RunWait},
+      {{"cancel"}, "cancel a job (pending: aborted now; running: told to stop)", RunCancel},
   };
   return kCommands;
 }

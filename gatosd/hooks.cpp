@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gatos/job_index.h"
 #include "gatos/job_plane.h"
 #include "gatos/ledger.h"
 #include "ledger_setup.h"
@@ -44,10 +45,21 @@ bool SplitJobRef(const std::string& ref, std::string* hex, std::string* leaf) {
   return true;
 }
 
+bool IsResultRef(const std::string& ref) {
+  return ref.size() > 7 && ref.compare(ref.size() - 7, 7, "/result") == 0 &&
+         ref.compare(0, std::strlen(kJobsPrefix), kJobsPrefix) == 0;
+}
+
 struct HookContext {
   std::unique_ptr<Ledger> ledger;
   std::unique_ptr<JobPlane> plane;
 };
+
+std::string LedgerDir(const HookContext& ctx) {
+  std::string dir = ctx.ledger->path();
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
 
 Result<HookContext> OpenContext() {
   HookContext ctx;
@@ -80,7 +92,9 @@ std::string RefRule(const Update& u, std::string* job_hex) {
       return "refs/gatos/jobs/<id>/" + leaf + " is written by the ledger only; workers claim through the ledger RPC";
     }
     if (leaf == "result") {
-      return "results are accepted through the worker RPC only in this version";
+      if (IsZero(u.new_id)) return "results cannot be deleted";
+      if (!IsZero(u.old_id)) return "job " + *job_hex + " already has a result; a result is never replaced";
+      return "";
     }
     if (leaf == "cancel") return "cancel a job with 'gatos cancel JOB-ID'";
     return "unknown job ref '" + leaf + "' (job refs are job, lease, claims/<worker>, result, cancel)";
@@ -90,6 +104,20 @@ std::string RefRule(const Update& u, std::string* job_hex) {
 }
 
 }  // namespace
+
+// A metric label for a refused job commit (gatos_rejected_total{reason}).
+std::string RejectReasonLabel(const Status& s) {
+  const std::string& m = s.message();
+  if (s.code() == StatusCode::kPermissionDenied) {
+    if (m.find("not signed") != std::string::npos) return "unsigned";
+    if (m.find("not an allowed submitter") != std::string::npos) return "untrusted_signer";
+    return "bad_signature";
+  }
+  if (m.find("but the ref names job") != std::string::npos) return "wrong_job_id";
+  if (m.find("Job-Id") != std::string::npos) return "missing_trailer";
+  if (m.find("policy_root") != std::string::npos) return "policy_root";
+  return "bad_manifest";
+}
 
 int RunPreReceive(std::istream& in, std::ostream& err) {
   std::vector<Update> updates = ReadUpdates(in);
@@ -103,11 +131,23 @@ int RunPreReceive(std::istream& in, std::ostream& err) {
     std::string job_hex;
     std::string why = RefRule(u, &job_hex);
     if (why.empty() && IsZero(u.new_id)) continue;  // deleting a submit ref
-    if (why.empty()) {
+    std::string reason = why.empty() ? "" : "forbidden_ref";
+    if (why.empty() && IsResultRef(u.ref)) {
+      Outcome o = ctx->plane->CheckResultPush(*ctx->ledger, job_hex, u.new_id);
+      if (!o.ok()) {
+        why = o.message;
+        reason = "bad_result";
+      }
+    } else if (why.empty()) {
       auto check = ctx->plane->CheckJobCommit(*ctx->ledger, u.new_id, job_hex);
-      if (!check.ok()) why = check.status().message();
+      if (!check.ok()) {
+        why = check.status().message();
+        reason = RejectReasonLabel(check.status());
+      }
     }
     if (!why.empty()) {
+      // Counted by gatosd's /metrics (gatos_rejected_total); best effort.
+      (void)AppendInbox(LedgerDir(*ctx), "reject " + reason);
       ++rejected;
       std::istringstream lines(why);
       std::string line;
@@ -146,7 +186,19 @@ int RunPostReceive(std::istream& in, std::ostream& err) {
       if (!s.ok()) err << "gatos: note: " << u.ref << " left in place: " << s.message() << "\n";
     } else {
       std::string leaf;
-      if (!SplitJobRef(u.ref, &job_hex, &leaf) || leaf != "job") continue;
+      if (!SplitJobRef(u.ref, &job_hex, &leaf)) continue;
+      if (leaf == "result") {
+        (void)AppendInbox(LedgerDir(*ctx), "job " + job_hex);
+        err << "gatos: result of job blake3:" << job_hex << " recorded\n";
+        continue;
+      }
+      if (leaf != "job") continue;
+    }
+    // Tell gatosd (if running) to publish the job now; if this line is lost,
+    // its next start republishes every pending job from the refs.
+    if (!existing) {
+      Status noted = AppendInbox(LedgerDir(*ctx), "job " + job_hex);
+      if (!noted.ok()) err << "gatos: note: " << noted.message() << "\n";
     }
     if (existing) {
       err << "gatos: job blake3:" << job_hex << " already exists; nothing to do (no-op)\n";

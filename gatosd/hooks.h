@@ -5,6 +5,9 @@
 #define GATOS_GATOSD_HOOKS_H_
 
 #include <iosfwd>
+#include <string>
+
+#include "gatos/status.h"
 
 namespace gatos::gatosd {
 
@@ -12,6 +15,11 @@ namespace gatos::gatosd {
 // to `err`. Returns the hook's exit status: non-zero rejects the whole push.
 int RunPreReceive(std::istream& in, std::ostream& err);
 int RunPostReceive(std::istream& in, std::ostream& err);
+
+// A metric label for a refused job commit (gatos_rejected_total{reason}):
+// unsigned, untrusted_signer, bad_signature, wrong_job_id, missing_trailer,
+// policy_root or bad_manifest.
+std::string RejectReasonLabel(const Status& s);
 
 }  // namespace gatos::gatosd
 

@@ -9,6 +9,7 @@
 
 #include "hooks.h"
 #include "ledger_setup.h"
+#include "server.h"
 
 namespace {
 
@@ -18,6 +19,9 @@ constexpr char kUsage[] =
     "commands:\n"
     "  init DIR [--dev] [--lease-ms N]   create a bare ledger repository with its hooks,\n"
     "                                    ledger key and first policy commit\n"
+    "  serve --ledger DIR [--nats URL] [--http HOST:PORT] [--republish-s N]\n"
+    "                                    run the daemon: worker RPC, JetStream publication,\n"
+    "                                    /metrics and /healthz (default NATS nats://127.0.0.1:4222)\n"
     "  hook pre-receive|post-receive     run a git hook (installed by init; git calls it)\n"
     "\n"
     "--dev accepts unsigned job commits; every start says so.\n";
@@ -78,6 +82,59 @@ int Init(const std::vector<std::string>& args) {
   return 0;
 }
 
+bool ParseMs(const std::string& flag, const std::string& text, int64_t scale, int64_t lo, int64_t hi,
+             int64_t* out) {
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || v < lo || v > hi) {
+    std::cerr << "gatosd serve: " << flag << " must be an integer in " << lo << ".." << hi << "\n";
+    return false;
+  }
+  *out = v * scale;
+  return true;
+}
+
+int ServeCommand(const std::vector<std::string>& args) {
+  gatos::gatosd::ServeOptions opts;
+  if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= args.size()) {
+        std::cerr << "gatosd serve: " << a << " needs a value\n";
+        return false;
+      }
+      *out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (a == "--ledger") {
+      if (!value(&opts.ledger_dir)) return 2;
+    } else if (a == "--nats") {
+      if (!value(&opts.nats_url)) return 2;
+    } else if (a == "--http") {
+      if (!value(&opts.http_addr)) return 2;
+    } else if (a == "--republish-s") {
+      if (!value(&v) || !ParseMs(a, v, 1000, 1, 86400, &opts.republish_ms)) return 2;
+    } else if (a == "--sweep-ms") {
+      if (!value(&v) || !ParseMs(a, v, 1, 10, 60000, &opts.sweep_ms)) return 2;
+    } else if (a == "--nats-wait-s") {
+      if (!value(&v) || !ParseMs(a, v, 1000, 0, 3600, &opts.nats_wait_ms)) return 2;
+    } else {
+      std::cerr << "gatosd serve: unknown argument '" << a << "' (see gatosd --help)\n";
+      return 2;
+    }
+  }
+  if (opts.ledger_dir.empty()) {
+    std::cerr << "gatosd serve: --ledger DIR is required\n";
+    return 2;
+  }
+  return gatos::gatosd::Serve(opts);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,6 +148,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (args[0] == "init") return Init({args.begin() + 1, args.end()});
+  if (args[0] == "serve") return ServeCommand({args.begin() + 1, args.end()});
   if (args[0] == "hook" && args.size() == 2 && args[1] == "pre-receive") {
     return gatos::gatosd::RunPreReceive(std::cin, std::cerr);
   }

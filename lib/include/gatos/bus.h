@@ -129,6 +129,7 @@ class Bus {
     int64_t duplicate_window_ms = 120000;
     bool file_storage = true;
     int64_t max_msg_size = -1;  // -1: the server's max_payload
+    int64_t max_age_ms = 0;     // 0: keep messages forever (limits retention)
   };
   // Creates the stream, or updates it when it exists with other settings.
   // Idempotent. FailedPrecondition when the server refuses the change (for

@@ -50,12 +50,25 @@ struct BatchLimits {
 // one over `limits` (the message says which object and which limit).
 Result<std::vector<GitObject>> DecodeObjectBatch(std::string_view bytes, const BatchLimits& limits);
 
-// One file of the result tree, path '/'-separated ("stdout", "outputs/a/b").
+// A commit object built in memory: author = committer = name <email> at
+// time_ms (UTC), message verbatim, signed in git's SSH format when `key` is
+// given. The objects it names need not exist anywhere yet.
+Result<GitObject> BuildCommitObject(const std::string& tree, const std::vector<std::string>& parents,
+                                    const std::string& message, const std::string& name,
+                                    const std::string& email, int64_t time_ms,
+                                    const Ed25519PrivateKey* key);
+
+// One file of a tree to build, path '/'-separated ("stdout", "outputs/a/b").
 struct ResultFile {
   std::string path;
   std::string data;
   bool executable = false;
 };
+
+// Trees and blobs for `files` (paths '/'-separated, checked as for results).
+// Returns the root tree id; objects are appended to *objects.
+Result<std::string> BuildTreeObjects(const std::vector<ResultFile>& files,
+                                     std::vector<GitObject>* objects);
 
 struct ResultBuildInput {
   std::string job_commit;

@@ -242,16 +242,44 @@ Result<std::vector<GitObject>> DecodeObjectBatch(std::string_view bytes, const B
   return out;
 }
 
-Result<BuiltResult> BuildResult(const ResultBuildInput& in, const Ed25519PrivateKey& worker_key) {
-  if (!IsLowerHex(in.job_commit, 40) || !IsLowerHex(in.lease_commit, 40)) {
-    return InvalidArgumentError("result parents must be 40-hex commit ids (job and lease commits)");
+Result<GitObject> BuildCommitObject(const std::string& tree, const std::vector<std::string>& parents,
+                                    const std::string& message, const std::string& name,
+                                    const std::string& email, int64_t time_ms,
+                                    const Ed25519PrivateKey* key) {
+  if (!IsLowerHex(tree, 40)) return InvalidArgumentError("tree id \"" + tree.substr(0, 64) + "\" is not 40 hex");
+  for (const auto& p : parents) {
+    if (!IsLowerHex(p, 40)) return InvalidArgumentError("parent id \"" + p.substr(0, 64) + "\" is not 40 hex");
   }
-  // Paths into a directory tree, refusing collisions between a file and a directory.
+  auto bad_ident = [](const std::string& s) { return s.find_first_of("<>\n\0", 0, 4) != std::string::npos; };
+  if (bad_ident(name) || bad_ident(email)) return InvalidArgumentError("committer name or email contains <, >, NUL or a newline");
+  if (message.find('\0') != std::string::npos) return InvalidArgumentError("commit message contains a NUL byte");
+  std::string who = name + " <" + email + "> " + std::to_string(time_ms / 1000) + " +0000";
+  std::string header = "tree " + tree + "\n";
+  for (const auto& p : parents) header += "parent " + p + "\n";
+  header += "author " + who + "\ncommitter " + who + "\n";
+  std::string data;
+  if (key) {
+    GATOS_ASSIGN_OR_RETURN(std::string armored, SshSigSign(*key, header + "\n" + message, "git"));
+    while (!armored.empty() && armored.back() == '\n') armored.pop_back();
+    std::string sig_field = "gpgsig ";
+    for (char ch : armored) {
+      sig_field.push_back(ch);
+      if (ch == '\n') sig_field.push_back(' ');
+    }
+    data = header + sig_field + "\n\n" + message;
+  } else {
+    data = header + "\n" + message;
+  }
+  GitObject commit{ObjectType::kCommit, data, GitObjectId(ObjectType::kCommit, data)};
+  return commit;
+}
+
+Result<std::string> BuildTreeObjects(const std::vector<ResultFile>& files,
+                                     std::vector<GitObject>* objects) {
   DirNode root;
   std::set<std::string> seen;
-  for (const ResultFile& f : in.files) {
-    if (f.path == kPoeFileName) return InvalidArgumentError("a result file may not be named poe.json");
-    if (!seen.insert(f.path).second) return InvalidArgumentError("result file \"" + f.path + "\" given twice");
+  for (const ResultFile& f : files) {
+    if (!seen.insert(f.path).second) return InvalidArgumentError("file \"" + f.path + "\" given twice");
     DirNode* node = &root;
     size_t pos = 0;
     while (true) {
@@ -260,32 +288,46 @@ Result<BuiltResult> BuildResult(const ResultBuildInput& in, const Ed25519Private
       GATOS_RETURN_IF_ERROR(CheckPathComponent(part, f.path));
       if (slash == std::string::npos) {
         if (node->dirs.count(part)) {
-          return InvalidArgumentError("result path \"" + f.path + "\" is both a file and a directory");
+          return InvalidArgumentError("path \"" + f.path + "\" is both a file and a directory");
         }
         node->files[part] = &f;
         break;
       }
       if (node->files.count(part)) {
-        return InvalidArgumentError("result path \"" + f.path + "\" is both a file and a directory");
+        return InvalidArgumentError("path \"" + f.path + "\" is both a file and a directory");
       }
       node = &node->dirs[part];
       pos = slash + 1;
     }
   }
+  std::vector<GitObject> built;
+  std::string tree = WriteDir(root, &built);
+  std::set<std::string> ids;  // two files with the same bytes share one blob
+  for (const auto& o : *objects) ids.insert(o.id);
+  for (auto& o : built) {
+    if (ids.insert(o.id).second) objects->push_back(std::move(o));
+  }
+  return tree;
+}
+
+Result<BuiltResult> BuildResult(const ResultBuildInput& in, const Ed25519PrivateKey& worker_key) {
+  if (!IsLowerHex(in.job_commit, 40) || !IsLowerHex(in.lease_commit, 40)) {
+    return InvalidArgumentError("result parents must be 40-hex commit ids (job and lease commits)");
+  }
   Poe poe = in.poe;
   poe.outputs.clear();
+  std::vector<ResultFile> files;
   for (const ResultFile& f : in.files) {
+    if (f.path == kPoeFileName) return InvalidArgumentError("a result file may not be named poe.json");
     poe.outputs.push_back({f.path, f.data.size(), Blake3Tagged(f.data)});
   }
   std::sort(poe.outputs.begin(), poe.outputs.end(),
             [](const PoeOutput& a, const PoeOutput& b) { return a.path < b.path; });
   GATOS_ASSIGN_OR_RETURN(std::string poe_json, SerializePoe(poe));
-  ResultFile poe_file{kPoeFileName, poe_json, false};
-  root.files[kPoeFileName] = &poe_file;
-
-  BuiltResult out;
+  files = in.files;
+  files.push_back({kPoeFileName, poe_json, false});
   std::vector<GitObject> objects;
-  std::string tree = WriteDir(root, &objects);
+  GATOS_ASSIGN_OR_RETURN(std::string tree, BuildTreeObjects(files, &objects));
 
   auto attest = Ed25519Sign(worker_key, DssePae(kPoePayloadType, poe_json));
   CommitMessage msg;
@@ -299,28 +341,14 @@ Result<BuiltResult> BuildResult(const ResultBuildInput& in, const Ed25519Private
       {"Status", poe.status},
       {"Lease-Epoch", std::to_string(poe.lease_epoch)},
   };
-  std::string who = in.committer_name + " <" + in.committer_email + "> " +
-                    std::to_string(in.time_ms / 1000) + " +0000";
-  std::string unsigned_commit = "tree " + tree + "\nparent " + in.job_commit + "\nparent " +
-                                in.lease_commit + "\nauthor " + who + "\ncommitter " + who + "\n";
-  std::string message = FormatCommitMessage(msg);
-  GATOS_ASSIGN_OR_RETURN(std::string armored,
-                         SshSigSign(worker_key, unsigned_commit + "\n" + message, "git"));
-  while (!armored.empty() && armored.back() == '\n') armored.pop_back();
-  std::string sig_field = "gpgsig ";
-  for (char ch : armored) {
-    sig_field.push_back(ch);
-    if (ch == '\n') sig_field.push_back(' ');
-  }
-  std::string commit_data = unsigned_commit + sig_field + "\n\n" + message;
-  GitObject commit{ObjectType::kCommit, commit_data, GitObjectId(ObjectType::kCommit, commit_data)};
+  GATOS_ASSIGN_OR_RETURN(GitObject commit,
+                         BuildCommitObject(tree, {in.job_commit, in.lease_commit}, FormatCommitMessage(msg),
+                                           in.committer_name, in.committer_email, in.time_ms, &worker_key));
+  BuiltResult out;
   out.commit_id = commit.id;
   out.poe_json = std::move(poe_json);
   out.objects.push_back(std::move(commit));
-  std::set<std::string> ids;  // two files with the same bytes share one blob
-  for (auto& o : objects) {
-    if (ids.insert(o.id).second) out.objects.push_back(std::move(o));
-  }
+  for (auto& o : objects) out.objects.push_back(std::move(o));
   return out;
 }
 

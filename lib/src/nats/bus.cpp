@@ -455,6 +455,7 @@ Status Bus::EnsureStream(const StreamConfig& config) {
   cfg.Storage = config.file_storage ? js_FileStorage : js_MemoryStorage;
   cfg.Duplicates = config.duplicate_window_ms * kNanosPerMilli;
   cfg.MaxMsgSize = static_cast<int32_t>(config.max_msg_size);
+  cfg.MaxAge = config.max_age_ms * kNanosPerMilli;
 
   // Two rounds: a concurrent creator can win between our lookup and add.
   for (int round = 0; round < 2; ++round) {
@@ -483,7 +484,8 @@ Status Bus::EnsureStream(const StreamConfig& config) {
     for (int i = 0; i < have->SubjectsLen; ++i) have_subjects.emplace_back(have->Subjects[i]);
     const bool same = Sorted(have_subjects) == Sorted(config.subjects) &&
                       have->Retention == cfg.Retention && have->Storage == cfg.Storage &&
-                      have->Duplicates == cfg.Duplicates && have->MaxMsgSize == cfg.MaxMsgSize;
+                      have->Duplicates == cfg.Duplicates && have->MaxMsgSize == cfg.MaxMsgSize &&
+                      have->MaxAge == cfg.MaxAge;
     if (same) return OkStatus();
 
     jsStreamInfo* raw_updated = nullptr;

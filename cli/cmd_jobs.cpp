@@ -1,0 +1,445 @@
+// gatos submit | status | ls | wait | cancel
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "commands.h"
+#include "flags.h"
+#include "gatos/encoding.h"
+#include "gatos/job_index.h"
+#include "gatos/job_plane.h"
+#include "gatos/ledger.h"
+#include "gatos/manifest.h"
+#include "gatos/result.h"
+#include "gatos/rpc.h"
+#include "gatos/trailers.h"
+#include "ledger_client.h"
+
+namespace gatos::cli {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kExitWaitTimeout = 3;
+
+std::string ReadAll(const std::string& path, Status* s) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *s = NotFoundError("cannot read " + path);
+    return "";
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+// Runs a shell command, returning its exit status and combined output.
+int Shell(const std::string& cmd, std::string* output) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) output->append(buf, n);
+  int rc = ::pclose(p);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string Describe(const json& j) {
+  std::string out = j.value("job", "") + "  " + j.value("state", "");
+  if (j.contains("lease")) {
+    const json& l = j["lease"];
+    std::string worker = l.value("worker", "");
+    out += "  worker " + worker.substr(0, 8 + 16) + "…  epoch " + std::to_string(l.value("epoch", 0)) +
+           (l.value("expired", false) ? "  lease expired " : "  lease until ") + l.value("expires", "");
+  }
+  if (j.value("cancel_requested", false)) out += "  cancel requested";
+  if (j.contains("result_commit")) out += "  result " + j.value("result_commit", "").substr(0, 12);
+  return out;
+}
+
+}  // namespace
+
+int RunSubmit(const Args& args) {
+  const char* help =
+      "usage: gatos submit FILE --ledger DIR|nats://HOST:PORT|GIT-URL [--sign-key KEY] [--json]\n\n"
+      "Submits the manifest FILE (YAML or JSON) as a job: builds a commit whose tree\n"
+      "holds job.yaml (the file as written) with the Job-Id trailer, signs it with KEY\n"
+      "(an OpenSSH Ed25519 private key allowed as a submitter), and hands it to the\n"
+      "ledger: directly for a ledger directory, through gatosd for nats://, or with\n"
+      "'git push URL COMMIT:refs/gatos/submit/<id>' for any git remote. Prints the\n"
+      "job id. Submitting the same manifest again names the existing job.\n"
+      "To run the same manifest again on purpose, change it (for example add a ulid\n"
+      "is NOT enough: ulid is not hashed; add an input or an env entry such as RUN: 2).\n"
+      "GATOS_LEDGER is used when --ledger is not given.\n";
+  Flags flags;
+  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"json", 0, false}})) return UsageError("submit", flags.error());
+  if (flags.help()) {
+    std::cout << help;
+    return kExitOk;
+  }
+  if (flags.positional().size() != 1) return UsageError("submit", "expects one manifest FILE");
+  auto target = LedgerTarget(flags.Get("ledger"));
+  if (!target) return UsageError("submit", "--ledger is required (or set GATOS_LEDGER)");
+  const std::string& file = flags.positional()[0];
+  Status read_status = OkStatus();
+  std::string bytes = ReadAll(file, &read_status);
+  if (!read_status.ok()) return ReportError(read_status.message(), kExitUsage);
+  auto manifest = LoadManifestFile(file);
+  if (!manifest.ok()) return ReportError(manifest.status().message(), kExitUsage);
+  // The tree always holds job.yaml; JSON is valid YAML, so a .json manifest is stored as is.
+  std::string hex = JobIdHex(*manifest);
+  std::optional<Ed25519PrivateKey> key;
+  if (auto k = flags.Get("sign-key")) {
+    auto loaded = ReadPrivateKeyFile(*k);
+    if (!loaded.ok()) return ReportError(loaded.status().message(), kExitUsage);
+    key = std::move(*loaded);
+  }
+  std::string name = file.substr(file.rfind('/') + 1);
+  CommitMessage msg;
+  msg.body = "gatos: submit " + name;
+  msg.trailers = {{"Job-Id", "blake3:" + hex}};
+  std::vector<GitObject> objects;
+  auto tree = BuildTreeObjects({{"job.yaml", bytes, false}}, &objects);
+  if (!tree.ok()) return ReportError(tree.status().message(), kExitFailure);
+  const char* who_env = std::getenv("GIT_AUTHOR_NAME");
+  const char* email_env = std::getenv("GIT_AUTHOR_EMAIL");
+  auto commit = BuildCommitObject(*tree, {}, FormatCommitMessage(msg), who_env ? who_env : "gatos submit",
+                                  email_env ? email_env : "submit@gatos.invalid", SystemNowMs(),
+                                  key ? &*key : nullptr);
+  if (!commit.ok()) return ReportError(commit.status().message(), kExitUsage);
+  objects.insert(objects.begin(), *commit);
+
+  bool existing = false;
+  switch (ClassifyLedger(*target)) {
+    case LedgerKind::kDirectory: {
+      auto ledger = Ledger::Open(*target);
+      if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
+      auto ledger_key = ReadPrivateKeyFile(*target + "/gatos/ledger_key");
+      if (!ledger_key.ok()) {
+        return ReportError(ledger_key.status().message() +
+                               "\nsubmitting to a ledger directory needs its ledger key; use the gatosd "
+                               "URL (nats://...) or a git URL instead",
+                           kExitFailure);
+      }
+      JobPlane plane(ledger->get(), std::move(*ledger_key), SystemNowMs);
+      Status s = plane.LoadPolicy();
+      if (!s.ok()) return ReportError(s.message(), kExitFailure);
+      auto check_first = [&]() -> Status {
+        for (const auto& o : objects) {
+          if ((*ledger)->HasObject(o.id)) continue;
+          GATOS_RETURN_IF_ERROR((*ledger)->WriteRawObject(o.type, o.data).status());
+        }
+        return OkStatus();
+      };
+      s = check_first();
+      if (!s.ok()) return ReportError(s.message(), kExitFailure);
+      std::string got;
+      Outcome o = plane.AdoptJob(commit->id, &got, &existing);
+      if (!o.ok()) return ReportError(o.message, o.error == TransitionError::kRetry ? kExitFailure : kExitUsage);
+      if (!existing) (void)AppendInbox(*target, "job " + hex);
+      break;
+    }
+    case LedgerKind::kNats: {
+      json header = {{"commit", commit->id}};
+      auto reply = GatosdRequest(*target, rpc::kSubmit, rpc::EncodeFrame(header, EncodeObjectBatch(objects)), 10000);
+      if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
+      if (!reply->value("ok", false)) {
+        std::string err = reply->value("error", "");
+        return ReportError(reply->value("message", "submit refused"),
+                           err == "retry" ? kExitFailure : kExitUsage);
+      }
+      existing = reply->value("existing", false);
+      break;
+    }
+    case LedgerKind::kGitRemote: {
+      char tmpl[] = "/tmp/gatos-submit-XXXXXX";
+      if (!::mkdtemp(tmpl)) return ReportError("cannot create a temporary directory", kExitFailure);
+      std::string tmp = tmpl;
+      std::string repo = tmp + "/repo.git";
+      Status s = Ledger::InitRepository(repo);
+      if (s.ok()) {
+        auto local = Ledger::Open(repo);
+        if (!local.ok()) s = local.status();
+        for (const auto& o : objects) {
+          if (!s.ok()) break;
+          s = (*local)->WriteRawObject(o.type, o.data).status();
+        }
+      }
+      std::string out;
+      int rc = s.ok() ? Shell("git --git-dir " + Quote(repo) + " push --porcelain " + Quote(*target) + " " +
+                                  commit->id + ":refs/gatos/submit/" + hex.substr(0, 16),
+                              &out)
+                      : 1;
+      Shell("rm -rf " + Quote(tmp), &out);
+      if (!s.ok()) return ReportError(s.message(), kExitFailure);
+      if (rc != 0) {
+        std::cerr << out;
+        return ReportError("git push to " + *target + " was refused (see the remote's message above)", kExitFailure);
+      }
+      existing = out.find("already exists") != std::string::npos;
+      break;
+    }
+  }
+  if (flags.Has("json")) {
+    std::cout << json{{"job", "blake3:" + hex}, {"existing", existing}, {"commit", commit->id}}.dump() << "\n";
+  } else {
+    std::cout << "blake3:" << hex << "\n";
+    if (existing) std::cerr << "note: the ledger already had this job; nothing new was queued\n";
+  }
+  return kExitOk;
+}
+
+int RunStatus(const Args& args) {
+  Flags flags;
+  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}})) return UsageError("status", flags.error());
+  if (flags.help()) {
+    std::cout << "usage: gatos status JOB-ID --ledger DIR|nats://HOST:PORT [--json]\n\n"
+                 "Prints a job's state (pending, claimed, succeeded, failed, timed-out, aborted)\n"
+                 "as the ledger's refs say, with its lease and result.\n"
+                 "Without JOB-ID prints the number of jobs in each state.\n";
+    return kExitOk;
+  }
+  auto target = LedgerTarget(flags.Get("ledger"));
+  if (!target) return UsageError("status", "--ledger is required (or set GATOS_LEDGER)");
+  if (flags.positional().empty()) {
+    // Counts per state.
+    Args ls_args = {"--ledger", *target, "--limit", "1", "--counts"};
+    if (flags.Has("json")) ls_args.push_back("--json");
+    return RunLs(ls_args);
+  }
+  if (flags.positional().size() != 1) return UsageError("status", "expects at most one JOB-ID");
+  auto hex = ParseJobArg(flags.positional()[0]);
+  if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
+  auto st = JobStatus(*target, *hex);
+  if (!st.ok()) return ReportError(st.status().message(), st.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure);
+  if (flags.Has("json")) {
+    std::cout << st->dump() << "\n";
+  } else {
+    std::cout << Describe(*st) << "\n";
+  }
+  return kExitOk;
+}
+
+int RunLs(const Args& args) {
+  Flags flags;
+  if (!flags.Parse(args, {{"ledger"}, {"state"}, {"limit"}, {"json", 0, false}, {"counts", 0, false}})) {
+    return UsageError("ls", flags.error());
+  }
+  if (flags.help()) {
+    std::cout << "usage: gatos ls --ledger DIR|nats://HOST:PORT [--state STATE] [--limit N] [--json]\n\n"
+                 "Lists jobs in job-id order, with their state. STATE is pending, claimed,\n"
+                 "succeeded, failed, timed-out or aborted. Default limit 1000.\n"
+                 "Through gatosd (nats://) the listing comes from its index (fast at any size);\n"
+                 "on a directory every job's refs are read.\n";
+    return kExitOk;
+  }
+  auto target = LedgerTarget(flags.Get("ledger"));
+  if (!target) return UsageError("ls", "--ledger is required (or set GATOS_LEDGER)");
+  std::optional<JobState> state;
+  if (auto s = flags.Get("state")) {
+    state = ParseJobState(*s);
+    if (!state) return UsageError("ls", "--state must be pending, claimed, succeeded, failed, timed-out or aborted");
+  }
+  int64_t limit = 1000;
+  if (auto l = flags.Get("limit")) {
+    char* end = nullptr;
+    limit = std::strtoll(l->c_str(), &end, 10);
+    if (*end || limit < 1) return UsageError("ls", "--limit must be a positive integer");
+  }
+  json jobs = json::array();
+  json counts = json::object();
+  for (size_t i = 0; i < 6; ++i) counts[std::string(JobStateName(static_cast<JobState>(i)))] = 0;
+  switch (ClassifyLedger(*target)) {
+    case LedgerKind::kDirectory: {
+      auto ledger = Ledger::Open(*target);
+      if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
+      int64_t now = SystemNowMs();
+      Status inner = OkStatus();
+      Status s = (*ledger)->ForEachJob([&](std::string_view hex) {
+        auto snap = (*ledger)->ReadJob(hex);
+        if (!snap.ok()) {
+          inner = snap.status();
+          return;
+        }
+        IndexEntry e = EntryFromSnapshot(*snap, now);
+        counts[std::string(JobStateName(e.state))] = counts[std::string(JobStateName(e.state))].get<int64_t>() + 1;
+        if ((!state || e.state == *state) && static_cast<int64_t>(jobs.size()) < limit) {
+          jobs.push_back(rpc::EntryJson(e, now));
+        }
+      });
+      if (!s.ok()) return ReportError(s.message(), kExitFailure);
+      if (!inner.ok()) return ReportError(inner.message(), kExitFailure);
+      break;
+    }
+    case LedgerKind::kNats: {
+      json req = {{"limit", limit}};
+      if (state) req["state"] = std::string(JobStateName(*state));
+      auto reply = GatosdRequest(*target, rpc::kList, req.dump(), 10000);
+      if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
+      if (!reply->value("ok", false)) return ReportError(reply->value("message", "list refused"), kExitFailure);
+      jobs = (*reply)["jobs"];
+      counts = (*reply)["counts"];
+      break;
+    }
+    case LedgerKind::kGitRemote:
+      return ReportError("--ledger " + *target + ": ls needs the ledger directory or the gatosd URL (nats://)", kExitUsage);
+  }
+  if (flags.Has("counts")) {
+    if (flags.Has("json")) {
+      std::cout << counts.dump() << "\n";
+    } else {
+      for (auto& [k, v] : counts.items()) std::cout << k << " " << v.get<int64_t>() << "\n";
+    }
+    return kExitOk;
+  }
+  if (flags.Has("json")) {
+    std::cout << json{{"jobs", jobs}, {"counts", counts}}.dump() << "\n";
+  } else {
+    for (const auto& j : jobs) std::cout << Describe(j) << "\n";
+  }
+  return kExitOk;
+}
+
+int RunWait(const Args& args) {
+  Flags flags;
+  if (!flags.Parse(args, {{"ledger"}, {"timeout"}, {"json", 0, false}, {"quiet", 'q', false}})) {
+    return UsageError("wait", flags.error());
+  }
+  if (flags.help()) {
+    std::cout << "usage: gatos wait JOB-ID... --ledger DIR|nats://HOST:PORT [--timeout S] [--json]\n\n"
+                 "Waits until every job is finished. Exit status: 0 when all succeeded, 1 when\n"
+                 "any failed, timed out or was aborted, 3 when --timeout (default: none) ran out.\n";
+    return kExitOk;
+  }
+  auto target = LedgerTarget(flags.Get("ledger"));
+  if (!target) return UsageError("wait", "--ledger is required (or set GATOS_LEDGER)");
+  if (flags.positional().empty()) return UsageError("wait", "expects at least one JOB-ID");
+  std::vector<std::string> hexes;
+  for (const auto& a : flags.positional()) {
+    auto hex = ParseJobArg(a);
+    if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
+    hexes.push_back(*hex);
+  }
+  double timeout_s = -1;
+  if (auto t = flags.Get("timeout")) {
+    char* end = nullptr;
+    timeout_s = std::strtod(t->c_str(), &end);
+    if (*end || timeout_s < 0) return UsageError("wait", "--timeout must be a number of seconds >= 0");
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::vector<json> final_states(hexes.size());
+  std::vector<bool> done(hexes.size(), false);
+  size_t remaining = hexes.size();
+  int poll_ms = 20;
+  while (true) {
+    for (size_t i = 0; i < hexes.size(); ++i) {
+      if (done[i]) continue;
+      auto st = JobStatus(*target, hexes[i]);
+      if (!st.ok()) {
+        if (st.status().code() == StatusCode::kUnavailable) continue;  // gatosd restarting: keep waiting
+        return ReportError(st.status().message(), kExitFailure);
+      }
+      auto state = ParseJobState(st->value("state", ""));
+      if (state && IsTerminal(*state)) {
+        done[i] = true;
+        final_states[i] = *st;
+        --remaining;
+        if (!flags.Has("json") && !flags.Has("quiet")) std::cout << Describe(*st) << "\n";
+      }
+    }
+    if (remaining == 0) break;
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timeout_s >= 0 && waited >= timeout_s) {
+      for (size_t i = 0; i < hexes.size(); ++i) {
+        if (!done[i]) std::cerr << "gatos wait: blake3:" << hexes[i] << " not finished after " << timeout_s << " s\n";
+      }
+      return kExitWaitTimeout;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+    poll_ms = std::min(poll_ms * 2, 250);
+  }
+  bool all_ok = true;
+  for (const auto& s : final_states) all_ok &= s.value("state", "") == "succeeded";
+  if (flags.Has("json")) std::cout << json(final_states).dump() << "\n";
+  return all_ok ? kExitOk : kExitFailure;
+}
+
+int RunCancel(const Args& args) {
+  Flags flags;
+  if (!flags.Parse(args, {{"ledger"}, {"key"}, {"json", 0, false}})) return UsageError("cancel", flags.error());
+  if (flags.help()) {
+    std::cout << "usage: gatos cancel JOB-ID --ledger DIR|nats://HOST:PORT [--key KEY]\n\n"
+                 "Asks the ledger to cancel a job. A pending job ends aborted at once; a running\n"
+                 "job is told to stop and ends aborted when its worker reports (or its lease\n"
+                 "runs out). Through gatosd, KEY (an allowed submitter's private key) signs the\n"
+                 "request; on a ledger directory the ledger key is used.\n";
+    return kExitOk;
+  }
+  auto target = LedgerTarget(flags.Get("ledger"));
+  if (!target) return UsageError("cancel", "--ledger is required (or set GATOS_LEDGER)");
+  if (flags.positional().size() != 1) return UsageError("cancel", "expects one JOB-ID");
+  auto hex = ParseJobArg(flags.positional()[0]);
+  if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
+  bool already = false;
+  std::string state;
+  switch (ClassifyLedger(*target)) {
+    case LedgerKind::kDirectory: {
+      auto ledger = Ledger::Open(*target);
+      if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
+      auto key = ReadPrivateKeyFile(*target + "/gatos/ledger_key");
+      if (!key.ok()) return ReportError(key.status().message(), kExitFailure);
+      std::string requester = key->public_key().Hex();
+      JobPlane plane(ledger->get(), std::move(*key), SystemNowMs);
+      Status s = plane.LoadPolicy();
+      if (!s.ok()) return ReportError(s.message(), kExitFailure);
+      Outcome o = plane.Cancel(*hex, requester, &already);
+      if (!o.ok()) return ReportError(o.message, kExitFailure);
+      (void)AppendInbox(*target, "job " + *hex);
+      auto st = JobStatus(*target, *hex);
+      state = st.ok() ? st->value("state", "") : "";
+      break;
+    }
+    case LedgerKind::kNats: {
+      auto key_path = flags.Get("key");
+      if (!key_path) return UsageError("cancel", "--key KEY is required to cancel through gatosd");
+      auto key = ReadPrivateKeyFile(*key_path);
+      if (!key.ok()) return ReportError(key.status().message(), kExitUsage);
+      int64_t now = SystemNowMs();
+      std::string requester = key->public_key().Hex();
+      auto sig = Ed25519Sign(*key, CancelPayload(*hex, requester, now));
+      json req = {{"job", *hex}, {"requester", requester}, {"requested_at", now},
+                  {"sig", HexEncode(sig.data(), sig.size())}};
+      auto reply = GatosdRequest(*target, rpc::kCancel, req.dump(), 5000);
+      if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
+      if (!reply->value("ok", false)) return ReportError(reply->value("message", "cancel refused"), kExitFailure);
+      already = reply->value("already", false);
+      state = reply->value("state", "");
+      break;
+    }
+    case LedgerKind::kGitRemote:
+      return ReportError("--ledger " + *target + ": cancel needs the ledger directory or the gatosd URL (nats://)", kExitUsage);
+  }
+  if (flags.Has("json")) {
+    std::cout << json{{"job", "blake3:" + *hex}, {"already", already}, {"state", state}}.dump() << "\n";
+  } else {
+    std::cout << "blake3:" << *hex << " " << (already ? "was already cancelled" : "cancel recorded")
+              << (state.empty() ? "" : "; state " + state) << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace gatos::cli

@@ -1,0 +1,85 @@
+#include "ledger_client.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+
+#include "gatos/job_index.h"
+#include "gatos/job_plane.h"
+#include "gatos/manifest.h"
+#include "gatos/rpc.h"
+
+namespace gatos::cli {
+
+LedgerKind ClassifyLedger(const std::string& target) {
+  if (target.rfind("nats://", 0) == 0 || target.rfind("tls://", 0) == 0) return LedgerKind::kNats;
+  struct stat st;
+  if (::stat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return LedgerKind::kDirectory;
+  return LedgerKind::kGitRemote;
+}
+
+std::optional<std::string> LedgerTarget(const std::optional<std::string>& flag) {
+  if (flag) return flag;
+  if (const char* env = std::getenv("GATOS_LEDGER"); env && *env) return std::string(env);
+  return std::nullopt;
+}
+
+Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
+                                     const std::string& data, int timeout_ms) {
+  BusOptions bo;
+  bo.url = nats_url;
+  bo.name = "gatos cli";
+  bo.max_reconnect = 0;
+  GATOS_ASSIGN_OR_RETURN(auto bus, Bus::Connect(bo));
+  auto reply = bus->Request(subject, data, timeout_ms);
+  if (!reply.ok()) {
+    if (reply.status().code() == StatusCode::kUnavailable) {
+      return UnavailableError("no gatosd answers on " + nats_url + " (" + reply.status().message() + ")");
+    }
+    return reply.status();
+  }
+  rpc::ReplyError err;
+  return rpc::ParseReply(reply->data, subject, &err);
+}
+
+Result<std::string> ParseJobArg(const std::string& arg) {
+  std::string hex = arg.rfind("blake3:", 0) == 0 ? arg.substr(7) : arg;
+  if (!IsJobIdHex(hex)) {
+    return InvalidArgumentError("\"" + arg.substr(0, 80) + "\" is not a job id (blake3:<64 hex>, as 'gatos submit' prints)");
+  }
+  return hex;
+}
+
+Result<nlohmann::json> JobStatus(const std::string& target, const std::string& job_hex) {
+  switch (ClassifyLedger(target)) {
+    case LedgerKind::kDirectory: {
+      GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(target));
+      auto snap = ledger->ReadJob(job_hex);
+      if (!snap.ok()) {
+        if (snap.status().code() == StatusCode::kNotFound) {
+          return NotFoundError("no job blake3:" + job_hex + " in " + target);
+        }
+        return snap.status();
+      }
+      int64_t now = SystemNowMs();
+      nlohmann::json j = rpc::EntryJson(EntryFromSnapshot(*snap, now), now);
+      return j;
+    }
+    case LedgerKind::kNats: {
+      nlohmann::json req = {{"job", job_hex}};
+      GATOS_ASSIGN_OR_RETURN(nlohmann::json reply, GatosdRequest(target, rpc::kStatus, req.dump(), 5000));
+      if (!reply.value("ok", false)) {
+        std::string msg = reply.value("message", "status refused");
+        if (msg.find("no job") != std::string::npos) return NotFoundError(msg);
+        return FailedPreconditionError(msg);
+      }
+      return reply["status"];
+    }
+    case LedgerKind::kGitRemote:
+      break;
+  }
+  return InvalidArgumentError("--ledger " + target +
+                              ": status needs the ledger directory or the gatosd NATS URL (nats://HOST:PORT)");
+}
+
+}  // namespace gatos::cli

@@ -1,0 +1,45 @@
+// How the CLI reaches a ledger named by --ledger:
+//   a directory      the ledger repository on this host (read refs directly;
+//                    writes use the ledger key in DIR/gatos/ledger_key)
+//   nats://HOST:PORT the running gatosd, through its RPC (rpc.h)
+//   any other URL    a git remote (ssh://, https://, file://, host:path):
+//                    `gatos submit` pushes there with stock git
+#ifndef GATOS_CLI_LEDGER_CLIENT_H_
+#define GATOS_CLI_LEDGER_CLIENT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gatos/bus.h"
+#include "gatos/lease.h"
+#include "gatos/ledger.h"
+#include "gatos/status.h"
+
+namespace gatos::cli {
+
+enum class LedgerKind { kDirectory, kNats, kGitRemote };
+
+LedgerKind ClassifyLedger(const std::string& target);
+
+// The --ledger value, or GATOS_LEDGER from the environment.
+std::optional<std::string> LedgerTarget(const std::optional<std::string>& flag);
+
+// A request to gatosd; returns the reply object (ok or not). Unavailable when
+// nobody serves the subject.
+Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
+                                     const std::string& data, int timeout_ms);
+
+// One job's status as rpc::EntryJson, plus "result_status" when finished.
+// NotFound when the job does not exist.
+Result<nlohmann::json> JobStatus(const std::string& target, const std::string& job_hex);
+
+// Accepts "blake3:<hex>" or "<hex>"; InvalidArgument otherwise.
+Result<std::string> ParseJobArg(const std::string& arg);
+
+}  // namespace gatos::cli
+
+#endif  // GATOS_CLI_LEDGER_CLIENT_H_

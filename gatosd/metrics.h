@@ -1,0 +1,67 @@
+// gatosd's metrics, rendered in the Prometheus text format for /metrics.
+//
+// Thread-safety: every method is thread-safe (one mutex; the ledger thread
+// writes, the HTTP thread reads).
+#ifndef GATOS_GATOSD_METRICS_H_
+#define GATOS_GATOSD_METRICS_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gatos::gatosd {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds_s);
+  void Observe(double seconds);
+  // Appends the _bucket/_sum/_count lines of `name`.
+  void Render(const std::string& name, std::string* out) const;
+  uint64_t count() const { return count_; }
+  // Approximate quantile from the buckets (upper bound of the bucket).
+  double Quantile(double q) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void SetJobCounts(const std::array<size_t, 6>& by_state);
+  void SetPublishBacklog(size_t n);
+  void SetNatsConnected(bool up);
+  void ObserveClaim(double seconds);           // claim RPC, received -> replied
+  void ObserveSubmitToClaim(double seconds);   // job first seen -> first lease
+  void ObserveTransition(const std::string& kind, double seconds);
+  void CountRequest(const std::string& kind, const std::string& outcome);
+  void CountRejected(const std::string& source, const std::string& reason);
+  void CountPublished();
+  void Heartbeat(int64_t now_ms);
+  int64_t last_heartbeat_ms() const;
+  bool nats_connected() const;
+  std::string Render() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::array<size_t, 6> jobs_{};
+  size_t backlog_ = 0;
+  bool nats_up_ = false;
+  Histogram claim_;
+  Histogram submit_to_claim_;
+  std::map<std::string, Histogram> transitions_;
+  std::map<std::pair<std::string, std::string>, uint64_t> requests_;
+  std::map<std::pair<std::string, std::string>, uint64_t> rejected_;
+  uint64_t published_ = 0;
+  int64_t heartbeat_ms_ = 0;
+};
+
+}  // namespace gatos::gatosd
+
+#endif  // GATOS_GATOSD_METRICS_H_

@@ -1,0 +1,35 @@
+// gatosd serve: the ledger daemon.
+//
+// Threads (docs/ledger-format.md, "gatosd"):
+//   ledger thread (the caller of Serve): owns the Ledger, JobPlane and
+//     JobIndex; applies every transition; the only git writer in-process.
+//   NATS library threads: decode and enqueue requests, never touch git.
+//   publisher thread: publishes job events on JetStream, retrying while NATS
+//     is away; the refs are its outbox, so losing its queue loses nothing.
+//   HTTP thread: /metrics and /healthz.
+//   signal thread: SIGINT/SIGTERM start a clean shutdown.
+#ifndef GATOS_GATOSD_SERVER_H_
+#define GATOS_GATOSD_SERVER_H_
+
+#include <cstdint>
+#include <string>
+
+namespace gatos::gatosd {
+
+struct ServeOptions {
+  std::string ledger_dir;
+  std::string nats_url = "nats://127.0.0.1:4222";
+  std::string http_addr;             // "" = no HTTP endpoint
+  int64_t republish_ms = 30'000;     // pending jobs unclaimed this long are published again
+  int64_t sweep_ms = 200;            // inbox poll and expiry sweep interval
+  int64_t nats_wait_ms = 30'000;     // how long to wait for NATS at start
+  int64_t stream_max_age_ms = 7LL * 24 * 3600 * 1000;
+};
+
+// Runs until SIGINT/SIGTERM. Returns the process exit code (0 after a clean
+// shutdown, 1 when the ledger or NATS cannot be used at start).
+int Serve(const ServeOptions& options);
+
+}  // namespace gatos::gatosd
+
+#endif  // GATOS_GATOSD_SERVER_H_

@@ -1,0 +1,81 @@
+// The worker and client RPC of gatosd over NATS request/reply, and the
+// JetStream subjects it publishes. docs/ledger-format.md ("RPC") is the
+// contract; every message here is JSON except the object-batch frames.
+//
+// Thread-safety: pure functions on value types.
+#ifndef GATOS_RPC_H_
+#define GATOS_RPC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "gatos/job_index.h"
+#include "gatos/lease.h"
+#include "gatos/status.h"
+
+namespace gatos::rpc {
+
+// Request/reply subjects served by gatosd (queue group "gatosd").
+inline constexpr char kClaim[] = "gatos.rpc.claim";
+inline constexpr char kRenew[] = "gatos.rpc.renew";
+inline constexpr char kResult[] = "gatos.rpc.result";
+inline constexpr char kCancel[] = "gatos.rpc.cancel";
+inline constexpr char kSubmit[] = "gatos.rpc.submit";
+inline constexpr char kStatus[] = "gatos.rpc.status";
+inline constexpr char kList[] = "gatos.rpc.list";
+inline constexpr char kQueueGroup[] = "gatosd";
+
+// JetStream: one stream for every job event. Workers share one durable pull
+// consumer filtered on kPendingSubject.
+inline constexpr char kStream[] = "GATOS_JOBS";
+inline constexpr char kStreamSubjects[] = "gatos.jobs.>";
+inline constexpr char kPendingSubject[] = "gatos.jobs.pending";
+inline constexpr char kClaimedSubject[] = "gatos.jobs.claimed";
+inline constexpr char kFinishedSubject[] = "gatos.jobs.finished";
+inline constexpr char kAbortedSubject[] = "gatos.jobs.aborted";
+inline constexpr char kWorkerDurable[] = "gatos-workers";
+// Core NATS, at most once: "stop job <hex>" for the worker running it. The
+// worker also learns of a cancel from every renew reply, so a lost message
+// delays the stop by at most one renew interval.
+inline constexpr char kCancelEventPrefix[] = "gatos.cancel.";
+
+// Largest JSON request gatosd reads (object batches have their own limit).
+inline constexpr size_t kMaxJsonRequest = 64 * 1024;
+
+// A reply: {"ok":true,...} or {"ok":false,"error":"<TransitionErrorName>","message":"..."}.
+nlohmann::json OkReply();
+nlohmann::json ErrorReply(TransitionError error, std::string_view message);
+
+struct ReplyError {
+  TransitionError error = TransitionError::kNone;
+  std::string message;
+};
+// Parses a reply; a malformed reply becomes kRetry with a message naming the subject.
+Result<nlohmann::json> ParseReply(std::string_view data, std::string_view subject, ReplyError* error);
+
+// Parses a JSON request object of at most kMaxJsonRequest bytes.
+// InvalidArgument with the subject in the message.
+Result<nlohmann::json> ParseRequest(std::string_view data, std::string_view subject);
+
+// Reads a required field of a given type; InvalidArgument names it.
+Result<std::string> StringField(const nlohmann::json& j, const char* name);
+Result<int64_t> IntField(const nlohmann::json& j, const char* name);
+
+// A job's status as `gatos status --json` and gatos.rpc.status print it:
+// {"job":"blake3:..","state":..,"job_commit":..,"cancel_requested":..,
+//  "lease":{"worker":"ed25519:..","epoch":n,"expires":"RFC 3339","expired":b}?,
+//  "result_commit":..?}
+nlohmann::json EntryJson(const IndexEntry& e, int64_t now_ms);
+
+// Frame of a result or submit request: u32 big-endian length of a JSON
+// header, the header, then an object batch (result.h).
+std::string EncodeFrame(const nlohmann::json& header, std::string_view batch);
+Status DecodeFrame(std::string_view data, size_t max_header, nlohmann::json* header,
+                   std::string_view* batch);
+
+}  // namespace gatos::rpc
+
+#endif  // GATOS_RPC_H_

@@ -1,0 +1,286 @@
+// gatosd serve end to end: real nats-server, real git push, the worker RPC
+// driven by a test client, crashes with SIGKILL, and a NATS restart.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "gatos/blake3.h"
+#include "gatos/bus.h"
+#include "gatos/encoding.h"
+#include "gatos/job_plane.h"
+#include "gatos/keys.h"
+#include "gatos/result.h"
+#include "gatos/rpc.h"
+#include "stack.h"
+#include "test_util.h"
+
+namespace gatos::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string Job(int n) {
+  return "command: [\"/bin/echo\", \"job " + std::to_string(n) + "\"]\ntimeout: 30\n";
+}
+
+// A worker-side RPC client over a real NATS connection.
+class TestWorker {
+ public:
+  TestWorker(const std::string& url, const std::string& key_path)
+      : key_(*ReadPrivateKeyFile(key_path)) {
+    BusOptions bo;
+    bo.url = url;
+    bo.name = "test worker";
+    bus_ = std::move(*Bus::Connect(bo));
+  }
+  Bus& bus() { return *bus_; }
+  std::string hex() const { return key_.public_key().Hex(); }
+
+  json Claim(const std::string& job_hex) {
+    int64_t now = SystemNowMs();
+    auto sig = Ed25519Sign(key_, ClaimPayload(job_hex, hex(), now));
+    json req = {{"job", job_hex}, {"worker", hex()}, {"requested_at", now},
+                {"sig", HexEncode(sig.data(), sig.size())}};
+    return Call(rpc::kClaim, req.dump());
+  }
+  json Result(const std::string& job_hex, const json& grant, const std::string& status = "succeeded") {
+    ResultBuildInput in;
+    in.job_commit = grant["job_commit"];
+    in.lease_commit = grant["lease_commit"];
+    in.poe.job_id = "blake3:" + job_hex;
+    in.poe.worker_id = key_.public_key().WorkerId();
+    in.poe.lease_epoch = grant["epoch"];
+    in.poe.status = status;
+    in.poe.runner_program = Blake3Tagged("test worker");
+    in.poe.runner_version = "test";
+    in.poe.runner_platform = "linux-x86_64";
+    in.poe.exit_code = status == "succeeded" ? 0 : 1;
+    in.poe.stdout_cap = 1 << 20;
+    in.poe.started_at = FormatRfc3339Millis(SystemNowMs());
+    in.poe.finished_at = in.poe.started_at;
+    in.files = {{"stdout", "ok\n"}, {"stderr", ""}};
+    in.time_ms = SystemNowMs();
+    auto built = BuildResult(in, key_);
+    EXPECT_TRUE(built.ok()) << built.status().message();
+    json header = {{"commit", built->commit_id}};
+    last_frame_ = rpc::EncodeFrame(header, EncodeObjectBatch(built->objects));
+    return Call(rpc::kResult, last_frame_);
+  }
+  // The outbox's retry after a lost acknowledgement: the same bytes again.
+  json Resend() { return Call(rpc::kResult, last_frame_); }
+  json Call(const char* subject, const std::string& data) {
+    auto reply = bus_->Request(subject, data, 10000);
+    EXPECT_TRUE(reply.ok()) << subject << ": " << reply.status().message();
+    if (!reply.ok()) return json{{"ok", false}, {"error", "transport"}};
+    return json::parse(reply->data);
+  }
+
+ private:
+  Ed25519PrivateKey key_;
+  std::unique_ptr<Bus> bus_;
+  std::string last_frame_;
+};
+
+// Pending-job messages as a worker sees them, through a test-only durable.
+std::vector<std::string> FetchPending(Bus& bus, const std::string& durable, int want, int timeout_ms) {
+  Bus::ConsumerConfig cc;
+  cc.stream = rpc::kStream;
+  cc.durable = durable;
+  cc.filter_subject = rpc::kPendingSubject;
+  auto consumer = bus.PullSubscribe(cc);
+  EXPECT_TRUE(consumer.ok()) << consumer.status().message();
+  std::vector<std::string> jobs;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (static_cast<int>(jobs.size()) < want && std::chrono::steady_clock::now() < deadline) {
+    auto msgs = (*consumer)->Fetch(want, 200);
+    if (!msgs.ok()) continue;
+    for (auto& m : *msgs) {
+      jobs.push_back(json::parse(m->data())["job"]);
+      (void)m->Ack();
+    }
+  }
+  return jobs;
+}
+
+TEST(ServeTest, PushedJobIsPublishedOnceAndRePushIsANoOp) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  TestWorker w(stack.nats_url(), stack.worker_keys()[0]);
+  // The test's durable exists before the push, so it sees every publication.
+  EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 100).empty());
+  std::string id = stack.PushJob(Job(1));
+  auto seen = FetchPending(w.bus(), "observer", 2, 3000);
+  ASSERT_EQ(seen, std::vector<std::string>{id});
+  RunResult again;
+  stack.PushJob(Job(1), &again);
+  EXPECT_NE(again.err.find("already exists; nothing to do"), std::string::npos) << again.err;
+  EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 1500).empty());
+  // Restarting gatosd republishes every pending job; the stream drops the duplicate.
+  stack.StopGatosd(SIGTERM);
+  ASSERT_TRUE(stack.StartGatosd());
+  EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 1500).empty());
+}
+
+TEST(ServeTest, ClaimResultStatusWaitAndMetricsThroughTheRpc) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  std::string id = stack.PushJob(Job(2));
+  std::string hex = id.substr(7);
+  TestWorker w0(stack.nats_url(), stack.worker_keys()[0]);
+  TestWorker w1(stack.nats_url(), stack.worker_keys()[1]);
+  json grant = w0.Claim(hex);
+  ASSERT_TRUE(grant.value("ok", false)) << grant.dump();
+  EXPECT_EQ(grant["epoch"], 1);
+  EXPECT_EQ(grant["job_yaml"], Job(2));
+  json lost = w1.Claim(hex);
+  EXPECT_FALSE(lost.value("ok", true));
+  EXPECT_EQ(lost["error"], "lost_race");
+
+  RunResult st = stack.Gatos({"status", id, "--ledger", stack.nats_url(), "--json"});
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  json sj = json::parse(st.out);
+  EXPECT_EQ(sj["state"], "claimed");
+  EXPECT_EQ(sj["lease"]["worker"], "ed25519:" + w0.hex());
+
+  // A result from the worker that lost the race is refused (stale owner).
+  json stale = w1.Result(hex, grant);
+  EXPECT_EQ(stale["error"], "stale_owner") << stale.dump();
+  json done = w0.Result(hex, grant);
+  ASSERT_TRUE(done.value("ok", false)) << done.dump();
+  EXPECT_FALSE(done.value("existing", true));
+  json resend = w0.Resend();
+  EXPECT_TRUE(resend.value("existing", false)) << resend.dump();
+
+  RunResult wait = stack.Gatos({"wait", id, "--ledger", stack.nats_url(), "--timeout", "10"});
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
+  RunResult local = stack.Gatos({"status", id, "--ledger", stack.ledger(), "--json"});
+  EXPECT_EQ(json::parse(local.out)["state"], "succeeded") << local.out;
+  RunResult ls = stack.Gatos({"ls", "--ledger", stack.nats_url(), "--state", "succeeded", "--json"});
+  json lj = json::parse(ls.out);
+  ASSERT_EQ(lj["jobs"].size(), 1u);
+  EXPECT_EQ(lj["jobs"][0]["job"], id);
+
+  std::string health = stack.HttpGet("/healthz");
+  EXPECT_EQ(health.substr(0, 3), "200") << health;
+  std::string metrics = stack.HttpGet("/metrics");
+  EXPECT_NE(metrics.find("gatos_jobs{state=\"succeeded\"} 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gatos_claim_latency_seconds_count 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("gatos_requests_total{kind=\"claim\",outcome=\"lost_race\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("gatos_publish_backlog 0\n"), std::string::npos);
+}
+
+TEST(ServeTest, RejectedPushesAreCountedByReason) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  RunOptions ro;
+  ro.env = stack.env();
+  // Not a job: a push to a branch.
+  std::string work = stack.dir().Join("other");
+  testing::Run({"git", "init", "-q", work}, ro);
+  ro.cwd = work;
+  WriteFile(work + "/x", "x");
+  testing::Run({"git", "add", "x"}, ro);
+  testing::Run({"git", "commit", "-q", "-m", "x"}, ro);
+  RunResult r = testing::Run({"git", "push", stack.ledger(), "HEAD:refs/heads/main"}, ro);
+  EXPECT_NE(r.exit_code, 0);
+  std::string metrics;
+  for (int i = 0; i < 50; ++i) {
+    metrics = stack.HttpGet("/metrics");
+    if (metrics.find("reason=\"forbidden_ref\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(metrics.find("gatos_rejected_total{source=\"push\",reason=\"forbidden_ref\"} 1\n"), std::string::npos)
+      << metrics;
+}
+
+TEST(ServeTest, CancelPendingJobThroughGatosdAbortsIt) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  std::string id = stack.PushJob(Job(3));
+  RunResult c = stack.Gatos({"cancel", id, "--ledger", stack.nats_url(), "--key", stack.submitter_key()});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("state aborted"), std::string::npos) << c.out;
+  TestWorker w(stack.nats_url(), stack.worker_keys()[0]);
+  json claim = w.Claim(id.substr(7));
+  EXPECT_EQ(claim["error"], "cancelled") << claim.dump();
+  RunResult wait = stack.Gatos({"wait", id, "--ledger", stack.nats_url(), "--timeout", "5"});
+  EXPECT_EQ(wait.exit_code, 1) << wait.out;
+  // A worker key may not cancel.
+  std::string id2 = stack.PushJob(Job(4));
+  c = stack.Gatos({"cancel", id2, "--ledger", stack.nats_url(), "--key", stack.worker_keys()[0]});
+  EXPECT_EQ(c.exit_code, 1);
+  EXPECT_NE(c.err.find("may not cancel jobs"), std::string::npos) << c.err;
+}
+
+TEST(ServeTest, SubmitThroughGatosdAndThroughGitUrl) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  WriteFile(stack.dir().Join("a.yaml"), Job(5));
+  RunResult s = stack.Gatos({"submit", stack.dir().Join("a.yaml"), "--ledger", stack.nats_url(), "--sign-key",
+                             stack.submitter_key()});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  std::string id = s.out.substr(0, s.out.size() - 1);
+  EXPECT_EQ(json::parse(stack.Gatos({"status", id, "--ledger", stack.ledger(), "--json"}).out)["state"], "pending");
+  // Unsigned: refused with the reason, nothing created.
+  WriteFile(stack.dir().Join("b.yaml"), Job(6));
+  s = stack.Gatos({"submit", stack.dir().Join("b.yaml"), "--ledger", stack.nats_url()});
+  EXPECT_EQ(s.exit_code, 2);
+  EXPECT_NE(s.err.find("not signed"), std::string::npos) << s.err;
+  // Through a git URL (file://): stock git push under the hood.
+  s = stack.Gatos({"submit", stack.dir().Join("b.yaml"), "--ledger", "file://" + stack.ledger(), "--sign-key",
+                   stack.submitter_key()});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  id = s.out.substr(0, s.out.size() - 1);
+  EXPECT_EQ(json::parse(stack.Gatos({"status", id, "--ledger", stack.ledger(), "--json"}).out)["state"], "pending");
+}
+
+TEST(ServeTest, CrashBetweenRefUpdateAndPublishLosesNoJob) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  TestWorker w(stack.nats_url(), stack.worker_keys()[0]);
+  EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 100).empty());
+  // gatosd dies right after the job ref is written, before it publishes.
+  stack.StopGatosd(SIGKILL);
+  ASSERT_TRUE(stack.StartGatosd({{"GATOSD_FAULT", "crash-after-adopt"}}));
+  WriteFile(stack.dir().Join("a.yaml"), Job(7));
+  RunResult s = stack.Gatos({"submit", stack.dir().Join("a.yaml"), "--ledger", stack.nats_url(), "--sign-key",
+                             stack.submitter_key()}, 30);
+  EXPECT_NE(s.exit_code, 0);  // no reply: gatosd died
+  EXPECT_FALSE(stack.gatosd().running());
+  std::string id = stack.Gatos({"job", "id", stack.dir().Join("a.yaml")}).out;
+  id.pop_back();
+  EXPECT_EQ(json::parse(stack.Gatos({"status", id, "--ledger", stack.ledger(), "--json"}).out)["state"], "pending");
+  EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 500).empty());
+  // Also a push while gatosd is down.
+  stack.StopGatosd(SIGKILL);
+  std::string pushed = stack.PushJob(Job(8));
+  ASSERT_TRUE(stack.StartGatosd());
+  auto seen = FetchPending(w.bus(), "observer", 2, 5000);
+  std::sort(seen.begin(), seen.end());
+  std::vector<std::string> want = {id, pushed};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(seen, want);
+}
+
+TEST(ServeTest, NatsRestartLosesNoJob) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  {
+    TestWorker w(stack.nats_url(), stack.worker_keys()[0]);
+    EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 100).empty());
+    std::string before = stack.PushJob(Job(9));
+    EXPECT_EQ(FetchPending(w.bus(), "observer", 1, 3000), std::vector<std::string>{before});
+  }
+  ASSERT_TRUE(stack.nats().Stop());
+  std::string during = stack.PushJob(Job(10));  // gatosd cannot publish now
+  ASSERT_TRUE(stack.nats().Start());
+  TestWorker w(stack.nats_url(), stack.worker_keys()[0]);
+  EXPECT_EQ(FetchPending(w.bus(), "observer", 1, 10000), std::vector<std::string>{during});
+  EXPECT_TRUE(stack.gatosd().running());
+}
+
+}  // namespace
+}  // namespace gatos::testing

@@ -1,0 +1,142 @@
+#include "stack.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <csignal>
+
+namespace gatos::testing {
+
+namespace {
+NatsServer::Options NatsOptions(const StackOptions& o) {
+  NatsServer::Options n;
+  n.max_payload_bytes = o.nats_max_payload;
+  return n;
+}
+}  // namespace
+
+Stack::Stack(StackOptions options) : options_(options), nats_(NatsOptions(options)) {
+  env_ = {{"HOME", dir_.path()},
+          {"GIT_CONFIG_NOSYSTEM", "1"},
+          {"GIT_AUTHOR_NAME", "Alice"},
+          {"GIT_AUTHOR_EMAIL", "alice@example.com"},
+          {"GIT_COMMITTER_NAME", "Alice"},
+          {"GIT_COMMITTER_EMAIL", "alice@example.com"}};
+  ledger_ = dir_.Join("ledger.git");
+  work_ = dir_.Join("work");
+}
+
+Stack::~Stack() {
+  if (gatosd_.running()) gatosd_.Stop(SIGTERM, 5000);
+}
+
+::testing::AssertionResult Stack::Start() {
+  auto ok = nats_.Start();
+  if (!ok) return ok;
+  std::vector<std::string> init = {BinaryPath("gatosd"), "init", ledger_, "--lease-ms",
+                                   std::to_string(options_.lease_ms)};
+  if (options_.dev) init.push_back("--dev");
+  RunOptions ro;
+  ro.env = env_;
+  RunResult r = Run(init, ro);
+  if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatosd init: " << r.err;
+  submitter_key_ = dir_.Join("alice");
+  r = Gatos({"keygen", "-f", submitter_key_});
+  if (r.exit_code != 0) return ::testing::AssertionFailure() << "keygen: " << r.err;
+  r = Gatos({"policy", "allow-submitter", "--ledger", ledger_, submitter_key_ + ".pub"});
+  if (r.exit_code != 0) return ::testing::AssertionFailure() << "allow-submitter: " << r.err;
+  for (int i = 0; i < options_.workers; ++i) {
+    std::string k = dir_.Join("worker" + std::to_string(i));
+    r = Gatos({"keygen", "-f", k});
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << "keygen: " << r.err;
+    r = Gatos({"policy", "allow-worker", "--ledger", ledger_, k + ".pub"});
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << "allow-worker: " << r.err;
+    worker_keys_.push_back(k);
+  }
+  r = Run({"git", "init", "-q", work_}, ro);
+  if (r.exit_code != 0) return ::testing::AssertionFailure() << "git init: " << r.err;
+  ro.cwd = work_;
+  Run({"git", "config", "gpg.format", "ssh"}, ro);
+  Run({"git", "config", "user.signingkey", submitter_key_}, ro);
+  http_port_ = FreePort();
+  return StartGatosd();
+}
+
+::testing::AssertionResult Stack::StartGatosd(const std::map<std::string, std::string>& env) {
+  std::string error;
+  std::map<std::string, std::string> e = env_;
+  for (const auto& [k, v] : env) e[k] = v;
+  if (!gatosd_.Start({BinaryPath("gatosd"), "serve", "--ledger", ledger_, "--nats", nats_.url(),
+                      "--http", "127.0.0.1:" + std::to_string(http_port_), "--republish-s",
+                      std::to_string(options_.republish_s), "--sweep-ms", "50"},
+                     e, dir_.Join("gatosd.log"), &error)) {
+    return ::testing::AssertionFailure() << error;
+  }
+  if (!gatosd_.WaitForLog("serving ledger", 20000)) {
+    return ::testing::AssertionFailure() << "gatosd did not start:\n" << gatosd_.log();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+int Stack::StopGatosd(int signo) {
+  // Only the lines of the next run matter to WaitForLog callers; keep the old log around.
+  int rc = gatosd_.Stop(signo);
+  std::string log = ReadFile(dir_.Join("gatosd.log"));
+  WriteFile(dir_.Join("gatosd.prev.log"), ReadFile(dir_.Join("gatosd.prev.log")) + log);
+  WriteFile(dir_.Join("gatosd.log"), "");
+  return rc;
+}
+
+RunResult Stack::Gatos(std::vector<std::string> args, int timeout_s) {
+  if (args.empty()) return RunResult{0, 0, "", ""};
+  args.insert(args.begin(), BinaryPath("gatos"));
+  RunOptions ro;
+  ro.env = env_;
+  ro.timeout_seconds = timeout_s;
+  return Run(args, ro);
+}
+
+std::string Stack::PushJob(const std::string& yaml, RunResult* push) {
+  RunOptions ro;
+  ro.env = env_;
+  ro.cwd = work_;
+  WriteFile(work_ + "/job.yaml", yaml);
+  std::string id = Gatos({"job", "id", work_ + "/job.yaml"}).out;
+  while (!id.empty() && id.back() == '\n') id.pop_back();
+  std::string branch = "b" + std::to_string(pushes_++);
+  Run({"git", "checkout", "-q", "--orphan", branch}, ro);
+  Run({"git", "add", "job.yaml"}, ro);
+  RunResult c = Run({"git", "commit", "-q", "-S", "-m", "a job", "-m", "Job-Id: " + id}, ro);
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  RunResult p = Run({"git", "push", "-q", ledger_, "HEAD:refs/gatos/submit/" + branch}, ro);
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  if (push) *push = p;
+  return id;
+}
+
+std::string Stack::HttpGet(const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(http_port_));
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    close(fd);
+    return "connect failed";
+  }
+  std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  (void)!write(fd, req.data(), req.size());
+  std::string resp;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  size_t sp = resp.find(' ');
+  size_t body = resp.find("\r\n\r\n");
+  if (sp == std::string::npos || body == std::string::npos) return "bad response";
+  return resp.substr(sp + 1, 3) + "\n" + resp.substr(body + 4);
+}
+
+}  // namespace gatos::testing

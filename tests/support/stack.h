@@ -1,0 +1,73 @@
+// A real local stack for end-to-end tests: nats-server (JetStream) on a free
+// loopback port, a ledger made by `gatosd init`, a submitter key and worker
+// keys allowed by its policy, and `gatosd serve` as a child process.
+//
+// Thread-safety: not thread-safe; use from the test's main thread.
+#ifndef GATOS_TESTS_SUPPORT_STACK_H_
+#define GATOS_TESTS_SUPPORT_STACK_H_
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "child_process.h"
+#include "nats_server.h"
+#include "test_util.h"
+
+namespace gatos::testing {
+
+struct StackOptions {
+  int64_t lease_ms = 30000;
+  bool dev = false;
+  int workers = 2;              // worker keys generated and allowed
+  int republish_s = 30;
+  int64_t nats_max_payload = 8 << 20;
+};
+
+class Stack {
+ public:
+  explicit Stack(StackOptions options = {});
+  ~Stack();
+
+  // nats-server, ledger, keys, policy; then gatosd serve.
+  ::testing::AssertionResult Start();
+  ::testing::AssertionResult StartGatosd(const std::map<std::string, std::string>& env = {});
+  // Stops gatosd with `signo` (SIGKILL = a crash). Returns its exit status.
+  int StopGatosd(int signo);
+
+  // Runs the gatos CLI (PATH lookup of nothing: the built binary).
+  RunResult Gatos(std::vector<std::string> args, int timeout_s = 120);
+  // Commits `yaml` as job.yaml, signed by the submitter key with stock git,
+  // pushes it to refs/gatos/submit/<name>; returns "blake3:<hex>".
+  std::string PushJob(const std::string& yaml, RunResult* push = nullptr);
+  // GET http://127.0.0.1:<http_port><path>; returns "<code>\n<body>".
+  std::string HttpGet(const std::string& path);
+
+  const std::string& ledger() const { return ledger_; }
+  std::string nats_url() const { return nats_.url(); }
+  int http_port() const { return http_port_; }
+  const std::string& submitter_key() const { return submitter_key_; }
+  const std::vector<std::string>& worker_keys() const { return worker_keys_; }
+  const std::map<std::string, std::string>& env() const { return env_; }
+  TempDir& dir() { return dir_; }
+  NatsServer& nats() { return nats_; }
+  ChildProcess& gatosd() { return gatosd_; }
+
+ private:
+  StackOptions options_;
+  TempDir dir_;
+  NatsServer nats_;
+  ChildProcess gatosd_;
+  std::map<std::string, std::string> env_;
+  std::string ledger_, work_, submitter_key_;
+  std::vector<std::string> worker_keys_;
+  int http_port_ = 0;
+  int pushes_ = 0;
+};
+
+}  // namespace gatos::testing
+
+#endif  // GATOS_TESTS_SUPPORT_STACK_H_
