@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <sstream>
 #include <thread>
 
 #include "gatos/blake3.h"
@@ -170,6 +172,55 @@ TEST(ServeTest, ClaimResultStatusWaitAndMetricsThroughTheRpc) {
   EXPECT_NE(metrics.find("gatos_claim_latency_seconds_count 1\n"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("gatos_requests_total{kind=\"claim\",outcome=\"lost_race\"} 1\n"), std::string::npos);
   EXPECT_NE(metrics.find("gatos_publish_backlog 0\n"), std::string::npos);
+}
+
+TEST(ServeTest, ConcurrentClaimantsThroughTheRpcGetOneLeaseAndOneResultPerJob) {
+  Stack stack(StackOptions{.workers = 8});
+  ASSERT_TRUE(stack.Start());
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 30; ++i) {
+    WriteFile(stack.dir().Join("j.yaml"), Job(100 + i));
+    RunResult s = stack.Gatos({"submit", stack.dir().Join("j.yaml"), "--ledger", stack.nats_url(), "--sign-key",
+                               stack.submitter_key()});
+    ASSERT_EQ(s.exit_code, 0) << s.err;
+    jobs.push_back(s.out.substr(7, 64));
+  }
+  std::atomic<int> claims{0}, results{0}, lost{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 8; ++w) {
+    threads.emplace_back([&, w] {
+      TestWorker worker(stack.nats_url(), stack.worker_keys()[w]);
+      for (size_t k = 0; k < jobs.size(); ++k) {
+        const std::string& hex = jobs[(k + w * 7) % jobs.size()];
+        json g = worker.Claim(hex);
+        if (g.value("ok", false)) {
+          ++claims;
+          if (worker.Result(hex, g).value("ok", false)) ++results;
+        } else if (g.value("error", "") == "lost_race" || g.value("error", "") == "terminal") {
+          ++lost;
+        } else {
+          ++other;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(claims.load(), 30);
+  EXPECT_EQ(results.load(), 30);
+  EXPECT_EQ(lost.load(), 8 * 30 - 30);
+  EXPECT_EQ(other.load(), 0);
+  RunOptions ro;
+  RunResult refs = testing::Run({"git", "--git-dir", stack.ledger(), "for-each-ref", "--format=%(refname)",
+                                 "refs/gatos/jobs/"}, ro);
+  int leases = 0, result_refs = 0;
+  std::istringstream lines(refs.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    leases += line.size() > 6 && line.compare(line.size() - 6, 6, "/lease") == 0;
+    result_refs += line.size() > 7 && line.compare(line.size() - 7, 7, "/result") == 0;
+  }
+  EXPECT_EQ(leases, 30);
+  EXPECT_EQ(result_refs, 30);
 }
 
 TEST(ServeTest, RejectedPushesAreCountedByReason) {
