@@ -5,7 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <csignal>
+#include <thread>
 
 namespace gatos::testing {
 
@@ -29,6 +31,9 @@ Stack::Stack(StackOptions options) : options_(options), nats_(NatsOptions(option
 }
 
 Stack::~Stack() {
+  for (auto& [i, w] : workers_) {
+    if (w && w->running()) w->Stop(SIGKILL, 5000);
+  }
   if (gatosd_.running()) gatosd_.Stop(SIGTERM, 5000);
 }
 
@@ -78,6 +83,31 @@ Stack::~Stack() {
     return ::testing::AssertionFailure() << "gatosd did not start:\n" << gatosd_.log();
   }
   return ::testing::AssertionSuccess();
+}
+
+ChildProcess* Stack::StartWorker(int i, const std::vector<std::string>& extra,
+                                 const std::map<std::string, std::string>& env) {
+  auto& slot = workers_[i];
+  if (slot && slot->running()) slot->Stop(SIGKILL);
+  slot = std::make_unique<ChildProcess>();
+  std::map<std::string, std::string> e = env_;
+  for (const auto& [k, v] : env) e[k] = v;
+  std::vector<std::string> argv = {BinaryPath("gatos-worker"), "run", "--nats", nats_.url(), "--key",
+                                   worker_keys_.at(i), "--state-dir", worker_state(i), "--name",
+                                   "w" + std::to_string(i)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::string error;
+  std::string log = dir_.path() + "/worker" + std::to_string(i) + ".log";
+  size_t before = ReadFile(log).size();
+  EXPECT_TRUE(slot->Start(argv, e, log, &error)) << error;
+  // Ready once this run has logged "ready" (the log is appended across restarts).
+  for (int k = 0; k < 400; ++k) {
+    std::string text = ReadFile(log);
+    if (text.size() > before && text.find(" ready ", before) != std::string::npos) break;
+    if (!slot->running()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  return slot.get();
 }
 
 int Stack::StopGatosd(int signo) {

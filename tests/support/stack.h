@@ -38,6 +38,13 @@ class Stack {
   // Stops gatosd with `signo` (SIGKILL = a crash). Returns its exit status.
   int StopGatosd(int signo);
 
+  // Starts gatos-worker `i` (key worker_keys()[i], state dir worker<i>.state),
+  // waits until it is ready. Extra args go after the standard ones.
+  ChildProcess* StartWorker(int i, const std::vector<std::string>& extra = {},
+                            const std::map<std::string, std::string>& env = {});
+  ChildProcess* worker(int i) { return workers_.at(i).get(); }
+  std::string worker_state(int i) const { return dir_.path() + "/worker" + std::to_string(i) + ".state"; }
+
   // Runs the gatos CLI (PATH lookup of nothing: the built binary).
   RunResult Gatos(std::vector<std::string> args, int timeout_s = 120);
   // Commits `yaml` as job.yaml, signed by the submitter key with stock git,
@@ -61,6 +68,7 @@ class Stack {
   TempDir dir_;
   NatsServer nats_;
   ChildProcess gatosd_;
+  std::map<int, std::unique_ptr<ChildProcess>> workers_;
   std::map<std::string, std::string> env_;
   std::string ledger_, work_, submitter_key_;
   std::vector<std::string> worker_keys_;
