@@ -63,8 +63,10 @@ std::string Describe(const json& j) {
   if (j.contains("lease")) {
     const json& l = j["lease"];
     std::string worker = l.value("worker", "");
-    out += "  worker " + worker.substr(0, 8 + 16) + "…  epoch " + std::to_string(l.value("epoch", 0)) +
-           (l.value("expired", false) ? "  lease expired " : "  lease until ") + l.value("expires", "");
+    out += "  worker " + worker.substr(0, 8 + 16) + "…  epoch " + std::to_string(l.value("epoch", 0));
+    if (!j.contains("result_commit")) {
+      out += (l.value("expired", false) ? "  lease expired " : "  lease until ") + l.value("expires", "");
+    }
   }
   if (j.value("cancel_requested", false)) out += "  cancel requested";
   if (j.contains("result_commit")) out += "  result " + j.value("result_commit", "").substr(0, 12);

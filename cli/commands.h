@@ -37,6 +37,7 @@ int RunStatus(const Args& args);
 int RunLs(const Args& args);
 int RunWait(const Args& args);
 int RunCancel(const Args& args);
+int RunUp(const Args& args);
 
 }  // namespace gatos::cli
 

@@ -21,6 +21,7 @@ const std::vector<Command>& AllCommands() {
       {{"status"}, "show a job's state (or counts per state)", RunStatus},
       {{"ls"}, "list jobs, optionally in one state", RunLs},
       {{"wait"}, "wait for jobs to finish; exit 0 only if all succeeded", RunWait},
+      {{"up"}, "run a local stack (nats-server, gatosd, workers) until Ctrl-C", RunUp},
       {{"cancel"}, "cancel a job (pending: aborted now; running: told to stop)", RunCancel},
   };
   return kCommands;

@@ -1,63 +1,109 @@
 #!/usr/bin/env bash
-# Installs dependencies, builds, and runs the main job.
+# Installs dependencies, builds, and runs the main job: the local stack.
 #
-# What runs today: the example manifests are validated and hashed, a ledger
-# is created with `gatosd init`, a submitter key is generated and allowed by
-# the policy, and the ADR-0002 example job is committed, signed and pushed
-# with stock git; the job commit is then verified with stock
-# `git verify-commit`. (The worker issue grows this into the full local stack:
-# nats-server, gatosd serve, workers, results verified.)
+# `gatos up` starts nats-server (JetStream), a ledger (gatosd init + serve)
+# and two workers on loopback. The jobs in examples/ are committed, signed
+# with a submitter's SSH key and pushed with stock `git push`; we wait for
+# them, check that each ends in the state it should, and verify every result
+# with `gatos verify` (when built) and with stock `git verify-commit`. A bad
+# push is shown to be refused. Everything stops cleanly at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
 BIN=$(pwd)/build/bin
+export PATH="$BIN:$PATH"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+up_pid=""
+cleanup() {
+  if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
+    kill -INT "$up_pid"
+    wait "$up_pid" || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
 export HOME="$work/home" GIT_CONFIG_NOSYSTEM=1
 mkdir -p "$HOME"
 export GIT_AUTHOR_NAME=demo GIT_AUTHOR_EMAIL=demo@example.com
 export GIT_COMMITTER_NAME=demo GIT_COMMITTER_EMAIL=demo@example.com
 
 echo "== example manifests"
-"$BIN/gatos" job validate examples/*.yaml examples/*.json
-id=$("$BIN/gatos" job id examples/hello.yaml)
-echo "job id of examples/hello.yaml (ADR-0002 example): $id"
+gatos job validate examples/*.yaml examples/*.json
 
-echo "== a ledger and a submitter key"
-"$BIN/gatosd" init "$work/ledger.git"
-"$BIN/gatos" keygen -f "$work/alice" -C alice
-"$BIN/gatos" policy allow-submitter --ledger "$work/ledger.git" "$work/alice.pub"
+echo "== gatos up: nats-server, gatosd, 2 workers on loopback"
+gatos up --dir "$work/stack" --workers 2 > "$work/up.out" 2> "$work/up.err" &
+up_pid=$!
+for _ in $(seq 1 300); do
+  [ -f "$work/stack/up.json" ] && break
+  if ! kill -0 "$up_pid" 2>/dev/null; then cat "$work/up.err" >&2; exit 1; fi
+  sleep 0.1
+done
+[ -f "$work/stack/up.json" ] || { echo "run.sh: gatos up did not become ready" >&2; cat "$work/up.err" >&2; exit 1; }
+cat "$work/up.err"
+ledger="$work/stack/ledger.git"
+nats=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["nats_url"])' "$work/stack/up.json")
+key="$work/stack/keys/submitter"
 
-echo "== push the job with stock git, signed with the submitter's SSH key"
+echo "== push the example jobs with stock git, signed with the submitter's SSH key"
 git init -q "$work/jobs"
-cp examples/hello.yaml "$work/jobs/job.yaml"
-(
-  cd "$work/jobs"
-  git config gpg.format ssh
-  git config user.signingkey "$work/alice"
-  git add job.yaml
-  git commit -q -S -m "hello job" -m "Job-Id: $id"
-  git push "$work/ledger.git" HEAD:refs/gatos/submit/hello
-)
-git --git-dir "$work/ledger.git" for-each-ref refs/gatos/jobs
-
-echo "== verify the job commit with stock git and OpenSSH"
-echo "alice $(cat "$work/alice.pub")" > "$work/allowed_signers"
-git --git-dir "$work/ledger.git" -c gpg.format=ssh \
-  -c gpg.ssh.allowedSignersFile="$work/allowed_signers" \
-  verify-commit "refs/gatos/jobs/${id#blake3:}/job"
+git -C "$work/jobs" config gpg.format ssh
+git -C "$work/jobs" config user.signingkey "$key"
+ids=()
+for f in examples/hello.yaml examples/fail.yaml examples/sleep.yaml; do
+  id=$(gatos job id "$f")
+  name=$(basename "$f" .yaml)
+  (
+    cd "$work/jobs"
+    git checkout -q --orphan "$name"
+    git rm -q -rf --cached . >/dev/null 2>&1 || true
+    cp "$OLDPWD/$f" job.yaml
+    git add job.yaml
+    git commit -q -S -m "example job $name" -m "Job-Id: $id"
+    git push "$ledger" "HEAD:refs/gatos/submit/$name" 2>&1 | sed -n 's/^remote: /  remote: /p'
+  )
+  ids+=("$id")
+done
 
 echo "== a bad push is refused and changes nothing"
+before=$(git --git-dir "$ledger" for-each-ref)
 (
   cd "$work/jobs"
   git checkout -q --orphan bad
   printf 'command: ["/bin/true"]\ntimeout: P1Y\n' > job.yaml
   git add job.yaml
-  git commit -q -S -m "bad job" -m "Job-Id: $id"
-  if git push "$work/ledger.git" HEAD:refs/gatos/submit/bad; then
+  git commit -q -S -m "bad job" -m "Job-Id: ${ids[0]}"
+  if git push "$ledger" HEAD:refs/gatos/submit/bad 2> "$work/bad.err"; then
     echo "run.sh: a bad job was accepted" >&2
     exit 1
   fi
+  sed -n 's/^remote: /  remote: /p' "$work/bad.err"
 )
+[ "$before" = "$(git --git-dir "$ledger" for-each-ref)" ] || { echo "run.sh: the refused push changed refs" >&2; exit 1; }
+
+echo "== wait for the jobs"
+for id in "${ids[@]}"; do
+  gatos wait "$id" --ledger "$nats" --timeout 120 || true
+done
+state() { gatos status "$1" --ledger "$ledger" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])'; }
+[ "$(state "${ids[0]}")" = succeeded ] || { echo "run.sh: hello did not succeed" >&2; exit 1; }
+[ "$(state "${ids[1]}")" = failed ] || { echo "run.sh: fail.yaml should end failed" >&2; exit 1; }
+[ "$(state "${ids[2]}")" = succeeded ] || { echo "run.sh: sleep did not succeed" >&2; exit 1; }
+gatos ls --ledger "$nats"
+
+echo "== verify every result offline"
+if gatos verify --help >/dev/null 2>&1; then
+  gatos verify --repo "$ledger" --all
+fi
+git --git-dir "$ledger" show refs/gatos/policy:workers > "$work/workers.allowed"
+for id in "${ids[@]}"; do
+  git --git-dir "$ledger" -c gpg.format=ssh -c gpg.ssh.allowedSignersFile="$work/workers.allowed" \
+    verify-commit "refs/gatos/jobs/${id#blake3:}/result" 2>&1 | sed 's/^/  /'
+done
+echo "  result of sleep.yaml, outputs/done.txt: $(git --git-dir "$ledger" show "refs/gatos/jobs/${ids[2]#blake3:}/result:outputs/done.txt")"
+
+echo "== stop the stack"
+kill -INT "$up_pid"
+wait "$up_pid"
+up_pid=""
 echo "run.sh: done"
