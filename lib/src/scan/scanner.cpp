@@ -1,0 +1,748 @@
+#include "gatos/scan/scanner.h"
+
+#include <fnmatch.h>
+#include <git2.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+#include <unordered_set>
+#include <variant>
+
+#include "gatos/canonical_json.h"
+#include "gatos/encoding.h"
+#include "gatos/scan/detector.h"
+#include "gatos/scan/fingerprint.h"
+#include "gatos/scan/mirror.h"
+#include "git/git_util.h"
+
+namespace gatos::scan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct RepoFree {
+  void operator()(git_repository* r) const { git_repository_free(r); }
+};
+struct RevwalkFree {
+  void operator()(git_revwalk* w) const { git_revwalk_free(w); }
+};
+struct RefFree {
+  void operator()(git_reference* r) const { git_reference_free(r); }
+};
+struct ObjectFree {
+  void operator()(git_object* o) const { git_object_free(o); }
+};
+struct OdbObjectFree {
+  void operator()(git_odb_object* o) const { git_odb_object_free(o); }
+};
+struct StrArrayFree {
+  void operator()(git_strarray* a) const { git_strarray_dispose(a); }
+};
+using RepoPtr = std::unique_ptr<git_repository, RepoFree>;
+
+struct OidHash {
+  size_t operator()(const git_oid& o) const {
+    size_t h;
+    std::memcpy(&h, o.id, sizeof h);
+    return h;
+  }
+};
+struct OidEq {
+  bool operator()(const git_oid& a, const git_oid& b) const { return git_oid_equal(&a, &b); }
+};
+
+// A bounded multi-producer multi-consumer queue; Close() wakes everyone and
+// makes Pop return false once drained.
+template <typename T>
+class Queue {
+ public:
+  explicit Queue(size_t cap) : cap_(cap) {}
+  void Push(T v) {
+    std::unique_lock<std::mutex> l(mu_);
+    not_full_.wait(l, [&] { return q_.size() < cap_ || closed_; });
+    q_.push_back(std::move(v));
+    not_empty_.notify_one();
+  }
+  bool Pop(T* out) {
+    std::unique_lock<std::mutex> l(mu_);
+    not_empty_.wait(l, [&] { return !q_.empty() || closed_; });
+    if (q_.empty()) return false;
+    *out = std::move(q_.front());
+    q_.pop_front();
+    not_full_.notify_one();
+    return true;
+  }
+  // Pops up to `max` items, waiting at most `wait` for the first.
+  size_t PopSome(std::vector<T>* out, size_t max, std::chrono::milliseconds wait, bool* closed) {
+    std::unique_lock<std::mutex> l(mu_);
+    not_empty_.wait_for(l, wait, [&] { return !q_.empty() || closed_; });
+    size_t n = 0;
+    while (!q_.empty() && n < max) {
+      out->push_back(std::move(q_.front()));
+      q_.pop_front();
+      ++n;
+    }
+    *closed = closed_ && q_.empty();
+    not_full_.notify_all();
+    return n;
+  }
+  void Close() {
+    std::lock_guard<std::mutex> l(mu_);
+    closed_ = true;
+    not_empty_.notify_all();
+    not_full_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable not_empty_, not_full_;
+  std::deque<T> q_;
+  size_t cap_;
+  bool closed_ = false;
+};
+
+struct BlobJob {
+  git_oid oid;
+  std::string commit;
+  std::string path;
+};
+
+using WriterItem = std::variant<BlobRecord, BlobLocation>;
+
+// Shared state of one run. Counters are atomics read by the progress thread.
+struct RunState {
+  std::atomic<uint64_t> commits_walked{0}, blobs_seen{0}, blobs_scanned{0}, bytes_scanned{0},
+      blobs_skipped_done{0}, blobs_skipped_binary{0}, bytes_skipped_binary{0},
+      blobs_skipped_too_large{0}, bytes_skipped_too_large{0}, blobs_not_reached{0}, findings_new{0};
+  std::atomic<bool> stop{false};  // stop reading blobs (budget or fatal error)
+  std::atomic<bool> budget_hit{false};
+  std::optional<Clock::time_point> deadline;
+  std::mutex mu;
+  std::vector<std::string> problems;  // why the run is partial; never secret bytes
+
+  void Problem(std::string what) {
+    std::lock_guard<std::mutex> l(mu);
+    if (problems.size() < 100) problems.push_back(std::move(what));
+  }
+  bool PastDeadline() {
+    if (deadline && Clock::now() >= *deadline) {
+      if (!budget_hit.exchange(true)) Problem("the --max-seconds budget ran out");
+      stop = true;
+    }
+    return stop;
+  }
+  ScanCounters Snapshot() const {
+    ScanCounters c;
+    c.commits_walked = commits_walked;
+    c.blobs_seen = blobs_seen;
+    c.blobs_scanned = blobs_scanned;
+    c.bytes_scanned = bytes_scanned;
+    c.blobs_skipped_done = blobs_skipped_done;
+    c.blobs_skipped_binary = blobs_skipped_binary;
+    c.bytes_skipped_binary = bytes_skipped_binary;
+    c.blobs_skipped_too_large = blobs_skipped_too_large;
+    c.bytes_skipped_too_large = bytes_skipped_too_large;
+    c.blobs_not_reached = blobs_not_reached;
+    c.findings_new = findings_new;
+    return c;
+  }
+};
+
+// One scanning thread: owns its repository handle, odb and scratch.
+void ScanWorker(const std::string& mirror, const Detector& detector, const ScanOptions& opts,
+                Queue<BlobJob>* jobs, Queue<WriterItem>* results, RunState* run) {
+  git_repository* raw = nullptr;
+  if (int rc = git_repository_open_bare(&raw, mirror.c_str()); rc != 0) {
+    run->Problem(git::GitError(rc, "opening mirror for a scan thread").message());
+    run->stop = true;
+    BlobJob j;
+    while (jobs->Pop(&j)) ++run->blobs_not_reached;
+    return;
+  }
+  RepoPtr repo(raw);
+  git_odb* odb_raw = nullptr;
+  if (int rc = git_repository_odb(&odb_raw, repo.get()); rc != 0) {
+    run->Problem(git::GitError(rc, "opening object database of the mirror").message());
+    run->stop = true;
+    BlobJob j;
+    while (jobs->Pop(&j)) ++run->blobs_not_reached;
+    return;
+  }
+  git::OdbPtr odb(odb_raw);
+  Result<std::unique_ptr<Detector::Scratch>> scratch = detector.NewScratch();
+  if (!scratch.ok()) {
+    run->Problem(scratch.status().message());
+    run->stop = true;
+  }
+  std::vector<Match> matches;
+  BlobJob job;
+  while (jobs->Pop(&job)) {
+    if (run->stop || run->PastDeadline()) {
+      ++run->blobs_not_reached;
+      continue;
+    }
+    const std::string hex = git::OidHex(job.oid);
+    BlobRecord rec;
+    rec.blob = hex;
+    rec.commit = job.commit;
+    rec.path = std::move(job.path);
+    size_t len = 0;
+    git_object_t type = GIT_OBJECT_INVALID;
+    if (int rc = git_odb_read_header(&len, &type, odb.get(), &job.oid); rc != 0) {
+      run->Problem(
+          git::GitError(rc, "reading blob " + hex + " (first seen in commit " + job.commit + ")")
+              .message());
+      ++run->blobs_not_reached;
+      continue;
+    }
+    rec.size = len;
+    if (len > opts.max_blob_bytes) {
+      rec.outcome = BlobOutcome::kTooLarge;
+      ++run->blobs_skipped_too_large;
+      run->bytes_skipped_too_large += len;
+      results->Push(std::move(rec));
+      continue;
+    }
+    git_odb_object* obj_raw = nullptr;
+    if (int rc = git_odb_read(&obj_raw, odb.get(), &job.oid); rc != 0) {
+      run->Problem(
+          git::GitError(rc, "reading blob " + hex + " (first seen in commit " + job.commit + ")")
+              .message());
+      ++run->blobs_not_reached;
+      continue;
+    }
+    std::unique_ptr<git_odb_object, OdbObjectFree> obj(obj_raw);
+    const std::string_view data(static_cast<const char*>(git_odb_object_data(obj.get())),
+                                git_odb_object_size(obj.get()));
+    rec.size = data.size();
+    if (std::memchr(data.data(), '\0', std::min<size_t>(data.size(), kBinaryProbeBytes))) {
+      rec.outcome = BlobOutcome::kBinary;
+      ++run->blobs_skipped_binary;
+      run->bytes_skipped_binary += data.size();
+      results->Push(std::move(rec));
+      continue;
+    }
+    matches.clear();
+    if (Status s = detector.Scan(data, scratch->get(), &matches); !s.ok()) {
+      run->Problem("scanning blob " + hex + ": " + s.message());
+      ++run->blobs_not_reached;
+      continue;
+    }
+    for (const Match& m : matches) {
+      StoredFinding f;
+      f.rule_id = detector.rules().rules[m.rule].id;
+      f.start = m.start;
+      f.end = m.end;
+      f.line = m.line;
+      f.fingerprint = Fingerprint(opts.fingerprint_key, data.substr(m.start, m.end - m.start));
+      rec.findings.push_back(std::move(f));
+    }
+    run->findings_new += rec.findings.size();
+    ++run->blobs_scanned;
+    run->bytes_scanned += data.size();
+    results->Push(std::move(rec));
+  }
+}
+
+// The single SQLite writer: batches results into transactions.
+void Writer(const std::string& db_path, const std::string& policy, const std::string& repo_key,
+            Queue<WriterItem>* results, RunState* run) {
+  Result<std::unique_ptr<DoneLedger>> ledger = DoneLedger::Open(db_path);
+  if (!ledger.ok()) {
+    run->Problem(ledger.status().message());
+    run->stop = true;
+  }
+  std::vector<WriterItem> items;
+  bool closed = false;
+  while (!closed) {
+    items.clear();
+    results->PopSome(&items, 2048, std::chrono::milliseconds(200), &closed);
+    if (items.empty() || !ledger.ok()) continue;
+    std::vector<BlobRecord> blobs;
+    std::vector<BlobLocation> locations;
+    for (WriterItem& it : items) {
+      if (auto* b = std::get_if<BlobRecord>(&it)) {
+        blobs.push_back(std::move(*b));
+      } else {
+        locations.push_back(std::move(std::get<BlobLocation>(it)));
+      }
+    }
+    if (Status s = (*ledger)->CommitBatch(policy, repo_key, blobs, locations); !s.ok()) {
+      run->Problem(s.message());
+      run->stop = true;
+    }
+  }
+}
+
+struct SelectedRef {
+  std::string name;
+  git_oid tip;
+};
+
+Result<std::vector<SelectedRef>> SelectRefs(git_repository* repo, const std::string& repo_key,
+                                            const std::vector<std::string>& wanted,
+                                            std::vector<std::string>* notes) {
+  git_strarray names{};
+  if (int rc = git_reference_list(&names, repo); rc != 0) {
+    return git::GitError(rc, "listing refs of the mirror of " + repo_key);
+  }
+  std::unique_ptr<git_strarray, StrArrayFree> guard(&names);
+  std::vector<std::string> all(names.strings, names.strings + names.count);
+  std::sort(all.begin(), all.end());
+  std::set<std::string> chosen;
+  if (wanted.empty()) {
+    for (const std::string& n : all) {
+      if (n.starts_with("refs/heads/") || n.starts_with("refs/tags/")) chosen.insert(n);
+    }
+  } else {
+    for (const std::string& w : wanted) {
+      bool any = false;
+      for (const std::string& n : all) {
+        bool hit = w.find_first_of("*?[") != std::string::npos
+                       ? fnmatch(w.c_str(), n.c_str(), 0) == 0
+                       : (n == w || n == "refs/heads/" + w || n == "refs/tags/" + w);
+        if (hit) {
+          chosen.insert(n);
+          any = true;
+        }
+      }
+      if (!any) {
+        std::string avail;
+        for (size_t i = 0; i < all.size() && i < 10; ++i) avail += (i ? ", " : "") + all[i];
+        return NotFoundError(
+            "--ref " + w + " matches no ref of " + repo_key +
+            (all.empty() ? " (it has no refs)" : " (refs include: " + avail + ")"));
+      }
+    }
+  }
+  std::vector<SelectedRef> out;
+  for (const std::string& n : chosen) {
+    git_reference* r = nullptr;
+    if (int rc = git_reference_lookup(&r, repo, n.c_str()); rc != 0) {
+      return git::GitError(rc, "reading ref " + n + " of " + repo_key);
+    }
+    std::unique_ptr<git_reference, RefFree> ref(r);
+    git_object* o = nullptr;
+    if (git_reference_peel(&o, ref.get(), GIT_OBJECT_COMMIT) != 0) {
+      git_error_clear();
+      notes->push_back("ref " + n + " does not point to a commit; not scanned");
+      continue;
+    }
+    std::unique_ptr<git_object, ObjectFree> obj(o);
+    out.push_back({n, *git_object_id(obj.get())});
+  }
+  return out;
+}
+
+// Walks the trees of commits, queueing each unseen blob once.
+class TreeWalker {
+ public:
+  TreeWalker(git_repository* repo, DoneLedger* ledger, const std::string& policy,
+             const ScanOptions& opts, Queue<BlobJob>* jobs, Queue<WriterItem>* results,
+             RunState* run)
+      : repo_(repo),
+        ledger_(ledger),
+        policy_(policy),
+        opts_(opts),
+        jobs_(jobs),
+        results_(results),
+        run_(run) {}
+
+  // False when the walk must stop (budget, error).
+  bool WalkCommit(const git_oid& commit_oid) {
+    git_commit* c = nullptr;
+    commit_hex_ = git::OidHex(commit_oid);
+    if (int rc = git_commit_lookup(&c, repo_, &commit_oid); rc != 0) {
+      run_->Problem(git::GitError(rc, "reading commit " + commit_hex_).message());
+      return false;
+    }
+    git::CommitPtr commit(c);
+    git_tree* t = nullptr;
+    if (int rc = git_commit_tree(&t, commit.get()); rc != 0) {
+      run_->Problem(git::GitError(rc, "reading the tree of commit " + commit_hex_).message());
+      return false;
+    }
+    git::TreePtr tree(t);
+    ++run_->commits_walked;
+    if (!seen_.insert(*git_tree_id(tree.get())).second) return true;
+    return WalkTree(tree.get(), "");
+  }
+
+ private:
+  bool WalkTree(git_tree* tree, const std::string& prefix) {
+    const size_t n = git_tree_entrycount(tree);
+    for (size_t i = 0; i < n; ++i) {
+      if (run_->stop) return false;
+      const git_tree_entry* e = git_tree_entry_byindex(tree, i);
+      const git_oid* oid = git_tree_entry_id(e);
+      const git_object_t type = git_tree_entry_type(e);
+      if (type != GIT_OBJECT_TREE && type != GIT_OBJECT_BLOB) continue;  // submodules
+      if (!seen_.insert(*oid).second) continue;
+      std::string path = prefix + git_tree_entry_name(e);
+      if (type == GIT_OBJECT_TREE) {
+        git_tree* sub = nullptr;
+        if (int rc = git_tree_lookup(&sub, repo_, oid); rc != 0) {
+          run_->Problem(git::GitError(rc, "reading tree " + git::OidHex(*oid) + " at " + path +
+                                              " in commit " + commit_hex_)
+                            .message());
+          return false;
+        }
+        git::TreePtr guard(sub);
+        if (!WalkTree(sub, path + "/")) return false;
+      } else if (!OnBlob(*oid, std::move(path))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  bool OnBlob(const git_oid& oid, std::string path) {
+    ++run_->blobs_seen;
+    const std::string hex = git::OidHex(oid);
+    Result<bool> done = ledger_->IsDone(policy_, hex);
+    if (!done.ok()) {
+      run_->Problem(done.status().message());
+      return false;
+    }
+    if (*done) {
+      ++run_->blobs_skipped_done;
+      Result<bool> has = ledger_->HasFindings(policy_, hex);
+      if (!has.ok()) {
+        run_->Problem(has.status().message());
+        return false;
+      }
+      // Keep the listing complete for this repository: the blob may have
+      // been scanned through another repository.
+      if (*has) results_->Push(BlobLocation{hex, commit_hex_, std::move(path)});
+      return true;
+    }
+    if (opts_.max_blobs && queued_ >= *opts_.max_blobs) {
+      // Stops the walk only: blobs already queued are still scanned.
+      if (!run_->budget_hit.exchange(true)) run_->Problem("the --max-blobs budget ran out");
+      return false;
+    }
+    ++queued_;
+    jobs_->Push(BlobJob{oid, commit_hex_, std::move(path)});
+    return true;
+  }
+
+  git_repository* repo_;
+  DoneLedger* ledger_;
+  const std::string& policy_;
+  const ScanOptions& opts_;
+  Queue<BlobJob>* jobs_;
+  Queue<WriterItem>* results_;
+  RunState* run_;
+  std::unordered_set<git_oid, OidHash, OidEq> seen_;  // trees and blobs of this run
+  std::string commit_hex_;
+  uint64_t queued_ = 0;
+};
+
+std::string PathForJson(const std::string& path, bool* escaped) {
+  *escaped = !IsValidUtf8(path);
+  if (!*escaped) return path;
+  // Not UTF-8: percent-encode bytes >= 0x80 and '%' so the text is lossless.
+  std::string out;
+  static const char* kHex = "0123456789ABCDEF";
+  for (unsigned char c : path) {
+    if (c >= 0x80 || c == '%') {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+Status WriteFileAtomic(const std::string& path, const std::string& data) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      return UnavailableError("cannot write " + tmp +
+                              " (check the output directory exists and is writable)");
+    }
+    out << data;
+    out.flush();
+    if (!out) return UnavailableError("error writing " + tmp + " (disk full?)");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return UnavailableError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  return OkStatus();
+}
+
+}  // namespace
+
+std::string PolicyHash(const RuleSet& rules, uint64_t max_blob_bytes, const Digest32& key) {
+  nlohmann::json settings = {
+      {"scanner", "gatos-scan/1"},
+      {"max_blob_bytes", max_blob_bytes},
+      {"binary_probe_bytes", kBinaryProbeBytes},
+      // Identifies the key (fingerprints depend on it) without revealing it.
+      {"fingerprint_key_id", Fingerprint(key, "gatos-scan fingerprint key id")},
+  };
+  Result<std::string> s = CanonicalJson(settings);
+  Blake3Hasher h;
+  h.Update(CanonicalRuleSet(rules));
+  h.Update("\n");
+  h.Update(s.ok() ? *s : settings.dump());
+  return TaggedDigest(h.Finalize());
+}
+
+Result<ScanReport> RunScan(const ScanOptions& opts) {
+  const Clock::time_point started = Clock::now();
+  git::EnsureInit();
+  if (opts.state_dir.empty()) {
+    return InvalidArgumentError("no state directory: give --state-dir DIR or set GATOS_STATE_DIR");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(opts.state_dir, ec);
+  if (ec) {
+    return UnavailableError("cannot create state directory " + opts.state_dir + ": " +
+                            ec.message());
+  }
+  GATOS_ASSIGN_OR_RETURN(std::unique_ptr<Detector> detector, Detector::Create(opts.rules));
+  GATOS_ASSIGN_OR_RETURN(RepoTarget target, NormalizeRepo(opts.repo));
+
+  RunState run;
+  if (opts.max_seconds) {
+    run.deadline = started + std::chrono::milliseconds(
+                                 static_cast<int64_t>(std::max(0.0, *opts.max_seconds) * 1000));
+  }
+  ScanReport report;
+  report.repo_key = target.key;
+  report.policy_hash = PolicyHash(opts.rules, opts.max_blob_bytes, opts.fingerprint_key);
+  report.rules_version = opts.rules.version;
+  report.rules_count = opts.rules.rules.size();
+  const std::string& policy = report.policy_hash;
+
+  MirrorLock lock;
+  GATOS_RETURN_IF_ERROR(SyncMirror(target, opts.state_dir, &lock));
+  const std::string mirror = MirrorPath(target, opts.state_dir);
+  const std::string db_path = opts.state_dir + "/scan.sqlite";
+  GATOS_ASSIGN_OR_RETURN(std::unique_ptr<DoneLedger> ledger, DoneLedger::Open(db_path));
+
+  git_repository* raw = nullptr;
+  if (int rc = git_repository_open_bare(&raw, mirror.c_str()); rc != 0) {
+    return git::GitError(rc, "opening mirror " + mirror + " of " + target.key);
+  }
+  RepoPtr repo(raw);
+  std::vector<std::string> notes;
+  GATOS_ASSIGN_OR_RETURN(std::vector<SelectedRef> refs,
+                         SelectRefs(repo.get(), target.key, opts.refs, &notes));
+  for (std::string& n : notes) run.Problem(std::move(n));
+  const size_t note_count = run.problems.size();
+
+  git_revwalk* wraw = nullptr;
+  if (int rc = git_revwalk_new(&wraw, repo.get()); rc != 0) {
+    return git::GitError(rc, "starting a commit walk of " + target.key);
+  }
+  std::unique_ptr<git_revwalk, RevwalkFree> walk(wraw);
+  // Oldest first, so a blob's recorded location is (close to) the commit
+  // that introduced it, and an incremental run records what a full one would.
+  git_revwalk_sorting(walk.get(), GIT_SORT_TOPOLOGICAL | GIT_SORT_TIME | GIT_SORT_REVERSE);
+  bool anything = false;
+  for (const SelectedRef& r : refs) {
+    RefReport rr;
+    rr.name = r.name;
+    rr.tip = git::OidHex(r.tip);
+    GATOS_ASSIGN_OR_RETURN(rr.watermark_before, ledger->Watermark(target.key, r.name, policy));
+    rr.watermark_after = rr.watermark_before;
+    bool hide = false;
+    git_oid wm{};
+    if (rr.watermark_before) {
+      if (*rr.watermark_before == rr.tip) {
+        report.refs.push_back(std::move(rr));
+        continue;  // up to date
+      }
+      Result<git_oid> parsed = git::ParseOid(*rr.watermark_before);
+      if (parsed.ok()) {
+        wm = *parsed;
+        // 1: tip descends from the watermark. 0, or an error because the
+        // watermark commit was pruned from the mirror: history was rewritten.
+        hide = git_graph_descendant_of(repo.get(), &r.tip, &wm) == 1;
+        git_error_clear();
+      }
+      rr.force_pushed = !hide;
+      report.force_pushed |= rr.force_pushed;
+    }
+    if (int rc = git_revwalk_push(walk.get(), &r.tip); rc != 0) {
+      return git::GitError(rc, "walking " + r.name + " of " + target.key);
+    }
+    anything = true;
+    // Hiding is global to the walk, which is right: everything reachable from
+    // a watermark was completely scanned under this policy.
+    if (hide && git_revwalk_hide(walk.get(), &wm) != 0) {
+      return git::GitError("hiding the watermark of " + r.name + " in " + target.key);
+    }
+    report.refs.push_back(std::move(rr));
+  }
+
+  const unsigned threads =
+      opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
+  Queue<BlobJob> jobs(4096);
+  Queue<WriterItem> results(8192);
+  std::thread writer(Writer, db_path, policy, target.key, &results, &run);
+  std::vector<std::thread> workers;
+  for (unsigned i = 0; i < threads; ++i) {
+    workers.emplace_back(ScanWorker, mirror, std::cref(*detector), std::cref(opts), &jobs, &results,
+                         &run);
+  }
+  std::atomic<bool> progress_done{false};
+  std::thread progress;
+  if (opts.progress) {
+    progress = std::thread([&] {
+      auto next = Clock::now() + std::chrono::seconds(1);
+      while (!progress_done) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (Clock::now() >= next) {
+          opts.progress(run.Snapshot());
+          next += std::chrono::seconds(1);
+        }
+      }
+    });
+  }
+
+  bool walk_finished = true;
+  if (anything) {
+    TreeWalker walker(repo.get(), ledger.get(), policy, opts, &jobs, &results, &run);
+    git_oid oid;
+    int rc;
+    while ((rc = git_revwalk_next(&oid, walk.get())) == 0) {
+      if (run.PastDeadline() || !walker.WalkCommit(oid)) {
+        walk_finished = false;
+        break;
+      }
+    }
+    if (rc != 0 && rc != GIT_ITEROVER) {
+      run.Problem(git::GitError(rc, "walking commits of " + target.key).message());
+      walk_finished = false;
+    }
+  }
+  jobs.Close();
+  for (std::thread& t : workers) t.join();
+  results.Close();
+  writer.join();
+  progress_done = true;
+  if (progress.joinable()) progress.join();
+
+  report.counters = run.Snapshot();
+  const bool problems_after_notes = run.problems.size() > note_count;
+  report.complete = walk_finished && !run.stop && !problems_after_notes;
+  report.budget_exhausted = run.budget_hit;
+  report.partial_reasons = run.problems;
+  if (report.complete) {
+    // All batches are committed (the writer has joined): now, and only now,
+    // the watermarks move, all in one transaction.
+    std::vector<std::pair<std::string, std::string>> advance;
+    for (RefReport& r : report.refs) {
+      if (r.watermark_before != r.tip) advance.emplace_back(r.name, r.tip);
+      r.watermark_after = r.tip;
+    }
+    if (Status s = ledger->AdvanceWatermarks(target.key, policy, advance); !s.ok()) {
+      report.complete = false;
+      report.partial_reasons.push_back(s.message());
+      for (RefReport& r : report.refs) r.watermark_after = r.watermark_before;
+    }
+  }
+
+  Result<std::vector<ListedFinding>> listed = ledger->ListFindings(target.key, policy);
+  if (!listed.ok()) return listed.status();
+  std::map<std::string, size_t> rule_index;
+  for (size_t i = 0; i < opts.rules.rules.size(); ++i) rule_index[opts.rules.rules[i].id] = i;
+  for (ListedFinding& f : *listed) {
+    auto it = rule_index.find(f.finding.rule_id);
+    if (it != rule_index.end() && detector->PathAllowlisted(it->second, f.path)) {
+      ++report.findings_allowlisted;
+      continue;
+    }
+    report.findings.push_back(std::move(f));
+  }
+  std::sort(report.findings.begin(), report.findings.end(),
+            [](const ListedFinding& a, const ListedFinding& b) {
+              return std::tie(a.path, a.finding.line, a.finding.start, a.finding.rule_id, a.blob,
+                              a.commit) < std::tie(b.path, b.finding.line, b.finding.start,
+                                                   b.finding.rule_id, b.blob, b.commit);
+            });
+  report.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return report;
+}
+
+std::string FindingJson(const ListedFinding& f) {
+  bool escaped = false;
+  nlohmann::json j = {
+      {"rule", f.finding.rule_id}, {"blob", f.blob},
+      {"commit", f.commit},        {"path", PathForJson(f.path, &escaped)},
+      {"line", f.finding.line},    {"start", f.finding.start},
+      {"end", f.finding.end},      {"fingerprint", f.finding.fingerprint},
+  };
+  if (escaped) j["path_encoding"] = "percent";
+  Result<std::string> s = CanonicalJson(j);
+  return s.ok() ? *s : j.dump();
+}
+
+std::string SummaryJson(const ScanReport& r) {
+  const ScanCounters& c = r.counters;
+  nlohmann::json refs = nlohmann::json::array();
+  for (const RefReport& ref : r.refs) {
+    nlohmann::json j = {{"ref", ref.name},
+                        {"tip", ref.tip},
+                        {"force_pushed", ref.force_pushed},
+                        {"watermark_before", nullptr},
+                        {"watermark_after", nullptr}};
+    if (ref.watermark_before) j["watermark_before"] = *ref.watermark_before;
+    if (ref.watermark_after) j["watermark_after"] = *ref.watermark_after;
+    refs.push_back(std::move(j));
+  }
+  nlohmann::json j = {
+      {"tool", "gatos-scan 0.1.0"},
+      {"repo", r.repo_key},
+      {"status", r.complete ? "complete" : "partial"},
+      {"partial_reasons", r.partial_reasons},
+      {"policy_hash", r.policy_hash},
+      {"rules_version", r.rules_version},
+      {"rules_count", r.rules_count},
+      {"commits_walked", c.commits_walked},
+      {"blobs_seen", c.blobs_seen},
+      {"blobs_scanned", c.blobs_scanned},
+      {"bytes_scanned", c.bytes_scanned},
+      {"blobs_skipped_done", c.blobs_skipped_done},
+      {"blobs_skipped_binary", c.blobs_skipped_binary},
+      {"bytes_skipped_binary", c.bytes_skipped_binary},
+      {"blobs_skipped_too_large", c.blobs_skipped_too_large},
+      {"bytes_skipped_too_large", c.bytes_skipped_too_large},
+      {"blobs_not_reached", c.blobs_not_reached},
+      {"findings", r.findings.size()},
+      {"findings_new", c.findings_new},
+      {"findings_allowlisted", r.findings_allowlisted},
+      {"force_pushed", r.force_pushed},
+      {"refs", std::move(refs)},
+      {"elapsed_ms", static_cast<int64_t>(r.elapsed_seconds * 1000)},
+  };
+  Result<std::string> s = CanonicalJson(j);
+  return s.ok() ? *s : j.dump();
+}
+
+Status WriteOutputs(const ScanReport& r, const std::string& dir) {
+  std::string lines;
+  for (const ListedFinding& f : r.findings) lines += FindingJson(f) + "\n";
+  GATOS_RETURN_IF_ERROR(WriteFileAtomic(dir + "/findings.jsonl", lines));
+  return WriteFileAtomic(dir + "/summary.json", SummaryJson(r) + "\n");
+}
+
+}  // namespace gatos::scan

@@ -1,0 +1,266 @@
+// gatos-scan: scans a git repository's history for secrets. Flags and wiring
+// only; see lib/include/gatos/scan/scanner.h and docs/scan.md.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gatos/scan/fingerprint.h"
+#include "gatos/scan/rules.h"
+#include "gatos/scan/scanner.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;   // operational failure (outputs written when possible)
+constexpr int kExitUsage = 2;     // bad flags
+constexpr int kExitFindings = 3;  // --fail-on-findings and at least one finding
+constexpr int kExitBudget = 4;    // partial only because a budget ran out
+
+constexpr const char* kUsage = R"(usage: gatos-scan --repo PATH|file://URL|URL [options]
+
+Scans every blob reachable from the selected refs of a git repository for
+secrets. Writes findings.jsonl and summary.json into the output directory.
+Findings hold rule, blob, commit, path, line, byte span and a keyed
+fingerprint; never the secret itself.
+
+options:
+  --repo PATH|URL        repository to scan (local path, file:// or remote URL)
+  --ref REF              ref to scan: full name, short branch/tag name or glob
+                         (repeatable; default: refs/heads/* and refs/tags/*)
+  --state-dir DIR        mirrors, done-ledger and watermarks (or GATOS_STATE_DIR)
+  --output-dir DIR       where outputs go (or GATOS_OUTPUT_DIR)
+  --rules FILE           extra rules file (repeatable; same id replaces a rule)
+  --no-default-rules     use only the --rules files
+  --allowlist FILE       extra allow-list file (paths, regexes, stopwords)
+  --fingerprint-key FILE 32-byte key for fingerprints (or
+                         GATOS_FINGERPRINT_KEY_FILE; default: generated once
+                         into DIR/fingerprint.key of the state dir)
+  --max-seconds N        time budget; a scan that runs out is partial
+  --max-blobs N          budget of blobs read; a scan that runs out is partial
+  --max-blob-bytes N     skip larger blobs (default 52428800)
+  --threads N            scanning threads (default: one per core)
+  --json                 print summary.json on stdout instead of a text summary
+  --progress             progress on stderr even when it is not a terminal
+  --fail-on-findings     exit 3 when the listing has findings
+  --help                 this text
+
+exit status: 0 complete (with or without findings), 1 operational failure
+(summary says partial when outputs could be written), 2 usage error,
+3 findings with --fail-on-findings, 4 partial because --max-seconds or
+--max-blobs ran out (rerun to continue; watermarks did not move).
+)";
+
+int Usage(const std::string& msg) {
+  std::cerr << "gatos-scan: " << msg << "\n(run gatos-scan --help for usage)\n";
+  return kExitUsage;
+}
+
+int Fail(const std::string& msg) {
+  std::cerr << "gatos-scan: error: " << msg << '\n';
+  return kExitFailure;
+}
+
+bool ParseUint(const std::string& s, uint64_t* out) {
+  if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  *out = std::stoull(s);
+  return true;
+}
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace gatos::scan;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::optional<std::string> repo, state_dir, output_dir, allowlist, key_file;
+  std::vector<std::string> refs, rule_files;
+  std::optional<double> max_seconds;
+  std::optional<uint64_t> max_blobs;
+  uint64_t max_blob_bytes = kDefaultMaxBlobBytes;
+  unsigned threads = 0;
+  bool json = false, progress = false, fail_on_findings = false, default_rules = true;
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    std::optional<std::string> inline_value;
+    if (a.starts_with("--") && a.find('=') != std::string::npos) {
+      inline_value = a.substr(a.find('=') + 1);
+      a = a.substr(0, a.find('='));
+    }
+    auto value = [&](std::string* out) -> bool {
+      if (inline_value) {
+        *out = *inline_value;
+        return true;
+      }
+      if (i + 1 >= args.size()) return false;
+      *out = args[++i];
+      return true;
+    };
+    auto flag_only = [&] { return !inline_value; };
+    std::string v;
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return kExitOk;
+    } else if (a == "--json" && flag_only()) {
+      json = true;
+    } else if (a == "--progress" && flag_only()) {
+      progress = true;
+    } else if (a == "--fail-on-findings" && flag_only()) {
+      fail_on_findings = true;
+    } else if (a == "--no-default-rules" && flag_only()) {
+      default_rules = false;
+    } else if (a == "--repo" || a == "--ref" || a == "--state-dir" || a == "--output-dir" ||
+               a == "--rules" || a == "--allowlist" || a == "--fingerprint-key" ||
+               a == "--max-seconds" || a == "--max-blobs" || a == "--max-blob-bytes" ||
+               a == "--threads") {
+      if (!value(&v)) return Usage(a + " needs a value");
+      if (a == "--repo") {
+        if (repo) return Usage("--repo given twice; scan one repository per run");
+        repo = v;
+      } else if (a == "--ref") {
+        refs.push_back(v);
+      } else if (a == "--state-dir") {
+        state_dir = v;
+      } else if (a == "--output-dir") {
+        output_dir = v;
+      } else if (a == "--rules") {
+        rule_files.push_back(v);
+      } else if (a == "--allowlist") {
+        if (allowlist) return Usage("--allowlist given twice; merge the files");
+        allowlist = v;
+      } else if (a == "--fingerprint-key") {
+        key_file = v;
+      } else if (a == "--max-seconds") {
+        char* end = nullptr;
+        double d = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end != '\0' || !(d >= 0)) {
+          return Usage("--max-seconds wants a number of seconds >= 0, got \"" + v + "\"");
+        }
+        max_seconds = d;
+      } else {
+        uint64_t n = 0;
+        if (!ParseUint(v, &n)) return Usage(a + " wants a whole number, got \"" + v + "\"");
+        if (a == "--max-blobs") max_blobs = n;
+        if (a == "--max-blob-bytes") max_blob_bytes = n;
+        if (a == "--threads") {
+          if (n == 0 || n > 1024) return Usage("--threads wants 1..1024");
+          threads = static_cast<unsigned>(n);
+        }
+      }
+    } else {
+      return Usage("unknown argument \"" + a + "\"");
+    }
+  }
+  if (!repo) return Usage("--repo is required");
+  if (!state_dir) state_dir = Env("GATOS_STATE_DIR");
+  if (state_dir->empty()) {
+    return Usage(
+        "no state directory: give --state-dir DIR or set GATOS_STATE_DIR "
+        "(it keeps mirrors, the done-ledger and watermarks between runs)");
+  }
+  if (!output_dir) output_dir = Env("GATOS_OUTPUT_DIR");
+  if (output_dir->empty()) {
+    return Usage("no output directory: give --output-dir DIR or set GATOS_OUTPUT_DIR");
+  }
+  if (::access(output_dir->c_str(), W_OK) != 0) {
+    return Fail("output directory " + *output_dir +
+                " does not exist or is not writable (create it first)");
+  }
+
+  ScanOptions opts;
+  opts.repo = *repo;
+  opts.refs = refs;
+  opts.state_dir = *state_dir;
+  opts.max_seconds = max_seconds;
+  opts.max_blobs = max_blobs;
+  opts.max_blob_bytes = max_blob_bytes;
+  opts.threads = threads;
+  if (default_rules) {
+    gatos::Result<RuleSet> defaults = DefaultRules();
+    if (!defaults.ok()) return Fail("built-in rules: " + defaults.status().message());
+    opts.rules = std::move(*defaults);
+  } else if (rule_files.empty()) {
+    return Usage("--no-default-rules needs at least one --rules FILE");
+  }
+  for (const std::string& f : rule_files) {
+    gatos::Result<RuleSet> more = LoadRulesFile(f);
+    if (!more.ok()) return Usage("rules: " + more.status().message());
+    MergeRules(&opts.rules, std::move(*more));
+  }
+  if (allowlist) {
+    gatos::Result<Allowlist> al = LoadAllowlistFile(*allowlist);
+    if (!al.ok()) return Usage("allowlist: " + al.status().message());
+    MergeAllowlist(&opts.rules.allowlist, *al);
+  }
+
+  if (!key_file) {
+    std::string env_key = Env("GATOS_FINGERPRINT_KEY_FILE");
+    if (!env_key.empty()) key_file = env_key;
+  }
+  gatos::Result<gatos::Digest32> key = [&]() -> gatos::Result<gatos::Digest32> {
+    if (key_file) return ReadFingerprintKey(*key_file);
+    if (::mkdir(state_dir->c_str(), 0700) != 0 && errno != EEXIST) {
+      return gatos::UnavailableError("cannot create state directory " + *state_dir);
+    }
+    return LoadOrCreateFingerprintKey(*state_dir + "/fingerprint.key");
+  }();
+  if (!key.ok()) return Fail(key.status().message());
+  opts.fingerprint_key = *key;
+
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  if (progress || tty) {
+    opts.progress = [tty](const ScanCounters& c) {
+      std::cerr << (tty ? "\r" : "") << "gatos-scan: " << c.commits_walked << " commits, "
+                << c.blobs_scanned << " blobs / " << (c.bytes_scanned >> 20) << " MiB scanned, "
+                << c.blobs_skipped_done << " already done, " << c.findings_new << " findings"
+                << (tty ? "   " : "\n") << std::flush;
+    };
+  }
+
+  gatos::Result<ScanReport> report = RunScan(opts);
+  if (tty && opts.progress) std::cerr << '\n';
+  if (!report.ok()) {
+    return report.status().code() == gatos::StatusCode::kInvalidArgument &&
+                   report.status().message().find("rule") != std::string::npos
+               ? Usage(report.status().message())
+               : Fail(report.status().message());
+  }
+  if (gatos::Status s = WriteOutputs(*report, *output_dir); !s.ok()) return Fail(s.message());
+
+  if (json) {
+    std::cout << SummaryJson(*report) << '\n';
+  } else {
+    const ScanCounters& c = report->counters;
+    std::cout << "gatos-scan: " << report->repo_key << ": "
+              << (report->complete ? "complete" : "PARTIAL") << ", " << c.blobs_scanned
+              << " blobs (" << c.bytes_scanned << " bytes) scanned, " << c.blobs_skipped_done
+              << " already done, " << c.blobs_skipped_binary << " binary, "
+              << c.blobs_skipped_too_large << " too large; " << report->findings.size()
+              << " findings (" << c.findings_new << " new)"
+              << (report->force_pushed ? "; force-push detected" : "") << '\n';
+    for (const std::string& r : report->partial_reasons) {
+      std::cout << "gatos-scan: note: " << r << '\n';
+    }
+  }
+  if (!report->complete) {
+    // Only budget problems (and ref notes) make a partial run exit 4.
+    if (report->budget_exhausted) return kExitBudget;
+    for (const std::string& r : report->partial_reasons)
+      std::cerr << "gatos-scan: error: " << r << '\n';
+    return kExitFailure;
+  }
+  if (fail_on_findings && !report->findings.empty()) return kExitFindings;
+  return kExitOk;
+}

@@ -1,0 +1,422 @@
+// End-to-end tests of gatos-scan: repositories generated with the real git
+// CLI (branches, tags, deleted files, packed and loose objects) with planted
+// fake secrets, scanned by the built program as a subprocess.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gatos/encoding.h"
+#include "gatos/scan/fingerprint.h"
+#include "secrets_for_tests.h"
+#include "test_util.h"
+
+namespace gatos::scan {
+namespace {
+
+namespace fs = std::filesystem;
+using gatos::testing::BinaryPath;
+using gatos::testing::ReadFile;
+using gatos::testing::RunOptions;
+using gatos::testing::RunResult;
+using gatos::testing::TempDir;
+using gatos::testing::WriteFile;
+using nlohmann::json;
+
+RunResult Exec(const std::vector<std::string>& argv, const RunOptions& o = {}) {
+  return gatos::testing::Run(argv, o);
+}
+
+struct ScanRun {
+  RunResult run;
+  json summary;
+  std::vector<json> findings;
+  std::string findings_text;
+};
+
+class ScanE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    src_ = tmp_.Join("src");
+    state_ = tmp_.Join("state");
+    out_ = tmp_.Join("out");
+    fs::create_directories(src_);
+    fs::create_directories(out_);
+    for (size_t i = 0; i < key_.size(); ++i) key_[i] = static_cast<uint8_t>(i * 7 + 3);
+    key_file_ = tmp_.Join("fp.key");
+    WriteFile(key_file_, HexEncode(key_.data(), key_.size()) + "\n", 0600);
+    Git({"init", "-q", "-b", "main"});
+  }
+
+  std::string Git(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"git",
+                                     "-C",
+                                     src_,
+                                     "-c",
+                                     "user.name=Test",
+                                     "-c",
+                                     "user.email=test@example.invalid",
+                                     "-c",
+                                     "commit.gpgsign=false",
+                                     "-c",
+                                     "tag.gpgsign=false"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunOptions o;
+    o.env = {{"GIT_CONFIG_NOSYSTEM", "1"}, {"GIT_CONFIG_GLOBAL", "/dev/null"}};
+    RunResult r = Exec(argv, o);
+    EXPECT_EQ(r.exit_code, 0) << "git " << args[0] << ": " << r.err;
+    std::string s = r.out;
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  }
+
+  // Writes files, stages everything and commits; returns the commit id.
+  std::string Commit(const std::map<std::string, std::string>& files, const std::string& msg,
+                     const std::vector<std::string>& remove = {}) {
+    for (const auto& [path, content] : files) {
+      fs::create_directories(fs::path(src_ + "/" + path).parent_path());
+      WriteFile(src_ + "/" + path, content);
+    }
+    for (const std::string& p : remove) Git({"rm", "-q", p});
+    Git({"add", "-A"});
+    Git({"commit", "-q", "-m", msg});
+    return Git({"rev-parse", "HEAD"});
+  }
+
+  void Plant(const std::string& secret, const std::string& rule) { planted_[secret] = rule; }
+
+  // History: a secret added then deleted, a side branch, an annotated tag,
+  // objects packed by gc, then loose objects, and a binary blob.
+  void BuildStandardRepo() {
+    const std::string aws = mk_.Aws();
+    Plant(aws, "aws-access-token");
+    first_commit_ = Commit(
+        {{"config/aws.env", "AWS_ACCESS_KEY_ID=" + aws + "\n"}, {"README.md", "# demo\n"}}, "c1");
+    const std::string gh = mk_.GithubPat();
+    Plant(gh, "github-pat");
+    Commit({{"src/app.py", "import os\n\nTOKEN = \"" + gh + "\"\n"}}, "c2", {"config/aws.env"});
+    Git({"checkout", "-q", "-b", "feature"});
+    const std::string pk = mk_.PrivateKey();
+    const std::string slack = mk_.SlackBot();
+    Plant(pk, "private-key");
+    Plant(slack, "slack-bot-token");
+    Commit({{"keys/id_rsa", pk + "\n"}, {"chat.txt", "bot: " + slack + "\n"}}, "c3");
+    Git({"checkout", "-q", "main"});
+    const std::string stripe = mk_.Stripe();
+    const std::string generic = mk_.GenericValue();
+    Plant(stripe, "stripe-access-token");
+    Plant(generic, "generic-api-key");
+    Commit({{"billing.rb", "Stripe.api_key = '" + stripe + "'\n"},
+            {"settings.ini", "[svc]\napi_key = " + generic + "\n"}},
+           "c4");
+    Git({"tag", "-a", "v1", "-m", "release"});
+    Git({"checkout", "-q", "feature"});
+    const std::string gl = mk_.GitlabPat();
+    Plant(gl, "gitlab-pat");
+    Commit({{"ci.yml", "token: " + gl + "\n"}}, "c5");
+    Git({"checkout", "-q", "main"});
+    Git({"gc", "-q"});
+    // Loose objects from here on.
+    const std::string jwt = mk_.Jwt();
+    const std::string hook = mk_.SlackWebhook();
+    Plant(jwt, "jwt");
+    Plant(hook, "slack-webhook-url");
+    Commit({{"web/app.js", "const t = '" + jwt + "';\nconst h = \"" + hook + "\";\n"}}, "c6");
+    hidden_in_binary_ = mk_.Aws();
+    Commit({{"assets/blob.bin", std::string("\x89PNG\0\0", 6) + hidden_in_binary_ + "\n"}}, "c7");
+  }
+
+  ScanRun Scan(const std::vector<std::string>& extra, const std::string& state = "",
+               const std::string& out = "") {
+    std::vector<std::string> argv = {BinaryPath("gatos-scan"),
+                                     "--repo",
+                                     src_,
+                                     "--state-dir",
+                                     state.empty() ? state_ : state,
+                                     "--output-dir",
+                                     out.empty() ? out_ : out,
+                                     "--fingerprint-key",
+                                     key_file_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ScanRun s;
+    s.run = Exec(argv);
+    const std::string dir = out.empty() ? out_ : out;
+    if (fs::exists(dir + "/summary.json")) s.summary = json::parse(ReadFile(dir + "/summary.json"));
+    if (fs::exists(dir + "/findings.jsonl")) {
+      s.findings_text = ReadFile(dir + "/findings.jsonl");
+      std::istringstream lines(s.findings_text);
+      std::string line;
+      while (std::getline(lines, line)) s.findings.push_back(json::parse(line));
+    }
+    return s;
+  }
+
+  // fingerprint -> rule for every finding
+  static std::map<std::string, std::string> ByFingerprint(const ScanRun& s) {
+    std::map<std::string, std::string> m;
+    for (const json& f : s.findings) m[f["fingerprint"]] = f["rule"];
+    return m;
+  }
+
+  void ExpectAllPlantedFound(const ScanRun& s) {
+    const auto found = ByFingerprint(s);
+    for (const auto& [secret, rule] : planted_) {
+      auto it = found.find(Fingerprint(key_, secret));
+      ASSERT_NE(it, found.end()) << "planted " << rule << " not found";
+      EXPECT_EQ(it->second, rule);
+    }
+  }
+
+  TempDir tmp_;
+  std::string src_, state_, out_, key_file_;
+  Digest32 key_{};
+  testing::SecretMaker mk_{1234};
+  std::map<std::string, std::string> planted_;  // secret -> rule id
+  std::string first_commit_;
+  std::string hidden_in_binary_;
+};
+
+TEST_F(ScanE2E, FindsEveryPlantedSecretAndNeverWritesOne) {
+  BuildStandardRepo();
+  ScanRun s = Scan({});
+  ASSERT_EQ(s.run.exit_code, 0) << s.run.err;
+  EXPECT_EQ(s.summary["status"], "complete");
+  ExpectAllPlantedFound(s);
+  EXPECT_EQ(s.findings.size(), planted_.size());
+  EXPECT_EQ(s.summary["findings"], planted_.size());
+  EXPECT_EQ(s.summary["blobs_skipped_binary"], 1);
+  EXPECT_EQ(ByFingerprint(s).count(Fingerprint(key_, hidden_in_binary_)), 0u);
+  // The deleted file's secret is located where it was introduced.
+  for (const json& f : s.findings) {
+    if (f["rule"] == "aws-access-token") {
+      EXPECT_EQ(f["path"], "config/aws.env");
+      EXPECT_EQ(f["commit"], first_commit_);
+      EXPECT_EQ(f["line"], 1);
+      EXPECT_EQ(f["start"], 18);
+    }
+  }
+  // Four refs: main, feature, v1 (annotated tag peeled to its commit).
+  std::vector<std::string> refs;
+  for (const json& r : s.summary["refs"]) refs.push_back(r["ref"]);
+  EXPECT_EQ(refs,
+            (std::vector<std::string>{"refs/heads/feature", "refs/heads/main", "refs/tags/v1"}));
+
+  // No raw secret byte sequence anywhere we write: outputs, stdout, stderr,
+  // the SQLite state (with its WAL) and the key file. The mirror is a copy
+  // of the repository itself and is excluded.
+  std::vector<std::string> blobs = {s.run.out, s.run.err};
+  for (const std::string& dir : {out_, state_}) {
+    for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator();
+         ++it) {
+      if (it->is_directory() && it->path().filename() == "mirrors") {
+        it.disable_recursion_pending();
+        continue;
+      }
+      if (it->is_regular_file()) blobs.push_back(ReadFile(it->path().string()));
+    }
+  }
+  ASSERT_GE(blobs.size(), 5u);  // stdout, stderr, 2 outputs, sqlite, key
+  std::vector<std::string> secrets;
+  for (const auto& [secret, rule] : planted_) secrets.push_back(secret);
+  secrets.push_back(hidden_in_binary_);
+  for (const std::string& secret : secrets) {
+    for (const std::string& b : blobs) {
+      EXPECT_EQ(b.find(secret), std::string::npos) << "a raw secret was written";
+      // Also no long piece of one (e.g. a truncated or redacted copy).
+      EXPECT_EQ(b.find(secret.substr(4, 16)), std::string::npos) << "a secret fragment leaked";
+    }
+  }
+}
+
+TEST_F(ScanE2E, RescanIsIncrementalAndListingStaysComplete) {
+  BuildStandardRepo();
+  ScanRun first = Scan({});
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  ASSERT_GT(first.summary["blobs_scanned"].get<int>(), 5);
+
+  ScanRun again = Scan({"--json"});
+  ASSERT_EQ(again.run.exit_code, 0) << again.run.err;
+  EXPECT_EQ(again.summary["blobs_scanned"], 0);
+  EXPECT_EQ(again.summary["commits_walked"], 0);
+  EXPECT_EQ(again.findings_text, first.findings_text);
+  EXPECT_EQ(json::parse(again.run.out), again.summary);
+
+  const std::string npm = mk_.Npm();
+  Plant(npm, "npm-access-token");
+  const std::string tip = Commit({{".npmrc", "//registry/:_authToken=" + npm + "\n"}}, "c8");
+  ScanRun third = Scan({});
+  ASSERT_EQ(third.run.exit_code, 0) << third.run.err;
+  EXPECT_EQ(third.summary["commits_walked"], 1);
+  EXPECT_EQ(third.summary["blobs_scanned"], 1);
+  EXPECT_EQ(third.summary["findings_new"], 1);
+  EXPECT_EQ(third.findings.size(), first.findings.size() + 1);
+  ExpectAllPlantedFound(third);
+  for (const json& r : third.summary["refs"]) {
+    if (r["ref"] == "refs/heads/main") {
+      EXPECT_EQ(r["watermark_after"], tip);
+      EXPECT_NE(r["watermark_before"], tip);
+    }
+  }
+}
+
+TEST_F(ScanE2E, PartialScanKeepsWatermarksAndConvergesToFullResult) {
+  BuildStandardRepo();
+  ScanRun budget = Scan({"--max-blobs", "2"});
+  EXPECT_EQ(budget.run.exit_code, 4) << budget.run.err;
+  EXPECT_EQ(budget.summary["status"], "partial");
+  EXPECT_EQ(budget.summary["blobs_scanned"].get<int>() +
+                budget.summary["blobs_skipped_binary"].get<int>(),
+            2);
+  for (const json& r : budget.summary["refs"]) {
+    EXPECT_TRUE(r["watermark_before"].is_null());
+    EXPECT_TRUE(r["watermark_after"].is_null());
+  }
+  ScanRun timed = Scan({"--max-seconds", "0"});
+  EXPECT_EQ(timed.run.exit_code, 4) << timed.run.err;
+  EXPECT_EQ(timed.summary["status"], "partial");
+  EXPECT_EQ(timed.summary["blobs_scanned"], 0);
+  for (const json& r : timed.summary["refs"]) EXPECT_TRUE(r["watermark_after"].is_null());
+
+  ScanRun resumed = Scan({});
+  ASSERT_EQ(resumed.run.exit_code, 0) << resumed.run.err;
+  EXPECT_EQ(resumed.summary["status"], "complete");
+  EXPECT_EQ(resumed.summary["blobs_skipped_done"], 2);
+
+  // A fresh state scanned in one go lists exactly the same findings.
+  const std::string out2 = tmp_.Join("out2");
+  fs::create_directories(out2);
+  ScanRun fresh = Scan({}, tmp_.Join("state2"), out2);
+  ASSERT_EQ(fresh.run.exit_code, 0) << fresh.run.err;
+  EXPECT_EQ(fresh.findings_text, resumed.findings_text);
+  EXPECT_EQ(
+      fresh.summary["blobs_scanned"].get<int>() + fresh.summary["blobs_skipped_binary"].get<int>(),
+      resumed.summary["blobs_scanned"].get<int>() +
+          resumed.summary["blobs_skipped_binary"].get<int>() + 2);
+}
+
+TEST_F(ScanE2E, ForcePushIsDetectedAndRewalked) {
+  BuildStandardRepo();
+  ASSERT_EQ(Scan({}).run.exit_code, 0);
+  Git({"reset", "-q", "--hard", "HEAD~2"});
+  const std::string gl = mk_.GitlabPat();
+  const std::string tip = Commit({{"deploy.sh", "export GL=" + gl + "\n"}}, "rewritten");
+  ScanRun s = Scan({});
+  ASSERT_EQ(s.run.exit_code, 0) << s.run.err;
+  EXPECT_EQ(s.summary["status"], "complete");
+  EXPECT_EQ(s.summary["force_pushed"], true);
+  EXPECT_EQ(s.summary["blobs_scanned"], 1);
+  bool saw_main = false;
+  for (const json& r : s.summary["refs"]) {
+    if (r["ref"] != "refs/heads/main") {
+      EXPECT_EQ(r["force_pushed"], false);
+      continue;
+    }
+    saw_main = true;
+    EXPECT_EQ(r["force_pushed"], true);
+    EXPECT_EQ(r["watermark_after"], tip);
+  }
+  EXPECT_TRUE(saw_main);
+  EXPECT_EQ(ByFingerprint(s).count(Fingerprint(key_, gl)), 1u);
+}
+
+TEST_F(ScanE2E, UserRulesAllowlistsAndRefSelection) {
+  const std::string acme_src = "acme_" + mk_.Hex(24);
+  const std::string acme_doc = "acme_" + mk_.Hex(24);
+  Commit({{"src/a.txt", "k=" + acme_src + "\n"}, {"docs/b.md", "k=" + acme_doc + "\n"}}, "c1");
+  Git({"checkout", "-q", "-b", "side"});
+  const std::string side_secret = mk_.GithubPat();
+  Commit({{"side.txt", side_secret + "\n"}}, "side");
+  Git({"checkout", "-q", "main"});
+  WriteFile(tmp_.Join("acme.yaml"),
+            "version: acme-1\nrules:\n  - id: acme-token\n    regex: 'acme_[0-9a-f]{24}'\n");
+  WriteFile(tmp_.Join("allow.yaml"), "paths: ['^docs/']\n");
+  ScanRun s = Scan(
+      {"--rules", tmp_.Join("acme.yaml"), "--allowlist", tmp_.Join("allow.yaml"), "--ref", "main"});
+  ASSERT_EQ(s.run.exit_code, 0) << s.run.err;
+  ASSERT_EQ(s.findings.size(), 1u) << s.findings_text;
+  EXPECT_EQ(s.findings[0]["rule"], "acme-token");
+  EXPECT_EQ(s.findings[0]["path"], "src/a.txt");
+  EXPECT_EQ(s.findings[0]["fingerprint"], Fingerprint(key_, acme_src));
+  EXPECT_EQ(s.summary["findings_allowlisted"], 1);
+  EXPECT_EQ(s.summary["rules_version"], "gatos-default-1+acme-1");
+  ASSERT_EQ(s.summary["refs"].size(), 1u);
+  EXPECT_EQ(s.summary["refs"][0]["ref"], "refs/heads/main");
+
+  ScanRun fail = Scan({"--rules", tmp_.Join("acme.yaml"), "--fail-on-findings"});
+  EXPECT_EQ(fail.run.exit_code, 3) << fail.run.err;
+}
+
+TEST_F(ScanE2E, UsageAndOperationalErrorsAreClear) {
+  Commit({{"a.txt", "hello\n"}}, "c1");
+  RunOptions no_env;
+  no_env.env = {{"GATOS_STATE_DIR", ""}};
+  RunResult no_state =
+      Exec({BinaryPath("gatos-scan"), "--repo", src_, "--output-dir", out_}, no_env);
+  EXPECT_EQ(no_state.exit_code, 2);
+  EXPECT_NE(no_state.err.find("--state-dir DIR or set GATOS_STATE_DIR"), std::string::npos)
+      << no_state.err;
+
+  WriteFile(tmp_.Join("bad.yaml"), "rules:\n  - id: x\n    regex: 'x+'\n    colour: red\n");
+  ScanRun bad = Scan({"--rules", tmp_.Join("bad.yaml")});
+  EXPECT_EQ(bad.run.exit_code, 2);
+  EXPECT_NE(bad.run.err.find(tmp_.Join("bad.yaml") + ":4: unknown rule key `colour`"),
+            std::string::npos)
+      << bad.run.err;
+
+  WriteFile(tmp_.Join("hs.yaml"), "rules:\n  - id: empty\n    regex: 'x*'\n");
+  ScanRun hs = Scan({"--rules", tmp_.Join("hs.yaml")});
+  EXPECT_EQ(hs.run.exit_code, 2);
+  EXPECT_NE(hs.run.err.find(tmp_.Join("hs.yaml") + ":2: rule empty"), std::string::npos)
+      << hs.run.err;
+
+  RunResult unknown = Exec({BinaryPath("gatos-scan"), "--repo", src_, "--frobnicate"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("unknown argument \"--frobnicate\""), std::string::npos);
+
+  RunResult missing = Exec({BinaryPath("gatos-scan"), "--repo", tmp_.Join("nope"), "--state-dir",
+                            state_, "--output-dir", out_});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("does not exist"), std::string::npos) << missing.err;
+
+  ScanRun bad_ref = Scan({"--ref", "no-such-branch"});
+  EXPECT_EQ(bad_ref.run.exit_code, 1);
+  EXPECT_NE(bad_ref.run.err.find("--ref no-such-branch matches no ref"), std::string::npos)
+      << bad_ref.run.err;
+
+  RunResult help = Exec({BinaryPath("gatos-scan"), "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("usage: gatos-scan"), std::string::npos);
+}
+
+TEST_F(ScanE2E, RunsLikeAWorkerJobWithEnvironmentAndGeneratedKey) {
+  const std::string gh = mk_.GithubPat();
+  Commit({{"a.txt", gh + "\n"}}, "c1");
+  const std::string ws = tmp_.Join("workspace");
+  fs::create_directories(ws);
+  RunOptions o;
+  o.cwd = ws;
+  o.env = {
+      {"GATOS_OUTPUT_DIR", ws}, {"GATOS_STATE_DIR", state_}, {"GATOS_FINGERPRINT_KEY_FILE", ""}};
+  RunResult r = Exec({BinaryPath("gatos-scan"), "--repo", "file://" + src_}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json summary = json::parse(ReadFile(ws + "/summary.json"));
+  EXPECT_EQ(summary["status"], "complete");
+  // The generated key is private to the owner and is the one fingerprints use.
+  struct stat st {};
+  ASSERT_EQ(stat((state_ + "/fingerprint.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  Result<Digest32> key = ReadFingerprintKey(state_ + "/fingerprint.key");
+  ASSERT_TRUE(key.ok());
+  const std::string findings = ReadFile(ws + "/findings.jsonl");
+  EXPECT_NE(findings.find(Fingerprint(*key, gh)), std::string::npos) << findings;
+  EXPECT_EQ(r.out.find(HexEncode(key->data(), key->size())), std::string::npos);
+  EXPECT_EQ(r.err.find(HexEncode(key->data(), key->size())), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gatos::scan
