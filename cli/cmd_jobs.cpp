@@ -75,42 +75,9 @@ std::string Describe(const json& j) {
 
 }  // namespace
 
-int RunSubmit(const Args& args) {
-  const char* help =
-      "usage: gatos submit FILE --ledger DIR|nats://HOST:PORT|GIT-URL [--sign-key KEY] [--json]\n\n"
-      "Submits the manifest FILE (YAML or JSON) as a job: builds a commit whose tree\n"
-      "holds job.yaml (the file as written) with the Job-Id trailer, signs it with KEY\n"
-      "(an OpenSSH Ed25519 private key allowed as a submitter), and hands it to the\n"
-      "ledger: directly for a ledger directory, through gatosd for nats://, or with\n"
-      "'git push URL COMMIT:refs/gatos/submit/<id>' for any git remote. Prints the\n"
-      "job id. Submitting the same manifest again names the existing job.\n"
-      "To run the same manifest again on purpose, change it (for example add a ulid\n"
-      "is NOT enough: ulid is not hashed; add an input or an env entry such as RUN: 2).\n"
-      "GATOS_LEDGER is used when --ledger is not given.\n";
-  Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"json", 0, false}})) return UsageError("submit", flags.error());
-  if (flags.help()) {
-    std::cout << help;
-    return kExitOk;
-  }
-  if (flags.positional().size() != 1) return UsageError("submit", "expects one manifest FILE");
-  auto target = LedgerTarget(flags.Get("ledger"));
-  if (!target) return UsageError("submit", "--ledger is required (or set GATOS_LEDGER)");
-  const std::string& file = flags.positional()[0];
-  Status read_status = OkStatus();
-  std::string bytes = ReadAll(file, &read_status);
-  if (!read_status.ok()) return ReportError(read_status.message(), kExitUsage);
-  auto manifest = LoadManifestFile(file);
-  if (!manifest.ok()) return ReportError(manifest.status().message(), kExitUsage);
-  // The tree always holds job.yaml; JSON is valid YAML, so a .json manifest is stored as is.
-  std::string hex = JobIdHex(*manifest);
-  std::optional<Ed25519PrivateKey> key;
-  if (auto k = flags.Get("sign-key")) {
-    auto loaded = ReadPrivateKeyFile(*k);
-    if (!loaded.ok()) return ReportError(loaded.status().message(), kExitUsage);
-    key = std::move(*loaded);
-  }
-  std::string name = file.substr(file.rfind('/') + 1);
+int SubmitBytes(const std::string& target_str, const std::string& bytes, const std::string& hex,
+                const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* result) {
+  const std::string* target = &target_str;
   CommitMessage msg;
   msg.body = "gatos: submit " + name;
   msg.trailers = {{"Job-Id", "blake3:" + hex}};
@@ -121,7 +88,7 @@ int RunSubmit(const Args& args) {
   const char* email_env = std::getenv("GIT_AUTHOR_EMAIL");
   auto commit = BuildCommitObject(*tree, {}, FormatCommitMessage(msg), who_env ? who_env : "gatos submit",
                                   email_env ? email_env : "submit@gatos.invalid", SystemNowMs(),
-                                  key ? &*key : nullptr);
+                                  key);
   if (!commit.ok()) return ReportError(commit.status().message(), kExitUsage);
   objects.insert(objects.begin(), *commit);
 
@@ -196,8 +163,53 @@ int RunSubmit(const Args& args) {
       break;
     }
   }
+  result->existing = existing;
+  result->commit = commit->id;
+  return kExitOk;
+}
+
+int RunSubmit(const Args& args) {
+  const char* help =
+      "usage: gatos submit FILE --ledger DIR|nats://HOST:PORT|GIT-URL [--sign-key KEY] [--json]\n\n"
+      "Submits the manifest FILE (YAML or JSON) as a job: builds a commit whose tree\n"
+      "holds job.yaml (the file as written) with the Job-Id trailer, signs it with KEY\n"
+      "(an OpenSSH Ed25519 private key allowed as a submitter), and hands it to the\n"
+      "ledger: directly for a ledger directory, through gatosd for nats://, or with\n"
+      "'git push URL COMMIT:refs/gatos/submit/<id>' for any git remote. Prints the\n"
+      "job id. Submitting the same manifest again names the existing job.\n"
+      "To run the same manifest again on purpose, change it (for example add a ulid\n"
+      "is NOT enough: ulid is not hashed; add an input or an env entry such as RUN: 2).\n"
+      "GATOS_LEDGER is used when --ledger is not given.\n";
+  Flags flags;
+  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"json", 0, false}})) return UsageError("submit", flags.error());
+  if (flags.help()) {
+    std::cout << help;
+    return kExitOk;
+  }
+  if (flags.positional().size() != 1) return UsageError("submit", "expects one manifest FILE");
+  auto target = LedgerTarget(flags.Get("ledger"));
+  if (!target) return UsageError("submit", "--ledger is required (or set GATOS_LEDGER)");
+  const std::string& file = flags.positional()[0];
+  Status read_status = OkStatus();
+  std::string bytes = ReadAll(file, &read_status);
+  if (!read_status.ok()) return ReportError(read_status.message(), kExitUsage);
+  auto manifest = LoadManifestFile(file);
+  if (!manifest.ok()) return ReportError(manifest.status().message(), kExitUsage);
+  // The tree always holds job.yaml; JSON is valid YAML, so a .json manifest is stored as is.
+  std::string hex = JobIdHex(*manifest);
+  std::optional<Ed25519PrivateKey> key;
+  if (auto k = flags.Get("sign-key")) {
+    auto loaded = ReadPrivateKeyFile(*k);
+    if (!loaded.ok()) return ReportError(loaded.status().message(), kExitUsage);
+    key = std::move(*loaded);
+  }
+  std::string name = file.substr(file.rfind('/') + 1);
+  SubmitOutcome out;
+  int rc = SubmitBytes(*target, bytes, hex, name, key ? &*key : nullptr, &out);
+  if (rc != kExitOk) return rc;
+  bool existing = out.existing;
   if (flags.Has("json")) {
-    std::cout << json{{"job", "blake3:" + hex}, {"existing", existing}, {"commit", commit->id}}.dump() << "\n";
+    std::cout << json{{"job", "blake3:" + hex}, {"existing", existing}, {"commit", out.commit}}.dump() << "\n";
   } else {
     std::cout << "blake3:" << hex << "\n";
     if (existing) std::cerr << "note: the ledger already had this job; nothing new was queued\n";

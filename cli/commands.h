@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "gatos/keys.h"
+
 namespace gatos::cli {
 
 using Args = std::vector<std::string>;
@@ -38,6 +40,19 @@ int RunLs(const Args& args);
 int RunWait(const Args& args);
 int RunCancel(const Args& args);
 int RunUp(const Args& args);
+int RunFindings(const Args& args);
+int RunBatchSubmit(const Args& args);
+int RunBatchStatus(const Args& args);
+
+struct SubmitOutcome {
+  bool existing = false;
+  std::string commit;
+};
+// Submits manifest bytes (already validated; `hex` is its job id) to a
+// ledger directory, gatosd (nats://) or a git remote, as `gatos submit`
+// does. Prints errors itself; returns an exit code.
+int SubmitBytes(const std::string& target, const std::string& bytes, const std::string& hex,
+                const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* out);
 
 }  // namespace gatos::cli
 

@@ -21,6 +21,9 @@ const std::vector<Command>& AllCommands() {
       {{"status"}, "show a job's state (or counts per state)", RunStatus},
       {{"ls"}, "list jobs, optionally in one state", RunLs},
       {{"wait"}, "wait for jobs to finish; exit 0 only if all succeeded", RunWait},
+      {{"findings"}, "print the secret-scan findings of a scan job's result", RunFindings},
+      {{"batch", "submit"}, "one job per repository from a template, plus a batch record", RunBatchSubmit},
+      {{"batch", "status"}, "done/total and per-repository state of a batch", RunBatchStatus},
       {{"up"}, "run a local stack (nats-server, gatosd, workers) until Ctrl-C", RunUp},
       {{"cancel"}, "cancel a job (pending: aborted now; running: told to stop)", RunCancel},
   };

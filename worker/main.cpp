@@ -15,7 +15,7 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: gatos-worker run --nats URL --key KEY --state-dir DIR [--concurrency N]\n"
-    "                        [--sandbox auto|require|off] [--name NAME]\n"
+    "                        [--sandbox auto|require|off] [--ro-bind PATH]... [--name NAME]\n"
     "       gatos-worker status --state-dir DIR [--json]\n"
     "\n"
     "run      takes jobs from gatosd (JetStream consumer gatos-workers on\n"
@@ -25,7 +25,11 @@ constexpr char kUsage[] =
     "         ledger's policy (gatos policy allow-worker). --ledger nats://... is\n"
     "         accepted as a synonym of --nats. GATOS_NATS_URL is the default URL.\n"
     "         --sandbox auto (default) uses bubblewrap when it works and says so\n"
-    "         loudly when it does not. SIGINT/SIGTERM: stop taking jobs, let\n"
+    "         loudly when it does not. --ro-bind makes a host path (a repository\n"
+    "         to scan, a tool) readable inside the sandbox. Jobs find programs\n"
+    "         shipped with the worker (gatos-scan) on their PATH, and\n"
+    "         GATOS_STATE_DIR (DIR/scan) is a cache shared by this worker's jobs.\n"
+    "         SIGINT/SIGTERM: stop taking jobs, let\n"
     "         running ones finish (10 s), then stop.\n"
     "status   queue depth, leases, retries, dead letters and ONE lifecycle state\n"
     "         (idle, draining, retrying backlog, dead-letter, stale lease).\n"
@@ -84,6 +88,9 @@ int main(int argc, char** argv) {
       opts.nats_url = v;
     } else if (a == "--key" && cmd == "run") {
       if (!value(&opts.key_path)) return 2;
+    } else if (a == "--ro-bind" && cmd == "run") {
+      if (!value(&v)) return 2;
+      opts.ro_binds.push_back(v);
     } else if (a == "--name" && cmd == "run") {
       if (!value(&opts.name)) return 2;
     } else if (a == "--concurrency" && cmd == "run") {

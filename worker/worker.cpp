@@ -94,6 +94,12 @@ class Worker {
     std::error_code ec;
     fs::create_directories(opts_.state_dir + "/jobs", ec);
     if (ec) return Fail("--state-dir " + opts_.state_dir + ": " + ec.message());
+    scan_state_ = fs::absolute(opts_.state_dir + "/scan", ec).lexically_normal().string();
+    fs::create_directories(scan_state_, ec);
+    self_dir_ = fs::canonical("/proc/self/exe", ec).parent_path().string();
+    for (const auto& b : opts_.ro_binds) {
+      if (b.empty() || b[0] != '/' || !fs::exists(b, ec)) return Fail("--ro-bind " + b + ": not an existing absolute path");
+    }
     OutboxOptions oo;
     OutboxKeepSetting keep = ResolveOutboxKeep(std::getenv("GATOS_OUTBOX_KEEP"), nullptr);
     for (const auto& w : keep.warnings) Log("warning: " + w);
@@ -329,6 +335,13 @@ class Worker {
       spec.argv = manifest->command;
       spec.argv.insert(spec.argv.end(), manifest->args.begin(), manifest->args.end());
       spec.env = manifest->env.value_or(std::map<std::string, std::string>{});
+      // Programs shipped with the worker (gatos-scan) are found by name;
+      // a manifest that sets PATH decides for itself.
+      if (!spec.env.count("PATH")) spec.env["PATH"] = self_dir_ + ":/usr/local/bin:/usr/bin:/bin";
+      spec.ro_binds = opts_.ro_binds;
+      spec.ro_binds.push_back(self_dir_);
+      // The scanner's mirrors and done-ledger persist across jobs on this worker.
+      spec.rw_binds = {scan_state_};
       spec.workspace = ws + "/work";
       spec.cwd = manifest->cwd.value_or("");
       spec.output_dir = ws + "/out";
@@ -337,7 +350,9 @@ class Worker {
       spec.output_cap_bytes = static_cast<size_t>(poe.stdout_cap);
       spec.sandbox = opts_.sandbox;
       spec.allow_network = grant.value("allow_network", false);
-      spec.extra_env = {{"GATOS_JOB_ID", "blake3:" + hex}, {"GATOS_LEASE_EPOCH", std::to_string(epoch)}};
+      spec.extra_env = {{"GATOS_JOB_ID", "blake3:" + hex},
+                        {"GATOS_LEASE_EPOCH", std::to_string(epoch)},
+                        {"GATOS_STATE_DIR", scan_state_}};
       std::error_code ec;
       fs::create_directories(spec.workspace, ec);
       auto started = Execution::Start(spec);
@@ -581,6 +596,8 @@ class Worker {
   std::optional<Ed25519PrivateKey> key_;
   std::string worker_hex_;
   std::string program_hash_;
+  std::string self_dir_;
+  std::string scan_state_;
   std::unique_ptr<Bus> bus_;
   std::unique_ptr<Outbox> outbox_;
   std::mutex running_mu_;

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "gatos/exec.h"
 
@@ -25,6 +26,7 @@ struct WorkerOptions {
   int concurrency = 1;
   ExecSpec::Sandbox sandbox = ExecSpec::Sandbox::kAuto;
   int64_t kill_grace_ms = 2000;
+  std::vector<std::string> ro_binds;  // host paths jobs may read in the sandbox (e.g. repositories to scan)
   std::string name;  // for logs and the NATS connection; default: worker-<key prefix>
 };
 

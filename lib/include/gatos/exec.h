@@ -63,6 +63,7 @@ struct ExecSpec {
   Sandbox sandbox = Sandbox::kAuto;
   bool allow_network = false;         // sandboxed jobs get no network unless true
   std::vector<std::string> ro_binds;  // absolute host paths, read-only in the sandbox
+  std::vector<std::string> rw_binds;  // absolute host paths, writable in the sandbox (e.g. a cache)
   // Worker-provided variables (GATOS_JOB_ID, GATOS_STATE_DIR, ...), applied
   // after the manifest env so a manifest cannot override them.
   std::map<std::string, std::string> extra_env;

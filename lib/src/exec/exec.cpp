@@ -671,6 +671,11 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
       return InvalidArgumentError("exec: read-only bind '" + b + "' must be an absolute path");
     }
   }
+  for (const auto& b : spec.rw_binds) {
+    if (b.empty() || b[0] != '/' || !fs::is_directory(b, ec)) {
+      return InvalidArgumentError("exec: writable bind '" + b + "' must be an existing absolute directory");
+    }
+  }
   GATOS_ASSIGN_OR_RETURN(std::string rel_cwd, NormalizeCwd(spec.cwd));
 
   auto impl = std::make_unique<Impl>();
@@ -725,6 +730,7 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
     std::vector<std::pair<std::string, bool>> binds = {{spec.workspace, true}};
     if (!eff.output_dir.empty()) binds.push_back({eff.output_dir, true});
     for (const auto& b : spec.ro_binds) binds.push_back({b, false});
+    for (const auto& b : spec.rw_binds) binds.push_back({b, true});
     impl->exec_argv = BwrapArgs(spec.bwrap_path, spec.allow_network, binds, cwd_abs);
     impl->exec_argv.push_back("--");
     impl->exec_argv.push_back(program);
