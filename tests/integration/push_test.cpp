@@ -135,7 +135,7 @@ TEST_F(PushTest, EachRejectionIsVisibleAndLeavesTheLedgerUnchanged) {
   expect_rejected("HEAD:refs/gatos/jobs/" + hex + "/lease", "written by the ledger only");
   expect_rejected("HEAD:refs/gatos/jobs/" + hex + "/claims/" + std::string(64, 'b'),
                   "written by the ledger only");
-  expect_rejected("HEAD:refs/gatos/jobs/" + hex + "/result", "worker RPC");
+  expect_rejected("HEAD:refs/gatos/jobs/" + hex + "/result", "a result commit has exactly 2 parents");
   expect_rejected("+HEAD:refs/gatos/policy", "gatos policy");  // forced: past the client-side check
   expect_rejected("HEAD:refs/heads/main", "push job commits to refs/gatos/submit/");
 }

@@ -73,6 +73,27 @@ class TestWorker {
   }
   // The outbox's retry after a lost acknowledgement: the same bytes again.
   json Resend() { return Call(rpc::kResult, last_frame_); }
+  // The result's objects, for pushing them with git instead of the RPC.
+  std::vector<GitObject> BuildObjects(const std::string& job_hex, const json& grant, std::string* commit) {
+    ResultBuildInput in;
+    in.job_commit = grant["job_commit"];
+    in.lease_commit = grant["lease_commit"];
+    in.poe.job_id = "blake3:" + job_hex;
+    in.poe.worker_id = key_.public_key().WorkerId();
+    in.poe.lease_epoch = grant["epoch"];
+    in.poe.status = "succeeded";
+    in.poe.runner_program = Blake3Tagged("test worker");
+    in.poe.runner_version = "test";
+    in.poe.runner_platform = "linux-x86_64";
+    in.poe.exit_code = 0;
+    in.poe.started_at = FormatRfc3339Millis(SystemNowMs());
+    in.poe.finished_at = in.poe.started_at;
+    in.files = {{"stdout", "pushed\n"}, {"stderr", ""}};
+    in.time_ms = SystemNowMs();
+    auto built = BuildResult(in, key_);
+    *commit = built->commit_id;
+    return built->objects;
+  }
   json Call(const char* subject, const std::string& data) {
     auto reply = bus_->Request(subject, data, 10000);
     EXPECT_TRUE(reply.ok()) << subject << ": " << reply.status().message();
@@ -221,6 +242,42 @@ TEST(ServeTest, ConcurrentClaimantsThroughTheRpcGetOneLeaseAndOneResultPerJob) {
   }
   EXPECT_EQ(leases, 30);
   EXPECT_EQ(result_refs, 30);
+}
+
+TEST(ServeTest, ResultPushedWithStockGitGoesThroughTheSameChecks) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  std::string id = stack.PushJob(Job(20));
+  std::string hex = id.substr(7);
+  TestWorker w0(stack.nats_url(), stack.worker_keys()[0]);
+  TestWorker w1(stack.nats_url(), stack.worker_keys()[1]);
+  json grant = w0.Claim(hex);
+  ASSERT_TRUE(grant.value("ok", false)) << grant.dump();
+  auto push = [&](TestWorker& w, std::string* commit) {
+    std::string local = stack.dir().Join("result-" + w.hex().substr(0, 8) + ".git");
+    EXPECT_TRUE(Ledger::InitRepository(local).ok());
+    auto repo = Ledger::Open(local);
+    for (const auto& o : w.BuildObjects(hex, grant, commit)) EXPECT_TRUE((*repo)->WriteRawObject(o.type, o.data).ok());
+    RunOptions ro;
+    ro.env = stack.env();
+    // Like any git client, the pusher has the history it builds on.
+    testing::Run({"git", "--git-dir", local, "fetch", "-q", stack.ledger(),
+                  "refs/gatos/jobs/" + hex + "/*:refs/ledger/*"}, ro);
+    return testing::Run({"git", "--git-dir", local, "push", stack.ledger(), *commit + ":refs/gatos/jobs/" + hex + "/result"}, ro);
+  };
+  // Not the lease holder: refused with the reason, nothing changes.
+  std::string stale_commit;
+  RunResult r = push(w1, &stale_commit);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("stale owner"), std::string::npos) << r.err;
+  EXPECT_EQ(json::parse(stack.Gatos({"status", id, "--ledger", stack.ledger(), "--json"}).out)["state"], "claimed");
+  // The holder's result is accepted, and gatosd learns of it.
+  std::string commit;
+  r = push(w0, &commit);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("result of job " + id + " recorded"), std::string::npos) << r.err;
+  RunResult wait = stack.Gatos({"wait", id, "--ledger", stack.nats_url(), "--timeout", "10"});
+  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err;
 }
 
 TEST(ServeTest, RejectedPushesAreCountedByReason) {
