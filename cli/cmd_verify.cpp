@@ -26,8 +26,7 @@ Result<std::string> ReadTextFile(const std::string& path, const std::string& fla
 }
 
 // The repository: --repo DIR, or --ledger DIR as the other commands spell it.
-std::optional<std::string> RepoFlag(const Flags& flags, const std::string& command,
-                                    int* usage) {
+std::optional<std::string> RepoFlag(const Flags& flags, const std::string& command, int* usage) {
   if (flags.Has("repo") && flags.Has("ledger")) {
     *usage = UsageError(command, "give --repo DIR or --ledger DIR, not both");
     return std::nullopt;
@@ -122,8 +121,8 @@ int RunVerify(const Args& args) {
   for (const std::string& arg : flags.positional()) {
     std::string hex = JobHexArg(arg);
     if (hex.empty()) {
-      return UsageError("verify", "\"" + arg.substr(0, 80) +
-                                      "\" is not a job id (blake3:<64 lowercase hex>)");
+      return UsageError(
+          "verify", "\"" + arg.substr(0, 80) + "\" is not a job id (blake3:<64 lowercase hex>)");
     }
     jobs.push_back(hex);
   }
@@ -242,14 +241,14 @@ int RunAttest(const Args& args) {
   std::string id = "blake3:" + hex;
   if (const ResultCheck* bad = report->first_failure()) {
     return ReportError("job " + id + " does not verify (" + bad->name + ": " + bad->detail +
-                           "); no attestation is printed. 'gatos verify --repo " + *dir + " " +
-                           id + " --json' shows every check",
+                           "); no attestation is printed. 'gatos verify --repo " + *dir + " " + id +
+                           " --json' shows every check",
                        kExitFailure);
   }
   if (!report->has_result) {
-    return ReportError("job " + id + " has no result yet (" + report->state +
-                           "); there is nothing to attest",
-                       kExitFailure);
+    return ReportError(
+        "job " + id + " has no result yet (" + report->state + "); there is nothing to attest",
+        kExitFailure);
   }
   if (flags.Has("provenance")) {
     if (!report->has_provenance) {

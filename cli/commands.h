@@ -41,6 +41,8 @@ int RunWait(const Args& args);
 int RunCancel(const Args& args);
 int RunUp(const Args& args);
 int RunFindings(const Args& args);
+int RunVerify(const Args& args);
+int RunAttest(const Args& args);
 int RunBatchSubmit(const Args& args);
 int RunBatchStatus(const Args& args);
 

@@ -21,6 +21,8 @@ const std::vector<Command>& AllCommands() {
       {{"status"}, "show a job's state (or counts per state)", RunStatus},
       {{"ls"}, "list jobs, optionally in one state", RunLs},
       {{"wait"}, "wait for jobs to finish; exit 0 only if all succeeded", RunWait},
+      {{"verify"}, "verify jobs and results offline from a ledger clone", RunVerify},
+      {{"attest"}, "print a result's DSSE envelope (PoE, or in-toto with --provenance)", RunAttest},
       {{"findings"}, "print the secret-scan findings of a scan job's result", RunFindings},
       {{"batch", "submit"}, "one job per repository from a template, plus a batch record", RunBatchSubmit},
       {{"batch", "status"}, "done/total and per-repository state of a batch", RunBatchStatus},

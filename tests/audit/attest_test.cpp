@@ -1,0 +1,194 @@
+// Standard attestations: the PoE's DSSE envelope rebuilt from the ledger, and
+// the worker's in-toto / SLSA provenance envelope.
+#include "gatos/attest.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "audit_fixture.h"
+#include "gatos/encoding.h"
+#include "gatos/sha256.h"
+#include "gatos/trailers.h"
+
+namespace gatos::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST(AttestTest, PoeEnvelopeIsRebuiltFromTheLedgerAndVerifies) {
+  LedgerFixture f;
+  auto l = f.Open();
+  auto jp = f.Plane(l.get());
+  JobRun r = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(1)});
+  auto env_json = PoeDsseEnvelope(LedgerLookup(l.get()), r.built.commit_id);
+  ASSERT_TRUE(env_json.ok()) << env_json.status().ToString();
+  json j = json::parse(*env_json);
+  EXPECT_EQ(j["payloadType"], kPoePayloadType);
+  EXPECT_EQ(j["signatures"].size(), 1u);
+  EXPECT_EQ(j["signatures"][0]["keyid"], f.w1.public_key().WorkerId());
+
+  auto env = ParseDsseEnvelope(*env_json);
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_EQ(env->payload, r.built.poe_json);
+  // The signature is the commit's Attest-Sig, byte for byte.
+  auto msg = ParseCommitMessage(CommitMessageOf(r.built.objects[0]));
+  std::string attest = FindTrailer(msg->trailers, "Attest-Sig")->substr(8);
+  EXPECT_EQ(HexEncode(env->signatures[0].sig), attest);
+  EXPECT_TRUE(VerifyDsse(*env, f.w1.public_key()).ok());
+  Status other = VerifyDsse(*env, f.w2.public_key());
+  EXPECT_EQ(other.code(), StatusCode::kPermissionDenied);
+  // Serializing the parsed envelope gives the same bytes (canonical JSON).
+  EXPECT_EQ(SerializeDsseEnvelope(*env), *env_json);
+}
+
+TEST(AttestTest, PoeEnvelopeIsRefusedForATamperedOrMissingResult) {
+  LedgerFixture f;
+  auto l = f.Open();
+  auto jp = f.Plane(l.get());
+  JobRun r = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(1)});
+  std::string data = r.built.objects[0].data;
+  data.replace(data.find("Status: succeeded"), 17, "Status: failed");
+  GitObject bad = Commit(data);
+  std::vector<GitObject> objs = r.built.objects;
+  objs[0] = bad;
+  auto env = PoeDsseEnvelope(BatchLookup(&objs, nullptr), bad.id);
+  EXPECT_EQ(env.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(env.status().message().find("fails poe_matches_trailers"), std::string::npos)
+      << env.status().message();
+  auto missing = PoeDsseEnvelope(LedgerLookup(l.get()), std::string(40, 'a'));
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound) << missing.status().ToString();
+}
+
+TEST(AttestTest, ProvenanceStatementHasTheInTotoAndSlsaFields) {
+  LedgerFixture f;
+  auto l = f.Open();
+  auto jp = f.Plane(l.get());
+  JobRun r = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(1)});
+  std::string env_json =
+      *l->ReadFileAtCommit(r.built.commit_id, kProvenanceFileName, kMaxEnvelopeBytes);
+  auto env = ParseDsseEnvelope(env_json);
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->payload_type, kInTotoPayloadType);
+  EXPECT_TRUE(VerifyDsse(*env, f.w1.public_key()).ok());
+  json st = json::parse(env->payload);
+  EXPECT_EQ(st["_type"], "https://in-toto.io/Statement/v1");
+  EXPECT_EQ(st["predicateType"], "https://slsa.dev/provenance/v1");
+  // Subjects: every result file but poe.json and the envelope, sorted.
+  std::vector<std::string> names;
+  for (const auto& s : st["subject"]) names.push_back(s["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"outputs/deep/a.bin", "outputs/report.txt", "stderr",
+                                             "stdout"}));
+  EXPECT_EQ(st["subject"][1]["digest"]["sha256"], Sha256Hex("42\n"));
+  EXPECT_EQ(st["subject"][1]["digest"]["blake3"], DigestHex(Blake3("42\n")));
+  const json& bd = st["predicate"]["buildDefinition"];
+  EXPECT_EQ(bd["buildType"], "https://gatos.dev/job/v1");
+  EXPECT_EQ(bd["externalParameters"]["job_id"], "blake3:" + r.job_hex);
+  EXPECT_EQ(bd["externalParameters"]["manifest"]["command"][1], "job-1");
+  EXPECT_EQ(bd["internalParameters"]["runner"]["program"], TestProgram());
+  EXPECT_EQ(bd["internalParameters"]["lease_epoch"], 1);
+  EXPECT_EQ(bd["resolvedDependencies"][0]["uri"], "gatos:refs/gatos/jobs/" + r.job_hex + "/job");
+  EXPECT_EQ(bd["resolvedDependencies"][0]["digest"]["gitCommit"], r.job_commit);
+  const json& rd = st["predicate"]["runDetails"];
+  EXPECT_EQ(rd["builder"]["id"], f.w1.public_key().WorkerId());
+  EXPECT_EQ(rd["builder"]["builderDependencies"][0]["digest"]["blake3"], TestProgram().substr(7));
+  EXPECT_EQ(rd["metadata"]["invocationId"], "blake3:" + r.job_hex);
+  EXPECT_EQ(rd["metadata"]["startedOn"], r.input.poe.started_at);
+  EXPECT_EQ(rd["metadata"]["finishedOn"], r.input.poe.finished_at);
+
+  auto verified = VerifyProvenanceEnvelope(env_json, f.w1.public_key());
+  ASSERT_TRUE(verified.ok()) << verified.status().message();
+  EXPECT_EQ(verified->job_id, "blake3:" + r.job_hex);
+  EXPECT_EQ(verified->job_commit, r.job_commit);
+  EXPECT_EQ(verified->subjects.size(), 4u);
+  EXPECT_EQ(verified->subjects[3], SubjectForFile("stdout", r.input.files[0].data));
+}
+
+ProvenanceInput GoodInput(const Ed25519PrivateKey& w) {
+  auto m = ParseManifest(Yaml(1), "job.yaml");
+  ProvenanceInput p;
+  p.manifest_json = CanonicalManifest(*m);
+  p.job_id = JobId(*m);
+  p.worker_id = w.public_key().WorkerId();
+  p.lease_epoch = 1;
+  p.runner_program = TestProgram();
+  p.started_at = "2027-01-15T08:00:00.000Z";
+  p.finished_at = "2027-01-15T08:00:01.500Z";
+  p.subjects = SubjectsForFiles({{"stdout", "x"}, {"poe.json", "{}"}, {kProvenanceFileName, "{}"}});
+  return p;
+}
+
+TEST(AttestTest, ProvenanceInputIsCheckedWithTheFieldNamed) {
+  Ed25519PrivateKey w = *GenerateEd25519Key("w");
+  ProvenanceInput p = GoodInput(w);
+  ASSERT_EQ(p.subjects.size(), 1u);  // poe.json and the envelope are never subjects
+  EXPECT_TRUE(BuildProvenanceEnvelope(p, w).ok());
+  auto expect = [&](ProvenanceInput in, const Ed25519PrivateKey& key, const std::string& needle) {
+    auto r = BuildProvenanceEnvelope(in, key);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  Ed25519PrivateKey other = *GenerateEd25519Key("other");
+  expect(p, other, "is not the signing key");
+  ProvenanceInput q = p;
+  q.job_id = Blake3Tagged("another manifest");
+  expect(q, w, "provenance: manifest_json: hashes to");
+  q = p;
+  q.manifest_json = " " + p.manifest_json;
+  expect(q, w, "provenance: manifest_json: not canonical JSON");
+  q = p;
+  q.started_at = "yesterday";
+  expect(q, w, "provenance: started_at");
+  q = p;
+  q.subjects.push_back(q.subjects[0]);
+  expect(q, w, "subjects must be sorted by path, no duplicates");
+}
+
+TEST(AttestTest, TamperedProvenanceEnvelopeIsRefused) {
+  Ed25519PrivateKey w = *GenerateEd25519Key("w");
+  std::string good = *BuildProvenanceEnvelope(GoodInput(w), w);
+  auto env = ParseDsseEnvelope(good);
+  ASSERT_TRUE(env.ok());
+  // Change one subject digest in the payload, keep the signature.
+  DsseEnvelope bad = *env;
+  size_t pos = bad.payload.find("\"sha256\":\"") + 10;
+  bad.payload[pos] = bad.payload[pos] == '0' ? '1' : '0';
+  auto r = VerifyProvenanceEnvelope(SerializeDsseEnvelope(bad), w.public_key());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(r.status().message().find("does not verify"), std::string::npos);
+  // A validly signed envelope of another payload type.
+  DsseEnvelope wrong_type = SignDsse("application/json", env->payload, w);
+  auto t = VerifyProvenanceEnvelope(SerializeDsseEnvelope(wrong_type), w.public_key());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("payloadType is \"application/json\""), std::string::npos);
+  // A validly signed statement whose manifest does not hash to its job id.
+  json st = json::parse(env->payload);
+  st["predicate"]["buildDefinition"]["externalParameters"]["manifest"]["timeout"] = 31;
+  auto forged = VerifyProvenanceEnvelope(
+      SerializeDsseEnvelope(SignDsse(kInTotoPayloadType, st.dump(), w)), w.public_key());
+  EXPECT_EQ(forged.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(forged.status().message().find("externalParameters.manifest hashes to"),
+            std::string::npos)
+      << forged.status().message();
+}
+
+TEST(AttestTest, MalformedEnvelopesNameTheField) {
+  auto expect = [](const std::string& text, const std::string& needle) {
+    auto r = ParseDsseEnvelope(text);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+  };
+  expect("[]", "not a JSON object");
+  expect(R"({"payloadType":"t","payload":"e30=","signatures":[],"x":1})", "unknown field \"x\"");
+  expect(R"({"payloadType":"t","payload":"e30=","signatures":[]})", "$.signatures: empty");
+  expect(R"({"payloadType":"t","payload":"***","signatures":[{"sig":"AA=="}]})",
+         "$.payload: not standard base64");
+  expect(R"({"payloadType":"t","payload":"e30=","signatures":[{"keyid":1,"sig":"AA=="}]})",
+         "$.signatures[0].keyid: expected a string");
+  expect(R"({"payload":"e30=","signatures":[{"sig":"AA=="}]})", "$.payloadType: missing");
+}
+
+}  // namespace
+}  // namespace gatos::testing
