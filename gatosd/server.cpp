@@ -360,8 +360,11 @@ class Daemon {
     LeaseGrant g;
     Outcome o = plane_.Claim(req, &g);
     if (!o.ok()) return Refuse(r, "claim", o.error, o.message);
-    bool is_new;
-    auto e = index_.Refresh(*ledger_, req.job_hex, plane_.Now(), &is_new);
+    if (!index_.ApplyLease(req.job_hex, req.worker_hex, g.epoch, g.expires_ms)) {
+      bool is_new;
+      (void)index_.Refresh(*ledger_, req.job_hex, plane_.Now(), &is_new);
+    }
+    const IndexEntry* entry = index_.Find(req.job_hex);
     auto yaml = ledger_->ReadFileAtCommit(g.job_commit, "job.yaml",
                                           static_cast<size_t>(plane_.policy().settings.max_manifest_bytes));
     const PolicySettings& ps = plane_.policy().settings;
@@ -380,8 +383,8 @@ class Daemon {
     metrics_->ObserveClaim(took);
     metrics_->ObserveTransition("claim", took);
     metrics_->CountRequest("claim", "ok");
-    if (e.ok() && *e && g.epoch == 1) {
-      metrics_->ObserveSubmitToClaim(static_cast<double>(plane_.Now() - (*e)->seen_ms) / 1000.0);
+    if (entry && g.epoch == 1) {
+      metrics_->ObserveSubmitToClaim(static_cast<double>(plane_.Now() - entry->seen_ms) / 1000.0);
     }
     PublishEvent(rpc::kClaimedSubject, req.job_hex, "c" + std::to_string(g.epoch),
                  json{{"job", "blake3:" + req.job_hex}, {"worker", "ed25519:" + req.worker_hex}, {"epoch", g.epoch}});
@@ -393,12 +396,15 @@ class Daemon {
     LeaseGrant g;
     Outcome o = plane_.Renew(req, &g);
     if (!o.ok()) return Refuse(r, "renew", o.error, o.message);
-    bool is_new;
-    auto e = index_.Refresh(*ledger_, req.job_hex, plane_.Now(), &is_new);
+    if (!index_.ApplyLease(req.job_hex, req.worker_hex, g.epoch, g.expires_ms)) {
+      bool is_new;
+      (void)index_.Refresh(*ledger_, req.job_hex, plane_.Now(), &is_new);
+    }
+    const IndexEntry* entry = index_.Find(req.job_hex);
     json reply = rpc::OkReply();
     reply["expires_ms"] = g.expires_ms;
     reply["epoch"] = g.epoch;
-    reply["cancel_requested"] = e.ok() && *e && (*e)->cancel_requested;
+    reply["cancel_requested"] = entry && entry->cancel_requested;
     Reply(r, reply);
     metrics_->ObserveTransition("renew", SecondsSince(r.received));
     metrics_->CountRequest("renew", "ok");
@@ -424,8 +430,11 @@ class Daemon {
       }
       return Refuse(r, "result", o.error, o.message);
     }
-    bool is_new;
-    (void)index_.Refresh(*ledger_, accepted.job_hex, plane_.Now(), &is_new);
+    auto state = ParseJobState(accepted.status);
+    if (!state || !index_.ApplyResult(accepted.job_hex, *commit, *state)) {
+      bool is_new;
+      (void)index_.Refresh(*ledger_, accepted.job_hex, plane_.Now(), &is_new);
+    }
     json reply = rpc::OkReply();
     reply["existing"] = existing;
     reply["status"] = accepted.status;

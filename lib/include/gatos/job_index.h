@@ -55,6 +55,11 @@ class JobIndex {
   Result<const IndexEntry*> Refresh(Ledger& ledger, const std::string& job_hex, int64_t now_ms,
                                     bool* is_new);
   const IndexEntry* Find(const std::string& job_hex) const;
+  // Applies a transition this process just made, without re-reading refs.
+  // False (and no change) when the job is not indexed.
+  bool ApplyLease(const std::string& job_hex, const std::string& worker_hex, int64_t epoch,
+                  int64_t expires_ms);
+  bool ApplyResult(const std::string& job_hex, const std::string& result_commit, JobState state);
   void MarkPublished(const std::string& job_hex, int64_t now_ms, int64_t epoch = -1);
 
   size_t size() const { return entries_.size(); }

@@ -103,6 +103,31 @@ Result<const IndexEntry*> JobIndex::Refresh(Ledger& ledger, const std::string& j
   return &entries_.at(job_hex);
 }
 
+bool JobIndex::ApplyLease(const std::string& job_hex, const std::string& worker_hex, int64_t epoch,
+                          int64_t expires_ms) {
+  auto it = entries_.find(job_hex);
+  if (it == entries_.end()) return false;
+  IndexEntry e = it->second;
+  Remove(job_hex);
+  e.state = JobState::kClaimed;
+  e.worker_hex = worker_hex;
+  e.epoch = epoch;
+  e.lease_expires_ms = expires_ms;
+  Put(std::move(e));
+  return true;
+}
+
+bool JobIndex::ApplyResult(const std::string& job_hex, const std::string& result_commit, JobState state) {
+  auto it = entries_.find(job_hex);
+  if (it == entries_.end()) return false;
+  IndexEntry e = it->second;
+  Remove(job_hex);
+  e.state = state;
+  e.result_commit = result_commit;
+  Put(std::move(e));
+  return true;
+}
+
 const IndexEntry* JobIndex::Find(const std::string& job_hex) const {
   auto it = entries_.find(job_hex);
   return it == entries_.end() ? nullptr : &it->second;
