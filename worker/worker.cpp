@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gatos/attest.h"
 #include "gatos/blake3.h"
 #include "gatos/bus.h"
 #include "gatos/canonical_json.h"
@@ -381,7 +382,8 @@ class Worker {
       return;
     }
     if (files.empty()) files = {{"stdout", ""}, {"stderr", ""}};
-    Report(job, grant, std::move(poe), std::move(files), ws);
+    Report(job, grant, std::move(poe), std::move(files), ws,
+           manifest.ok() ? CanonicalManifest(*manifest) : std::string());
   }
 
   // Waits for the job while renewing its lease. Returns true when the lease
@@ -498,7 +500,8 @@ class Worker {
     return "";
   }
 
-  void Report(RunningJob& job, const json& grant, Poe poe, std::vector<ResultFile> files, const std::string& ws) {
+  void Report(RunningJob& job, const json& grant, Poe poe, std::vector<ResultFile> files, const std::string& ws,
+              const std::string& manifest_json) {
     const std::string& hex = job.job_hex;
     int64_t max_result = grant.value("max_result_bytes", int64_t{4 << 20});
     size_t used = 0;
@@ -511,6 +514,28 @@ class Worker {
                   files.end());
       if (poe.status == "succeeded") poe.status = "failed";
       poe.reason = too_big;
+    }
+    if (!manifest_json.empty()) {
+      // An in-toto Statement (SLSA provenance) over the final files, signed by
+      // this worker; poe.json then lists and hashes it like every file.
+      ProvenanceInput p;
+      p.manifest_json = manifest_json;
+      p.job_id = poe.job_id;
+      p.job_commit = grant.value("job_commit", "");
+      p.worker_id = poe.worker_id;
+      p.lease_epoch = job.epoch;
+      p.runner_program = poe.runner_program;
+      p.runner_version = poe.runner_version;
+      p.runner_platform = poe.runner_platform;
+      p.started_at = poe.started_at;
+      p.finished_at = poe.finished_at;
+      p.subjects = SubjectsForFiles(files);
+      auto envelope = BuildProvenanceEnvelope(p, *key_);
+      if (envelope.ok()) {
+        files.push_back({kProvenanceFileName, *envelope, false});
+      } else {
+        Log("job " + Short(hex) + ": no provenance attestation: " + envelope.status().message());
+      }
     }
     ResultBuildInput in;
     in.job_commit = grant.value("job_commit", "");

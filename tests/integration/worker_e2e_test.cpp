@@ -84,6 +84,11 @@ TEST_F(WorkerE2ETest, PushedJobSucceedsWithAResultStockGitVerifies) {
                      commit});
   EXPECT_EQ(v.exit_code, 0) << v.err;
   EXPECT_NE(v.err.find("Good \"git\" signature"), std::string::npos) << v.err;
+  // The auditor's view, offline from the refs: everything verifies, with provenance.
+  RunResult audit = stack_->Gatos({"verify", "--repo", stack_->ledger(), "--all", "--require-provenance"});
+  EXPECT_EQ(audit.exit_code, 0) << audit.out << audit.err;
+  EXPECT_NE(audit.out.find("ok " + id), std::string::npos) << audit.out;
+  EXPECT_EQ(Git({"show", commit + ":attestation.intoto.json"}).exit_code, 0);
   RunResult st = testing::Run({BinaryPath("gatos-worker"), "status", "--state-dir", stack_->worker_state(0),
                                "--json"});
   ASSERT_EQ(st.exit_code, 0) << st.err;
@@ -218,6 +223,8 @@ TEST_F(WorkerE2ETest, EightWorkersThousandJobsEachExactlyOneResult) {
   }
   EXPECT_EQ(results, 1000);
   EXPECT_EQ(with_result.size(), 1000u);
+  RunResult audit = stack_->Gatos({"verify", "--repo", stack_->ledger(), "--all", "--require-results"}, 300);
+  EXPECT_EQ(audit.exit_code, 0) << audit.err << audit.out.substr(0, 2000);
 }
 
 }  // namespace
