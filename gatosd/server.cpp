@@ -513,7 +513,6 @@ class Daemon {
     for (const auto& o : *objects) has_commit |= o.id == *commit && o.type == ObjectType::kCommit;
     if (!has_commit) return Refuse(r, "submit", TransitionError::kInvalid, "the batch does not hold commit " + *commit);
     for (const auto& o : *objects) {
-      if (ledger_->HasObject(o.id)) continue;
       auto w = ledger_->WriteRawObject(o.type, o.data);
       if (!w.ok()) return Refuse(r, "submit", TransitionError::kRetry, w.status().message());
     }

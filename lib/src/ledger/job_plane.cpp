@@ -342,7 +342,6 @@ Outcome JobPlane::AcceptResult(const std::vector<GitObject>& objects, const std:
     return {};
   }
   for (const GitObject& obj : objects) {
-    if (ledger_->HasObject(obj.id)) continue;
     auto id = ledger_->WriteRawObject(obj.type, obj.data);
     if (!id.ok()) return Outcome::FromStatus(id.status());
   }
