@@ -6,7 +6,9 @@
 // Prints jobs/s (first submit to last result) and submit-to-claim and
 // submit-to-result latency p50/p99, from the JetStream events gatosd emits.
 //   e2e_bench [--jobs 1000] [--workers 2] [--concurrency 4] [--submitters 4]
-//             [--sandbox off|auto] [--keep DIR]
+//             [--sandbox off|auto] [--rate JOBS/S] [--keep DIR]
+// With --rate the submissions are paced, so latencies show the plane's own
+// delay rather than the queue of an overloaded run.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -100,6 +102,7 @@ double P(std::vector<double> v, double q) {
 int main(int argc, char** argv) {
   int jobs = 1000, workers = 2, concurrency = 4, submitters = 4;
   std::string sandbox = "off", keep;
+  double rate = 0;  // jobs/s offered in total; 0 = as fast as gatosd accepts
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] {
@@ -112,7 +115,8 @@ int main(int argc, char** argv) {
     else if (a == "--submitters") submitters = std::stoi(next());
     else if (a == "--sandbox") sandbox = next();
     else if (a == "--keep") keep = next();
-    else Die("usage: e2e_bench [--jobs N] [--workers N] [--concurrency N] [--submitters N] [--sandbox off|auto] [--keep DIR]");
+    else if (a == "--rate") rate = std::stod(next());
+    else Die("usage: e2e_bench [--jobs N] [--workers N] [--concurrency N] [--submitters N] [--sandbox off|auto] [--rate JOBS/S] [--keep DIR]");
   }
   g_bin = fs::canonical("/proc/self/exe").parent_path().string();
   std::string dir = keep.empty() ? "/tmp/gatos-e2e-bench-" + std::to_string(getpid()) : keep;
@@ -197,6 +201,10 @@ int main(int argc, char** argv) {
       if (!b.ok()) Die(b.status().message());
       int i;
       while ((i = next++) < jobs) {
+        if (rate > 0) {  // open-loop pacing: job i is due at t0 + i / rate
+          auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(i / rate));
+          std::this_thread::sleep_until(due);
+        }
         {
           std::lock_guard<std::mutex> l(mu);
           submitted[frames[i].first] = Clock::now();
