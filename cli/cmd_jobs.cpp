@@ -310,7 +310,7 @@ int RunLs(const Args& args) {
       break;
     }
     case LedgerKind::kGitRemote:
-      return ReportError("--ledger " + *target + ": ls needs the ledger directory or the gatosd URL (nats://)", kExitUsage);
+      return ReportError(NotUsableLedger(*target, "ls"), kExitUsage);
   }
   if (flags.Has("counts")) {
     if (flags.Has("json")) {
@@ -445,7 +445,7 @@ int RunCancel(const Args& args) {
       break;
     }
     case LedgerKind::kGitRemote:
-      return ReportError("--ledger " + *target + ": cancel needs the ledger directory or the gatosd URL (nats://)", kExitUsage);
+      return ReportError(NotUsableLedger(*target, "cancel"), kExitUsage);
   }
   if (flags.Has("json")) {
     std::cout << json{{"job", "blake3:" + *hex}, {"already", already}, {"state", state}}.dump() << "\n";

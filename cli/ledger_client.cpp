@@ -42,6 +42,15 @@ Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::str
   return rpc::ParseReply(reply->data, subject, &err);
 }
 
+std::string NotUsableLedger(const std::string& target, const std::string& what) {
+  if (!target.empty() && (target[0] == '/' || target[0] == '.' || target.find("://") == std::string::npos)) {
+    if (target.find(':') == std::string::npos) {
+      return "--ledger " + target + ": no such directory (give the ledger repository, or the gatosd URL nats://HOST:PORT)";
+    }
+  }
+  return "--ledger " + target + ": " + what + " needs the ledger directory or the gatosd URL (nats://HOST:PORT)";
+}
+
 Result<std::string> ParseJobArg(const std::string& arg) {
   std::string hex = arg.rfind("blake3:", 0) == 0 ? arg.substr(7) : arg;
   if (!IsJobIdHex(hex)) {
@@ -78,8 +87,7 @@ Result<nlohmann::json> JobStatus(const std::string& target, const std::string& j
     case LedgerKind::kGitRemote:
       break;
   }
-  return InvalidArgumentError("--ledger " + target +
-                              ": status needs the ledger directory or the gatosd NATS URL (nats://HOST:PORT)");
+  return InvalidArgumentError(NotUsableLedger(target, "status"));
 }
 
 }  // namespace gatos::cli

@@ -37,6 +37,10 @@ Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::str
 // NotFound when the job does not exist.
 Result<nlohmann::json> JobStatus(const std::string& target, const std::string& job_hex);
 
+// The error for a --ledger that is neither a directory nor nats://: names a
+// missing directory as such, else says what `what` needs.
+std::string NotUsableLedger(const std::string& target, const std::string& what);
+
 // Accepts "blake3:<hex>" or "<hex>"; InvalidArgument otherwise.
 Result<std::string> ParseJobArg(const std::string& arg);
 
