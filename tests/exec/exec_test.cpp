@@ -611,3 +611,35 @@ TEST(Sandbox, AutoUsesBwrapWhenItWorks) {
 
 }  // namespace
 }  // namespace gatos
+
+namespace gatos {
+namespace {
+
+// The worker starts each supervisor as the small gatos-supervise program
+// (vfork + exec), not as a fork of itself; the job is its child.
+TEST(SupervisorProcess, JobRunsUnderTheGatosSuperviseProgram) {
+  testing::TempDir d;
+  ExecSpec spec;
+  spec.argv = {"/bin/sleep", "5"};
+  spec.workspace = d.path();
+  spec.sandbox = ExecSpec::Sandbox::kOff;
+  auto ex = Execution::Start(spec);
+  ASSERT_TRUE(ex.ok()) << ex.status().message();
+  std::ifstream stat("/proc/" + std::to_string((*ex)->pid()) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  std::string state;
+  pid_t ppid = 0;
+  fields >> state >> ppid;
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/" + std::to_string(ppid) + "/exe", ec).string();
+  EXPECT_EQ(std::filesystem::path(exe).filename(), "gatos-supervise") << exe;
+  (*ex)->Stop();
+  auto r = (*ex)->Wait();
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->stopped);
+}
+
+}  // namespace
+}  // namespace gatos

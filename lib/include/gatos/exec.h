@@ -137,6 +137,11 @@ class Execution {
   std::unique_ptr<Impl> impl_;
 };
 
+// Entry point of the gatos-supervise program (worker/supervise_main.cpp):
+// Execution::Start runs it vfork-style next to the worker binary so that no
+// copy of the worker's memory is made per job. Not for other callers.
+int SuperviseMain(int argc, char** argv);
+
 }  // namespace gatos
 
 #endif  // GATOS_EXEC_H_
