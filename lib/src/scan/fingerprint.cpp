@@ -78,7 +78,16 @@ Result<Digest32> LoadOrCreateFingerprintKey(const std::string& path, bool* creat
   }
   // Write a private temp file, then link(2) it into place: link fails if
   // another process won the race, and then its key is the one to use.
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  // The suffix is random, not the pid: jobs in separate PID namespaces
+  // (bubblewrap) share one state directory and often have the same pid.
+  uint8_t nonce[8];
+  for (size_t n = 0; n < sizeof nonce;) {
+    ssize_t k = ::getrandom(nonce + n, sizeof nonce - n, 0);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return InternalError(std::string("getrandom failed: ") + std::strerror(errno));
+    n += static_cast<size_t>(k);
+  }
+  const std::string tmp = path + ".tmp." + HexEncode(nonce, sizeof nonce);
   {
     Fd f;
     f.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
