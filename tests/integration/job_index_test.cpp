@@ -58,7 +58,11 @@ TEST(JobIndexTest, SweepsSeeOnlyUnpublishedPendingJobsAndExpiredLeases) {
   EXPECT_EQ(index.PendingNotPublishedSince(f.now, 10).size(), 2u);
   index.MarkPublished(a, f.now);
   EXPECT_EQ(index.PendingNotPublishedSince(f.now, 10), std::vector<std::string>{b});
-  EXPECT_TRUE(index.PendingNotPublishedSince(f.now - 1, 10).size() == 1u);
+  EXPECT_EQ(index.PendingNotPublishedSince(f.now - 1, 10), std::vector<std::string>{b});
+  // Oldest publication first, and the limit is respected.
+  index.MarkPublished(b, f.now - 5);
+  EXPECT_EQ(index.PendingNotPublishedSince(f.now + 1, 10), (std::vector<std::string>{b, a}));
+  EXPECT_EQ(index.PendingNotPublishedSince(f.now + 1, 1), std::vector<std::string>{b});
 
   LeaseGrant g;
   ASSERT_TRUE(jp->Claim(f.Req(a, f.w1), &g).ok());

@@ -64,7 +64,8 @@ class JobIndex {
 
   size_t size() const { return entries_.size(); }
   size_t Count(JobState s) const { return counts_[static_cast<size_t>(s)]; }
-  // Pending jobs last published before `before_ms` (at most `limit`).
+  // Pending jobs last published before `before_ms` (at most `limit`), oldest
+  // publication first. O(result), not O(pending jobs).
   std::vector<std::string> PendingNotPublishedSince(int64_t before_ms, size_t limit) const;
   // Claimed jobs whose lease expired at or before now and whose expiry was
   // not republished yet.
@@ -83,6 +84,7 @@ class JobIndex {
   std::array<size_t, 6> counts_{};
   std::array<std::set<std::string>, 6> by_state_;     // ordered ids per state, for listing
   std::multimap<int64_t, std::string> lease_expiry_;  // claimed jobs by expiry
+  std::multimap<int64_t, std::string> pending_by_publish_;  // pending jobs by last publication
 };
 
 // Path of the inbox file of a ledger directory.

@@ -29,21 +29,26 @@ IndexEntry EntryFromSnapshot(const JobSnapshot& snap, int64_t now_ms) {
   return e;
 }
 
+namespace {
+void EraseFrom(std::multimap<int64_t, std::string>* m, int64_t key, const std::string& hex) {
+  auto range = m->equal_range(key);
+  for (auto r = range.first; r != range.second; ++r) {
+    if (r->second == hex) {
+      m->erase(r);
+      return;
+    }
+  }
+}
+}  // namespace
+
 void JobIndex::Remove(const std::string& job_hex) {
   auto it = entries_.find(job_hex);
   if (it == entries_.end()) return;
   const IndexEntry& old = it->second;
+  if (old.state == JobState::kPending) EraseFrom(&pending_by_publish_, old.last_published_ms, job_hex);
   --counts_[Slot(old.state)];
   by_state_[Slot(old.state)].erase(job_hex);
-  if (old.state == JobState::kClaimed) {
-    auto range = lease_expiry_.equal_range(old.lease_expires_ms);
-    for (auto r = range.first; r != range.second; ++r) {
-      if (r->second == job_hex) {
-        lease_expiry_.erase(r);
-        break;
-      }
-    }
-  }
+  if (old.state == JobState::kClaimed) EraseFrom(&lease_expiry_, old.lease_expires_ms, job_hex);
   entries_.erase(it);
 }
 
@@ -51,6 +56,7 @@ void JobIndex::Put(IndexEntry e) {
   ++counts_[Slot(e.state)];
   by_state_[Slot(e.state)].insert(e.job_hex);
   if (e.state == JobState::kClaimed) lease_expiry_.emplace(e.lease_expires_ms, e.job_hex);
+  if (e.state == JobState::kPending) pending_by_publish_.emplace(e.last_published_ms, e.job_hex);
   std::string key = e.job_hex;
   entries_[key] = std::move(e);
 }
@@ -60,6 +66,7 @@ Result<size_t> JobIndex::Rebuild(Ledger& ledger, int64_t now_ms) {
   counts_ = {};
   for (auto& s : by_state_) s.clear();
   lease_expiry_.clear();
+  pending_by_publish_.clear();
   Status inner = OkStatus();
   Status s = ledger.ForEachJob([&](std::string_view hex) {
     if (!inner.ok()) return;
@@ -136,16 +143,19 @@ const IndexEntry* JobIndex::Find(const std::string& job_hex) const {
 void JobIndex::MarkPublished(const std::string& job_hex, int64_t now_ms, int64_t epoch) {
   auto it = entries_.find(job_hex);
   if (it == entries_.end()) return;
+  if (it->second.state == JobState::kPending) {
+    EraseFrom(&pending_by_publish_, it->second.last_published_ms, job_hex);
+    pending_by_publish_.emplace(now_ms, job_hex);
+  }
   it->second.last_published_ms = now_ms;
   if (epoch >= 0) it->second.published_epoch = epoch;
 }
 
 std::vector<std::string> JobIndex::PendingNotPublishedSince(int64_t before_ms, size_t limit) const {
   std::vector<std::string> out;
-  for (const std::string& hex : by_state_[Slot(JobState::kPending)]) {
-    if (out.size() >= limit) break;
-    const IndexEntry& e = entries_.at(hex);
-    if (e.last_published_ms < before_ms) out.push_back(hex);
+  for (auto it = pending_by_publish_.begin();
+       it != pending_by_publish_.end() && it->first < before_ms && out.size() < limit; ++it) {
+    out.push_back(it->second);
   }
   return out;
 }
