@@ -100,15 +100,7 @@ void RunOne(const std::string& root, size_t jobs, size_t ops, bool pack) {
   size_t stride = jobs / n;
   std::vector<LeaseGrant> grants(n);
   auto req = [&](const std::string& hex, int64_t epoch) {
-    LeaseRequest r;
-    r.job_hex = hex;
-    r.worker_hex = worker.public_key().Hex();
-    r.epoch = epoch;
-    r.requested_at_ms = SystemNowMs();
-    auto sig = Ed25519Sign(worker, epoch ? RenewPayload(hex, r.worker_hex, epoch, r.requested_at_ms)
-                                         : ClaimPayload(hex, r.worker_hex, r.requested_at_ms));
-    r.sig_hex = HexEncode(sig.data(), sig.size());
-    return r;
+    return SignLeaseRequest(worker, hex, epoch, SystemNowMs());
   };
   auto t_claims = Clock::now();
   for (size_t k = 0; k < n; ++k) {

@@ -328,29 +328,12 @@ class Daemon {
 
   bool ParseLease(const Request& r, const char* kind, bool renew, LeaseRequest* req) {
     auto j = rpc::ParseRequest(r.msg.data, r.msg.subject);
-    auto fail = [&](const std::string& m) {
-      Refuse(r, kind, TransitionError::kInvalid, m);
+    auto parsed = j.ok() ? rpc::ParseLeaseRequest(*j, renew) : Result<LeaseRequest>(j.status());
+    if (!parsed.ok()) {
+      Refuse(r, kind, TransitionError::kInvalid, parsed.status().message());
       return false;
-    };
-    if (!j.ok()) return fail(j.status().message());
-    auto job = rpc::StringField(*j, "job");
-    auto worker = rpc::StringField(*j, "worker");
-    auto at = rpc::IntField(*j, "requested_at");
-    auto sig = rpc::StringField(*j, "sig");
-    if (!job.ok()) return fail(job.status().message());
-    if (!worker.ok()) return fail(worker.status().message());
-    if (!at.ok()) return fail(at.status().message());
-    if (!sig.ok()) return fail(sig.status().message());
-    req->job_hex = NormalizeJobHex(*job);
-    req->worker_hex = *worker;
-    if (req->worker_hex.rfind("ed25519:", 0) == 0) req->worker_hex = req->worker_hex.substr(8);
-    req->requested_at_ms = *at;
-    req->sig_hex = *sig;
-    if (renew) {
-      auto epoch = rpc::IntField(*j, "epoch");
-      if (!epoch.ok()) return fail(epoch.status().message());
-      req->epoch = *epoch;
     }
+    *req = std::move(*parsed);
     return true;
   }
 
@@ -516,14 +499,14 @@ class Daemon {
       auto w = ledger_->WriteRawObject(o.type, o.data);
       if (!w.ok()) return Refuse(r, "submit", TransitionError::kRetry, w.status().message());
     }
-    std::string hex;
     bool existing = false;
     auto check = plane_.CheckJobCommit(*ledger_, *commit, "");
     if (!check.ok()) {
       metrics_->CountRejected("rpc", RejectReasonLabel(check.status()));
       return Refuse(r, "submit", Outcome::FromStatus(check.status()).error, check.status().message());
     }
-    Outcome o = plane_.AdoptJob(*commit, &hex, &existing);
+    const std::string& hex = check->job_hex;
+    Outcome o = plane_.AdoptCheckedJob(*commit, *check, &existing);
     if (!o.ok()) return Refuse(r, "submit", o.error, o.message);
     if (crash_after_adopt_) {
       // Fault injection for the crash tests: die between the ref update and the publication.
@@ -666,13 +649,7 @@ int Serve(const ServeOptions& opts) {
   // The workers' durable consumer exists from now on, so jobs published
   // before any worker starts are delivered to the first one.
   {
-    Bus::ConsumerConfig cc;
-    cc.stream = rpc::kStream;
-    cc.durable = rpc::kWorkerDurable;
-    cc.filter_subject = rpc::kPendingSubject;
-    cc.ack_wait_ms = 30'000;
-    cc.max_ack_pending = 10'000;
-    auto c = bus->PullSubscribe(cc);
+    auto c = bus->PullSubscribe(rpc::WorkerConsumerConfig());
     if (!c.ok()) {
       std::cerr << "gatosd serve: consumer " << rpc::kWorkerDurable << ": " << c.status().message() << "\n";
       return 1;

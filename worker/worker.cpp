@@ -143,15 +143,9 @@ class Worker {
     });
     if (!cancel_sub.ok()) return Fail(cancel_sub.status().message());
 
-    Bus::ConsumerConfig cc;
-    cc.stream = rpc::kStream;
-    cc.durable = rpc::kWorkerDurable;
-    cc.filter_subject = rpc::kPendingSubject;
-    cc.ack_wait_ms = 30'000;
-    cc.max_ack_pending = 10'000;
     std::unique_ptr<Bus::PullConsumer> consumer;
     for (int attempt = 0; !*stop_; ++attempt) {
-      auto c = bus_->PullSubscribe(cc);
+      auto c = bus_->PullSubscribe(rpc::WorkerConsumerConfig());
       if (c.ok()) {
         consumer = std::move(*c);
         break;
@@ -230,14 +224,7 @@ class Worker {
   }
 
   json Signed(const std::string& job_hex, int64_t epoch) {
-    int64_t now = SystemNowMs();
-    std::string payload = epoch == 0 ? ClaimPayload(job_hex, worker_hex_, now)
-                                     : RenewPayload(job_hex, worker_hex_, epoch, now);
-    auto sig = Ed25519Sign(*key_, payload);
-    json j = {{"job", job_hex}, {"worker", worker_hex_}, {"requested_at", now},
-              {"sig", HexEncode(sig.data(), sig.size())}};
-    if (epoch) j["epoch"] = epoch;
-    return j;
+    return rpc::LeaseRequestJson(SignLeaseRequest(*key_, job_hex, epoch, SystemNowMs()));
   }
 
   void Recover() {

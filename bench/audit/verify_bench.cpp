@@ -106,12 +106,7 @@ Population Populate(const std::string& path, int n) {
     bool existing = false;
     MustOk(jp.AdoptJob(job, &got, &existing), "adopt");
 
-    LeaseRequest req;
-    req.job_hex = hex;
-    req.worker_hex = w.public_key().Hex();
-    req.requested_at_ms = now;
-    auto sig = Ed25519Sign(w, ClaimPayload(hex, req.worker_hex, now));
-    req.sig_hex = HexEncode(sig.data(), sig.size());
+    LeaseRequest req = SignLeaseRequest(w, hex, 0, now);
     LeaseGrant grant;
     MustOk(jp.Claim(req, &grant), "claim");
 

@@ -42,13 +42,20 @@ class TestWorker {
   std::string hex() const { return key_.public_key().Hex(); }
 
   json Claim(const std::string& job_hex) {
-    int64_t now = SystemNowMs();
-    auto sig = Ed25519Sign(key_, ClaimPayload(job_hex, hex(), now));
-    json req = {{"job", job_hex}, {"worker", hex()}, {"requested_at", now},
-                {"sig", HexEncode(sig.data(), sig.size())}};
-    return Call(rpc::kClaim, req.dump());
+    return Call(rpc::kClaim, rpc::LeaseRequestJson(SignLeaseRequest(key_, job_hex, 0, SystemNowMs())).dump());
   }
   json Result(const std::string& job_hex, const json& grant, const std::string& status = "succeeded") {
+    std::string commit;
+    std::vector<GitObject> objects = BuildObjects(job_hex, grant, &commit, status);
+    last_frame_ = rpc::EncodeFrame(json{{"commit", commit}}, EncodeObjectBatch(objects));
+    return Call(rpc::kResult, last_frame_);
+  }
+  // The outbox's retry after a lost acknowledgement: the same bytes again.
+  json Resend() { return Call(rpc::kResult, last_frame_); }
+  // A signed result for the lease in `grant`: its objects, for the RPC or
+  // for pushing them with git.
+  std::vector<GitObject> BuildObjects(const std::string& job_hex, const json& grant, std::string* commit,
+                                      const std::string& status = "succeeded") {
     ResultBuildInput in;
     in.job_commit = grant["job_commit"];
     in.lease_commit = grant["lease_commit"];
@@ -67,30 +74,6 @@ class TestWorker {
     in.time_ms = SystemNowMs();
     auto built = BuildResult(in, key_);
     EXPECT_TRUE(built.ok()) << built.status().message();
-    json header = {{"commit", built->commit_id}};
-    last_frame_ = rpc::EncodeFrame(header, EncodeObjectBatch(built->objects));
-    return Call(rpc::kResult, last_frame_);
-  }
-  // The outbox's retry after a lost acknowledgement: the same bytes again.
-  json Resend() { return Call(rpc::kResult, last_frame_); }
-  // The result's objects, for pushing them with git instead of the RPC.
-  std::vector<GitObject> BuildObjects(const std::string& job_hex, const json& grant, std::string* commit) {
-    ResultBuildInput in;
-    in.job_commit = grant["job_commit"];
-    in.lease_commit = grant["lease_commit"];
-    in.poe.job_id = "blake3:" + job_hex;
-    in.poe.worker_id = key_.public_key().WorkerId();
-    in.poe.lease_epoch = grant["epoch"];
-    in.poe.status = "succeeded";
-    in.poe.runner_program = Blake3Tagged("test worker");
-    in.poe.runner_version = "test";
-    in.poe.runner_platform = "linux-x86_64";
-    in.poe.exit_code = 0;
-    in.poe.started_at = FormatRfc3339Millis(SystemNowMs());
-    in.poe.finished_at = in.poe.started_at;
-    in.files = {{"stdout", "pushed\n"}, {"stderr", ""}};
-    in.time_ms = SystemNowMs();
-    auto built = BuildResult(in, key_);
     *commit = built->commit_id;
     return built->objects;
   }

@@ -73,16 +73,7 @@ struct LedgerFixture {
   }
 
   LeaseRequest Req(const std::string& job, const Ed25519PrivateKey& w, int64_t epoch = 0) {
-    LeaseRequest r;
-    r.job_hex = job;
-    r.worker_hex = w.public_key().Hex();
-    r.epoch = epoch;
-    r.requested_at_ms = now;
-    std::string payload = epoch == 0 ? ClaimPayload(job, r.worker_hex, now)
-                                     : RenewPayload(job, r.worker_hex, epoch, now);
-    auto sig = Ed25519Sign(w, payload);
-    r.sig_hex = HexEncode(sig.data(), sig.size());
-    return r;
+    return SignLeaseRequest(w, job, epoch, now);
   }
 };
 

@@ -60,6 +60,11 @@ struct LeaseGrant {
   std::string job_commit;
 };
 
+// A claim (epoch 0) or renew (epoch >= 1) request for `job_hex`, signed by
+// `worker` at `now_ms`: what a worker sends and what Claim/Renew verify.
+LeaseRequest SignLeaseRequest(const Ed25519PrivateKey& worker, std::string_view job_hex,
+                              int64_t epoch, int64_t now_ms);
+
 // A validated job commit.
 struct JobCommitCheck {
   std::string job_hex;
@@ -89,6 +94,10 @@ class JobPlane {
   // Creates refs/gatos/jobs/<id>/job -> commit_id after CheckJobCommit.
   // *existing is set when the job was already in the ledger (a no-op).
   Outcome AdoptJob(const std::string& commit_id, std::string* job_hex, bool* existing);
+  // The ref update of AdoptJob for a commit the caller has just checked with
+  // CheckJobCommit (so a caller that needs the check's Status does not pay
+  // for it twice).
+  Outcome AdoptCheckedJob(const std::string& commit_id, const JobCommitCheck& check, bool* existing);
 
   Outcome Claim(const LeaseRequest& req, LeaseGrant* grant);
   Outcome Renew(const LeaseRequest& req, LeaseGrant* grant);

@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gatos/bus.h"
 #include "gatos/job_index.h"
+#include "gatos/job_plane.h"
 #include "gatos/lease.h"
 #include "gatos/status.h"
 
@@ -42,6 +44,11 @@ inline constexpr char kWorkerDurable[] = "gatos-workers";
 // delays the stop by at most one renew interval.
 inline constexpr char kCancelEventPrefix[] = "gatos.cancel.";
 
+// The workers' shared durable consumer. gatosd creates it at start and every
+// worker binds to it; both must ask for the same settings, or each would
+// reconfigure it for the other.
+Bus::ConsumerConfig WorkerConsumerConfig();
+
 // Largest JSON request gatosd reads (object batches have their own limit).
 inline constexpr size_t kMaxJsonRequest = 64 * 1024;
 
@@ -69,6 +76,13 @@ Result<int64_t> IntField(const nlohmann::json& j, const char* name);
 //  "lease":{"worker":"ed25519:..","epoch":n,"expires":"RFC 3339","expired":b}?,
 //  "result_commit":..?}
 nlohmann::json EntryJson(const IndexEntry& e, int64_t now_ms);
+
+// A claim (epoch 0) or renew request signed by the worker key, as the RPC
+// carries it: {"job","worker","requested_at","sig"[,"epoch"]}.
+nlohmann::json LeaseRequestJson(const LeaseRequest& req);
+// The inverse; a renew must carry "epoch". InvalidArgument names the field.
+// Accepts "blake3:"/"ed25519:" prefixes on job and worker.
+Result<LeaseRequest> ParseLeaseRequest(const nlohmann::json& j, bool renew);
 
 // Frame of a result or submit request: u32 big-endian length of a JSON
 // header, the header, then an object batch (result.h).

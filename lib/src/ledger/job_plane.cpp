@@ -49,6 +49,19 @@ std::string CancelPayload(std::string_view job_hex, std::string_view requester_h
          std::to_string(requested_at_ms) + "\n";
 }
 
+LeaseRequest SignLeaseRequest(const Ed25519PrivateKey& worker, std::string_view job_hex,
+                              int64_t epoch, int64_t now_ms) {
+  LeaseRequest r;
+  r.job_hex = std::string(job_hex);
+  r.worker_hex = worker.public_key().Hex();
+  r.epoch = epoch;
+  r.requested_at_ms = now_ms;
+  auto sig = Ed25519Sign(worker, epoch == 0 ? ClaimPayload(job_hex, r.worker_hex, now_ms)
+                                            : RenewPayload(job_hex, r.worker_hex, epoch, now_ms));
+  r.sig_hex = HexEncode(sig.data(), sig.size());
+  return r;
+}
+
 JobPlane::JobPlane(Ledger* ledger, Ed25519PrivateKey ledger_key, ClockFn clock)
     : ledger_(ledger), ledger_key_(std::move(ledger_key)), clock_(std::move(clock)) {}
 
@@ -138,7 +151,13 @@ Outcome JobPlane::AdoptJob(const std::string& commit_id, std::string* job_hex, b
   auto check = CheckJobCommit(*ledger_, commit_id, "");
   if (!check.ok()) return Outcome::FromStatus(check.status());
   *job_hex = check->job_hex;
-  std::string ref = JobRef(*job_hex, "job");
+  return AdoptCheckedJob(commit_id, *check, existing);
+}
+
+Outcome JobPlane::AdoptCheckedJob(const std::string& commit_id, const JobCommitCheck& check,
+                                  bool* existing) {
+  *existing = false;
+  std::string ref = JobRef(check.job_hex, "job");
   auto current = ledger_->ResolveRef(ref);
   if (!current.ok()) return Outcome::FromStatus(current.status());
   if (!current->empty()) {

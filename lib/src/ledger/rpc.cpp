@@ -2,6 +2,39 @@
 
 namespace gatos::rpc {
 
+Bus::ConsumerConfig WorkerConsumerConfig() {
+  Bus::ConsumerConfig cc;
+  cc.stream = kStream;
+  cc.durable = kWorkerDurable;
+  cc.filter_subject = kPendingSubject;
+  cc.ack_wait_ms = 30'000;
+  cc.max_ack_pending = 10'000;
+  return cc;
+}
+
+nlohmann::json LeaseRequestJson(const LeaseRequest& req) {
+  nlohmann::json j = {{"job", req.job_hex},
+                      {"worker", req.worker_hex},
+                      {"requested_at", req.requested_at_ms},
+                      {"sig", req.sig_hex}};
+  if (req.epoch) j["epoch"] = req.epoch;
+  return j;
+}
+
+Result<LeaseRequest> ParseLeaseRequest(const nlohmann::json& j, bool renew) {
+  LeaseRequest req;
+  GATOS_ASSIGN_OR_RETURN(req.job_hex, StringField(j, "job"));
+  GATOS_ASSIGN_OR_RETURN(req.worker_hex, StringField(j, "worker"));
+  GATOS_ASSIGN_OR_RETURN(req.requested_at_ms, IntField(j, "requested_at"));
+  GATOS_ASSIGN_OR_RETURN(req.sig_hex, StringField(j, "sig"));
+  if (req.job_hex.rfind("blake3:", 0) == 0) req.job_hex = req.job_hex.substr(7);
+  if (req.worker_hex.rfind("ed25519:", 0) == 0) req.worker_hex = req.worker_hex.substr(8);
+  if (renew) {
+    GATOS_ASSIGN_OR_RETURN(req.epoch, IntField(j, "epoch"));
+  }
+  return req;
+}
+
 nlohmann::json OkReply() { return nlohmann::json{{"ok", true}}; }
 
 nlohmann::json ErrorReply(TransitionError error, std::string_view message) {
