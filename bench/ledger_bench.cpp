@@ -18,6 +18,7 @@
 #include "gatos/ledger.h"
 #include "gatos/result.h"
 #include "gatos/trailers.h"
+#include "gatos/signed_request.h"
 
 using namespace gatos;
 using Clock = std::chrono::steady_clock;

@@ -434,7 +434,7 @@ int RunCancel(const Args& args) {
       if (!key.ok()) return ReportError(key.status().message(), kExitUsage);
       int64_t now = SystemNowMs();
       std::string requester = key->public_key().Hex();
-      auto sig = Ed25519Sign(*key, CancelPayload(*hex, requester, now));
+      auto sig = Ed25519Sign(*key, rpc::CancelPayload(*hex, requester, now));
       json req = {{"job", *hex}, {"requester", requester}, {"requested_at", now},
                   {"sig", HexEncode(sig.data(), sig.size())}};
       auto reply = GatosdRequest(*target, rpc::kCancel, req.dump(), 5000);

@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "flags.h"
+#include "gatos/sha256.h"
 #include "gatos/job_index.h"
 #include "gatos/job_plane.h"
 #include "gatos/ledger.h"

@@ -23,6 +23,7 @@
 #include "gatos/ledger.h"
 #include "gatos/result.h"
 #include "gatos/rpc.h"
+#include "gatos/job_stream.h"
 #include "hooks.h"
 #include "http.h"
 #include "ledger_setup.h"
@@ -448,10 +449,10 @@ class Daemon {
     auto raw_sig = HexDecode(*sig);
     int64_t now = plane_.Now();
     if (!key.ok() || !raw_sig.ok() || raw_sig->size() != 64 ||
-        !Ed25519Verify(*key, CancelPayload(hex, requester, *at), raw_sig->data()).ok()) {
+        !Ed25519Verify(*key, rpc::CancelPayload(hex, requester, *at), raw_sig->data()).ok()) {
       return Refuse(r, "cancel", TransitionError::kUnauthorized, "cancel request signature does not verify");
     }
-    if (*at < now - kMaxRequestSkewMs || *at > now + kMaxRequestSkewMs) {
+    if (*at < now - rpc::kMaxRequestSkewMs || *at > now + rpc::kMaxRequestSkewMs) {
       return Refuse(r, "cancel", TransitionError::kUnauthorized, "cancel request is more than 60 s from the ledger's clock");
     }
     if (*key != ledger_pub_ && !plane_.policy().submitters.FindKey(*key, kSignerNamespaceGit, now / 1000)) {

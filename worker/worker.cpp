@@ -28,12 +28,14 @@
 #include "gatos/canonical_json.h"
 #include "gatos/encoding.h"
 #include "gatos/exec.h"
-#include "gatos/job_plane.h"
+#include "gatos/clock.h"
 #include "gatos/keys.h"
 #include "gatos/manifest.h"
 #include "gatos/outbox.h"
 #include "gatos/result.h"
 #include "gatos/rpc.h"
+#include "gatos/signed_request.h"
+#include "gatos/job_stream.h"
 
 namespace gatos::worker {
 namespace {

@@ -29,6 +29,7 @@
 #include "gatos/manifest.h"
 #include "gatos/result.h"
 #include "gatos/verify.h"
+#include "gatos/signed_request.h"
 
 namespace gatos {
 namespace {

@@ -1,6 +1,7 @@
 // The auditor over real ledgers: a genuine corpus that must verify (zero false
 // rejects) and a tamper corpus in which every case fails with its own check
 // and reason (zero false accepts).
+#include "gatos/sha256.h"
 #include "gatos/verify.h"
 
 #include <gtest/gtest.h>

@@ -16,6 +16,7 @@
 #include "gatos/keys.h"
 #include "gatos/result.h"
 #include "gatos/rpc.h"
+#include "gatos/signed_request.h"
 #include "stack.h"
 #include "test_util.h"
 

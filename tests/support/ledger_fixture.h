@@ -11,6 +11,7 @@
 
 #include "gatos/encoding.h"
 #include "gatos/job_plane.h"
+#include "gatos/signed_request.h"
 #include "test_util.h"
 
 namespace gatos::testing {

@@ -1,4 +1,5 @@
 #include "gatos/allowed_signers.h"
+#include "gatos/keys.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "crypto/ssh_wire.h"
+#include "gatos/ssh_wire.h"
 #include "gatos/encoding.h"
 
 namespace gatos {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "crypto/ssh_wire.h"
+#include "gatos/ssh_wire.h"
 #include "gatos/encoding.h"
 
 namespace gatos {

@@ -1,0 +1,838 @@
+#include "gatos/manifest.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gatos/blake3.h"
+#include "gatos/canonical_json.h"
+#include "gatos/encoding.h"
+#include "gatos/yaml_tree.h"
+
+namespace gatos {
+namespace {
+
+using internal::YamlNode;
+using Kind = internal::YamlNode::Kind;
+
+constexpr std::string_view kKnownFields =
+    "command, args, timeout, env, cwd, inputs, policy_root, ulid";
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsAllDigits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (!IsDigit(c)) return false;
+  }
+  return true;
+}
+
+std::string Quote(std::string_view s) {
+  // Error messages quote user text; keep it short and on one line.
+  std::string out = "\"";
+  size_t n = 0;
+  for (char c : s) {
+    if (++n > 60) {
+      out += "...";
+      break;
+    }
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += '?';
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// YAML 1.2 core schema: the plain scalars that mean null / booleans.
+bool IsYamlNull(std::string_view s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+bool IsYamlBool(std::string_view s, bool* value) {
+  if (s == "true" || s == "True" || s == "TRUE") return *value = true, true;
+  if (s == "false" || s == "False" || s == "FALSE") return *value = false, true;
+  return false;
+}
+// [-+]?[0-9]+
+bool IsYamlInt(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  return IsAllDigits(s);
+}
+// YAML 1.2 core float: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?,
+// [-+]?\.(inf|Inf|INF), \.nan|\.NaN|\.NAN.
+bool IsYamlFloat(std::string_view s) {
+  std::string_view t = s;
+  if (!t.empty() && (t[0] == '-' || t[0] == '+')) t.remove_prefix(1);
+  if (t == ".inf" || t == ".Inf" || t == ".INF") return true;
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return true;
+  size_t i = 0, int_digits = 0, frac_digits = 0;
+  while (i < t.size() && IsDigit(t[i])) ++i, ++int_digits;
+  bool dot = false;
+  if (i < t.size() && t[i] == '.') {
+    dot = true;
+    ++i;
+    while (i < t.size() && IsDigit(t[i])) ++i, ++frac_digits;
+  }
+  if (int_digits == 0 && frac_digits == 0) return false;
+  if (int_digits == 0 && !dot) return false;
+  bool exp = false;
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    ++i;
+    if (i < t.size() && (t[i] == '-' || t[i] == '+')) ++i;
+    size_t exp_digits = 0;
+    while (i < t.size() && IsDigit(t[i])) ++i, ++exp_digits;
+    if (exp_digits == 0) return false;
+    exp = true;
+  }
+  return i == t.size() && (dot || exp);
+}
+// JSON number grammar is already checked by nlohmann; integers are the
+// numbers without fraction or exponent.
+bool IsJsonInt(std::string_view s) {
+  if (!s.empty() && s[0] == '-') s.remove_prefix(1);
+  return IsAllDigits(s);
+}
+
+// Parses [-+]?[0-9]+ into `*out` when |value| <= 2^53-1.
+bool ParseSafeInt(std::string_view s, int64_t* out) {
+  bool negative = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    negative = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  int64_t v = 0;
+  for (char c : s) {
+    v = v * 10 + (c - '0');
+    if (v > kMaxSafeInteger) return false;
+  }
+  *out = negative ? -v : v;
+  return true;
+}
+
+bool IsEnvName(std::string_view s) {
+  if (s.empty() || IsDigit(s[0])) return false;
+  for (char c : s) {
+    if (!(IsDigit(c) || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The rules for values that can also be set in code; each returns "" when
+// the value is fine, else "what is wrong; what is expected".
+std::string CwdProblem(std::string_view cwd) {
+  if (cwd.empty()) return "is empty; omit cwd to run in the workspace root";
+  if (cwd[0] == '/') {
+    return Quote(cwd) + " is absolute; use a path relative to the workspace";
+  }
+  size_t start = 0;
+  while (true) {
+    const size_t slash = cwd.find('/', start);
+    const std::string_view part =
+        cwd.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (part == "..") {
+      return Quote(cwd) + " has a '..' component; the working directory must stay inside " +
+             "the workspace";
+    }
+    if (part.empty() || part == ".") {
+      return Quote(cwd) + " is not a clean relative path (empty or '.' component); write it " +
+             "as dir/subdir, or omit cwd for the workspace root";
+    }
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return "";
+}
+
+std::string PolicyRootProblem(std::string_view s) {
+  if (s.size() == 71 && s.substr(0, 7) == "sha256:" && IsLowerHex(s.substr(7), 64)) return "";
+  return Quote(s) + " is not a policy digest; expected \"sha256:\" followed by 64 lowercase hex " +
+         "digits";
+}
+
+std::string UlidProblem(std::string_view s) {
+  bool ok = s.size() == 26 && s[0] >= '0' && s[0] <= '7';
+  for (char c : s) {
+    const bool digit = IsDigit(c);
+    const bool upper = c >= 'A' && c <= 'Z' && c != 'I' && c != 'L' && c != 'O' && c != 'U';
+    if (!digit && !upper) ok = false;
+  }
+  if (ok) return "";
+  return Quote(s) + " is not a ULID; expected 26 characters of uppercase Crockford base32 " +
+         "(0-9 and A-Z without I, L, O, U), the first one 0-7";
+}
+
+std::string TextProblem(std::string_view s, size_t max_bytes) {
+  if (s.size() > max_bytes) {
+    return "string of " + std::to_string(s.size()) + " bytes exceeds the limit of " +
+           std::to_string(max_bytes) + " bytes (max_string_bytes)";
+  }
+  if (!IsValidUtf8(s)) return "string is not valid UTF-8; encode the text as UTF-8";
+  if (s.find('\0') != std::string_view::npos) return "string contains a NUL byte; remove it";
+  return "";
+}
+
+std::string TimeoutRangeProblem(int64_t t, int64_t max) {
+  if (t < 0) return std::to_string(t) + " is negative; expected seconds >= 0";
+  if (t > max) {
+    return std::to_string(t) + " seconds exceeds the maximum of " + std::to_string(max) +
+           " seconds (max_timeout_seconds)";
+  }
+  return "";
+}
+
+// Walks the tree of one manifest and collects every problem.
+class Checker {
+ public:
+  Checker(std::string_view source, bool json, const ManifestLimits& limits)
+      : source_(source), json_(json), limits_(limits) {}
+
+  void Add(const YamlNode& at, std::string_view field, std::string_view what) {
+    Add(at.line, at.column, field, what);
+  }
+  void Add(int line, int column, std::string_view field, std::string_view what) {
+    errors_.push_back(source_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+                      std::string(field.empty() ? "manifest" : field) + ": " + std::string(what));
+  }
+  bool ok() const { return errors_.empty(); }
+  Status ToStatus() const {
+    std::string joined;
+    for (const auto& e : errors_) {
+      if (!joined.empty()) joined += "\n";
+      joined += e;
+    }
+    return InvalidArgumentError(joined);
+  }
+
+  Manifest Check(const YamlNode& root) {
+    Manifest m;
+    if (root.kind != Kind::kMap) {
+      Add(root, "",
+          "is " + Describe(root) + "; expected a mapping of fields (" + std::string(kKnownFields) +
+              ")");
+      return m;
+    }
+    bool have_command = false, have_timeout = false;
+    for (const auto& entry : root.entries) {
+      const std::string& name = entry.key.value;
+      const YamlNode& v = entry.value;
+      if (name == "command") {
+        have_command = true;
+        CheckStringList(v, name, /*allow_empty_items=*/false, &m.command);
+        if (v.kind == Kind::kSequence && v.items.empty()) {
+          Add(v, name, "is an empty list; expected the program to run and its leading arguments");
+        }
+      } else if (name == "args") {
+        CheckStringList(v, name, /*allow_empty_items=*/true, &m.args);
+      } else if (name == "timeout") {
+        have_timeout = true;
+        CheckTimeout(v, &m.timeout_seconds);
+      } else if (name == "env") {
+        CheckEnv(v, &m.env);
+      } else if (name == "cwd") {
+        std::string s;
+        if (GetString(v, name, &s)) {
+          if (std::string p = CwdProblem(s); !p.empty()) {
+            Add(v, name, p);
+          } else {
+            m.cwd = s;
+          }
+        }
+      } else if (name == "inputs") {
+        CheckInputs(v, &m.inputs);
+      } else if (name == "policy_root") {
+        std::string s;
+        if (GetString(v, name, &s)) {
+          if (std::string p = PolicyRootProblem(s); !p.empty()) {
+            Add(v, name, p);
+          } else {
+            m.policy_root = s;
+          }
+        }
+      } else if (name == "ulid") {
+        std::string s;
+        if (GetString(v, name, &s)) {
+          if (std::string p = UlidProblem(s); !p.empty()) {
+            Add(v, name, p);
+          } else {
+            m.ulid = s;
+          }
+        }
+      } else {
+        Add(entry.key, name, "unknown field; expected one of " + std::string(kKnownFields));
+      }
+    }
+    if (!have_command) {
+      Add(root, "command",
+          "missing; expected a non-empty list of strings (the program and its leading "
+          "arguments)");
+    }
+    if (!have_timeout) {
+      Add(root, "timeout",
+          "missing; expected integer seconds (e.g. 30) or an ISO-8601 "
+          "duration (e.g. \"PT30S\")");
+    }
+    return m;
+  }
+
+ private:
+  std::string Describe(const YamlNode& n) const {
+    switch (n.kind) {
+      case Kind::kNull:
+        return "null";
+      case Kind::kSequence:
+        return "a list";
+      case Kind::kMap:
+        return "a mapping";
+      case Kind::kScalar:
+        break;
+    }
+    if (!n.plain) return "a string";
+    if (json_) {
+      if (n.value == "true" || n.value == "false") return "a boolean (" + n.value + ")";
+      if (n.value == "null") return "null";
+      return "a number (" + n.value + ")";
+    }
+    if (IsYamlNull(n.value)) return "null (" + n.value + ")";
+    return "a string";
+  }
+
+  // A string position: any quoted scalar; in YAML also any plain scalar except
+  // the null forms (`args: [1]` is the string "1"); in JSON only strings.
+  bool GetString(const YamlNode& n, const std::string& field, std::string* out) {
+    const bool is_string =
+        n.kind == Kind::kScalar && (!n.plain || (!json_ && !IsYamlNull(n.value)));
+    if (!is_string) {
+      Add(n, field,
+          "is " + Describe(n) + "; expected a string" +
+              (json_ && n.kind == Kind::kScalar ? " (put it in quotes)" : ""));
+      return false;
+    }
+    *out = n.value;
+    return true;
+  }
+
+  void CheckStringList(const YamlNode& n, const std::string& field, bool allow_empty_items,
+                       std::vector<std::string>* out) {
+    if (n.kind != Kind::kSequence) {
+      Add(n, field, "is " + Describe(n) + "; expected a list of strings");
+      return;
+    }
+    for (size_t i = 0; i < n.items.size(); ++i) {
+      const std::string item_field = field + "[" + std::to_string(i) + "]";
+      std::string s;
+      if (!GetString(n.items[i], item_field, &s)) continue;
+      if (s.empty() && !allow_empty_items) {
+        Add(n.items[i], item_field, "is an empty string; expected a program or argument");
+        continue;
+      }
+      out->push_back(std::move(s));
+    }
+  }
+
+  void CheckTimeout(const YamlNode& n, int64_t* out) {
+    const std::string field = "timeout";
+    const char* kExpected =
+        "; expected integer seconds (e.g. 30) or a quoted ISO-8601 duration (e.g. \"PT30S\")";
+    if (n.kind != Kind::kScalar) {
+      Add(n, field, "is " + Describe(n) + kExpected);
+      return;
+    }
+    const std::string& v = n.value;
+    // A plain "PT30S" is a string by YAML's own rules; accept it as written.
+    const bool duration =
+        !n.plain || (!json_ && !v.empty() && (v[0] == 'P' || v.rfind("-P", 0) == 0));
+    if (duration) {
+      if (IsYamlInt(v)) {
+        Add(n, field,
+            Quote(v) + " is quoted; write " + v +
+                " without quotes for seconds, or an ISO-8601 duration like \"PT" + v + "S\"");
+        return;
+      }
+      Result<int64_t> seconds = ParseIsoDuration(v, limits_.max_timeout_seconds);
+      if (!seconds.ok()) {
+        Add(n, field, seconds.status().message());
+        return;
+      }
+      *out = *seconds;
+      return;
+    }
+    if (json_ ? !IsJsonInt(v) && (v == "true" || v == "false" || v == "null") : IsYamlNull(v)) {
+      Add(n, field, "is " + Describe(n) + kExpected);
+      return;
+    }
+    if (!v.empty() && v[0] == '-' && (IsYamlInt(v) || IsYamlFloat(v))) {
+      Add(n, field, v + " is negative; expected seconds >= 0");
+      return;
+    }
+    if (IsYamlFloat(v) || (json_ && !IsJsonInt(v))) {
+      Add(n, field, v + " is not a whole number; floats are not allowed, use integer seconds");
+      return;
+    }
+    if (!IsAllDigits(v)) {
+      Add(n, field, Quote(v) + " is not a decimal integer" + std::string(kExpected));
+      return;
+    }
+    if (v.size() > 1 && v[0] == '0') {
+      Add(n, field, v + " has a leading zero (octal in YAML 1.1); write plain decimal seconds");
+      return;
+    }
+    if (v.size() > 18) {
+      Add(n, field,
+          v + " seconds exceeds the maximum of " + std::to_string(limits_.max_timeout_seconds) +
+              " seconds (max_timeout_seconds)");
+      return;
+    }
+    const int64_t t = std::stoll(v);
+    if (std::string p = TimeoutRangeProblem(t, limits_.max_timeout_seconds); !p.empty()) {
+      Add(n, field, p);
+      return;
+    }
+    *out = t;
+  }
+
+  void CheckEnv(const YamlNode& n, std::optional<std::map<std::string, std::string>>* out) {
+    if (n.kind != Kind::kMap) {
+      Add(n, "env", "is " + Describe(n) + "; expected a mapping of NAME: value strings");
+      return;
+    }
+    std::map<std::string, std::string> env;
+    for (const auto& entry : n.entries) {
+      const std::string field = "env." + entry.key.value;
+      if (!IsEnvName(entry.key.value)) {
+        Add(entry.key, field,
+            Quote(entry.key.value) +
+                " is not a valid environment variable name; expected "
+                "[A-Za-z_][A-Za-z0-9_]*");
+        continue;
+      }
+      std::string value;
+      if (GetString(entry.value, field, &value)) env[entry.key.value] = std::move(value);
+    }
+    *out = std::move(env);
+  }
+
+  void CheckInputs(const YamlNode& n, std::optional<nlohmann::json>* out) {
+    if (n.kind != Kind::kSequence) {
+      Add(n, "inputs", "is " + Describe(n) + "; expected a list of objects");
+      return;
+    }
+    nlohmann::json inputs = nlohmann::json::array();
+    for (size_t i = 0; i < n.items.size(); ++i) {
+      const std::string field = "inputs[" + std::to_string(i) + "]";
+      if (n.items[i].kind != Kind::kMap) {
+        Add(n.items[i], field, "is " + Describe(n.items[i]) + "; expected an object");
+        continue;
+      }
+      inputs.push_back(ToJson(n.items[i], field));
+    }
+    *out = std::move(inputs);
+  }
+
+  // Opaque data: typed by YAML 1.2 core rules (or JSON's own), floats refused.
+  nlohmann::json ToJson(const YamlNode& n, const std::string& field) {
+    switch (n.kind) {
+      case Kind::kNull:
+        return nullptr;
+      case Kind::kSequence: {
+        nlohmann::json a = nlohmann::json::array();
+        for (size_t i = 0; i < n.items.size(); ++i) {
+          a.push_back(ToJson(n.items[i], field + "[" + std::to_string(i) + "]"));
+        }
+        return a;
+      }
+      case Kind::kMap: {
+        nlohmann::json o = nlohmann::json::object();
+        for (const auto& e : n.entries) {
+          o[e.key.value] = ToJson(e.value, field + "." + e.key.value);
+        }
+        return o;
+      }
+      case Kind::kScalar:
+        break;
+    }
+    const std::string& v = n.value;
+    if (!n.plain) return v;
+    bool b = false;
+    if (json_) {
+      if (v == "null") return nullptr;
+      if (v == "true" || v == "false") return v == "true";
+    } else {
+      if (IsYamlNull(v)) return nullptr;
+      if (IsYamlBool(v, &b)) return b;
+    }
+    const bool is_int = json_ ? IsJsonInt(v) : IsYamlInt(v);
+    if (is_int) {
+      const std::string_view digits =
+          (v[0] == '-' || v[0] == '+') ? std::string_view(v).substr(1) : std::string_view(v);
+      if (!json_ && digits.size() > 1 && digits[0] == '0') {
+        Add(n, field,
+            v + " has a leading zero (octal in YAML 1.1); write it in decimal or " +
+                "quote it to keep it a string");
+        return nullptr;
+      }
+      int64_t value = 0;
+      if (!ParseSafeInt(v, &value)) {
+        Add(n, field, v + " is outside +-(2^53-1); quote it to keep it as a string");
+        return nullptr;
+      }
+      return value;
+    }
+    if (json_ || IsYamlFloat(v)) {
+      Add(n, field, v + " is a float; floats are not allowed, use an integer or a quoted string");
+      return nullptr;
+    }
+    if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'o')) {
+      Add(n, field, v + " is a hexadecimal or octal number; write it in decimal or quote it");
+      return nullptr;
+    }
+    return v;
+  }
+
+  std::string source_;
+  bool json_;
+  const ManifestLimits& limits_;
+  std::vector<std::string> errors_;
+};
+
+// Records the first JSON syntax error; builds nothing.
+class JsonSyntaxCheck : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
+    position_ = position;
+    std::string what = ex.what();
+    // Drop nlohmann's "[json.exception...] parse error at line 1, column 2: ".
+    if (size_t col = what.find("column "); col != std::string::npos) {
+      if (size_t colon = what.find(": ", col); colon != std::string::npos) {
+        what = what.substr(colon + 2);
+      }
+    }
+    message_ = what;
+    return false;
+  }
+  size_t position_ = 0;
+  std::string message_;
+};
+
+void LineColumn(std::string_view text, size_t offset, int* line, int* column) {
+  *line = 1;
+  *column = 1;
+  for (size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++*line;
+      *column = 1;
+    } else {
+      ++*column;
+    }
+  }
+}
+
+std::string ErrorLine(std::string_view source, int line, int column, std::string_view field,
+                      std::string_view what) {
+  return std::string(source) + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
+         std::string(field) + ": " + std::string(what);
+}
+
+}  // namespace
+
+Result<int64_t> ParseIsoDuration(std::string_view text, int64_t max_seconds) {
+  const std::string q = Quote(text);
+  const std::string malformed =
+      q + " is not an ISO-8601 duration; expected e.g. \"PT30S\", \"PT2M\", \"P1DT2H\" or \"P2W\"";
+  if (text.empty()) return InvalidArgumentError(malformed);
+  if (text[0] == '-') return InvalidArgumentError(q + " is negative; expected a duration >= 0");
+  if (text[0] != 'P') return InvalidArgumentError(malformed);
+  // Units in the order ISO 8601 writes them; each at most once.
+  enum Unit { kWeek, kDay, kHour, kMinute, kSecond };
+  static constexpr int64_t kSeconds[] = {604800, 86400, 3600, 60, 1};
+  int next_unit = kWeek;
+  bool in_time = false, time_component = false, any_component = false;
+  unsigned __int128 total = 0;
+  size_t i = 1;
+  while (i < text.size()) {
+    if (text[i] == 'T') {
+      if (in_time) return InvalidArgumentError(malformed);
+      in_time = true;
+      next_unit = kHour;
+      ++i;
+      continue;
+    }
+    size_t start = i;
+    while (i < text.size() && IsDigit(text[i])) ++i;
+    if (i == start) return InvalidArgumentError(malformed);
+    unsigned __int128 n = 0;
+    for (size_t k = start; k < i; ++k) {
+      n = n * 10 + static_cast<unsigned>(text[k] - '0');
+      if (n > (static_cast<unsigned __int128>(1) << 80))
+        n = static_cast<unsigned __int128>(1) << 80;
+    }
+    if (i < text.size() && (text[i] == '.' || text[i] == ',')) {
+      while (i < text.size() && text[i] != 'S' && !(text[i] >= 'A' && text[i] <= 'Z')) ++i;
+      if (i < text.size() && text[i] == 'S') {
+        return InvalidArgumentError(q + " has fractional seconds; use whole seconds");
+      }
+      return InvalidArgumentError(q +
+                                  " has a fractional value; use whole units (e.g. \"PT90M\" "
+                                  "instead of \"PT1.5H\")");
+    }
+    if (i >= text.size()) return InvalidArgumentError(malformed);
+    const char designator = text[i++];
+    int unit;
+    if (!in_time && designator == 'Y') {
+      return InvalidArgumentError(q +
+                                  " uses years, which have no fixed length in seconds; use "
+                                  "weeks, days, hours, minutes or seconds (e.g. \"P365D\")");
+    } else if (!in_time && designator == 'M') {
+      return InvalidArgumentError(q +
+                                  " uses months, which have no fixed length in seconds; use "
+                                  "weeks, days, hours, minutes or seconds (e.g. \"P30D\")");
+    } else if (!in_time && designator == 'W') {
+      unit = kWeek;
+    } else if (!in_time && designator == 'D') {
+      unit = kDay;
+    } else if (in_time && designator == 'H') {
+      unit = kHour;
+    } else if (in_time && designator == 'M') {
+      unit = kMinute;
+    } else if (in_time && designator == 'S') {
+      unit = kSecond;
+    } else {
+      return InvalidArgumentError(malformed);
+    }
+    if (unit < next_unit) return InvalidArgumentError(malformed);
+    next_unit = unit + 1;
+    total += n * static_cast<unsigned __int128>(kSeconds[unit]);
+    any_component = true;
+    if (in_time) time_component = true;
+  }
+  if (!any_component || (in_time && !time_component)) return InvalidArgumentError(malformed);
+  if (total > static_cast<unsigned __int128>(max_seconds)) {
+    return InvalidArgumentError(q + " exceeds the maximum of " + std::to_string(max_seconds) +
+                                " seconds (max_timeout_seconds)");
+  }
+  return static_cast<int64_t>(total);
+}
+
+Result<Manifest> ParseManifest(std::string_view bytes, std::string_view source_name,
+                               ManifestFormat format, const ManifestLimits& limits) {
+  if (bytes.size() > limits.max_bytes) {
+    return InvalidArgumentError(ErrorLine(source_name, 1, 1, "manifest",
+                                          "is " + std::to_string(bytes.size()) +
+                                              " bytes, over the limit of " +
+                                              std::to_string(limits.max_bytes) +
+                                              " bytes (max_bytes); keep large data in inputs "
+                                              "referenced by hash"));
+  }
+  if (format == ManifestFormat::kAuto) {
+    const bool json =
+        source_name.size() >= 5 && source_name.substr(source_name.size() - 5) == ".json";
+    format = json ? ManifestFormat::kJson : ManifestFormat::kYaml;
+  }
+  const bool json = format == ManifestFormat::kJson;
+
+  size_t bad = 0;
+  if (!IsValidUtf8(bytes, &bad)) {
+    int line, column;
+    LineColumn(bytes, bad, &line, &column);
+    return InvalidArgumentError(ErrorLine(
+        source_name, line, column, "manifest",
+        "is not valid UTF-8 (bad byte at offset " + std::to_string(bad) + "); save it as UTF-8"));
+  }
+  if (size_t nul = bytes.find('\0'); nul != std::string_view::npos) {
+    int line, column;
+    LineColumn(bytes, nul, &line, &column);
+    return InvalidArgumentError(ErrorLine(source_name, line, column, "manifest",
+                                          "contains a NUL byte; a manifest is UTF-8 text"));
+  }
+
+  std::string rewritten;
+  std::string_view text = bytes;
+  if (json) {
+    // Strict JSON first (nlohmann's parser is iterative, so deep input cannot
+    // exhaust the stack); yaml-cpp then gives the tree and positions.
+    JsonSyntaxCheck check;
+    bool ok = false;
+    try {
+      ok = nlohmann::json::sax_parse(bytes.begin(), bytes.end(), &check);
+    } catch (const std::exception& e) {
+      check.message_ = e.what();
+    }
+    if (!ok) {
+      int line, column;
+      LineColumn(bytes, check.position_ > 0 ? check.position_ - 1 : 0, &line, &column);
+      return InvalidArgumentError(
+          ErrorLine(source_name, line, column, "manifest",
+                    "invalid JSON: " + check.message_ + "; fix the syntax"));
+    }
+    rewritten = internal::RewriteJsonSurrogatePairs(bytes);
+    text = rewritten;
+  }
+
+  internal::YamlTreeLimits tree_limits;
+  tree_limits.max_nodes = limits.max_nodes;
+  tree_limits.max_depth = limits.max_depth;
+  tree_limits.max_string_bytes = limits.max_string_bytes;
+  tree_limits.max_total_bytes = limits.max_bytes;
+  internal::YamlNode root;
+  internal::YamlTreeError tree_error;
+  if (!internal::ParseYamlTree(text, tree_limits, &root, &tree_error)) {
+    return InvalidArgumentError(ErrorLine(source_name, tree_error.line, tree_error.column,
+                                          tree_error.path.empty() ? "manifest" : tree_error.path,
+                                          tree_error.message));
+  }
+  Checker checker(source_name, json, limits);
+  Manifest m = checker.Check(root);
+  if (!checker.ok()) return checker.ToStatus();
+  return m;
+}
+
+Result<Manifest> LoadManifestFile(const std::string& path, const ManifestLimits& limits) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    std::string what = path + ": cannot open: " + std::strerror(err);
+    if (err == ENOENT) return NotFoundError(what);
+    if (err == EACCES) return PermissionDeniedError(what);
+    return InternalError(what);
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (fstat(fd, &st) != 0) return InternalError(path + ": fstat: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgumentError(path + ":1:1: manifest: is not a regular file; expected a file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > limits.max_bytes) {
+    return InvalidArgumentError(ErrorLine(path, 1, 1, "manifest",
+                                          "is " + std::to_string(st.st_size) +
+                                              " bytes, over the limit of " +
+                                              std::to_string(limits.max_bytes) +
+                                              " bytes (max_bytes); keep large data in inputs "
+                                              "referenced by hash"));
+  }
+  std::string data;
+  // One byte more than the limit: a file that grew after fstat is caught by
+  // ParseManifest's own size check.
+  data.resize(limits.max_bytes + 1);
+  size_t got = 0;
+  while (got < data.size()) {
+    const ssize_t n = read(fd, data.data() + got, data.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return InternalError(path + ": read: " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  data.resize(got);
+  return ParseManifest(data, path, ManifestFormat::kAuto, limits);
+}
+
+Status ValidateManifest(const Manifest& m, const ManifestLimits& limits) {
+  std::vector<std::string> errors;
+  const auto add = [&](const std::string& field, const std::string& what) {
+    if (!what.empty()) errors.push_back(field + ": " + what);
+  };
+  if (m.command.empty()) add("command", "is an empty list; expected the program to run");
+  for (size_t i = 0; i < m.command.size(); ++i) {
+    const std::string f = "command[" + std::to_string(i) + "]";
+    if (m.command[i].empty()) add(f, "is an empty string; expected a program or argument");
+    add(f, TextProblem(m.command[i], limits.max_string_bytes));
+  }
+  for (size_t i = 0; i < m.args.size(); ++i) {
+    add("args[" + std::to_string(i) + "]", TextProblem(m.args[i], limits.max_string_bytes));
+  }
+  add("timeout", TimeoutRangeProblem(m.timeout_seconds, limits.max_timeout_seconds));
+  if (m.env) {
+    for (const auto& [k, v] : *m.env) {
+      if (!IsEnvName(k)) {
+        add("env." + k, Quote(k) +
+                            " is not a valid environment variable name; expected "
+                            "[A-Za-z_][A-Za-z0-9_]*");
+      }
+      add("env." + k, TextProblem(v, limits.max_string_bytes));
+    }
+  }
+  if (m.cwd) {
+    add("cwd", TextProblem(*m.cwd, limits.max_string_bytes));
+    add("cwd", CwdProblem(*m.cwd));
+  }
+  if (m.inputs) {
+    if (!m.inputs->is_array()) {
+      add("inputs", "is not a list; expected a list of objects");
+    } else {
+      for (size_t i = 0; i < m.inputs->size(); ++i) {
+        if (!(*m.inputs)[i].is_object()) {
+          add("inputs[" + std::to_string(i) + "]", "is not an object; expected an object");
+        }
+      }
+      Result<std::string> c = CanonicalJson(*m.inputs);
+      if (!c.ok()) add("inputs", c.status().message());
+    }
+  }
+  if (m.policy_root) add("policy_root", PolicyRootProblem(*m.policy_root));
+  if (m.ulid) add("ulid", UlidProblem(*m.ulid));
+  if (errors.empty()) return OkStatus();
+  std::string joined;
+  for (const auto& e : errors) joined += (joined.empty() ? "" : "\n") + e;
+  return InvalidArgumentError(joined);
+}
+
+nlohmann::json ManifestCoreJson(const Manifest& m) {
+  nlohmann::json j = nlohmann::json::object();
+  j["command"] = m.command;
+  j["args"] = m.args;
+  j["timeout"] = m.timeout_seconds;
+  if (m.env) j["env"] = *m.env;
+  if (m.cwd) j["cwd"] = *m.cwd;
+  if (m.inputs) j["inputs"] = *m.inputs;
+  if (m.policy_root) j["policy_root"] = *m.policy_root;
+  return j;
+}
+
+nlohmann::json ManifestJson(const Manifest& m) {
+  nlohmann::json j = ManifestCoreJson(m);
+  if (m.ulid) j["ulid"] = *m.ulid;
+  return j;
+}
+
+std::string CanonicalManifest(const Manifest& m) {
+  Result<std::string> c = CanonicalJson(ManifestCoreJson(m));
+  return c.ok() ? std::move(c).value() : std::string();
+}
+
+std::string JobIdHex(const Manifest& m) { return DigestHex(Blake3(CanonicalManifest(m))); }
+
+std::string JobId(const Manifest& m) { return "blake3:" + JobIdHex(m); }
+
+bool IsJobIdHex(std::string_view hex) { return IsLowerHex(hex, 64); }
+
+}  // namespace gatos

@@ -1,0 +1,360 @@
+#include "gatos/scan/rules.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gatos/canonical_json.h"
+#include "gatos/yaml_tree.h"
+
+namespace gatos::scan {
+namespace {
+
+using internal::YamlEntry;
+using internal::YamlNode;
+
+constexpr size_t kMaxRegexBytes = 8192;
+constexpr size_t kMaxRules = 10000;
+
+std::string At(const std::string& origin, const YamlNode& n) {
+  return origin + ":" + std::to_string(n.line);
+}
+
+Status Bad(const std::string& origin, const YamlNode& n, const std::string& what) {
+  return InvalidArgumentError(At(origin, n) + ": " + what);
+}
+
+Result<std::string> Scalar(const std::string& origin, const YamlNode& n, const std::string& key) {
+  if (n.kind != YamlNode::Kind::kScalar) {
+    return Bad(origin, n, "`" + key + "` must be a string (quote it if it contains ': ' or '#')");
+  }
+  return n.value;
+}
+
+Result<std::vector<std::string>> StringList(const std::string& origin, const YamlNode& n,
+                                            const std::string& key) {
+  std::vector<std::string> out;
+  if (n.kind == YamlNode::Kind::kNull) return out;
+  if (n.kind != YamlNode::Kind::kSequence) {
+    return Bad(origin, n, "`" + key + "` must be a list of strings, e.g. [a, b]");
+  }
+  for (const YamlNode& item : n.items) {
+    GATOS_ASSIGN_OR_RETURN(std::string s, Scalar(origin, item, key + " item"));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Compiles `pattern` with PCRE2 to check it; the detector compiles again with JIT.
+Status CheckRegex(const std::string& origin, const YamlNode& n, const std::string& what,
+                  const std::string& pattern) {
+  if (pattern.empty()) return Bad(origin, n, what + " is empty");
+  if (pattern.size() > kMaxRegexBytes) {
+    return Bad(origin, n,
+               what + " is " + std::to_string(pattern.size()) + " bytes; the limit is " +
+                   std::to_string(kMaxRegexBytes));
+  }
+  int err = 0;
+  PCRE2_SIZE offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                                   PCRE2_MULTILINE, &err, &offset, nullptr);
+  if (code == nullptr) {
+    PCRE2_UCHAR buf[256];
+    pcre2_get_error_message(err, buf, sizeof buf);
+    return Bad(origin, n,
+               what + " does not compile at offset " + std::to_string(offset) + ": " +
+                   reinterpret_cast<const char*>(buf) + " (fix the pattern; syntax is PCRE2)");
+  }
+  pcre2_code_free(code);
+  return OkStatus();
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return s;
+}
+
+Status ParseAllowlistEntries(const std::string& origin, const YamlNode& map, bool allow_desc,
+                             Allowlist* out) {
+  if (map.kind == YamlNode::Kind::kNull) return OkStatus();
+  if (map.kind != YamlNode::Kind::kMap) {
+    return Bad(origin, map, "an allowlist must be a mapping with paths, regexes, stopwords");
+  }
+  for (const YamlEntry& e : map.entries) {
+    const std::string& k = e.key.value;
+    if (k == "paths" || k == "regexes") {
+      GATOS_ASSIGN_OR_RETURN(std::vector<std::string> list, StringList(origin, e.value, k));
+      for (size_t i = 0; i < list.size(); ++i) {
+        const YamlNode& where = e.value.items[i];
+        GATOS_RETURN_IF_ERROR(CheckRegex(origin, where, "allowlist " + k + " entry", list[i]));
+      }
+      auto& dst = k == "paths" ? out->paths : out->regexes;
+      dst.insert(dst.end(), list.begin(), list.end());
+    } else if (k == "stopwords") {
+      GATOS_ASSIGN_OR_RETURN(std::vector<std::string> list, StringList(origin, e.value, k));
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (list[i].empty()) return Bad(origin, e.value.items[i], "empty stopword");
+        out->stopwords.push_back(Lower(list[i]));
+      }
+    } else if (k == "description" && allow_desc) {
+      GATOS_RETURN_IF_ERROR(Scalar(origin, e.value, k));
+    } else {
+      return Bad(origin, e.key,
+                 "unknown allowlist key `" + k + "` (expected paths, regexes or stopwords)");
+    }
+  }
+  return OkStatus();
+}
+
+bool ValidRuleId(const std::string& id) {
+  if (id.empty() || id.size() > 100) return false;
+  for (size_t i = 0; i < id.size(); ++i) {
+    char c = id[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              (i > 0 && (c == '-' || c == '_' || c == '.'));
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Result<double> ParseNumber(const std::string& origin, const YamlNode& n, const std::string& key,
+                           double lo, double hi) {
+  GATOS_ASSIGN_OR_RETURN(std::string s, Scalar(origin, n, key));
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < lo || v > hi) {
+    std::ostringstream msg;
+    msg << "`" << key << "` must be a number from " << lo << " to " << hi;
+    return Bad(origin, n, msg.str());
+  }
+  return v;
+}
+
+Result<Rule> ParseRule(const std::string& origin, const YamlNode& n) {
+  if (n.kind != YamlNode::Kind::kMap) return Bad(origin, n, "each rule must be a mapping");
+  Rule r;
+  r.origin = At(origin, n);
+  const YamlNode* regex_node = nullptr;
+  for (const YamlEntry& e : n.entries) {
+    const std::string& k = e.key.value;
+    if (k == "id") {
+      GATOS_ASSIGN_OR_RETURN(r.id, Scalar(origin, e.value, k));
+      if (!ValidRuleId(r.id)) {
+        return Bad(origin, e.value,
+                   "rule id must be 1-100 characters of [a-z0-9._-] starting with a letter or "
+                   "digit");
+      }
+    } else if (k == "description") {
+      GATOS_ASSIGN_OR_RETURN(r.description, Scalar(origin, e.value, k));
+    } else if (k == "regex") {
+      GATOS_ASSIGN_OR_RETURN(r.regex, Scalar(origin, e.value, k));
+      regex_node = &e.value;
+    } else if (k == "keywords") {
+      GATOS_ASSIGN_OR_RETURN(r.keywords, StringList(origin, e.value, k));
+      for (size_t i = 0; i < r.keywords.size(); ++i) {
+        if (r.keywords[i].empty()) return Bad(origin, e.value.items[i], "empty keyword");
+        r.keywords[i] = Lower(r.keywords[i]);
+      }
+    } else if (k == "entropy") {
+      GATOS_ASSIGN_OR_RETURN(double v, ParseNumber(origin, e.value, k, 0.0, 8.0));
+      r.entropy = v;
+    } else if (k == "secret_group") {
+      GATOS_ASSIGN_OR_RETURN(double v, ParseNumber(origin, e.value, k, 0, 99));
+      if (v != std::floor(v)) return Bad(origin, e.value, "`secret_group` must be an integer");
+      r.secret_group = static_cast<int>(v);
+    } else if (k == "window") {
+      GATOS_ASSIGN_OR_RETURN(double v, ParseNumber(origin, e.value, k, 1, kMaxWindow));
+      if (v != std::floor(v)) return Bad(origin, e.value, "`window` must be an integer");
+      r.window = static_cast<uint32_t>(v);
+    } else if (k == "allowlist") {
+      GATOS_RETURN_IF_ERROR(ParseAllowlistEntries(origin, e.value, true, &r.allowlist));
+    } else {
+      return Bad(origin, e.key,
+                 "unknown rule key `" + k +
+                     "` (expected id, description, regex, secret_group, keywords, entropy, "
+                     "window, allowlist)");
+    }
+  }
+  if (r.id.empty()) return Bad(origin, n, "rule has no `id`");
+  if (regex_node == nullptr) return Bad(origin, n, "rule " + r.id + " has no `regex`");
+  GATOS_RETURN_IF_ERROR(CheckRegex(origin, *regex_node, "rule " + r.id + " regex", r.regex));
+  return r;
+}
+
+internal::YamlTreeLimits Limits() {
+  internal::YamlTreeLimits l;
+  l.max_nodes = 200000;
+  l.max_depth = 16;
+  l.max_string_bytes = kMaxRegexBytes;
+  l.max_total_bytes = 16 << 20;
+  return l;
+}
+
+Result<YamlNode> ParseTree(std::string_view yaml, const std::string& origin) {
+  YamlNode root;
+  internal::YamlTreeError err;
+  if (!internal::ParseYamlTree(yaml, Limits(), &root, &err)) {
+    return InvalidArgumentError(origin + ":" + std::to_string(err.line) + ": " + err.message);
+  }
+  return root;
+}
+
+Result<std::string> ReadWholeFile(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return NotFoundError("cannot read " + what + " " + path +
+                         ": no such file or not readable (check the path)");
+  }
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) return UnavailableError("error reading " + what + " " + path);
+  return s.str();
+}
+
+nlohmann::json AllowlistJson(const Allowlist& a) {
+  return {{"paths", a.paths}, {"regexes", a.regexes}, {"stopwords", a.stopwords}};
+}
+
+}  // namespace
+
+Result<RuleSet> ParseRules(std::string_view yaml, const std::string& origin) {
+  GATOS_ASSIGN_OR_RETURN(YamlNode root, ParseTree(yaml, origin));
+  if (root.kind != YamlNode::Kind::kMap) {
+    return Bad(origin, root,
+               "a rules file must be a mapping with `rules:` (and optional "
+               "`version:`, `allowlist:`)");
+  }
+  RuleSet set;
+  std::map<std::string, std::string> seen;  // id -> origin
+  bool has_rules = false;
+  for (const YamlEntry& e : root.entries) {
+    const std::string& k = e.key.value;
+    if (k == "version") {
+      GATOS_ASSIGN_OR_RETURN(set.version, Scalar(origin, e.value, k));
+    } else if (k == "description") {
+      GATOS_RETURN_IF_ERROR(Scalar(origin, e.value, k));
+    } else if (k == "allowlist") {
+      GATOS_RETURN_IF_ERROR(ParseAllowlistEntries(origin, e.value, true, &set.allowlist));
+    } else if (k == "rules") {
+      has_rules = true;
+      if (e.value.kind == YamlNode::Kind::kNull) continue;
+      if (e.value.kind != YamlNode::Kind::kSequence) {
+        return Bad(origin, e.value, "`rules` must be a list of rule mappings");
+      }
+      if (e.value.items.size() > kMaxRules) {
+        return Bad(origin, e.value, "more than " + std::to_string(kMaxRules) + " rules");
+      }
+      for (const YamlNode& item : e.value.items) {
+        GATOS_ASSIGN_OR_RETURN(Rule r, ParseRule(origin, item));
+        auto [it, inserted] = seen.emplace(r.id, r.origin);
+        if (!inserted) {
+          return Bad(
+              origin, item,
+              "duplicate rule id " + r.id + " (first defined at " + it->second + "; rename one)");
+        }
+        set.rules.push_back(std::move(r));
+      }
+    } else {
+      return Bad(origin, e.key,
+                 "unknown top-level key `" + k +
+                     "` (expected version, description, allowlist, "
+                     "rules)");
+    }
+  }
+  if (!has_rules && set.allowlist.empty()) {
+    return Bad(origin, root, "no `rules:` list and no `allowlist:` (nothing to load)");
+  }
+  return set;
+}
+
+Result<RuleSet> LoadRulesFile(const std::string& path) {
+  GATOS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "rules file"));
+  return ParseRules(text, path);
+}
+
+Result<Allowlist> ParseAllowlist(std::string_view yaml, const std::string& origin) {
+  GATOS_ASSIGN_OR_RETURN(YamlNode root, ParseTree(yaml, origin));
+  Allowlist a;
+  if (root.kind != YamlNode::Kind::kMap) {
+    return Bad(origin, root, "an allowlist file must be a mapping with paths, regexes, stopwords");
+  }
+  GATOS_RETURN_IF_ERROR(ParseAllowlistEntries(origin, root, true, &a));
+  return a;
+}
+
+Result<Allowlist> LoadAllowlistFile(const std::string& path) {
+  GATOS_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path, "allowlist file"));
+  return ParseAllowlist(text, path);
+}
+
+Result<RuleSet> DefaultRules() { return ParseRules(DefaultRulesYaml(), "rules/default.yaml"); }
+
+void MergeAllowlist(Allowlist* base, const Allowlist& more) {
+  base->paths.insert(base->paths.end(), more.paths.begin(), more.paths.end());
+  base->regexes.insert(base->regexes.end(), more.regexes.begin(), more.regexes.end());
+  base->stopwords.insert(base->stopwords.end(), more.stopwords.begin(), more.stopwords.end());
+}
+
+void MergeRules(RuleSet* base, RuleSet more) {
+  if (!more.version.empty()) {
+    base->version = base->version.empty() ? more.version : base->version + "+" + more.version;
+  }
+  for (Rule& r : more.rules) {
+    bool replaced = false;
+    for (Rule& existing : base->rules) {
+      if (existing.id == r.id) {
+        existing = r;
+        replaced = true;
+        break;
+      }
+    }
+    if (!replaced) base->rules.push_back(std::move(r));
+  }
+  MergeAllowlist(&base->allowlist, more.allowlist);
+}
+
+std::string CanonicalRuleSet(const RuleSet& rules) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Rule& r : rules.rules) {
+    nlohmann::json j = {{"id", r.id},
+                        {"regex", r.regex},
+                        {"keywords", r.keywords},
+                        {"secret_group", r.secret_group},
+                        {"window", r.window == 0 ? kDefaultWindow : r.window},
+                        {"allowlist", AllowlistJson(r.allowlist)}};
+    // Canonical JSON has no floats: thousandths of a bit are precise enough.
+    if (r.entropy) j["entropy_milli"] = static_cast<int64_t>(std::llround(*r.entropy * 1000));
+    list.push_back(std::move(j));
+  }
+  nlohmann::json doc = {{"version", rules.version},
+                        {"rules", std::move(list)},
+                        {"allowlist", AllowlistJson(rules.allowlist)}};
+  Result<std::string> text = CanonicalJson(doc);
+  // Every string came through the YAML parser, which only accepts UTF-8.
+  return text.ok() ? *text : doc.dump();
+}
+
+double ShannonEntropy(std::string_view s) {
+  if (s.empty()) return 0.0;
+  size_t counts[256] = {};
+  for (unsigned char c : s) ++counts[c];
+  double h = 0.0;
+  const double n = static_cast<double>(s.size());
+  for (size_t c : counts) {
+    if (c == 0) continue;
+    double p = static_cast<double>(c) / n;
+    h -= p * std::log2(p);
+  }
+  return h;
+}
+
+}  // namespace gatos::scan
