@@ -3,13 +3,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "gatos/scan/baseline.h"
+#include "gatos/scan/examples.h"
 #include "gatos/scan/fingerprint.h"
 #include "gatos/scan/rules.h"
 #include "gatos/scan/scanner.h"
@@ -23,11 +28,13 @@ constexpr int kExitFindings = 3;  // --fail-on-findings and at least one finding
 constexpr int kExitBudget = 4;    // partial only because a budget ran out
 
 constexpr const char* kUsage = R"(usage: gatos-scan --repo PATH|file://URL|URL [options]
+       gatos-scan --check-rules FILE [--rules FILE]... [--no-default-rules]
 
 Scans every blob reachable from the selected refs of a git repository for
-secrets. Writes findings.jsonl and summary.json into the output directory.
-Findings hold rule, blob, commit, path, line, byte span and a keyed
-fingerprint; never the secret itself.
+secrets. Writes findings.jsonl, findings.sarif (SARIF 2.1.0) and summary.json
+into the output directory. Findings hold rule, blob, commit, path, line, byte
+span and a keyed fingerprint; never the secret itself. A line holding
+`gatos:allow` reports nothing.
 
 options:
   --repo PATH|URL        repository to scan (local path, file:// or remote URL)
@@ -38,6 +45,12 @@ options:
   --rules FILE           extra rules file (repeatable; same id replaces a rule)
   --no-default-rules     use only the --rules files
   --allowlist FILE       extra allow-list file (paths, regexes, stopwords)
+  --baseline FILE        accepted findings (by fingerprint): listed apart, as
+                         suppressed in the SARIF, not in findings.jsonl
+  --write-baseline FILE  write a baseline accepting every current finding
+  --check-rules FILE     run the examples (tp/fp) of FILE's rules, together
+                         with the default rules and any --rules FILE, and
+                         report failures; scans nothing
   --fingerprint-key FILE 32-byte key for fingerprints (or
                          GATOS_FINGERPRINT_KEY_FILE; default: generated once
                          into DIR/fingerprint.key of the state dir)
@@ -51,7 +64,8 @@ options:
   --help                 this text
 
 exit status: 0 complete (with or without findings), 1 operational failure
-(summary says partial when outputs could be written), 2 usage error,
+(summary says partial when outputs could be written; for --check-rules: an
+example failed), 2 usage error,
 3 findings with --fail-on-findings, 4 partial because --max-seconds or
 --max-blobs ran out (rerun to continue; watermarks did not move).
 )";
@@ -79,12 +93,62 @@ std::string Env(const char* name) {
   return v ? v : "";
 }
 
+gatos::Status WriteTextFile(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) return gatos::UnavailableError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return gatos::UnavailableError("cannot rename " + tmp + " to " + path);
+  }
+  return gatos::OkStatus();
+}
+
+// --check-rules: the file's rules merged after the defaults (unless
+// --no-default-rules) and the --rules files, as a scan would use them; every
+// example of every rule is run.
+int CheckRules(const std::string& file, const std::vector<std::string>& more_files,
+               bool default_rules) {
+  using namespace gatos::scan;
+  RuleSet rules;
+  if (default_rules) {
+    gatos::Result<RuleSet> defaults = DefaultRules();
+    if (!defaults.ok()) return Fail("built-in rules: " + defaults.status().message());
+    rules = std::move(*defaults);
+  }
+  std::vector<std::string> files = more_files;
+  files.push_back(file);
+  std::vector<std::string> checked_ids;
+  for (const std::string& f : files) {
+    gatos::Result<RuleSet> more = LoadRulesFile(f);
+    if (!more.ok()) return Usage("rules: " + more.status().message());
+    if (f == file) {
+      for (const Rule& r : more->rules) checked_ids.push_back(r.id);
+    }
+    MergeRules(&rules, std::move(*more));
+  }
+  gatos::Result<ExampleReport> rep = CheckRuleExamples(rules, /*require_both=*/false);
+  if (!rep.ok()) return Usage("rules: " + rep.status().message());
+  std::cout << FormatExampleReport(*rep);
+  for (const std::string& id : rep->incomplete) {
+    if (std::find(checked_ids.begin(), checked_ids.end(), id) != checked_ids.end()) {
+      std::cout << "gatos-scan: note: rule " << id
+                << " lacks true or false positive examples (examples: {tp: [...], fp: [...]})\n";
+    }
+  }
+  return rep->ok() ? kExitOk : kExitFailure;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace gatos::scan;
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::optional<std::string> repo, state_dir, output_dir, allowlist, key_file;
+  std::optional<std::string> repo, state_dir, output_dir, allowlist, key_file, baseline,
+      write_baseline, check_rules;
   std::vector<std::string> refs, rule_files;
   std::optional<double> max_seconds;
   std::optional<uint64_t> max_blobs;
@@ -123,6 +187,7 @@ int main(int argc, char** argv) {
       default_rules = false;
     } else if (a == "--repo" || a == "--ref" || a == "--state-dir" || a == "--output-dir" ||
                a == "--rules" || a == "--allowlist" || a == "--fingerprint-key" ||
+               a == "--baseline" || a == "--write-baseline" || a == "--check-rules" ||
                a == "--max-seconds" || a == "--max-blobs" || a == "--max-blob-bytes" ||
                a == "--threads") {
       if (!value(&v)) return Usage(a + " needs a value");
@@ -142,6 +207,14 @@ int main(int argc, char** argv) {
         allowlist = v;
       } else if (a == "--fingerprint-key") {
         key_file = v;
+      } else if (a == "--baseline") {
+        if (baseline) return Usage("--baseline given twice; merge the files");
+        baseline = v;
+      } else if (a == "--write-baseline") {
+        write_baseline = v;
+      } else if (a == "--check-rules") {
+        if (check_rules) return Usage("--check-rules given twice; check one file per run");
+        check_rules = v;
       } else if (a == "--max-seconds") {
         char* end = nullptr;
         double d = std::strtod(v.c_str(), &end);
@@ -163,6 +236,7 @@ int main(int argc, char** argv) {
       return Usage("unknown argument \"" + a + "\"");
     }
   }
+  if (check_rules) return CheckRules(*check_rules, rule_files, default_rules);
   if (!repo) return Usage("--repo is required");
   if (!state_dir) state_dir = Env("GATOS_STATE_DIR");
   if (state_dir->empty()) {
@@ -204,6 +278,11 @@ int main(int argc, char** argv) {
     if (!al.ok()) return Usage("allowlist: " + al.status().message());
     MergeAllowlist(&opts.rules.allowlist, *al);
   }
+  if (baseline) {
+    gatos::Result<Baseline> b = LoadBaselineFile(*baseline);
+    if (!b.ok()) return Usage("baseline: " + b.status().message());
+    opts.baseline = std::move(*b);
+  }
 
   if (!key_file) {
     std::string env_key = Env("GATOS_FINGERPRINT_KEY_FILE");
@@ -238,6 +317,13 @@ int main(int argc, char** argv) {
                : Fail(report.status().message());
   }
   if (gatos::Status s = WriteOutputs(*report, *output_dir); !s.ok()) return Fail(s.message());
+  if (write_baseline) {
+    std::vector<ListedFinding> all = report->findings;
+    all.insert(all.end(), report->accepted.begin(), report->accepted.end());
+    if (gatos::Status s = WriteTextFile(*write_baseline, BaselineJson(all)); !s.ok()) {
+      return Fail(s.message());
+    }
+  }
 
   if (json) {
     std::cout << SummaryJson(*report) << '\n';
@@ -248,7 +334,9 @@ int main(int argc, char** argv) {
               << " blobs (" << c.bytes_scanned << " bytes) scanned, " << c.blobs_skipped_done
               << " already done, " << c.blobs_skipped_binary << " binary, "
               << c.blobs_skipped_too_large << " too large; " << report->findings.size()
-              << " findings (" << c.findings_new << " new)"
+              << " findings (" << c.findings_new << " new)";
+    if (report->baseline_used) std::cout << ", " << report->accepted.size() << " in the baseline";
+    std::cout
               << (report->force_pushed ? "; force-push detected" : "") << '\n';
     for (const std::string& r : report->partial_reasons) {
       std::cout << "gatos-scan: note: " << r << '\n';

@@ -91,13 +91,16 @@ Status ParseAllowlistEntries(const std::string& origin, const YamlNode& map, boo
   }
   for (const YamlEntry& e : map.entries) {
     const std::string& k = e.key.value;
-    if (k == "paths" || k == "regexes") {
+    if (k == "paths" || k == "regexes" || k == "match_regexes" || k == "line_regexes") {
       GATOS_ASSIGN_OR_RETURN(std::vector<std::string> list, StringList(origin, e.value, k));
       for (size_t i = 0; i < list.size(); ++i) {
         const YamlNode& where = e.value.items[i];
         GATOS_RETURN_IF_ERROR(CheckRegex(origin, where, "allowlist " + k + " entry", list[i]));
       }
-      auto& dst = k == "paths" ? out->paths : out->regexes;
+      auto& dst = k == "paths"           ? out->paths
+                  : k == "regexes"       ? out->regexes
+                  : k == "match_regexes" ? out->match_regexes
+                                         : out->line_regexes;
       dst.insert(dst.end(), list.begin(), list.end());
     } else if (k == "stopwords") {
       GATOS_ASSIGN_OR_RETURN(std::vector<std::string> list, StringList(origin, e.value, k));
@@ -109,7 +112,8 @@ Status ParseAllowlistEntries(const std::string& origin, const YamlNode& map, boo
       GATOS_RETURN_IF_ERROR(Scalar(origin, e.value, k));
     } else {
       return Bad(origin, e.key,
-                 "unknown allowlist key `" + k + "` (expected paths, regexes or stopwords)");
+                 "unknown allowlist key `" + k +
+                     "` (expected paths, regexes, match_regexes, line_regexes or stopwords)");
     }
   }
   return OkStatus();
@@ -139,11 +143,60 @@ Result<double> ParseNumber(const std::string& origin, const YamlNode& n, const s
   return v;
 }
 
+// One example: a string (the text) or a mapping {text, path}.
+Result<RuleExample> ParseExample(const std::string& origin, const YamlNode& n) {
+  RuleExample ex;
+  ex.origin = At(origin, n);
+  if (n.kind == YamlNode::Kind::kScalar) {
+    ex.text = n.value;
+  } else if (n.kind == YamlNode::Kind::kMap) {
+    for (const YamlEntry& e : n.entries) {
+      const std::string& k = e.key.value;
+      if (k == "text") {
+        GATOS_ASSIGN_OR_RETURN(ex.text, Scalar(origin, e.value, "example text"));
+      } else if (k == "path") {
+        GATOS_ASSIGN_OR_RETURN(ex.path, Scalar(origin, e.value, "example path"));
+      } else {
+        return Bad(origin, e.key, "unknown example key `" + k + "` (expected text, path)");
+      }
+    }
+  } else {
+    return Bad(origin, n, "an example must be a string or a mapping {path: ..., text: ...}");
+  }
+  if (ex.text.empty() && ex.path.empty()) return Bad(origin, n, "empty example");
+  return ex;
+}
+
+Status ParseExamples(const std::string& origin, const YamlNode& map, RuleExamples* out) {
+  if (map.kind != YamlNode::Kind::kMap) {
+    return Bad(origin, map, "`examples` must be a mapping with `tp` and `fp` lists");
+  }
+  for (const YamlEntry& e : map.entries) {
+    const std::string& k = e.key.value;
+    if (k != "tp" && k != "fp") {
+      return Bad(origin, e.key,
+                 "unknown examples key `" + k + "` (expected tp: true positives, fp: false "
+                 "positives)");
+    }
+    if (e.value.kind == YamlNode::Kind::kNull) continue;
+    if (e.value.kind != YamlNode::Kind::kSequence) {
+      return Bad(origin, e.value, "`examples." + k + "` must be a list");
+    }
+    auto& dst = k == "tp" ? out->tp : out->fp;
+    for (const YamlNode& item : e.value.items) {
+      GATOS_ASSIGN_OR_RETURN(RuleExample ex, ParseExample(origin, item));
+      dst.push_back(std::move(ex));
+    }
+  }
+  return OkStatus();
+}
+
 Result<Rule> ParseRule(const std::string& origin, const YamlNode& n) {
   if (n.kind != YamlNode::Kind::kMap) return Bad(origin, n, "each rule must be a mapping");
   Rule r;
   r.origin = At(origin, n);
   const YamlNode* regex_node = nullptr;
+  const YamlNode* path_node = nullptr;
   for (const YamlEntry& e : n.entries) {
     const std::string& k = e.key.value;
     if (k == "id") {
@@ -158,6 +211,11 @@ Result<Rule> ParseRule(const std::string& origin, const YamlNode& n) {
     } else if (k == "regex") {
       GATOS_ASSIGN_OR_RETURN(r.regex, Scalar(origin, e.value, k));
       regex_node = &e.value;
+    } else if (k == "path") {
+      GATOS_ASSIGN_OR_RETURN(r.path, Scalar(origin, e.value, k));
+      path_node = &e.value;
+    } else if (k == "examples") {
+      GATOS_RETURN_IF_ERROR(ParseExamples(origin, e.value, &r.examples));
     } else if (k == "keywords") {
       GATOS_ASSIGN_OR_RETURN(r.keywords, StringList(origin, e.value, k));
       for (size_t i = 0; i < r.keywords.size(); ++i) {
@@ -180,13 +238,26 @@ Result<Rule> ParseRule(const std::string& origin, const YamlNode& n) {
     } else {
       return Bad(origin, e.key,
                  "unknown rule key `" + k +
-                     "` (expected id, description, regex, secret_group, keywords, entropy, "
-                     "window, allowlist)");
+                     "` (expected id, description, regex, path, secret_group, keywords, "
+                     "entropy, window, allowlist, examples)");
     }
   }
   if (r.id.empty()) return Bad(origin, n, "rule has no `id`");
-  if (regex_node == nullptr) return Bad(origin, n, "rule " + r.id + " has no `regex`");
-  GATOS_RETURN_IF_ERROR(CheckRegex(origin, *regex_node, "rule " + r.id + " regex", r.regex));
+  if (regex_node == nullptr && path_node == nullptr) {
+    return Bad(origin, n, "rule " + r.id + " has no `regex` (nor a `path` for a path-only rule)");
+  }
+  if (regex_node != nullptr) {
+    GATOS_RETURN_IF_ERROR(CheckRegex(origin, *regex_node, "rule " + r.id + " regex", r.regex));
+  }
+  if (path_node != nullptr) {
+    GATOS_RETURN_IF_ERROR(CheckRegex(origin, *path_node, "rule " + r.id + " path", r.path));
+  }
+  if (r.path_only() && (!r.keywords.empty() || r.entropy || r.secret_group >= 0)) {
+    // These act on a content match; a path-only rule has none.
+    return Bad(origin, n,
+               "rule " + r.id +
+                   " has no `regex`: keywords, entropy and secret_group need one");
+  }
   return r;
 }
 
@@ -221,7 +292,11 @@ Result<std::string> ReadWholeFile(const std::string& path, const std::string& wh
 }
 
 nlohmann::json AllowlistJson(const Allowlist& a) {
-  return {{"paths", a.paths}, {"regexes", a.regexes}, {"stopwords", a.stopwords}};
+  nlohmann::json j = {{"paths", a.paths}, {"regexes", a.regexes}, {"stopwords", a.stopwords}};
+  // Only when used, so rule sets without them keep their earlier form.
+  if (!a.match_regexes.empty()) j["match_regexes"] = a.match_regexes;
+  if (!a.line_regexes.empty()) j["line_regexes"] = a.line_regexes;
+  return j;
 }
 
 }  // namespace
@@ -301,6 +376,10 @@ Result<RuleSet> DefaultRules() { return ParseRules(DefaultRulesYaml(), "rules/de
 void MergeAllowlist(Allowlist* base, const Allowlist& more) {
   base->paths.insert(base->paths.end(), more.paths.begin(), more.paths.end());
   base->regexes.insert(base->regexes.end(), more.regexes.begin(), more.regexes.end());
+  base->match_regexes.insert(base->match_regexes.end(), more.match_regexes.begin(),
+                             more.match_regexes.end());
+  base->line_regexes.insert(base->line_regexes.end(), more.line_regexes.begin(),
+                            more.line_regexes.end());
   base->stopwords.insert(base->stopwords.end(), more.stopwords.begin(), more.stopwords.end());
 }
 
@@ -331,6 +410,7 @@ std::string CanonicalRuleSet(const RuleSet& rules) {
                         {"secret_group", r.secret_group},
                         {"window", r.window == 0 ? kDefaultWindow : r.window},
                         {"allowlist", AllowlistJson(r.allowlist)}};
+    if (!r.path.empty()) j["path"] = r.path;
     // Canonical JSON has no floats: thousandths of a bit are precise enough.
     if (r.entropy) j["entropy_milli"] = static_cast<int64_t>(std::llround(*r.entropy * 1000));
     list.push_back(std::move(j));

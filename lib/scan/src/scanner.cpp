@@ -227,15 +227,28 @@ void ScanWorker(const std::string& mirror, const Detector& detector, const ScanO
     const std::string_view data(static_cast<const char*>(git_odb_object_data(obj.get())),
                                 git_odb_object_size(obj.get()));
     rec.size = data.size();
+    matches.clear();
     if (std::memchr(data.data(), '\0', std::min<size_t>(data.size(), kBinaryProbeBytes))) {
+      // Binary content is not scanned, but its path can still be a finding
+      // (a PKCS#12 bundle is binary by nature).
+      detector.ScanPathRules(rec.path, data.size(), &matches);
+      for (const Match& m : matches) {
+        StoredFinding f;
+        f.rule_id = detector.rules().rules[m.rule].id;
+        f.start = m.start;
+        f.end = m.end;
+        f.line = m.line;
+        f.fingerprint = Fingerprint(opts.fingerprint_key, data.substr(m.start, m.end - m.start));
+        rec.findings.push_back(std::move(f));
+      }
+      run->findings_new += rec.findings.size();
       rec.outcome = BlobOutcome::kBinary;
       ++run->blobs_skipped_binary;
       run->bytes_skipped_binary += data.size();
       results->Push(std::move(rec));
       continue;
     }
-    matches.clear();
-    if (Status s = detector.Scan(data, scratch->get(), &matches); !s.ok()) {
+    if (Status s = detector.Scan(data, rec.path, scratch->get(), &matches); !s.ok()) {
       run->Problem("scanning blob " + hex + ": " + s.message());
       ++run->blobs_not_reached;
       continue;
@@ -490,7 +503,9 @@ Status WriteFileAtomic(const std::string& path, const std::string& data) {
 
 std::string PolicyHash(const RuleSet& rules, uint64_t max_blob_bytes, const Digest32& key) {
   nlohmann::json settings = {
-      {"scanner", "gatos-scan/1"},
+      // 2: path rules, line allow-lists and inline gatos:allow changed what
+      // a blob yields.
+      {"scanner", "gatos-scan/2"},
       {"max_blob_bytes", max_blob_bytes},
       {"binary_probe_bytes", kBinaryProbeBytes},
       // Identifies the key (fingerprints depend on it) without revealing it.
@@ -671,14 +686,20 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
       ++report.findings_allowlisted;
       continue;
     }
-    report.findings.push_back(std::move(f));
+    if (opts.baseline.Accepts(f.finding.rule_id, f.finding.fingerprint)) {
+      report.accepted.push_back(std::move(f));
+    } else {
+      report.findings.push_back(std::move(f));
+    }
   }
-  std::sort(report.findings.begin(), report.findings.end(),
-            [](const ListedFinding& a, const ListedFinding& b) {
-              return std::tie(a.path, a.finding.line, a.finding.start, a.finding.rule_id, a.blob,
-                              a.commit) < std::tie(b.path, b.finding.line, b.finding.start,
-                                                   b.finding.rule_id, b.blob, b.commit);
-            });
+  auto by_location = [](const ListedFinding& a, const ListedFinding& b) {
+    return std::tie(a.path, a.finding.line, a.finding.start, a.finding.rule_id, a.blob, a.commit) <
+           std::tie(b.path, b.finding.line, b.finding.start, b.finding.rule_id, b.blob, b.commit);
+  };
+  std::sort(report.findings.begin(), report.findings.end(), by_location);
+  std::sort(report.accepted.begin(), report.accepted.end(), by_location);
+  report.baseline_used = !opts.baseline.empty();
+  for (const Rule& r : opts.rules.rules) report.rules.push_back({r.id, r.description});
   report.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return report;
 }
@@ -710,7 +731,7 @@ std::string SummaryJson(const ScanReport& r) {
     refs.push_back(std::move(j));
   }
   nlohmann::json j = {
-      {"tool", "gatos-scan 0.1.0"},
+      {"tool", std::string("gatos-scan ") + kScannerVersion},
       {"repo", r.repo_key},
       {"status", r.complete ? "complete" : "partial"},
       {"partial_reasons", r.partial_reasons},
@@ -730,6 +751,7 @@ std::string SummaryJson(const ScanReport& r) {
       {"findings", r.findings.size()},
       {"findings_new", c.findings_new},
       {"findings_allowlisted", r.findings_allowlisted},
+      {"findings_baselined", r.accepted.size()},
       {"force_pushed", r.force_pushed},
       {"refs", std::move(refs)},
       {"elapsed_ms", static_cast<int64_t>(r.elapsed_seconds * 1000)},
@@ -742,6 +764,7 @@ Status WriteOutputs(const ScanReport& r, const std::string& dir) {
   std::string lines;
   for (const ListedFinding& f : r.findings) lines += FindingJson(f) + "\n";
   GATOS_RETURN_IF_ERROR(WriteFileAtomic(dir + "/findings.jsonl", lines));
+  GATOS_RETURN_IF_ERROR(WriteFileAtomic(dir + "/findings.sarif", SarifJson(r) + "\n"));
   return WriteFileAtomic(dir + "/summary.json", SummaryJson(r) + "\n");
 }
 

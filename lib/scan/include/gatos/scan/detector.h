@@ -59,8 +59,21 @@ class Detector {
   Result<std::unique_ptr<Scratch>> NewScratch() const;
 
   // Appends the confirmed matches in `data`, sorted by (start, rule, end) and
-  // without duplicates. Internal on a Vectorscan failure.
+  // without duplicates. Internal on a Vectorscan failure. `path` (may be
+  // empty: unknown) decides the rules that have a `path` condition, and
+  // path-only rules report the whole of `data` when it matches.
+  // A match whose line(s) hold `gatos:allow` is not reported.
+  Status Scan(std::string_view data, std::string_view path, Scratch* scratch,
+              std::vector<Match>* out) const;
+  // Scan with no path: rules with a path condition do not apply.
   Status Scan(std::string_view data, Scratch* scratch, std::vector<Match>* out) const;
+
+  // Only the path-only rules, for a blob whose content is not scanned (a
+  // binary file): each one whose path regex matches reports [0, size).
+  void ScanPathRules(std::string_view path, uint64_t size, std::vector<Match>* out) const;
+
+  // True when rule `rule` has no path condition or `path` matches it.
+  bool PathMatches(size_t rule, std::string_view path) const;
 
   // True when the global or rule `rule`'s path allow-list matches `path`.
   bool PathAllowlisted(size_t rule, std::string_view path) const;

@@ -14,7 +14,13 @@
 //       keywords: [akia, asia] # optional; one must occur in the match (any case)
 //       entropy: 3.0           # optional; minimum Shannon entropy of the secret
 //       window: 256            # optional; longest match confirmed, in bytes
+//       path: '\.ya?ml$'       # optional; the rule applies only to blobs whose
+//                              # path matches (without `regex`: the path alone
+//                              # is the finding, e.g. a PKCS#12 file)
 //       allowlist: {...}       # optional; same shape as the global one
+//       examples:              # true and false positives the rule is tested on
+//         tp: ['...', {path: a.yaml, text: '...'}]
+//         fp: ['...']
 //
 // Regexes are PCRE2 syntax in the subset Vectorscan accepts in prefilter mode
 // (see docs/scan.md); both engines run with multiline `^`/`$`.
@@ -35,22 +41,45 @@ namespace gatos::scan {
 
 // A finding is dropped when any entry matches it.
 struct Allowlist {
-  std::vector<std::string> paths;      // regexes over the blob's path
-  std::vector<std::string> regexes;    // regexes over the secret bytes
-  std::vector<std::string> stopwords;  // lowercase substrings of the secret (any case)
-  bool empty() const { return paths.empty() && regexes.empty() && stopwords.empty(); }
+  std::vector<std::string> paths;          // regexes over the blob's path
+  std::vector<std::string> regexes;        // regexes over the secret bytes
+  std::vector<std::string> match_regexes;  // regexes over the whole match of the rule
+  std::vector<std::string> line_regexes;   // regexes over the line(s) holding the match
+  std::vector<std::string> stopwords;      // lowercase substrings of the secret (any case)
+  bool empty() const {
+    return paths.empty() && regexes.empty() && match_regexes.empty() && line_regexes.empty() &&
+           stopwords.empty();
+  }
+};
+
+// One example of a rule: text to scan, and the path it is scanned under
+// (empty: no path; rules with a `path` condition then do not apply).
+struct RuleExample {
+  std::string text;
+  std::string path;
+  std::string origin;  // "file:line" of the example, for reports (never its text)
+};
+
+// What a rule must find (tp) and must not find (fp). Not part of the policy:
+// examples document and test a rule, they do not change what it reports.
+struct RuleExamples {
+  std::vector<RuleExample> tp;
+  std::vector<RuleExample> fp;
 };
 
 struct Rule {
-  std::string id;  // [a-z0-9][a-z0-9-]*, unique in a RuleSet
+  std::string id;  // [a-z0-9][a-z0-9._-]*, unique in a RuleSet
   std::string description;
-  std::string regex;
+  std::string regex;  // empty only for a path-only rule (then `path` is set)
+  std::string path;   // regex over the blob's path; empty: any path
   std::vector<std::string> keywords;  // lowercase
   std::optional<double> entropy;      // minimum, in bits per byte
   int secret_group = -1;              // -1: decided when compiled (see above)
   uint32_t window = 0;                // 0: kDefaultWindow
   Allowlist allowlist;
+  RuleExamples examples;
   std::string origin;  // "file:line" of the rule, for error messages only
+  bool path_only() const { return regex.empty(); }
 };
 
 inline constexpr uint32_t kDefaultWindow = 512;
@@ -64,8 +93,9 @@ struct RuleSet {
 
 // Parses one rules document. `origin` names it in errors, which read
 // "origin:line: what" (InvalidArgument): YAML syntax, unknown keys, missing
-// id/regex, duplicate ids, regexes that PCRE2 rejects, bad numbers. Never
-// throws; bounded in memory and stack for hostile input.
+// id/regex, duplicate ids, regexes that PCRE2 rejects, bad numbers, examples
+// that are neither a string nor {path, text}. Never throws; bounded in memory
+// and stack for hostile input.
 Result<RuleSet> ParseRules(std::string_view yaml, const std::string& origin);
 // ParseRules on a file's bytes; NotFound/Unavailable if it cannot be read.
 Result<RuleSet> LoadRulesFile(const std::string& path);
@@ -86,8 +116,9 @@ Result<RuleSet> DefaultRules();
 void MergeRules(RuleSet* base, RuleSet more);
 void MergeAllowlist(Allowlist* base, const Allowlist& more);
 
-// The RFC 8785 canonical JSON of the rule set (rules in order, every field,
-// entropy as integer thousandths). Same rules => same bytes.
+// The RFC 8785 canonical JSON of the rule set (rules in order, every field
+// that changes findings, entropy as integer thousandths; not descriptions or
+// examples). Same rules => same bytes.
 std::string CanonicalRuleSet(const RuleSet& rules);
 
 // Shannon entropy of the bytes of `s` in bits per byte (0 for empty input).

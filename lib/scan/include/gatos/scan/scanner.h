@@ -29,12 +29,14 @@
 #include <vector>
 
 #include "gatos/blake3.h"
+#include "gatos/scan/baseline.h"
 #include "gatos/scan/done_ledger.h"
 #include "gatos/scan/rules.h"
 #include "gatos/status.h"
 
 namespace gatos::scan {
 
+inline constexpr const char* kScannerVersion = "0.2.0";
 inline constexpr uint64_t kDefaultMaxBlobBytes = 50ull << 20;
 // A blob with a NUL byte in this many leading bytes is binary and skipped.
 inline constexpr uint64_t kBinaryProbeBytes = 8192;
@@ -63,6 +65,9 @@ struct ScanOptions {
   std::optional<uint64_t> max_blobs;  // budget of blobs read (for tests and slicing)
   uint64_t max_blob_bytes = kDefaultMaxBlobBytes;
   unsigned threads = 0;  // 0: one per core
+  // Findings accepted here are listed apart (ScanReport::accepted), not as
+  // findings: what a team adopting the scanner on old history has reviewed.
+  Baseline baseline;
   // Called about once per second from a helper thread while the run lasts.
   std::function<void(const ScanCounters&)> progress;
 };
@@ -73,6 +78,12 @@ struct RefReport {
   std::optional<std::string> watermark_before;
   std::optional<std::string> watermark_after;
   bool force_pushed = false;
+};
+
+// What outputs say about a rule (SARIF rule metadata).
+struct RuleInfo {
+  std::string id;
+  std::string description;
 };
 
 struct ScanReport {
@@ -88,7 +99,10 @@ struct ScanReport {
   bool force_pushed = false;
   double elapsed_seconds = 0;
   std::vector<ListedFinding> findings;  // sorted (path, line, start, rule, blob)
+  std::vector<ListedFinding> accepted;  // in the baseline; same order
   uint64_t findings_allowlisted = 0;    // dropped by path allow-lists
+  bool baseline_used = false;           // a non-empty baseline was given
+  std::vector<RuleInfo> rules;          // the rule set, in order
 };
 
 // The policy hash: BLAKE3 over the canonical rules and every setting that
@@ -104,7 +118,13 @@ Result<ScanReport> RunScan(const ScanOptions& options);
 // One canonical JSON object (no newline) per finding; never secret bytes.
 std::string FindingJson(const ListedFinding& f);
 std::string SummaryJson(const ScanReport& r);
-// Writes findings.jsonl and summary.json into `dir` (each atomically).
+// A SARIF 2.1.0 log (what code-scanning UIs read): the rules' metadata, one
+// result per finding with its location, byte span and fingerprints, and the
+// baseline's accepted findings as suppressed results. Never secret bytes: no
+// snippets, only positions and keyed fingerprints.
+std::string SarifJson(const ScanReport& r);
+// Writes findings.jsonl, findings.sarif and summary.json into `dir` (each
+// atomically).
 Status WriteOutputs(const ScanReport& r, const std::string& dir);
 
 }  // namespace gatos::scan
