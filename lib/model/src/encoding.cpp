@@ -1,5 +1,7 @@
 #include "gatos/encoding.h"
 
+#include <algorithm>
+
 namespace gatos {
 namespace {
 constexpr char kHex[] = "0123456789abcdef";
@@ -19,6 +21,37 @@ int B64Val(char c) {
   if (c == '+') return 62;
   if (c == '/') return 63;
   return -1;
+}
+
+// Bytes in the well-formed UTF-8 sequence starting at text[i], or 0 when the
+// bytes there are not one (Unicode 15, table 3-7: the second byte's range
+// depends on the first, which rules out overlongs and surrogates).
+size_t Utf8SequenceLength(std::string_view text, size_t i) {
+  const auto at = [&](size_t k) -> unsigned {
+    return k < text.size() ? static_cast<uint8_t>(text[k]) : 0x100u;
+  };
+  const unsigned lead = at(i);
+  if (lead < 0x80) return 1;
+  size_t length = 0;
+  unsigned second_lo = 0x80, second_hi = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3;
+    if (lead == 0xE0) second_lo = 0xA0;
+    if (lead == 0xED) second_hi = 0x9F;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4;
+    if (lead == 0xF0) second_lo = 0x90;
+    if (lead == 0xF4) second_hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (at(i + 1) < second_lo || at(i + 1) > second_hi) return 0;
+  for (size_t k = 2; k < length; ++k) {
+    if ((at(i + k) & 0xC0u) != 0x80u) return 0;
+  }
+  return length;
 }
 }  // namespace
 
@@ -115,6 +148,21 @@ Result<Bytes> Base64Decode(std::string_view text) {
     if ((pad == 1 && (v[2] & 3)) || (pad == 2 && (v[1] & 15))) {
       return InvalidArgumentError("non-canonical base64 padding bits");
     }
+  }
+  return out;
+}
+
+std::string TruncateUtf8(std::string_view text, size_t max_bytes) {
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes));
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t length = Utf8SequenceLength(text, i);
+    const std::string_view piece = length ? text.substr(i, length) : kReplacement;
+    if (out.size() + piece.size() > max_bytes) break;
+    out.append(piece);
+    i += length ? length : 1;
   }
   return out;
 }

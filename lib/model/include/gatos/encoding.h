@@ -32,6 +32,13 @@ inline std::string Base64Encode(const Bytes& b) { return Base64Encode(b.data(), 
 // Strict: padding required, no whitespace, no URL alphabet.
 Result<Bytes> Base64Decode(std::string_view text);
 
+// Text from a user, a file or a peer, made safe to put into a message or a
+// log line: at most `max_bytes` bytes, cut between two characters (never
+// inside one), with each byte that is not part of well-formed UTF-8 replaced
+// by U+FFFD. Nothing is appended to mark the cut.
+//   "wrong value \"" + TruncateUtf8(arg, 64) + "\""
+std::string TruncateUtf8(std::string_view text, size_t max_bytes);
+
 }  // namespace gatos
 
 #endif  // GATOS_ENCODING_H_
