@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "gatos/encoding.h"
+#include "gatos/flags.h"
 #include "gatos/scan/baseline.h"
 #include "gatos/scan/examples.h"
 #include "gatos/scan/fingerprint.h"
@@ -80,14 +84,6 @@ int Fail(const std::string& msg) {
   return kExitFailure;
 }
 
-bool ParseUint(const std::string& s, uint64_t* out) {
-  if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos) {
-    return false;
-  }
-  *out = std::stoull(s);
-  return true;
-}
-
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -153,89 +149,57 @@ int main(int argc, char** argv) {
   std::optional<double> max_seconds;
   std::optional<uint64_t> max_blobs;
   uint64_t max_blob_bytes = kDefaultMaxBlobBytes;
-  unsigned threads = 0;
+  int threads = 0;
   bool json = false, progress = false, fail_on_findings = false, default_rules = true;
 
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::optional<std::string> inline_value;
-    if (a.starts_with("--") && a.find('=') != std::string::npos) {
-      inline_value = a.substr(a.find('=') + 1);
-      a = a.substr(0, a.find('='));
+  // Value flags are repeatable so that, as always, the last one counts; the
+  // few that must be given once say why below.
+  gatos::Flags flags;
+  if (!flags.Parse(args, {{"repo", 0, true, true}, {"ref", 0, true, true}, {"state-dir", 0, true, true},
+                          {"output-dir", 0, true, true}, {"rules", 0, true, true}, {"allowlist", 0, true, true},
+                          {"fingerprint-key", 0, true, true}, {"baseline", 0, true, true},
+                          {"write-baseline", 0, true, true}, {"check-rules", 0, true, true},
+                          {"max-seconds", 0, true, true}, {"max-blobs", 0, true, true},
+                          {"max-blob-bytes", 0, true, true}, {"threads", 0, true, true}, {"json", 0, false},
+                          {"progress", 0, false}, {"fail-on-findings", 0, false}, {"no-default-rules", 0, false}})) {
+    if (flags.error_kind() == gatos::FlagErrorKind::kUnknown) {
+      return Usage("unknown argument \"" + flags.error_flag() + "\"");
     }
-    auto value = [&](std::string* out) -> bool {
-      if (inline_value) {
-        *out = *inline_value;
-        return true;
-      }
-      if (i + 1 >= args.size()) return false;
-      *out = args[++i];
-      return true;
-    };
-    auto flag_only = [&] { return !inline_value; };
-    std::string v;
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return kExitOk;
-    } else if (a == "--json" && flag_only()) {
-      json = true;
-    } else if (a == "--progress" && flag_only()) {
-      progress = true;
-    } else if (a == "--fail-on-findings" && flag_only()) {
-      fail_on_findings = true;
-    } else if (a == "--no-default-rules" && flag_only()) {
-      default_rules = false;
-    } else if (a == "--repo" || a == "--ref" || a == "--state-dir" || a == "--output-dir" ||
-               a == "--rules" || a == "--allowlist" || a == "--fingerprint-key" ||
-               a == "--baseline" || a == "--write-baseline" || a == "--check-rules" ||
-               a == "--max-seconds" || a == "--max-blobs" || a == "--max-blob-bytes" ||
-               a == "--threads") {
-      if (!value(&v)) return Usage(a + " needs a value");
-      if (a == "--repo") {
-        if (repo) return Usage("--repo given twice; scan one repository per run");
-        repo = v;
-      } else if (a == "--ref") {
-        refs.push_back(v);
-      } else if (a == "--state-dir") {
-        state_dir = v;
-      } else if (a == "--output-dir") {
-        output_dir = v;
-      } else if (a == "--rules") {
-        rule_files.push_back(v);
-      } else if (a == "--allowlist") {
-        if (allowlist) return Usage("--allowlist given twice; merge the files");
-        allowlist = v;
-      } else if (a == "--fingerprint-key") {
-        key_file = v;
-      } else if (a == "--baseline") {
-        if (baseline) return Usage("--baseline given twice; merge the files");
-        baseline = v;
-      } else if (a == "--write-baseline") {
-        write_baseline = v;
-      } else if (a == "--check-rules") {
-        if (check_rules) return Usage("--check-rules given twice; check one file per run");
-        check_rules = v;
-      } else if (a == "--max-seconds") {
-        char* end = nullptr;
-        double d = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end != '\0' || !(d >= 0)) {
-          return Usage("--max-seconds wants a number of seconds >= 0, got \"" + v + "\"");
-        }
-        max_seconds = d;
-      } else {
-        uint64_t n = 0;
-        if (!ParseUint(v, &n)) return Usage(a + " wants a whole number, got \"" + v + "\"");
-        if (a == "--max-blobs") max_blobs = n;
-        if (a == "--max-blob-bytes") max_blob_bytes = n;
-        if (a == "--threads") {
-          if (n == 0 || n > 1024) return Usage("--threads wants 1..1024");
-          threads = static_cast<unsigned>(n);
-        }
-      }
-    } else {
-      return Usage("unknown argument \"" + a + "\"");
-    }
+    return Usage(flags.error());
   }
+  if (flags.help()) {
+    std::cout << kUsage;
+    return kExitOk;
+  }
+  if (!flags.positional().empty()) {
+    return Usage("unknown argument \"" + gatos::TruncateUtf8(flags.positional()[0], 64) + "\"");
+  }
+  if (flags.GetAll("repo").size() > 1) return Usage("--repo given twice; scan one repository per run");
+  if (flags.GetAll("allowlist").size() > 1) return Usage("--allowlist given twice; merge the files");
+  if (flags.GetAll("baseline").size() > 1) return Usage("--baseline given twice; merge the files");
+  if (flags.GetAll("check-rules").size() > 1) return Usage("--check-rules given twice; check one file per run");
+  repo = flags.Get("repo");
+  refs = flags.GetAll("ref");
+  state_dir = flags.Get("state-dir");
+  output_dir = flags.Get("output-dir");
+  rule_files = flags.GetAll("rules");
+  allowlist = flags.Get("allowlist");
+  key_file = flags.Get("fingerprint-key");
+  baseline = flags.Get("baseline");
+  write_baseline = flags.Get("write-baseline");
+  check_rules = flags.Get("check-rules");
+  double seconds = 0;
+  uint64_t blobs = 0;
+  if (!flags.GetDouble("max-seconds", 0, HUGE_VAL, &seconds) || !flags.GetUint("max-blobs", 0, UINT64_MAX, &blobs) ||
+      !flags.GetUint("max-blob-bytes", 0, UINT64_MAX, &max_blob_bytes) || !flags.GetInt("threads", 1, 1024, &threads)) {
+    return Usage(flags.error());
+  }
+  if (flags.Has("max-seconds")) max_seconds = seconds;
+  if (flags.Has("max-blobs")) max_blobs = blobs;
+  json = flags.Has("json");
+  progress = flags.Has("progress");
+  fail_on_findings = flags.Has("fail-on-findings");
+  default_rules = !flags.Has("no-default-rules");
   if (check_rules) return CheckRules(*check_rules, rule_files, default_rules);
   if (!repo) return Usage("--repo is required");
   if (!state_dir) state_dir = Env("GATOS_STATE_DIR");
