@@ -343,7 +343,7 @@ TEST_F(ScanE2E, UserRulesAllowlistsAndRefSelection) {
   EXPECT_EQ(s.findings[0]["path"], "src/a.txt");
   EXPECT_EQ(s.findings[0]["fingerprint"], Fingerprint(key_, acme_src));
   EXPECT_EQ(s.summary["findings_allowlisted"], 1);
-  EXPECT_EQ(s.summary["rules_version"], "gatos-default-1+acme-1");
+  EXPECT_EQ(s.summary["rules_version"], "gatos-default-2+acme-1");
   ASSERT_EQ(s.summary["refs"].size(), 1u);
   EXPECT_EQ(s.summary["refs"][0]["ref"], "refs/heads/main");
 
