@@ -220,7 +220,7 @@ TEST_F(ScanE2E, FindsEveryPlantedSecretAndNeverWritesOne) {
       if (it->is_regular_file()) blobs.push_back(ReadFile(it->path().string()));
     }
   }
-  ASSERT_GE(blobs.size(), 5u);  // stdout, stderr, 2 outputs, sqlite, key
+  ASSERT_GE(blobs.size(), 6u);  // stdout, stderr, 3 outputs, sqlite, key
   std::vector<std::string> secrets;
   for (const auto& [secret, rule] : planted_) secrets.push_back(secret);
   secrets.push_back(hidden_in_binary_);
@@ -416,6 +416,141 @@ TEST_F(ScanE2E, RunsLikeAWorkerJobWithEnvironmentAndGeneratedKey) {
   EXPECT_NE(findings.find(Fingerprint(*key, gh)), std::string::npos) << findings;
   EXPECT_EQ(r.out.find(HexEncode(key->data(), key->size())), std::string::npos);
   EXPECT_EQ(r.err.find(HexEncode(key->data(), key->size())), std::string::npos);
+}
+
+TEST_F(ScanE2E, SarifListsEveryFindingWithRuleMetadataAndNoSecret) {
+  BuildStandardRepo();
+  ScanRun s = Scan({});
+  ASSERT_EQ(s.run.exit_code, 0) << s.run.err;
+  const std::string text = ReadFile(out_ + "/findings.sarif");
+  json log = json::parse(text);
+  EXPECT_EQ(log["version"], "2.1.0");
+  const json& run = log["runs"][0];
+  EXPECT_EQ(run["tool"]["driver"]["rules"].size(), s.summary["rules_count"].get<size_t>());
+  ASSERT_EQ(run["results"].size(), s.findings.size());
+  std::map<std::string, std::string> sarif_by_fp;
+  for (const json& r : run["results"]) {
+    const std::string rule = r["ruleId"];
+    EXPECT_EQ(run["tool"]["driver"]["rules"][r["ruleIndex"].get<size_t>()]["id"], rule);
+    EXPECT_FALSE(r.contains("baselineState"));  // no baseline given
+    sarif_by_fp[r["partialFingerprints"]["gatosSecretFingerprint/v1"]] = rule;
+  }
+  EXPECT_EQ(sarif_by_fp, ByFingerprint(s));
+  for (const auto& [secret, rule] : planted_) {
+    EXPECT_EQ(text.find(secret.substr(4, 16)), std::string::npos) << rule;
+  }
+}
+
+TEST_F(ScanE2E, BaselineHidesAcceptedFindingsAndShowsNewOnes) {
+  BuildStandardRepo();
+  const std::string baseline = tmp_.Join("baseline.json");
+  ScanRun first = Scan({"--write-baseline", baseline});
+  ASSERT_EQ(first.run.exit_code, 0) << first.run.err;
+  ASSERT_EQ(first.findings.size(), planted_.size());
+  // Adopting the scanner: the old findings are accepted, nothing fails.
+  ScanRun adopted = Scan({"--baseline", baseline, "--fail-on-findings"});
+  EXPECT_EQ(adopted.run.exit_code, 0) << adopted.run.err;
+  EXPECT_TRUE(adopted.findings.empty()) << adopted.findings_text;
+  EXPECT_EQ(adopted.summary["findings_baselined"], planted_.size());
+  // A new secret is the only finding; the SARIF keeps the accepted ones as
+  // suppressed results.
+  const std::string fresh = mk_.Npm();
+  Commit({{"web/.npmrc", "//registry.npmjs.org/:_authToken=" + fresh + "\n"}}, "c8");
+  ScanRun next = Scan({"--baseline", baseline, "--fail-on-findings"});
+  EXPECT_EQ(next.run.exit_code, 3) << next.run.err;
+  ASSERT_EQ(next.findings.size(), 1u) << next.findings_text;
+  EXPECT_EQ(next.findings[0]["rule"], "npm-access-token");
+  EXPECT_EQ(next.findings[0]["fingerprint"], Fingerprint(key_, fresh));
+  json log = json::parse(ReadFile(out_ + "/findings.sarif"));
+  size_t suppressed = 0, fresh_results = 0;
+  for (const json& r : log["runs"][0]["results"]) {
+    if (r.contains("suppressions")) {
+      ++suppressed;
+      EXPECT_EQ(r["baselineState"], "unchanged");
+    } else {
+      ++fresh_results;
+      EXPECT_EQ(r["baselineState"], "new");
+    }
+  }
+  EXPECT_EQ(suppressed, planted_.size());
+  EXPECT_EQ(fresh_results, 1u);
+  // A broken baseline is a usage error that names the file and line.
+  WriteFile(tmp_.Join("bad.json"), "{\"gatos_scan_baseline\": 1,\n \"accepted\": [{\"x\": 1}]}");
+  ScanRun bad = Scan({"--baseline", tmp_.Join("bad.json")});
+  EXPECT_EQ(bad.run.exit_code, 2);
+  EXPECT_NE(bad.run.err.find(tmp_.Join("bad.json") + ":2: accepted[0]: unknown key `x`"),
+            std::string::npos)
+      << bad.run.err;
+}
+
+TEST_F(ScanE2E, InlineAllowAndPathOnlyRules) {
+  const std::string allowed = mk_.GithubPat();
+  const std::string reported = mk_.GithubPat();
+  Commit({{"tests/fixture.py",
+           "TOKEN = \"" + allowed + "\"  # gatos:allow (test fixture)\nOTHER = \"" + reported +
+               "\"\n"},
+          {"certs/client.p12", std::string("\x30\x82\x01\x00\0\0binary", 12)},
+          {"docs/p12.md", "How to make a .p12 file\n"}},
+         "c1");
+  ScanRun s = Scan({});
+  ASSERT_EQ(s.run.exit_code, 0) << s.run.err;
+  const auto found = ByFingerprint(s);
+  EXPECT_EQ(found.count(Fingerprint(key_, allowed)), 0u);
+  EXPECT_EQ(found.count(Fingerprint(key_, reported)), 1u);
+  ASSERT_EQ(s.findings.size(), 2u) << s.findings_text;
+  bool p12 = false;
+  for (const json& f : s.findings) {
+    if (f["rule"] == "pkcs12-file") {
+      p12 = true;
+      EXPECT_EQ(f["path"], "certs/client.p12");
+      EXPECT_EQ(f["start"], 0);
+      EXPECT_EQ(f["end"], 12);
+    }
+  }
+  EXPECT_TRUE(p12) << s.findings_text;
+  EXPECT_EQ(s.summary["blobs_skipped_binary"], 1);
+}
+
+TEST_F(ScanE2E, CheckRulesRunsAUsersExamples) {
+  WriteFile(tmp_.Join("good.yaml"), R"(version: acme-1
+rules:
+  - id: acme-token
+    description: Acme API token
+    regex: '\b(acme_[0-9a-f]{24})\b'
+    entropy: 3
+    examples:
+      tp: ['ACME_TOKEN=acme_3f9a1c7e5b2d4f608a1e9c3b']
+      fp: ['acme_000000000000000000000000', 'acme_3f9a1c7e']
+  - id: acme-untested
+    regex: 'acmeu_[0-9]{8}'
+)");
+  RunResult good = Exec({BinaryPath("gatos-scan"), "--check-rules", tmp_.Join("good.yaml")});
+  EXPECT_EQ(good.exit_code, 0) << good.out << good.err;
+  EXPECT_NE(good.out.find("false positives silent"), std::string::npos) << good.out;
+  EXPECT_NE(good.out.find("rule acme-untested lacks true or false positive examples"),
+            std::string::npos)
+      << good.out;
+
+  WriteFile(tmp_.Join("bad.yaml"), R"(rules:
+  - id: acme-token
+    regex: '\b(acme_[0-9a-f]{24})\b'
+    examples:
+      tp: ['acme_3f9a1c7e']
+      fp: ['acme_3f9a1c7e5b2d4f608a1e9c3b']
+)");
+  RunResult bad = Exec({BinaryPath("gatos-scan"), "--check-rules", tmp_.Join("bad.yaml"),
+                        "--no-default-rules"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find(tmp_.Join("bad.yaml") + ":5: acme-token: true positive not reported"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_NE(bad.out.find(tmp_.Join("bad.yaml") + ":6: acme-token: false positive reported"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_EQ(bad.out.find("3f9a1c7e5b2d"), std::string::npos) << "example text printed";
+
+  RunResult broken = Exec({BinaryPath("gatos-scan"), "--check-rules", tmp_.Join("nope.yaml")});
+  EXPECT_EQ(broken.exit_code, 2);
 }
 
 }  // namespace
