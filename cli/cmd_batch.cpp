@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "flags.h"
+#include "gatos/flags.h"
 #include "gatos/blake3.h"
 #include "gatos/canonical_json.h"
 #include "gatos/job_index.h"

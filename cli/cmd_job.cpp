@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "flags.h"
+#include "gatos/flags.h"
 #include "gatos/manifest.h"
 
 namespace gatos::cli {

@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "commands.h"
-#include "flags.h"
+#include "gatos/flags.h"
 #include "gatos/encoding.h"
 #include "gatos/job_index.h"
 #include "gatos/job_plane.h"

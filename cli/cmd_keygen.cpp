@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "flags.h"
+#include "gatos/flags.h"
 #include "gatos/keys.h"
 
 namespace gatos::cli {

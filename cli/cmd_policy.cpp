@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "flags.h"
+#include "gatos/flags.h"
 #include "gatos/sha256.h"
 #include "gatos/job_index.h"
 #include "gatos/job_plane.h"

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "commands.h"
-#include "flags.h"
+#include "gatos/flags.h"
 #include "gatos/attest.h"
 #include "gatos/ledger.h"
 #include "gatos/manifest.h"

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "commands.h"
-#include "flags.h"
+#include "gatos/flags.h"
 
 namespace gatos::cli {
 
@@ -62,6 +62,7 @@ void PrintHelp(std::ostream& out) {
 
 int main(int argc, char** argv) {
   using namespace gatos::cli;
+  using gatos::kExitOk, gatos::kExitUsage;
   Args args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     PrintHelp(args.empty() ? std::cerr : std::cout);

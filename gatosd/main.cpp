@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "gatos/encoding.h"
+#include "gatos/flags.h"
 #include "hooks.h"
 #include "ledger_setup.h"
 #include "server.h"
@@ -34,39 +36,27 @@ std::string SelfPath() {
   return buf;
 }
 
+int Usage(const std::string& command, const std::string& message) {
+  std::cerr << "gatosd " << command << ": " << message << "\n";
+  return gatos::kExitUsage;
+}
+
 int Init(const std::vector<std::string>& args) {
   gatos::gatosd::InitOptions opts;
   opts.gatosd_path = SelfPath();
-  std::string dir;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a == "--dev") {
-      opts.settings.dev_mode = true;
-    } else if (a == "--lease-ms" && i + 1 < args.size()) {
-      char* end = nullptr;
-      long long v = std::strtoll(args[++i].c_str(), &end, 10);
-      if (*end || v < 100 || v > 86'400'000) {
-        std::cerr << "gatosd init: --lease-ms must be an integer in 100..86400000\n";
-        return 2;
-      }
-      opts.settings.lease_ms = v;
-    } else if (!a.empty() && a[0] == '-') {
-      std::cerr << "gatosd init: unknown option '" << a << "'\n";
-      return 2;
-    } else if (dir.empty()) {
-      dir = a;
-    } else {
-      std::cerr << "gatosd init: unexpected argument '" << a << "'\n";
-      return 2;
-    }
+  gatos::Flags flags;
+  if (!flags.Parse(args, {{"dev", 0, false}, {"lease-ms"}})) return Usage("init", flags.error());
+  if (flags.help()) {
+    std::cout << kUsage;
+    return 0;
   }
-  if (dir.empty()) {
-    std::cerr << "gatosd init: DIR is required\n";
-    return 2;
+  if (flags.Has("dev")) opts.settings.dev_mode = true;
+  if (!flags.GetInt("lease-ms", 100, 86'400'000, &opts.settings.lease_ms)) return Usage("init", flags.error());
+  if (flags.positional().empty()) return Usage("init", "DIR is required");
+  if (flags.positional().size() > 1) {
+    return Usage("init", "unexpected argument '" + gatos::TruncateUtf8(flags.positional()[1], 64) + "'");
   }
+  const std::string& dir = flags.positional()[0];
   gatos::Status s = gatos::gatosd::InitLedger(dir, opts);
   if (!s.ok()) {
     std::cerr << "gatosd init: " << s.message() << "\n";
@@ -82,56 +72,32 @@ int Init(const std::vector<std::string>& args) {
   return 0;
 }
 
-bool ParseMs(const std::string& flag, const std::string& text, int64_t scale, int64_t lo, int64_t hi,
-             int64_t* out) {
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end || v < lo || v > hi) {
-    std::cerr << "gatosd serve: " << flag << " must be an integer in " << lo << ".." << hi << "\n";
-    return false;
-  }
-  *out = v * scale;
-  return true;
-}
-
 int ServeCommand(const std::vector<std::string>& args) {
   gatos::gatosd::ServeOptions opts;
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) {
-        std::cerr << "gatosd serve: " << a << " needs a value\n";
-        return false;
-      }
-      *out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a == "--ledger") {
-      if (!value(&opts.ledger_dir)) return 2;
-    } else if (a == "--nats") {
-      if (!value(&opts.nats_url)) return 2;
-    } else if (a == "--http") {
-      if (!value(&opts.http_addr)) return 2;
-    } else if (a == "--republish-s") {
-      if (!value(&v) || !ParseMs(a, v, 1000, 1, 86400, &opts.republish_ms)) return 2;
-    } else if (a == "--sweep-ms") {
-      if (!value(&v) || !ParseMs(a, v, 1, 10, 60000, &opts.sweep_ms)) return 2;
-    } else if (a == "--nats-wait-s") {
-      if (!value(&v) || !ParseMs(a, v, 1000, 0, 3600, &opts.nats_wait_ms)) return 2;
-    } else {
-      std::cerr << "gatosd serve: unknown argument '" << a << "' (see gatosd --help)\n";
-      return 2;
-    }
+  gatos::Flags flags;
+  if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"http"}, {"republish-s"}, {"sweep-ms"}, {"nats-wait-s"}})) {
+    return Usage("serve", flags.error());
   }
-  if (opts.ledger_dir.empty()) {
-    std::cerr << "gatosd serve: --ledger DIR is required\n";
-    return 2;
+  if (flags.help()) {
+    std::cout << kUsage;
+    return 0;
   }
+  if (!flags.positional().empty()) {
+    return Usage("serve", "unexpected argument '" + gatos::TruncateUtf8(flags.positional()[0], 64) +
+                              "' (see gatosd --help)");
+  }
+  opts.ledger_dir = flags.GetOr("ledger", "");
+  opts.nats_url = flags.GetOr("nats", opts.nats_url);
+  opts.http_addr = flags.GetOr("http", opts.http_addr);
+  int64_t republish_s = opts.republish_ms / 1000, nats_wait_s = opts.nats_wait_ms / 1000;
+  if (!flags.GetInt("republish-s", 1, 86400, &republish_s) || !flags.GetInt("sweep-ms", 10, 60000, &opts.sweep_ms) ||
+      !flags.GetInt("nats-wait-s", 0, 3600, &nats_wait_s)) {
+    return Usage("serve", flags.error());
+  }
+  if (flags.Has("republish-s")) opts.republish_ms = republish_s * 1000;
+  if (flags.Has("nats-wait-s")) opts.nats_wait_ms = nats_wait_s * 1000;
+  if (opts.ledger_dir.empty()) return Usage("serve", "--ledger DIR is required");
   return gatos::gatosd::Serve(opts);
 }
 
