@@ -1,10 +1,6 @@
 // gatos up: a whole local stack on loopback in one command.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -21,10 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "flags.h"
+#include "gatos/encoding.h"
+#include "gatos/flags.h"
 #include "gatos/keys.h"
-
-extern char** environ;
+#include "gatos/process.h"
+#include "gatos/signal_watcher.h"
 
 namespace gatos::cli {
 namespace {
@@ -66,43 +63,32 @@ int PickPort(int preferred) {
 
 struct Child {
   std::string name;
-  pid_t pid = -1;
   std::string log;
+  Process proc;
 };
 
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid == 0) {
-    // Children die with us even if we are SIGKILLed.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(125);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    setpgid(0, 0);  // Ctrl-C reaches us only; we stop children in order
-    int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, 0);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  close(fd);
-  return pid;
+// Our children: stdin from /dev/null, stdout and stderr appended to `log`,
+// our environment, a process group of their own (Ctrl-C reaches us only; we
+// stop them in order), and SIGTERM if we die, even by SIGKILL.
+Result<Process> Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  SpawnOptions o;
+  o.env = Environment::Current();
+  o.out = Stdio::File(log);
+  o.err = Stdio::Stdout();
+  o.new_process_group = true;
+  o.parent_death_signal = SIGTERM;
+  return Process::Spawn(argv, o);
 }
 
+// The exit code of argv, or -1 when it could not start (the reason is
+// appended to `log`) or was killed.
 int RunQuiet(const std::vector<std::string>& argv, const std::string& log) {
-  pid_t pid = Spawn(argv, log);
-  if (pid < 0) return -1;
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  Result<Process> p = Spawn(argv, log);
+  if (!p.ok()) {
+    std::ofstream(log, std::ios::app) << "gatos up: " << p.status().message() << "\n";
+    return -1;
+  }
+  return p->Wait().code;
 }
 
 bool LogHas(const std::string& path, const std::string& needle) {
@@ -117,16 +103,14 @@ std::string Tail(const std::string& path) {
   return s.size() > 2000 ? s.substr(s.size() - 2000) : s;
 }
 
+// Waits until c.log has `needle` after byte `from`; false if c exits first or
+// after `ms`.
 bool WaitReady(Child& c, const std::string& needle, int ms, size_t from = 0) {
   for (int i = 0; i < ms / 20; ++i) {
     std::ifstream in(c.log);
     std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (s.size() > from && s.find(needle, from) != std::string::npos) return true;
-    int st;
-    if (waitpid(c.pid, &st, WNOHANG) == c.pid) {
-      c.pid = -1;
-      return false;
-    }
+    if (!c.proc.running()) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
@@ -135,21 +119,8 @@ bool WaitReady(Child& c, const std::string& needle, int ms, size_t from = 0) {
 void StopAll(std::vector<Child>& children) {
   // Workers first (they finish or abandon their jobs), then gatosd, then NATS.
   for (auto it = children.rbegin(); it != children.rend(); ++it) {
-    if (it->pid <= 0) continue;
-    kill(it->pid, SIGTERM);
-    for (int i = 0; i < 750; ++i) {  // 15 s
-      int st;
-      if (waitpid(it->pid, &st, WNOHANG) == it->pid) {
-        it->pid = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (it->pid > 0) {
-      kill(it->pid, SIGKILL);
-      waitpid(it->pid, nullptr, 0);
-      it->pid = -1;
-    }
+    if (!it->proc.running()) continue;
+    it->proc.Stop(SIGTERM, std::chrono::seconds(15));  // then SIGKILL
     std::cerr << "gatos up: stopped " << it->name << "\n";
   }
 }
@@ -173,10 +144,16 @@ int RunUp(const Args& args) {
                  "workers, gatosd and nats-server in that order.\n";
     return kExitOk;
   }
-  int workers = std::atoi(flags.GetOr("workers", "2").c_str());
-  if (workers < 1 || workers > 64) return UsageError("up", "--workers must be 1..64");
-  std::string concurrency = flags.GetOr("concurrency", "2");
-  std::string sandbox = flags.GetOr("sandbox", "auto");
+  int workers = 2, concurrency = 2, nats_port = 4222, http_port = 9464;
+  std::string sandbox = "auto";
+  if (!flags.GetInt("workers", 1, 64, &workers) || !flags.GetInt("concurrency", 1, 256, &concurrency) ||
+      !flags.GetInt("nats-port", 1, 65535, &nats_port) || !flags.GetInt("http-port", 1, 65535, &http_port) ||
+      !flags.GetChoice("sandbox", {"auto", "require", "off"}, &sandbox)) {
+    return UsageError("up", flags.error());
+  }
+  if (!flags.positional().empty()) {
+    return UsageError("up", "unexpected argument '" + TruncateUtf8(flags.positional()[0], 64) + "' (see --help)");
+  }
   std::error_code ec;
   fs::path dir = fs::absolute(flags.GetOr("dir", "gatos-local"), ec);
   fs::create_directories(dir / "keys", ec);
@@ -185,16 +162,11 @@ int RunUp(const Args& args) {
   std::string d = dir.string();
   fs::remove(d + "/up.json", ec);
 
-  // Only this thread takes SIGINT/SIGTERM, so children are stopped in order.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &set, nullptr);
+  // SIGINT/SIGTERM only tell us to stop, so children are stopped in order.
+  SignalWatcher signals;
 
-  int nats_port = PickPort(std::atoi(flags.GetOr("nats-port", "4222").c_str()));
-  int http_port = PickPort(std::atoi(flags.GetOr("http-port", "9464").c_str()));
+  nats_port = PickPort(nats_port);
+  http_port = PickPort(http_port);
   if (nats_port < 0 || http_port < 0) return ReportError("no free loopback port found", kExitFailure);
   std::string nats_url = "nats://127.0.0.1:" + std::to_string(nats_port);
   std::string setup_log = d + "/logs/setup.log";
@@ -220,44 +192,61 @@ int RunUp(const Args& args) {
     }
   }
 
+  // Destroying `children` (any early return) SIGKILLs whatever still runs.
   std::vector<Child> children;
   auto fail = [&](const std::string& what, const Child& c) {
     std::cerr << "gatos up: " << what << "; last lines of " << c.log << ":\n" << Tail(c.log);
     StopAll(children);
     return kExitFailure;
   };
+  // Starts a child and waits for `ready` in its log; false (reported) if it
+  // cannot start, exits or is not ready in time.
+  auto start = [&](const std::string& name, const std::vector<std::string>& argv, const std::string& log,
+                   const std::string& ready, int ms) {
+    size_t from = fs::exists(log) ? fs::file_size(log) : 0;
+    Result<Process> p = Spawn(argv, log);
+    if (!p.ok()) {
+      std::cerr << "gatos up: " << p.status().message() << "\n";
+      StopAll(children);
+      return false;
+    }
+    children.push_back(Child{name, log, std::move(*p)});
+    if (!WaitReady(children.back(), ready, ms, from)) {
+      fail(name + " did not start", children.back());
+      return false;
+    }
+    return true;
+  };
   {
     std::ofstream conf(d + "/nats.conf");
     conf << "# written by gatos up\nmax_payload: 8388608\n";
   }
-  Child nats{"nats-server", -1, d + "/logs/nats.log"};
-  size_t from = fs::exists(nats.log) ? fs::file_size(nats.log) : 0;
-  nats.pid = Spawn({"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(nats_port), "-sd", d + "/nats",
-                    "-c", d + "/nats.conf"},
-                   nats.log);
-  children.push_back(nats);
-  if (!WaitReady(children.back(), "Server is ready", 15000, from)) return fail("nats-server did not start", children.back());
+  if (!start("nats-server",
+             {"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(nats_port), "-sd", d + "/nats", "-c",
+              d + "/nats.conf"},
+             d + "/logs/nats.log", "Server is ready", 15000)) {
+    return kExitFailure;
+  }
   std::cerr << "gatos up: nats-server on " << nats_url << "\n";
 
-  Child gatosd{"gatosd", -1, d + "/logs/gatosd.log"};
-  from = fs::exists(gatosd.log) ? fs::file_size(gatosd.log) : 0;
-  gatosd.pid = Spawn({Tool("gatosd"), "serve", "--ledger", ledger, "--nats", nats_url, "--http",
-                      "127.0.0.1:" + std::to_string(http_port)},
-                     gatosd.log);
-  children.push_back(gatosd);
-  if (!WaitReady(children.back(), "serving ledger", 30000, from)) return fail("gatosd did not start", children.back());
+  if (!start("gatosd",
+             {Tool("gatosd"), "serve", "--ledger", ledger, "--nats", nats_url, "--http",
+              "127.0.0.1:" + std::to_string(http_port)},
+             d + "/logs/gatosd.log", "serving ledger", 30000)) {
+    return kExitFailure;
+  }
   std::cerr << "gatos up: gatosd serving " << ledger << ", metrics on http://127.0.0.1:" << http_port << "/metrics\n";
 
   for (int i = 0; i < workers; ++i) {
     std::string name = "worker" + std::to_string(i);
-    Child w{"gatos-worker " + name, -1, d + "/logs/" + name + ".log"};
-    from = fs::exists(w.log) ? fs::file_size(w.log) : 0;
-    w.pid = Spawn({Tool("gatos-worker"), "run", "--nats", nats_url, "--key", d + "/keys/" + name, "--state-dir",
-                   d + "/" + name, "--name", name, "--concurrency", concurrency, "--sandbox", sandbox},
-                  w.log);
-    children.push_back(w);
-    if (!WaitReady(children.back(), " ready ", 30000, from)) return fail(name + " did not start", children.back());
-    if (LogHas(w.log, "UNSANDBOXED")) std::cerr << "gatos up: WARNING: " << name << " runs jobs unsandboxed (see its log)\n";
+    std::string log = d + "/logs/" + name + ".log";
+    if (!start("gatos-worker " + name,
+               {Tool("gatos-worker"), "run", "--nats", nats_url, "--key", d + "/keys/" + name, "--state-dir",
+                d + "/" + name, "--name", name, "--concurrency", std::to_string(concurrency), "--sandbox", sandbox},
+               log, " ready ", 30000)) {
+      return kExitFailure;
+    }
+    if (LogHas(log, "UNSANDBOXED")) std::cerr << "gatos up: WARNING: " << name << " runs jobs unsandboxed (see its log)\n";
   }
   std::cerr << "gatos up: " << workers << " worker(s) running\n";
 
@@ -284,26 +273,23 @@ int RunUp(const Args& args) {
             << std::flush;
 
   int rc = kExitOk;
-  while (true) {
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (sig == SIGCHLD) {
-      bool died = false;
-      for (auto& c : children) {
-        int st;
-        if (c.pid > 0 && waitpid(c.pid, &st, WNOHANG) == c.pid) {
-          c.pid = -1;
-          std::cerr << "gatos up: " << c.name << " exited unexpectedly; last lines of " << c.log << ":\n"
-                    << Tail(c.log);
-          died = true;
-        }
+  while (!signals.WaitFor(std::chrono::milliseconds(200))) {
+    bool died = false;
+    for (auto& c : children) {
+      if (c.proc.pid() > 0 && !c.proc.running()) {
+        std::cerr << "gatos up: " << c.name << " exited unexpectedly (" << c.proc.exit_status()->ToString()
+                  << "); last lines of " << c.log << ":\n"
+                  << Tail(c.log);
+        died = true;
       }
-      if (!died) continue;
+    }
+    if (died) {
       rc = kExitFailure;
       break;
     }
-    std::cerr << "\ngatos up: " << (sig == SIGINT ? "Ctrl-C" : "SIGTERM") << ": stopping\n";
-    break;
+  }
+  if (signals.stopped()) {
+    std::cerr << "\ngatos up: " << (signals.signal() == SIGINT ? "Ctrl-C" : "SIGTERM") << ": stopping\n";
   }
   StopAll(children);
   fs::remove(d + "/up.json", ec);
