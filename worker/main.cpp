@@ -1,14 +1,15 @@
 // gatos-worker: runs jobs for a GATOS ledger (main and wiring only).
-#include <pthread.h>
 #include <signal.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "gatos/encoding.h"
+#include "gatos/flags.h"
+#include "gatos/log.h"
+#include "gatos/signal_watcher.h"
 #include "worker.h"
 
 namespace {
@@ -59,89 +60,56 @@ int main(int argc, char** argv) {
   }
   gatos::worker::WorkerOptions opts;
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
-  bool json = false;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) {
-        std::cerr << "gatos-worker " << cmd << ": " << a << " needs a value\n";
-        return false;
-      }
-      *out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
-      return 0;
-    } else if (a == "--json" && cmd == "status") {
-      json = true;
-    } else if (a == "--state-dir") {
-      if (!value(&opts.state_dir)) return 2;
-    } else if ((a == "--nats" || a == "--ledger") && cmd == "run") {
-      if (!value(&v)) return 2;
-      if (a == "--ledger" && v.rfind("nats://", 0) != 0) {
-        std::cerr << "gatos-worker run: --ledger must be the gatosd NATS URL (nats://HOST:PORT); workers "
-                     "reach the ledger only through gatosd\n";
-        return 2;
-      }
-      opts.nats_url = v;
-    } else if (a == "--key" && cmd == "run") {
-      if (!value(&opts.key_path)) return 2;
-    } else if (a == "--ro-bind" && cmd == "run") {
-      if (!value(&v)) return 2;
-      opts.ro_binds.push_back(v);
-    } else if (a == "--name" && cmd == "run") {
-      if (!value(&opts.name)) return 2;
-    } else if (a == "--concurrency" && cmd == "run") {
-      if (!value(&v)) return 2;
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < 1 || n > 256) {
-        std::cerr << "gatos-worker run: --concurrency must be an integer in 1..256\n";
-        return 2;
-      }
-      opts.concurrency = static_cast<int>(n);
-    } else if (a == "--sandbox" && cmd == "run") {
-      if (!value(&v)) return 2;
-      if (v == "auto") opts.sandbox = gatos::ExecSpec::Sandbox::kAuto;
-      else if (v == "require") opts.sandbox = gatos::ExecSpec::Sandbox::kRequire;
-      else if (v == "off") opts.sandbox = gatos::ExecSpec::Sandbox::kOff;
-      else {
-        std::cerr << "gatos-worker run: --sandbox must be auto, require or off\n";
-        return 2;
-      }
-    } else {
-      std::cerr << "gatos-worker " << cmd << ": unknown argument '" << a << "' (see --help)\n";
-      return 2;
+  std::vector<gatos::FlagSpec> specs = {{"state-dir"}};
+  if (cmd == "status") {
+    specs.push_back({"json", 0, false});
+  } else {
+    specs.insert(specs.end(), {{"nats"}, {"ledger"}, {"key"}, {"ro-bind", 0, true, true}, {"name"},
+                               {"concurrency"}, {"sandbox"}});
+  }
+  auto usage = [&cmd](const std::string& message) {
+    std::cerr << "gatos-worker " << cmd << ": " << message << "\n";
+    return gatos::kExitUsage;
+  };
+  gatos::Flags flags;
+  if (!flags.Parse({args.begin() + 1, args.end()}, specs)) return usage(flags.error());
+  if (flags.help()) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (!flags.positional().empty()) {
+    return usage("unexpected argument '" + gatos::TruncateUtf8(flags.positional()[0], 64) + "' (see --help)");
+  }
+  opts.state_dir = flags.GetOr("state-dir", "");
+  if (flags.Has("nats") && flags.Has("ledger")) {
+    return usage("--ledger is another name for --nats; give one of them");
+  }
+  if (auto ledger = flags.Get("ledger")) {
+    if (!ledger->starts_with("nats://")) {
+      return usage("--ledger must be the gatosd NATS URL (nats://HOST:PORT); workers reach the ledger only "
+                   "through gatosd");
     }
+    opts.nats_url = *ledger;
   }
-  if (opts.state_dir.empty()) {
-    std::cerr << "gatos-worker " << cmd << ": --state-dir DIR is required\n";
-    return 2;
+  opts.nats_url = flags.GetOr("nats", opts.nats_url);
+  opts.key_path = flags.GetOr("key", "");
+  opts.ro_binds = flags.GetAll("ro-bind");
+  opts.name = flags.GetOr("name", "");
+  std::string sandbox = "auto";
+  if (!flags.GetInt("concurrency", 1, 256, &opts.concurrency) ||
+      !flags.GetChoice("sandbox", {"auto", "require", "off"}, &sandbox)) {
+    return usage(flags.error());
   }
-  if (cmd == "status") return gatos::worker::PrintStatus(opts.state_dir, json);
-  if (opts.nats_url.empty()) {
-    std::cerr << "gatos-worker run: --nats URL is required (or set GATOS_NATS_URL)\n";
-    return 2;
-  }
-  if (opts.key_path.empty()) {
-    std::cerr << "gatos-worker run: --key KEY is required\n";
-    return 2;
-  }
-  // Signals are taken by one thread; every other thread inherits the mask.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (sandbox == "require") opts.sandbox = gatos::ExecSpec::Sandbox::kRequire;
+  if (sandbox == "off") opts.sandbox = gatos::ExecSpec::Sandbox::kOff;
+  if (opts.state_dir.empty()) return usage("--state-dir DIR is required");
+  if (cmd == "status") return gatos::worker::PrintStatus(opts.state_dir, flags.Has("json"));
+  if (opts.nats_url.empty()) return usage("--nats URL is required (or set GATOS_NATS_URL)");
+  if (opts.key_path.empty()) return usage("--key KEY is required");
+  // SIGINT/SIGTERM are taken by one thread (every thread RunWorker starts
+  // inherits the mask) and only set the stop flag.
   signal(SIGPIPE, SIG_IGN);
-  static std::atomic<bool> stop{false};
-  std::thread([set] {
-    int sig = 0;
-    sigwait(&set, &sig);
-    stop = true;
-    std::cerr << "gatos-worker: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": stopping\n";
-  }).detach();
-  return gatos::worker::RunWorker(opts, &stop);
+  gatos::SetLogProgram("gatos-worker", opts.name);
+  gatos::SignalWatcher signals([](int sig) { gatos::Log(std::string(gatos::SignalWatcher::Name(sig)) + ": stopping"); });
+  return gatos::worker::RunWorker(opts, signals.stop_flag());
 }
