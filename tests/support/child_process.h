@@ -1,6 +1,6 @@
 // A long-running child process for end-to-end tests (gatosd, gatos-worker):
 // output to a log file, killed with the test (PR_SET_PDEATHSIG) and in the
-// destructor.
+// destructor. A thin layer over gatos::Process (gatos/process.h).
 //
 // Thread-safety: not thread-safe; use from the test's main thread.
 #ifndef GATOS_TESTS_SUPPORT_CHILD_PROCESS_H_
@@ -12,30 +12,34 @@
 #include <string>
 #include <vector>
 
+#include "gatos/process.h"
+
 namespace gatos::testing {
 
 class ChildProcess {
  public:
   ChildProcess() = default;
-  ~ChildProcess();
+  ~ChildProcess() = default;  // the Process SIGKILLs and reaps
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   // Starts argv (PATH lookup) with `env` added to the environment, stdout and
-  // stderr appended to log_path. False (with *error) if fork/exec fails.
+  // stderr appended to log_path. A child still held is killed first. False
+  // (with *error) if it cannot start.
   bool Start(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
              const std::string& log_path, std::string* error);
   // Sends `signo` and waits up to wait_ms for the exit (then SIGKILL).
-  // Returns the exit code, or -signal when killed by a signal.
+  // Returns the exit code, or -signal when killed by a signal; -1 when no
+  // child runs (none started, or running() already saw it exit).
   int Stop(int signo, int wait_ms = 10000);
-  bool running();
-  pid_t pid() const { return pid_; }
+  bool running() { return proc_.running(); }
+  pid_t pid() const { return proc_.pid(); }
   std::string log() const;
   // Waits until the log contains `needle`; false after timeout_ms.
   bool WaitForLog(const std::string& needle, int timeout_ms) const;
 
  private:
-  pid_t pid_ = -1;
+  Process proc_;
   std::string log_path_;
 };
 

@@ -2,19 +2,20 @@
 // tests: loopback only, a free port, and a store directory that survives
 // Restart() so JetStream state can be tested across server restarts.
 //
-// The server is always killed and reaped in the destructor, and it dies with
-// the thread that started it (PR_SET_PDEATHSIG) if the test binary crashes.
+// The server is a gatos::Process: always killed and reaped in the destructor,
+// and it dies with the thread that started it (PR_SET_PDEATHSIG) if the test
+// binary crashes.
 //
 // Thread-safety: not thread-safe; use from the test's main thread.
 #ifndef GATOS_TESTS_SUPPORT_NATS_SERVER_H_
 #define GATOS_TESTS_SUPPORT_NATS_SERVER_H_
 
 #include <gtest/gtest.h>
-#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
 
+#include "gatos/process.h"
 #include "test_util.h"
 
 namespace gatos::testing {
@@ -30,7 +31,7 @@ class NatsServer {
 
   NatsServer() : NatsServer(Options()) {}
   explicit NatsServer(Options options);
-  ~NatsServer();
+  ~NatsServer() = default;
   NatsServer(const NatsServer&) = delete;
   NatsServer& operator=(const NatsServer&) = delete;
 
@@ -45,7 +46,8 @@ class NatsServer {
   // Stop() if running, then Start() on the same port and store directory.
   ::testing::AssertionResult Restart();
 
-  bool running() const { return pid_ > 0; }
+  // True from Start() until Stop()/Kill() (even if the server died meanwhile).
+  bool running() const { return proc_.pid() > 0; }
   int port() const { return port_; }
   std::string url() const;
   const std::string& store_dir() const { return store_dir_; }
@@ -61,7 +63,7 @@ class NatsServer {
   std::string config_path_;
   std::string log_path_;
   int port_;
-  pid_t pid_ = -1;
+  Process proc_;
 };
 
 }  // namespace gatos::testing

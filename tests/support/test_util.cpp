@@ -1,14 +1,10 @@
 #include "test_util.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,7 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
-extern char** environ;
+#include "gatos/process.h"
 
 namespace gatos::testing {
 
@@ -38,80 +34,24 @@ TempDir::~TempDir() {
 }
 
 RunResult Run(const std::vector<std::string>& argv, const RunOptions& opts) {
+  // Tests also write to sockets and pipes whose other end may be gone.
+  signal(SIGPIPE, SIG_IGN);
+  SpawnOptions so;
+  so.env = Environment::CurrentWith(opts.env);
+  so.cwd = opts.cwd;
+  so.parent_death_signal = SIGKILL;
   RunResult r;
-  int in_pipe[2], out_pipe[2], err_pipe[2];
-  if (pipe2(in_pipe, O_CLOEXEC) || pipe2(out_pipe, O_CLOEXEC) || pipe2(err_pipe, O_CLOEXEC)) {
-    r.err = "pipe failed";
+  Result<Captured> c = RunAndCapture(argv, so, opts.stdin_data, std::chrono::seconds(opts.timeout_seconds));
+  if (!c.ok()) {
+    // As a shell says it: 127 no such program, 126 found but not started.
+    r.exit_code = c.status().code() == StatusCode::kNotFound ? 127 : 126;
+    r.err = c.status().message();
     return r;
   }
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(in_pipe[0], 0);
-    dup2(out_pipe[1], 1);
-    dup2(err_pipe[1], 2);
-    if (!opts.cwd.empty() && chdir(opts.cwd.c_str()) != 0) _exit(126);
-    for (const auto& [k, v] : opts.env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  close(in_pipe[0]);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  // Feed stdin and drain both outputs with poll so no pipe fills up.
-  size_t in_off = 0;
-  int in_fd = in_pipe[1];
-  if (opts.stdin_data.empty()) {
-    close(in_fd);
-    in_fd = -1;
-  } else {
-    fcntl(in_fd, F_SETFL, O_NONBLOCK);
-  }
-  signal(SIGPIPE, SIG_IGN);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(opts.timeout_seconds);
-  bool out_open = true, err_open = true;
-  while (out_open || err_open || in_fd >= 0) {
-    pollfd fds[3];
-    int n = 0;
-    if (out_open) fds[n++] = {out_pipe[0], POLLIN, 0};
-    if (err_open) fds[n++] = {err_pipe[0], POLLIN, 0};
-    if (in_fd >= 0) fds[n++] = {in_fd, POLLOUT, 0};
-    int rc = poll(fds, n, 200);
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      break;
-    }
-    if (rc <= 0) continue;
-    for (int i = 0; i < n; ++i) {
-      if (!fds[i].revents) continue;
-      if (fds[i].fd == in_fd) {
-        ssize_t w = write(in_fd, opts.stdin_data.data() + in_off, opts.stdin_data.size() - in_off);
-        if (w > 0) in_off += static_cast<size_t>(w);
-        if (w < 0 || in_off == opts.stdin_data.size()) {
-          close(in_fd);
-          in_fd = -1;
-        }
-        continue;
-      }
-      char buf[65536];
-      ssize_t got = read(fds[i].fd, buf, sizeof buf);
-      std::string& dst = fds[i].fd == out_pipe[0] ? r.out : r.err;
-      if (got > 0) {
-        dst.append(buf, static_cast<size_t>(got));
-      } else {
-        if (fds[i].fd == out_pipe[0]) out_open = false; else err_open = false;
-      }
-    }
-  }
-  if (in_fd >= 0) close(in_fd);
-  close(out_pipe[0]);
-  close(err_pipe[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+  r.exit_code = c->status.code;
+  r.signal = c->status.signal;
+  r.out = std::move(c->out);
+  r.err = std::move(c->err);
   return r;
 }
 

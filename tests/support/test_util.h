@@ -37,7 +37,9 @@ struct RunOptions {
   int timeout_seconds = 120;                  // SIGKILL after this
 };
 
-// Runs argv[0] (PATH lookup) and waits. Never throws.
+// Runs argv[0] (PATH lookup) with the test's environment plus opts.env and
+// waits (gatos::RunAndCapture). A program that cannot be started gives exit
+// code 127 (not found) or 126, with the reason in `err`. Never throws.
 RunResult Run(const std::vector<std::string>& argv, const RunOptions& opts = {});
 
 // Path of a built program (gatos, gatosd, gatos-worker, ...) in the build tree.
