@@ -9,15 +9,13 @@
 //             [--sandbox off|auto] [--rate JOBS/S] [--keep DIR]
 // With --rate the submissions are paced, so latencies show the plane's own
 // delay rather than the queue of an overloaded run.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,13 +29,13 @@
 #include <nlohmann/json.hpp>
 
 #include "gatos/bus.h"
+#include "gatos/flags.h"
 #include "gatos/job_plane.h"
 #include "gatos/keys.h"
 #include "gatos/manifest.h"
+#include "gatos/process.h"
 #include "gatos/result.h"
 #include "gatos/rpc.h"
-
-extern char** environ;
 
 using namespace gatos;
 using nlohmann::json;
@@ -53,26 +51,19 @@ void Die(const std::string& m) {
   std::exit(1);
 }
 
-pid_t Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid;
-  if (posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ) != 0) Die("cannot start " + argv[0]);
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
+// A child with stdout and stderr appended to `log`, SIGTERMed if we die.
+Process Spawn(const std::vector<std::string>& argv, const std::string& log) {
+  SpawnOptions o;
+  o.env = Environment::Current();
+  o.out = Stdio::File(log);
+  o.err = Stdio::Stdout();
+  o.parent_death_signal = SIGTERM;
+  Result<Process> p = Process::Spawn(argv, o);
+  if (!p.ok()) Die(p.status().message());
+  return std::move(*p);
 }
 
-int RunWait(const std::vector<std::string>& argv, const std::string& log) {
-  pid_t pid = Spawn(argv, log);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+int RunWait(const std::vector<std::string>& argv, const std::string& log) { return Spawn(argv, log).Wait().code; }
 
 int FreePort() {
   for (int p = 20000 + (getpid() % 20000);; ++p) {
@@ -103,21 +94,23 @@ int main(int argc, char** argv) {
   int jobs = 1000, workers = 2, concurrency = 4, submitters = 4;
   std::string sandbox = "off", keep;
   double rate = 0;  // jobs/s offered in total; 0 = as fast as gatosd accepts
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&] {
-      if (i + 1 >= argc) Die(a + " needs a value");
-      return std::string(argv[++i]);
-    };
-    if (a == "--jobs") jobs = std::stoi(next());
-    else if (a == "--workers") workers = std::stoi(next());
-    else if (a == "--concurrency") concurrency = std::stoi(next());
-    else if (a == "--submitters") submitters = std::stoi(next());
-    else if (a == "--sandbox") sandbox = next();
-    else if (a == "--keep") keep = next();
-    else if (a == "--rate") rate = std::stod(next());
-    else Die("usage: e2e_bench [--jobs N] [--workers N] [--concurrency N] [--submitters N] [--sandbox off|auto] [--rate JOBS/S] [--keep DIR]");
+  const std::vector<FlagSpec> specs = {{"jobs", 0, true, false, "N"},        {"workers", 0, true, false, "N"},
+                                       {"concurrency", 0, true, false, "N"}, {"submitters", 0, true, false, "N"},
+                                       {"sandbox", 0, true, false, "off|auto"}, {"rate", 0, true, false, "JOBS/S"},
+                                       {"keep", 0, true, false, "DIR"}};
+  Flags flags;
+  if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
+      !flags.GetInt("jobs", 1, 10'000'000, &jobs) || !flags.GetInt("workers", 1, 64, &workers) ||
+      !flags.GetInt("concurrency", 1, 256, &concurrency) || !flags.GetInt("submitters", 1, 256, &submitters) ||
+      !flags.GetChoice("sandbox", {"off", "auto", "require"}, &sandbox) ||
+      !flags.GetDouble("rate", 0, HUGE_VAL, &rate)) {
+    Die((flags.error().empty() ? std::string() : flags.error() + "\n") + "usage: e2e_bench " + FlagSynopsis(specs));
   }
+  if (flags.help()) {
+    std::printf("usage: e2e_bench %s\n", FlagSynopsis(specs).c_str());
+    return 0;
+  }
+  keep = flags.GetOr("keep", "");
   g_bin = fs::canonical("/proc/self/exe").parent_path().string();
   std::string dir = keep.empty() ? "/tmp/gatos-e2e-bench-" + std::to_string(getpid()) : keep;
   fs::remove_all(dir);
@@ -129,7 +122,7 @@ int main(int argc, char** argv) {
     std::ofstream conf(dir + "/nats.conf");
     conf << "max_payload: 8388608\n";
   }
-  std::vector<pid_t> procs;
+  std::vector<Process> procs;
   procs.push_back(Spawn({"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(port), "-sd", dir + "/js",
                          "-c", dir + "/nats.conf"},
                         dir + "/nats.log"));
@@ -238,10 +231,7 @@ int main(int argc, char** argv) {
   s1->reset();
   s2->reset();
   bus->reset();
-  for (auto it = procs.rbegin(); it != procs.rend(); ++it) {
-    kill(*it, SIGTERM);
-    waitpid(*it, nullptr, 0);
-  }
+  for (auto it = procs.rbegin(); it != procs.rend(); ++it) it->Stop(SIGTERM, std::chrono::seconds(60));
   if (keep.empty()) fs::remove_all(dir);
   return done == jobs ? 0 : 1;
 }
