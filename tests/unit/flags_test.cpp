@@ -205,6 +205,36 @@ TEST(FlagsTest, SynopsisAndHelpText) {
             "  --rate VALUE\n");
 }
 
+TEST(SubcommandsTest, UsageHelpVersionDispatchAndUnknown) {
+  Args seen;
+  const std::vector<Subcommand> commands = {{"run", [&](const Args& a) {
+                                               seen = a;
+                                               return 7;
+                                             }}};
+  auto run = [&](const Args& args, std::string* out, std::string* err) {
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    int rc = RunSubcommands("prog", "usage: prog run\n", "prog 1.0", args, commands);
+    *out = ::testing::internal::GetCapturedStdout();
+    *err = ::testing::internal::GetCapturedStderr();
+    return rc;
+  };
+  std::string out, err;
+  EXPECT_EQ(run({}, &out, &err), kExitUsage);
+  EXPECT_EQ(err, "usage: prog run\n");
+  for (const char* help : {"--help", "-h", "help"}) {
+    EXPECT_EQ(run({help}, &out, &err), kExitOk);
+    EXPECT_EQ(out, "usage: prog run\n");
+  }
+  EXPECT_EQ(run({"--version"}, &out, &err), kExitOk);
+  EXPECT_EQ(out, "prog 1.0\n");
+  EXPECT_EQ(run({"run", "--x", "y"}, &out, &err), 7);
+  EXPECT_EQ(seen, (Args{"--x", "y"}));
+  EXPECT_EQ(run({"walk"}, &out, &err), kExitUsage);
+  EXPECT_EQ(err, "prog: unknown command 'walk' (see prog --help)\n");
+  EXPECT_EQ(RunSubcommands("p", "u\n", "", {"--version"}, {}), kExitUsage);  // no version: unknown
+}
+
 TEST(TruncateUtf8Test, NeverSplitsACharacter) {
   const std::string s = "a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";  // a é € 😀: 1+2+3+4 bytes
   EXPECT_EQ(TruncateUtf8(s, 100), s);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "gatos/encoding.h"
@@ -222,6 +223,33 @@ std::string FlagHelp(const std::vector<FlagSpec>& specs) {
     out += '\n';
   }
   return out;
+}
+
+int RunSubcommands(std::string_view program, std::string_view usage, std::string_view version,
+                   const std::vector<std::string>& args, const std::vector<Subcommand>& commands) {
+  auto put = [](FILE* to, std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), to);
+    std::fflush(to);
+  };
+  if (args.empty()) {
+    put(stderr, usage);
+    return kExitUsage;
+  }
+  const std::string& word = args[0];
+  if (word == "--help" || word == "-h" || word == "help") {
+    put(stdout, usage);
+    return kExitOk;
+  }
+  if (word == "--version" && !version.empty()) {
+    put(stdout, std::string(version) + "\n");
+    return kExitOk;
+  }
+  for (const auto& c : commands) {
+    if (c.name == word) return c.run({args.begin() + 1, args.end()});
+  }
+  put(stderr, std::string(program) + ": unknown command '" + TruncateUtf8(word, kShownValueBytes) + "' (see " +
+                  std::string(program) + " --help)\n");
+  return kExitUsage;
 }
 
 }  // namespace gatos

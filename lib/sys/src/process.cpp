@@ -255,6 +255,17 @@ std::vector<std::string> Environment::ToStrings() const {
   return out;
 }
 
+// ---- SpawnOptions ----
+
+SpawnOptions SpawnOptions::WithLog(const std::string& log_path, int parent_death_signal) {
+  SpawnOptions o;
+  o.env = Environment::Current();
+  o.out = Stdio::File(log_path);
+  o.err = Stdio::Stdout();
+  o.parent_death_signal = parent_death_signal;
+  return o;
+}
+
 // ---- ExitStatus ----
 
 std::string ExitStatus::ToString() const {

@@ -37,32 +37,26 @@ void SignalWatcher::Run() {
   while (sigwait(&set, &sig) != 0) {
   }
   if (quitting_) return;
-  Callback cb;
   {
     std::lock_guard<std::mutex> l(mu_);
     signo_ = sig;
     stop_ = true;
-    if (callback_) {
-      cb = callback_;
-      callback_ran_ = true;
-    }
   }
   cv_.notify_all();
-  if (cb) cb(sig);
+  std::lock_guard<std::mutex> run(callback_mu_);
+  if (callback_ && !callback_ran_) {
+    callback_ran_ = true;
+    callback_(sig);
+  }
 }
 
 void SignalWatcher::OnSignal(Callback cb) {
-  Callback run;
-  int sig = 0;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    callback_ = std::move(cb);
-    if (!stop_ || callback_ran_ || !callback_) return;
+  std::lock_guard<std::mutex> run(callback_mu_);  // waits for a running callback
+  callback_ = std::move(cb);
+  if (stop_ && callback_ && !callback_ran_) {
     callback_ran_ = true;
-    run = callback_;
-    sig = signo_;
+    callback_(signo_);
   }
-  run(sig);
 }
 
 bool SignalWatcher::WaitFor(std::chrono::milliseconds timeout) {

@@ -27,6 +27,7 @@
 #define GATOS_FLAGS_H_
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -113,6 +114,26 @@ class Flags {
 //   "  -f, --file FILE    write the key here\n"
 std::string FlagSynopsis(const std::vector<FlagSpec>& specs);
 std::string FlagHelp(const std::vector<FlagSpec>& specs);
+
+// One subcommand of a program made of subcommands (gatosd, gatos-worker).
+struct Subcommand {
+  std::string name;
+  std::function<int(const std::vector<std::string>& args)> run;  // gets the words after `name`
+};
+
+// The main() of such a program:
+//   (no words)               `usage` on stderr, kExitUsage
+//   --help | -h | help       `usage` on stdout, kExitOk
+//   --version                `version` and a newline on stdout (when not empty), kExitOk
+//   NAME ARGS...             the subcommand's run(ARGS)
+//   anything else            "<program>: unknown command 'X' (see <program> --help)", kExitUsage
+//
+//   int main(int argc, char** argv) {
+//     return gatos::RunSubcommands("gatosd", kUsage, "", {argv + 1, argv + argc},
+//                                  {{"init", Init}, {"serve", Serve}});
+//   }
+int RunSubcommands(std::string_view program, std::string_view usage, std::string_view version,
+                   const std::vector<std::string>& args, const std::vector<Subcommand>& commands);
 
 }  // namespace gatos
 

@@ -3,15 +3,15 @@
 // optionally in its own process group and killed with its parent; wait for it
 // with a timeout; kill it; capture its output.
 //
-//   Environment env = Environment::Current();        // nothing is inherited
-//   env.Set("GATOS_STATE_DIR", dir);                  // unless given
 //   SpawnOptions o;
-//   o.env = env;
-//   o.out = Stdio::File(dir + "/nats.log");          // appended, created 0644
+//   o.env = Environment::Current();                   // nothing is inherited
+//   o.env.Set("GATOS_STATE_DIR", dir);                // unless given
+//   o.out = Stdio::File(dir + "/nats.log");           // appended, created 0644
 //   o.err = Stdio::Stdout();                          // 2>&1
 //   o.parent_death_signal = SIGKILL;
+//   // SpawnOptions::WithLog(dir + "/nats.log", SIGKILL) does all of it but Set
 //   Result<Process> p = Process::Spawn({"nats-server", "-js"}, o);
-//   if (!p.ok()) return Fail(p.status().message());  // says what and what to do
+//   if (!p.ok()) return Fail(p.status().message());   // says what and what to do
 //   ...
 //   ExitStatus st = p->Stop(SIGTERM, std::chrono::seconds(10));  // then SIGKILL
 //
@@ -133,6 +133,11 @@ struct SpawnOptions {
   // PR_SET_PDEATHSIG: the child gets this signal (SIGKILL, SIGTERM) when the
   // thread that spawned it ends, e.g. when a test binary crashes. 0: none.
   int parent_death_signal = 0;
+
+  // A service child (nats-server, gatosd, a worker): this process's
+  // environment, stdin /dev/null, stdout and stderr appended to `log_path`,
+  // and `parent_death_signal` when the spawning thread ends.
+  static SpawnOptions WithLog(const std::string& log_path, int parent_death_signal);
 };
 
 // How a child ended.

@@ -22,7 +22,8 @@
 //       g_stop = true;
 //       queue.Close();
 //     });
-//     ... (no join needed: the destructor ends the thread)
+//     ...
+//     signals.OnSignal(nullptr);   // before `queue` goes; no join: the destructor ends the thread
 //
 //   a loop with other work (gatos up):
 //     while (!signals.WaitFor(std::chrono::milliseconds(200))) CheckChildren();
@@ -34,7 +35,7 @@
 // Thread-safety: stopped(), signal(), stop_flag(), WaitFor() and OnSignal()
 // may be called from any thread. The callback runs on the watcher's thread
 // (or, with OnSignal after the signal came, on the caller's) exactly once; it
-// must not destroy the watcher.
+// must not call OnSignal or destroy the watcher.
 #ifndef GATOS_SIGNAL_WATCHER_H_
 #define GATOS_SIGNAL_WATCHER_H_
 
@@ -58,8 +59,10 @@ class SignalWatcher {
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
 
-  // Sets the callback. If a signal has come already and no callback has run
-  // for it, runs `cb` now on the calling thread.
+  // Sets (or, with nullptr, removes) the callback. If a signal has come
+  // already and no callback has run for it, runs `cb` now on the calling
+  // thread. Waits for a callback that is running to end, so OnSignal(nullptr)
+  // before what the callback uses is destroyed makes that safe.
   void OnSignal(Callback cb);
 
   bool stopped() const { return stop_.load(); }
@@ -79,8 +82,9 @@ class SignalWatcher {
   std::atomic<bool> stop_{false};
   std::atomic<int> signo_{0};
   std::atomic<bool> quitting_{false};
-  std::mutex mu_;
+  std::mutex mu_;  // with cv_: WaitFor
   std::condition_variable cv_;
+  std::mutex callback_mu_;  // held while the callback is replaced or runs
   Callback callback_;
   bool callback_ran_ = false;
   std::thread thread_;
