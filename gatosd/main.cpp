@@ -101,26 +101,16 @@ int ServeCommand(const std::vector<std::string>& args) {
   return gatos::gatosd::Serve(opts);
 }
 
+// The git hooks gatosd init installs; git runs them.
+int Hook(const std::vector<std::string>& args) {
+  if (args.size() == 1 && args[0] == "pre-receive") return gatos::gatosd::RunPreReceive(std::cin, std::cerr);
+  if (args.size() == 1 && args[0] == "post-receive") return gatos::gatosd::RunPostReceive(std::cin, std::cerr);
+  return Usage("hook", "expects pre-receive or post-receive (git runs it; see gatosd --help)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) {
-    std::cerr << kUsage;
-    return 2;
-  }
-  if (args[0] == "--help" || args[0] == "-h") {
-    std::cout << kUsage;
-    return 0;
-  }
-  if (args[0] == "init") return Init({args.begin() + 1, args.end()});
-  if (args[0] == "serve") return ServeCommand({args.begin() + 1, args.end()});
-  if (args[0] == "hook" && args.size() == 2 && args[1] == "pre-receive") {
-    return gatos::gatosd::RunPreReceive(std::cin, std::cerr);
-  }
-  if (args[0] == "hook" && args.size() == 2 && args[1] == "post-receive") {
-    return gatos::gatosd::RunPostReceive(std::cin, std::cerr);
-  }
-  std::cerr << "gatosd: unknown command '" << args[0] << "' (see gatosd --help)\n";
-  return 2;
+  return gatos::RunSubcommands("gatosd", kUsage, "", {argv + 1, argv + argc},
+                               {{"init", Init}, {"serve", ServeCommand}, {"hook", Hook}});
 }

@@ -37,27 +37,8 @@ constexpr char kUsage[] =
     "\n"
     "Environment: GATOS_OUTBOX_KEEP (delivered outbox rows kept, default 1000).\n";
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) {
-    std::cerr << kUsage;
-    return 2;
-  }
-  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::cout << kUsage;
-    return 0;
-  }
-  if (args[0] == "--version") {
-    std::cout << "gatos-worker 0.1.0\n";
-    return 0;
-  }
-  std::string cmd = args[0];
-  if (cmd != "run" && cmd != "status") {
-    std::cerr << "gatos-worker: unknown command '" << cmd << "'\n" << kUsage;
-    return 2;
-  }
+// `gatos-worker run|status ARGS`.
+int Command(const std::string& cmd, const std::vector<std::string>& args) {
   gatos::worker::WorkerOptions opts;
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
   std::vector<gatos::FlagSpec> specs = {{"state-dir"}};
@@ -72,7 +53,7 @@ int main(int argc, char** argv) {
     return gatos::kExitUsage;
   };
   gatos::Flags flags;
-  if (!flags.Parse({args.begin() + 1, args.end()}, specs)) return usage(flags.error());
+  if (!flags.Parse(args, specs)) return usage(flags.error());
   if (flags.help()) {
     std::cout << kUsage;
     return 0;
@@ -112,4 +93,14 @@ int main(int argc, char** argv) {
   gatos::SetLogProgram("gatos-worker", opts.name);
   gatos::SignalWatcher signals([](int sig) { gatos::Log(std::string(gatos::SignalWatcher::Name(sig)) + ": stopping"); });
   return gatos::worker::RunWorker(opts, signals.stop_flag());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto command = [](const char* cmd) {
+    return [cmd](const std::vector<std::string>& args) { return Command(cmd, args); };
+  };
+  return gatos::RunSubcommands("gatos-worker", kUsage, "gatos-worker 0.1.0", {argv + 1, argv + argc},
+                               {{"run", command("run")}, {"status", command("status")}});
 }
