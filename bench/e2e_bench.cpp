@@ -53,12 +53,7 @@ void Die(const std::string& m) {
 
 // A child with stdout and stderr appended to `log`, SIGTERMed if we die.
 Process Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  SpawnOptions o;
-  o.env = Environment::Current();
-  o.out = Stdio::File(log);
-  o.err = Stdio::Stdout();
-  o.parent_death_signal = SIGTERM;
-  Result<Process> p = Process::Spawn(argv, o);
+  Result<Process> p = Process::Spawn(argv, SpawnOptions::WithLog(log, SIGTERM));
   if (!p.ok()) Die(p.status().message());
   return std::move(*p);
 }

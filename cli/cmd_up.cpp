@@ -71,12 +71,8 @@ struct Child {
 // our environment, a process group of their own (Ctrl-C reaches us only; we
 // stop them in order), and SIGTERM if we die, even by SIGKILL.
 Result<Process> Spawn(const std::vector<std::string>& argv, const std::string& log) {
-  SpawnOptions o;
-  o.env = Environment::Current();
-  o.out = Stdio::File(log);
-  o.err = Stdio::Stdout();
+  SpawnOptions o = SpawnOptions::WithLog(log, SIGTERM);
   o.new_process_group = true;
-  o.parent_death_signal = SIGTERM;
   return Process::Spawn(argv, o);
 }
 

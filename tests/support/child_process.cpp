@@ -13,11 +13,8 @@ bool ChildProcess::Start(const std::vector<std::string>& argv,
                          const std::map<std::string, std::string>& env, const std::string& log_path,
                          std::string* error) {
   log_path_ = log_path;
-  SpawnOptions o;
+  SpawnOptions o = SpawnOptions::WithLog(log_path, SIGKILL);
   o.env = Environment::CurrentWith(env);
-  o.out = Stdio::File(log_path);
-  o.err = Stdio::Stdout();
-  o.parent_death_signal = SIGKILL;
   Result<Process> p = Process::Spawn(argv, o);
   if (!p.ok()) {
     *error = p.status().message();

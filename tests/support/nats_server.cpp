@@ -63,12 +63,7 @@ std::string NatsServer::log() const { return ReadFile(log_path_); }
   std::string command;
   for (const auto& a : argv) command += (command.empty() ? "" : " ") + a;
 
-  SpawnOptions o;
-  o.env = Environment::Current();
-  o.out = Stdio::File(log_path_);
-  o.err = Stdio::Stdout();
-  o.parent_death_signal = SIGKILL;
-  Result<Process> p = Process::Spawn(argv, o);
+  Result<Process> p = Process::Spawn(argv, SpawnOptions::WithLog(log_path_, SIGKILL));
   if (!p.ok()) return Failure(p.status().message());
   proc_ = std::move(*p);
 
