@@ -4,6 +4,7 @@
 // baseline parser and SARIF output.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -16,6 +17,7 @@
 #include "gatos/scan/rules.h"
 #include "gatos/scan/scanner.h"
 #include "secrets_for_tests.h"
+#include "test_util.h"
 
 namespace gatos::scan {
 namespace {
@@ -340,6 +342,42 @@ TEST(ScanSarif, RulesResultsLocationsFingerprintsAndSuppressions) {
   EXPECT_EQ(acc["suppressions"][0]["kind"], "external");
   EXPECT_EQ(acc["locations"][0]["physicalLocation"]["artifactLocation"]["uri"], "d%FF/x.txt");
   EXPECT_EQ(run["invocations"][0]["executionSuccessful"], true);
+}
+
+TEST(ScanDetectorCache, CompiledDatabaseIsReusedAndADamagedOneRecompiled) {
+  gatos::testing::TempDir dir;
+  const std::string cache = dir.Join("hs-cache");
+  Result<RuleSet> rules = ParseRules("rules:\n  - {id: acme, regex: 'acme_([a-z0-9]{8})'}\n", "c");
+  ASSERT_TRUE(rules.ok());
+  auto find = [&](const Detector& d) {
+    auto scratch = std::move(*d.NewScratch());
+    std::vector<Match> m;
+    EXPECT_TRUE(d.Scan("k = acme_a1b2c3d4\n", scratch.get(), &m).ok());
+    return m.size();
+  };
+  Result<std::unique_ptr<Detector>> first = Detector::Create(*rules, cache);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(find(**first), 1u);
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(cache)) files.push_back(e.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_TRUE(files[0].ends_with(".hsdb"));
+  Result<std::unique_ptr<Detector>> cached = Detector::Create(*rules, cache);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(find(**cached), 1u);
+  gatos::testing::WriteFile(files[0], "not a database");
+  Result<std::unique_ptr<Detector>> damaged = Detector::Create(*rules, cache);
+  ASSERT_TRUE(damaged.ok()) << damaged.status().ToString();
+  EXPECT_EQ(find(**damaged), 1u);
+  // Other rules get their own file, never the first one's database.
+  Result<RuleSet> other = ParseRules("rules:\n  - {id: acme, regex: 'acme_([a-z]{8})'}\n", "c");
+  ASSERT_TRUE(other.ok());
+  Result<std::unique_ptr<Detector>> d2 = Detector::Create(*other, cache);
+  ASSERT_TRUE(d2.ok());
+  EXPECT_EQ(find(**d2), 0u);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(cache),
+                          std::filesystem::directory_iterator()),
+            2);
 }
 
 }  // namespace

@@ -4,8 +4,16 @@
 #include <hs/hs.h>
 #include <pcre2.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "gatos/blake3.h"
 
 namespace gatos::scan {
 namespace {
@@ -161,7 +169,64 @@ Detector::~Detector() = default;
 
 const RuleSet& Detector::rules() const { return impl_->rules; }
 
+namespace {
+
+// The cache file of a compiled database: named by BLAKE3 over the Vectorscan
+// version and every expression, flag and id, so a file is only ever read
+// for exactly the database it holds.
+std::string CachePath(const std::string& dir, const std::vector<const char*>& exprs,
+                      const std::vector<unsigned>& flags, const std::vector<unsigned>& ids) {
+  Blake3Hasher h;
+  h.Update(hs_version());
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    h.Update(std::string_view("\0", 1));
+    h.Update(exprs[i]);
+    h.Update("\0" + std::to_string(flags[i]) + "," + std::to_string(ids[i]));
+  }
+  return dir + "/" + TaggedDigest(h.Finalize()).substr(7) + ".hsdb";
+}
+
+// A cached database, or null. Vectorscan checks the magic, version, platform
+// and a CRC of the bytecode, so a stale or damaged file is refused here and
+// the database compiled again.
+hs_database_t* LoadCached(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return nullptr;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  hs_database_t* db = nullptr;
+  if (hs_deserialize_database(bytes.data(), bytes.size(), &db) != HS_SUCCESS) return nullptr;
+  return db;
+}
+
+// Best effort: a cache that cannot be written only costs the next run time.
+void StoreCached(const std::string& dir, const std::string& path, const hs_database_t* db) {
+  char* bytes = nullptr;
+  size_t len = 0;
+  if (hs_serialize_database(db, &bytes, &len) != HS_SUCCESS) return;
+  std::unique_ptr<char, decltype(&std::free)> guard(bytes, &std::free);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes, static_cast<std::streamsize>(len));
+    if (!out.flush()) {
+      std::filesystem::remove(tmp, ec);
+      return;
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Detector>> Detector::Create(const RuleSet& rules) {
+  return Create(rules, "");
+}
+
+Result<std::unique_ptr<Detector>> Detector::Create(const RuleSet& rules,
+                                                   const std::string& cache_dir) {
   auto impl = std::make_unique<Impl>();
   impl->rules = rules;
   GATOS_ASSIGN_OR_RETURN(impl->global, CompileAllowlist(rules.allowlist, "global allowlist"));
@@ -203,11 +268,15 @@ Result<std::unique_ptr<Detector>> Detector::Create(const RuleSet& rules) {
     ids.push_back(static_cast<unsigned>(i));
   }
   if (exprs.empty()) return std::unique_ptr<Detector>(new Detector(std::move(impl)));
-  hs_database_t* db = nullptr;
+  const std::string cache_path = cache_dir.empty() ? "" : CachePath(cache_dir, exprs, flags, ids);
+  hs_database_t* db = cache_path.empty() ? nullptr : LoadCached(cache_path);
   hs_compile_error_t* err = nullptr;
-  hs_error_t rc =
-      hs_compile_multi(exprs.data(), flags.data(), ids.data(), static_cast<unsigned>(exprs.size()),
-                       HS_MODE_BLOCK, nullptr, &db, &err);
+  hs_error_t rc = HS_SUCCESS;
+  if (db == nullptr) {
+    rc = hs_compile_multi(exprs.data(), flags.data(), ids.data(),
+                          static_cast<unsigned>(exprs.size()), HS_MODE_BLOCK, nullptr, &db, &err);
+    if (rc == HS_SUCCESS && !cache_path.empty()) StoreCached(cache_dir, cache_path, db);
+  }
   if (rc != HS_SUCCESS) {
     std::string msg = err && err->message ? err->message : "unknown error";
     std::string where = "rules";

@@ -531,7 +531,7 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
     return UnavailableError("cannot create state directory " + opts.state_dir + ": " +
                             ec.message());
   }
-  GATOS_ASSIGN_OR_RETURN(std::unique_ptr<Detector> detector, Detector::Create(opts.rules));
+  GATOS_ASSIGN_OR_RETURN(std::unique_ptr<Detector> detector, Detector::Create(opts.rules, opts.state_dir + "/hs-cache"));
   GATOS_ASSIGN_OR_RETURN(RepoTarget target, NormalizeRepo(opts.repo));
 
   RunState run;

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -52,6 +53,12 @@ class Detector {
   // Compiles `rules`. InvalidArgument "<rule origin>: rule <id>: ..." when a
   // regex is outside what Vectorscan or PCRE2 accept, or can match empty.
   static Result<std::unique_ptr<Detector>> Create(const RuleSet& rules);
+  // Same, reusing the compiled Vectorscan database from `cache_dir` (a file
+  // per distinct set of expressions) and storing it there after compiling:
+  // compiling a few hundred rules takes longer than scanning a small
+  // repository. A missing, stale or damaged file is compiled again.
+  static Result<std::unique_ptr<Detector>> Create(const RuleSet& rules,
+                                                  const std::string& cache_dir);
   ~Detector();
   Detector(const Detector&) = delete;
   Detector& operator=(const Detector&) = delete;
