@@ -1,17 +1,16 @@
-// Job execution: supervisor process, output capture, bubblewrap sandbox.
-// The process model is described in gatos/exec.h and docs/worker-execution.md.
+// Job execution, worker side: spec checks, the sandbox decision, bubblewrap
+// arguments, starting a per-job supervisor (Execution::Start) and the
+// Execution object that follows a job on any supervisor. The supervisor side
+// is supervise.cpp; the long-lived slots are launcher.cpp. Process model:
+// gatos/exec.h and docs/worker-execution.md.
 #include "gatos/exec.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,10 +23,13 @@
 #include <mutex>
 #include <system_error>
 
+#include "exec_internal.h"
+
 namespace gatos {
 namespace {
 
 namespace fs = std::filesystem;
+using namespace exec_internal;  // NOLINT: this file implements them
 
 int64_t UnixMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -43,35 +45,6 @@ int64_t MonoMillis() {
 
 std::string Errno(int err) { return std::string(std::strerror(err)); }
 
-// Owns one file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() { Reset(); }
-  Fd(Fd&& o) noexcept : fd_(o.Release()) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = o.Release();
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  int Release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 Status MakePipe(Fd* r, Fd* w, const char* what) {
   int p[2];
   if (pipe2(p, O_CLOEXEC) != 0) {
@@ -82,335 +55,6 @@ Status MakePipe(Fd* r, Fd* w, const char* what) {
   *w = Fd(p[1]);
   return OkStatus();
 }
-
-// ---------------------------------------------------------------------------
-// Supervisor. Everything below runs in a forked child of a possibly
-// multithreaded worker, so it may only use async-signal-safe calls: no
-// allocation, no locks, no stdio. All memory it needs is prepared by Start()
-// before the fork (the child's copy is private to it).
-
-constexpr int kMaxTracked = 8192;  // descendants tracked per scan
-constexpr char kCtrlTerm = 'T';    // TERM now, KILL after the grace
-constexpr char kCtrlKill = 'K';    // KILL now
-
-struct SupervisorPlan {
-  const char* exec_path = nullptr;
-  char* const* argv = nullptr;
-  char* const* envp = nullptr;
-  const char* chdir_path = nullptr;
-  bool sandboxed = false;
-  int64_t grace_ms = 0;
-  // Descriptors of the supervisor's end of each channel.
-  int out_w = -1, err_w = -1, exec_err_w = -1, status_w = -1, ctrl = -1;
-  pid_t* tracked = nullptr;  // kMaxTracked entries
-};
-
-void WriteAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t k = ::write(fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return;
-    p += k;
-    n -= static_cast<size_t>(k);
-  }
-}
-
-bool ParseUint(const char* s, long* out) {
-  if (*s < '0' || *s > '9') return false;
-  long v = 0;
-  for (; *s; ++s) {
-    if (*s < '0' || *s > '9') return false;
-    v = v * 10 + (*s - '0');
-  }
-  *out = v;
-  return true;
-}
-
-struct LinuxDirent64 {
-  uint64_t d_ino;
-  int64_t d_off;
-  unsigned short d_reclen;
-  unsigned char d_type;
-  char d_name[];
-};
-
-// Calls fn(number) for each numeric entry of an open /proc-style directory.
-template <typename Fn>
-void ForEachNumericEntry(int dirfd, Fn fn) {
-  alignas(8) char buf[4096];
-  for (;;) {
-    long n = syscall(SYS_getdents64, dirfd, buf, sizeof(buf));
-    if (n <= 0) return;
-    for (long off = 0; off < n;) {
-      auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
-      long v;
-      if (ParseUint(d->d_name, &v)) fn(v);
-      off += d->d_reclen;
-    }
-  }
-}
-
-// Parent pid of `pid` from /proc/<pid>/stat, or -1.
-pid_t ReadPpid(int proc_fd, long pid) {
-  char path[32];
-  // Hand-rolled "<pid>/stat": snprintf is not async-signal-safe.
-  char digits[24];
-  int nd = 0;
-  for (long v = pid; v > 0 && nd < 23; v /= 10) digits[nd++] = static_cast<char>('0' + v % 10);
-  int k = 0;
-  while (nd > 0) path[k++] = digits[--nd];
-  const char* suffix = "/stat";
-  for (int i = 0; suffix[i]; ++i) path[k++] = suffix[i];
-  path[k] = '\0';
-  int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[512];
-  ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  // "pid (comm) state ppid ...": comm may hold spaces and ')', so use the last ')'.
-  char* rp = nullptr;
-  for (char* p = buf; *p; ++p) {
-    if (*p == ')') rp = p;
-  }
-  if (!rp || rp[1] != ' ' || !rp[2] || rp[3] != ' ') return -1;
-  long ppid = 0;
-  for (char* p = rp + 4; *p >= '0' && *p <= '9'; ++p) ppid = ppid * 10 + (*p - '0');
-  return static_cast<pid_t>(ppid);
-}
-
-// Fills plan.tracked with the descendants of this process; returns how many.
-// Repeats full /proc passes until no new descendant appears, so the order in
-// which /proc lists processes does not matter.
-int ScanDescendants(const SupervisorPlan& plan) {
-  pid_t self = getpid();
-  int count = 0;
-  int proc_fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (proc_fd < 0) return 0;
-  for (bool grew = true; grew && count < kMaxTracked;) {
-    grew = false;
-    lseek(proc_fd, 0, SEEK_SET);
-    ForEachNumericEntry(proc_fd, [&](long pid) {
-      if (count >= kMaxTracked || pid == self) return;
-      for (int i = 0; i < count; ++i) {
-        if (plan.tracked[i] == pid) return;
-      }
-      pid_t ppid = ReadPpid(proc_fd, pid);
-      if (ppid <= 0) return;
-      bool ours = ppid == self;
-      for (int i = 0; !ours && i < count; ++i) ours = plan.tracked[i] == ppid;
-      if (ours) {
-        plan.tracked[count++] = static_cast<pid_t>(pid);
-        grew = true;
-      }
-    });
-  }
-  ::close(proc_fd);
-  return count;
-}
-
-// Signals every descendant. `spare` (if > 0) is not sent SIGTERM: under
-// bubblewrap it is the bwrap monitor, whose death would SIGKILL the sandbox
-// before the job could handle its TERM.
-void SignalTree(const SupervisorPlan& plan, pid_t job, bool job_reaped, int sig, pid_t spare) {
-  if (!plan.sandboxed && !job_reaped) ::kill(-job, sig);  // the job's own group, incl. fresh forks
-  int n = ScanDescendants(plan);
-  for (int i = 0; i < n; ++i) {
-    if (plan.tracked[i] == spare && sig != SIGKILL) continue;
-    ::kill(plan.tracked[i], sig);
-  }
-}
-
-[[noreturn]] void JobChildMain(const SupervisorPlan& plan, pid_t supervisor, int devnull) {
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof(dfl));
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);  // EINVAL for KILL/STOP: fine
-  setsid();
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != supervisor) _exit(127);
-  int32_t err = 0;
-  if (dup2(devnull, 0) < 0 || dup2(plan.out_w, 1) < 0 || dup2(plan.err_w, 2) < 0) {
-    err = errno;
-  } else if (plan.chdir_path && chdir(plan.chdir_path) != 0) {
-    err = errno;
-  } else {
-    execve(plan.exec_path, plan.argv, plan.envp);
-    err = errno;
-  }
-  WriteAll(plan.exec_err_w, &err, sizeof(err));
-  _exit(127);
-}
-
-// Protocol on status_w: int32 job pid (negative errno if fork failed), then
-// int32 raw wait status of the job once it is reaped. The supervisor exits
-// (closing status_w) only when it has no child left.
-[[noreturn]] void SupervisorMain(SupervisorPlan plan) {
-  // Move the channels above 2, then close every other inherited descriptor
-  // (the worker's sockets, databases, other jobs' pipes).
-  int keep[5] = {plan.out_w, plan.err_w, plan.exec_err_w, plan.status_w, plan.ctrl};
-  for (int& fd : keep) fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-  plan.out_w = keep[0];
-  plan.err_w = keep[1];
-  plan.exec_err_w = keep[2];
-  plan.status_w = keep[3];
-  plan.ctrl = keep[4];
-  for (int fd : keep) {
-    if (fd < 0) _exit(120);
-  }
-  auto is_kept = [&](long fd) {
-    for (int k : keep) {
-      if (k == fd) return true;
-    }
-    return false;
-  };
-  int fd_dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd_dir >= 0) {
-    ForEachNumericEntry(fd_dir, [&](long fd) {
-      if (fd > 2 && fd != fd_dir && !is_kept(fd)) ::close(static_cast<int>(fd));
-    });
-    ::close(fd_dir);
-  } else {
-    for (int fd = 3; fd < 65536; ++fd) {
-      if (!is_kept(fd)) ::close(fd);
-    }
-  }
-  int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (devnull < 0) _exit(121);
-  // The supervisor must not write to the worker's terminal or logs.
-  dup2(devnull, 0);
-  dup2(devnull, 1);
-  dup2(devnull, 2);
-
-  // Signals: the worker's handlers must never run here. Interactive signals
-  // (Ctrl-C reaches the worker's whole process group) are ignored: the
-  // supervisor follows the worker through the control socket instead.
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  for (int sig = 1; sig < NSIG; ++sig) {
-    bool fault = sig == SIGSEGV || sig == SIGBUS || sig == SIGFPE || sig == SIGILL ||
-                 sig == SIGABRT || sig == SIGTRAP || sig == SIGSYS;
-    sa.sa_handler = fault || sig == SIGCHLD ? SIG_DFL : SIG_IGN;
-    sigaction(sig, &sa, nullptr);
-  }
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  sigprocmask(SIG_SETMASK, &chld, nullptr);
-  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-  pid_t self = getpid();
-  // The job is started like vfork: CLONE_VM shares the supervisor's memory
-  // until the child execs, so no page table is copied (the supervisor is a
-  // copy of the whole worker; copying it again per job was half of the
-  // worker's CPU in the end-to-end benchmark). CLONE_VFORK suspends us until
-  // the exec or _exit. The child only makes system calls and writes to a
-  // pipe, which is what a vfork child may do; without CLONE_SIGHAND its
-  // signal dispositions are its own. glibc's clone(), unlike fork(), runs no
-  // pthread_atfork handlers (which could take locks another worker thread
-  // held when the supervisor was forked).
-  struct JobArgs {
-    const SupervisorPlan* plan;
-    pid_t supervisor;
-    int devnull;
-  } job_args{&plan, self, devnull};
-  alignas(16) static char job_stack[64 * 1024];
-  pid_t job = clone(
-      [](void* p) -> int {
-        auto* a = static_cast<JobArgs*>(p);
-        JobChildMain(*a->plan, a->supervisor, a->devnull);
-      },
-      job_stack + sizeof(job_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &job_args);
-  int32_t msg = job > 0 ? job : -errno;
-  WriteAll(plan.status_w, &msg, sizeof(msg));
-  ::close(plan.out_w);
-  ::close(plan.err_w);
-  ::close(plan.exec_err_w);
-  ::close(devnull);
-  if (job < 0) _exit(122);
-
-  bool job_reaped = false;
-  bool term_sent = false;
-  bool kill_now = false;
-  int64_t kill_at = -1;
-  int ctrl = plan.ctrl;
-  const pid_t spare = plan.sandboxed ? job : -1;
-  for (;;) {
-    // Reap whatever exited: the job, or orphans re-parented to us.
-    for (;;) {
-      int st = 0;
-      pid_t p = waitpid(-1, &st, WNOHANG);
-      if (p > 0) {
-        if (p == job && !job_reaped) {
-          job_reaped = true;
-          int32_t raw = st;
-          WriteAll(plan.status_w, &raw, sizeof(raw));
-        }
-        continue;
-      }
-      if (p < 0 && errno == ECHILD && job_reaped) _exit(0);  // nothing of the job is left
-      break;
-    }
-    // Once the main process is gone, whatever it left behind is killed.
-    if (job_reaped) kill_now = true;
-    if (kill_at >= 0 && MonoMillis() >= kill_at) kill_now = true;
-    if (kill_now) SignalTree(plan, job, job_reaped, SIGKILL, -1);
-
-    pollfd pfd[2];
-    int n = 0;
-    if (sfd >= 0) pfd[n++] = {sfd, POLLIN, 0};
-    int ctrl_idx = -1;
-    if (ctrl >= 0) {
-      ctrl_idx = n;
-      pfd[n++] = {ctrl, POLLIN, 0};
-    }
-    int timeout = 200;  // also covers a missing signalfd
-    if (kill_now) {
-      timeout = 10;
-    } else if (kill_at >= 0) {
-      int64_t left = kill_at - MonoMillis();
-      timeout = static_cast<int>(left < 0 ? 0 : (left < 200 ? left : 200));
-    }
-    int r = poll(pfd, static_cast<nfds_t>(n), timeout);
-    if (r < 0) continue;  // EINTR
-    if (sfd >= 0 && (pfd[0].revents & POLLIN)) {
-      signalfd_siginfo si;
-      while (::read(sfd, &si, sizeof(si)) > 0) {
-      }
-    }
-    if (ctrl_idx >= 0 && pfd[ctrl_idx].revents) {
-      char c[16];
-      ssize_t k = ::read(ctrl, c, sizeof(c));
-      if (k <= 0) {
-        // The worker is gone (or closed its end): nobody will read the
-        // result, so end the job now rather than leave it running unowned.
-        if (k == 0 || errno != EINTR) {
-          ::close(ctrl);
-          ctrl = -1;
-          kill_now = true;
-        }
-      } else {
-        for (ssize_t i = 0; i < k; ++i) {
-          if (c[i] == kCtrlKill) kill_now = true;
-          if (c[i] == kCtrlTerm && !term_sent) {
-            term_sent = true;
-            SignalTree(plan, job, job_reaped, SIGTERM, spare);
-            kill_at = MonoMillis() + plan.grace_ms;
-          }
-        }
-      }
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Spec checks and sandbox arguments (normal code: runs before the fork).
 
 // Lexically normalizes a manifest cwd; "" for the workspace itself.
 Result<std::string> NormalizeCwd(const std::string& cwd) {
@@ -454,10 +98,13 @@ bool IsExecutableFile(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
 }
 
-// Resolves argv[0] like execvp, but against the job's PATH.
+// Resolves argv[0] like execvp, but against the job's PATH. Candidates are
+// paths as the job sees them; `to_host` maps one to where it is on the host
+// for the check (binds may show a host directory at another path).
+template <typename ToHost>
 Result<std::string> ResolveProgram(const std::string& prog,
                                    const std::map<std::string, std::string>& env,
-                                   const std::string& cwd_abs) {
+                                   const std::string& cwd_abs, ToHost to_host) {
   if (prog.find('/') != std::string::npos) {
     return prog[0] == '/' ? prog : cwd_abs + "/" + prog;
   }
@@ -472,15 +119,82 @@ Result<std::string> ResolveProgram(const std::string& prog,
     if (dir.empty()) dir = ".";
     if (dir[0] != '/') dir = cwd_abs + "/" + dir;
     std::string cand = dir + "/" + prog;
-    if (IsExecutableFile(cand)) return cand;
+    if (IsExecutableFile(to_host(cand))) return cand;
   }
   return NotFoundError("exec: command '" + prog + "' not found in the job's PATH (" + path +
                        "); use an absolute path or set PATH in the manifest's env");
 }
 
+// Lexically normal absolute path without a trailing '/'.
+std::string CleanPath(const std::string& p) {
+  std::string out = fs::path(p).lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+// The spec's binds (ro_binds, rw_binds, then binds), checked and normalized.
+Result<std::vector<BindPlan>> CheckBinds(const ExecSpec& spec, const std::string& workspace,
+                                         const std::string& output_dir) {
+  struct Entry {
+    std::string source, destination;
+    bool writable;
+    const char* what;
+  };
+  std::vector<Entry> all;
+  for (const auto& b : spec.ro_binds) all.push_back({b, b, false, "read-only bind"});
+  for (const auto& b : spec.rw_binds) all.push_back({b, b, true, "writable bind"});
+  for (const auto& b : spec.binds) {
+    all.push_back({b.source, b.destination.empty() ? b.source : b.destination, b.writable, "bind"});
+  }
+  std::vector<BindPlan> out;
+  for (const auto& e : all) {
+    const std::string what = std::string("exec: ") + e.what + " '" + e.source + "'";
+    if (e.source.empty() || e.source[0] != '/' || e.source.find('\0') != std::string::npos) {
+      return InvalidArgumentError(what + " must be an absolute path");
+    }
+    struct stat st;
+    if (::stat(e.source.c_str(), &st) != 0) {
+      return InvalidArgumentError(what + " does not exist (" + Errno(errno) +
+                                  "); binds show existing host paths");
+    }
+    if (e.writable && !S_ISDIR(st.st_mode) && std::string(e.what) == "writable bind") {
+      return InvalidArgumentError(what + " must be an existing absolute directory");
+    }
+    BindPlan p;
+    p.source = CleanPath(e.source);
+    p.writable = e.writable;
+    p.is_dir = S_ISDIR(st.st_mode);
+    if (e.destination.empty() || e.destination[0] != '/' ||
+        e.destination.find('\0') != std::string::npos) {
+      return InvalidArgumentError(what + ": destination '" + e.destination +
+                                  "' must be an absolute path");
+    }
+    p.destination = CleanPath(e.destination);
+    const std::string& d = p.destination;
+    if (d == "/" || IsUnder(d, "/proc") || IsUnder(d, "/dev")) {
+      return InvalidArgumentError(what + ": destination " + d +
+                                  " would replace the sandbox's /, /proc or /dev; pick another path");
+    }
+    for (const std::string& job_dir : {workspace, output_dir}) {
+      if (!job_dir.empty() && IsUnder(job_dir, d)) {
+        return InvalidArgumentError(what + ": destination " + d + " would hide the job's " +
+                                    (job_dir == workspace ? "workspace " : "output dir ") + job_dir);
+      }
+    }
+    for (const auto& q : out) {
+      if (q.destination == d) {
+        return InvalidArgumentError(what + ": destination " + d + " is already bound from " +
+                                    q.source);
+      }
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 // Arguments that build the sandbox, up to and excluding "--".
 std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
-                                   const std::vector<std::pair<std::string, bool>>& binds,
+                                   const std::vector<BindPlan>& binds,
                                    const std::string& chdir_to) {
   std::vector<std::string> a = {bwrap, "--unshare-all"};
   if (network) a.push_back("--share-net");
@@ -507,9 +221,13 @@ std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
                                   "localtime",   "ssl",        "ca-certificates", "mime.types"};
   if (network) etc.insert(etc.end(), {"resolv.conf", "gai.conf", "services", "protocols"});
   for (const auto& e : etc) a.insert(a.end(), {"--ro-bind-try", "/etc/" + e, "/etc/" + e});
-  a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"});
-  for (const auto& [path, writable] : binds) {
-    a.insert(a.end(), {writable ? "--bind" : "--ro-bind", path, path});
+  // bwrap leaves /proc/sys writable: a job that is uid 0 (a root worker)
+  // could set global sysctls without any capability. Sysctl files show the
+  // reader's network namespace, so a read-only bind of the host's is exact.
+  a.insert(a.end(), {"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
+                     "--tmpfs", "/tmp"});
+  for (const auto& b : binds) {
+    a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.source, b.destination});
   }
   a.insert(a.end(), {"--chdir", chdir_to});
   return a;
@@ -522,10 +240,13 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
   return out;
 }
 
-// The gatos-supervise program next to the running binary, or "" to fork the
-// supervisor instead (tests and tools that run without it still work).
-// GATOS_SUPERVISE overrides the path ("" or "fork" forces the fork path).
-const std::string& SuperviseBinary() {
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+namespace exec_internal {
+
+const std::string& DefaultSuperviseBinary() {
   static const std::string path = [] {
     if (const char* env = std::getenv("GATOS_SUPERVISE")) {
       std::string v = env;
@@ -540,43 +261,164 @@ const std::string& SuperviseBinary() {
   return path;
 }
 
-}  // namespace
-
-// gatos-supervise GRACE_MS SANDBOXED CHDIR EXEC_PATH ARGC ARGV... ENV...
-// with the channels on fds 3..7 (stdout, stderr, exec errors, status, control).
-int SuperviseMain(int argc, char** argv) {
-  if (argc < 6) return 2;
-  long argc_job = 0, grace = 0;
-  if (!ParseUint(argv[1], &grace) || !ParseUint(argv[5], &argc_job) || 6 + argc_job > argc) return 2;
-  static std::vector<pid_t> tracked(kMaxTracked, 0);
-  static std::vector<char*> job_argv(argv + 6, argv + 6 + argc_job);
-  job_argv.push_back(nullptr);
-  static std::vector<char*> job_env(argv + 6 + argc_job, argv + argc);
-  job_env.push_back(nullptr);
-  SupervisorPlan plan;
-  plan.grace_ms = grace;
-  plan.sandboxed = std::string(argv[2]) == "1";
-  plan.chdir_path = argv[3][0] ? argv[3] : nullptr;
-  plan.exec_path = argv[4];
-  plan.argv = job_argv.data();
-  plan.envp = job_env.data();
-  plan.out_w = 3;
-  plan.err_w = 4;
-  plan.exec_err_w = 5;
-  plan.status_w = 6;
-  plan.ctrl = 7;
-  plan.tracked = tracked.data();
-  SupervisorMain(plan);
+Result<pid_t> SpawnProgram(const std::string& path, const std::vector<std::string>& args,
+                           const std::vector<int>& fds) {
+  std::vector<std::string> a = args;
+  std::vector<char*> argv = CStrings(a);
+  struct SpawnArgs {
+    const int* fds;
+    int nfds;
+    const char* path;
+    char* const* argv;
+  } sa{fds.data(), static_cast<int>(fds.size()), path.c_str(), argv.data()};
+  std::vector<char> stack(64 * 1024);
+  // The child shares our memory until execve (CLONE_VM|CLONE_VFORK): no copy
+  // of the worker's page tables, no copy-on-write faults while the program
+  // runs. It only makes system calls.
+  pid_t pid = clone(
+      [](void* p) -> int {
+        auto* a = static_cast<SpawnArgs*>(p);
+        int hi[8];
+        for (int i = 0; i < a->nfds; ++i) hi[i] = fcntl(a->fds[i], F_DUPFD, 100);
+        for (int i = 0; i < a->nfds; ++i) {
+          if (hi[i] < 0 || dup2(hi[i], 3 + i) < 0) _exit(126);
+        }
+        char* const empty_env[] = {nullptr};
+        execve(a->path, a->argv, empty_env);
+        _exit(127);
+      },
+      stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &sa);
+  if (pid < 0) {
+    return InternalError("exec: cannot start " + path + ": " + Errno(errno) +
+                         "; the host may be out of processes or memory");
+  }
+  return pid;
 }
+
+SupervisorConn::~SupervisorConn() {
+  sock_.Reset();
+  if (pid_ > 0) {
+    int st;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+int SupervisorConn::Read(Record* rec, pid_t* cred_pid, int timeout_ms) {
+  for (;;) {
+    if (timeout_ms != 0) {
+      pollfd p{sock_.get(), POLLIN, 0};
+      int r = poll(&p, 1, timeout_ms);
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) return 0;
+    }
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(4 * sizeof(int))];
+    iovec iov{buf_ + have_, sizeof(buf_) - have_};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof(cbuf);
+    ssize_t n = recvmsg(sock_.get(), &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      if (timeout_ms == 0) return 0;
+      continue;
+    }
+    if (n <= 0) return -1;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+      if (cm->cmsg_level != SOL_SOCKET) continue;
+      if (cm->cmsg_type == SCM_CREDENTIALS) {
+        ucred cr;
+        std::memcpy(&cr, CMSG_DATA(cm), sizeof(cr));
+        cred_pid_ = cr.pid;
+      } else if (cm->cmsg_type == SCM_RIGHTS) {  // never sent; never kept
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; ++i) {
+          int fd;
+          std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+          ::close(fd);
+        }
+      }
+    }
+    have_ += static_cast<size_t>(n);
+    if (have_ < sizeof(buf_)) continue;
+    std::memcpy(rec, buf_, sizeof(*rec));
+    have_ = 0;
+    if (cred_pid) *cred_pid = cred_pid_;
+    cred_pid_ = 0;
+    return 1;
+  }
+}
+
+bool SupervisorConn::SendJob(const std::string& payload, int out_w, int err_w) {
+  std::string frame(kFrameHeader, '\0');
+  frame[0] = kFrameJob;
+  uint32_t len = static_cast<uint32_t>(payload.size());
+  std::memcpy(frame.data() + 1, &len, 4);
+  frame += payload;
+  int fds[2] = {out_w, err_w};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
+  std::memset(cbuf, 0, sizeof(cbuf));
+  size_t off = 0;
+  bool first = true;
+  while (off < frame.size()) {
+    iovec iov{frame.data() + off, frame.size() - off};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    if (first) {
+      mh.msg_control = cbuf;
+      mh.msg_controllen = sizeof(cbuf);
+      cmsghdr* cm = CMSG_FIRSTHDR(&mh);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(fds));
+      std::memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+    }
+    ssize_t n = sendmsg(sock_.get(), &mh, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    first = false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool SupervisorConn::SendControl(char type, uint32_t seq) {
+  char f[kFrameHeader + 4];
+  f[0] = type;
+  uint32_t len = 4;
+  std::memcpy(f + 1, &len, 4);
+  std::memcpy(f + kFrameHeader, &seq, 4);
+  for (;;) {
+    ssize_t n = ::send(sock_.get(), f, sizeof(f), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    return n == static_cast<ssize_t>(sizeof(f));  // small: never split
+  }
+}
+
+bool SupervisorConn::IdleButReadable() const {
+  pollfd p{sock_.get(), POLLIN, 0};
+  return poll(&p, 1, 0) != 0 || have_ != 0;
+}
+
+}  // namespace exec_internal
 
 // ---------------------------------------------------------------------------
 
-Result<std::map<std::string, std::string>> BuildJobEnv(const ExecSpec& spec) {
+Result<std::map<std::string, std::string>> BuildJobEnv(const ExecSpec& spec, bool sandboxed) {
   std::map<std::string, std::string> env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
                                             {"HOME", spec.workspace},
                                             {"LANG", "C.UTF-8"},
                                             {"TMPDIR", "/tmp"}};
-  for (const auto* layer : {&spec.env, &spec.extra_env}) {
+  std::map<std::string, std::string> bind_env;
+  for (const auto& b : spec.binds) {
+    if (b.env.empty()) continue;
+    bind_env[b.env] = sandboxed && !b.destination.empty() ? CleanPath(b.destination) : CleanPath(b.source);
+  }
+  using Layer = const std::map<std::string, std::string>*;
+  for (Layer layer : std::initializer_list<Layer>{&spec.env, &spec.extra_env, &bind_env}) {
     for (const auto& [k, v] : *layer) {
       if (k.empty() || k.find('=') != std::string::npos || k.find('\0') != std::string::npos) {
         return InvalidArgumentError("exec: environment variable name '" + k +
@@ -593,6 +435,106 @@ Result<std::map<std::string, std::string>> BuildJobEnv(const ExecSpec& spec) {
   if (!spec.output_dir.empty()) env["GATOS_OUTPUT_DIR"] = spec.output_dir;
   return env;
 }
+
+namespace exec_internal {
+
+Result<PreparedJob> PrepareJob(const ExecSpec& spec, const Status& sandbox_ok) {
+  if (spec.argv.empty() || spec.argv[0].empty()) {
+    return InvalidArgumentError("exec: empty command; the manifest must name a command");
+  }
+  for (const auto& a : spec.argv) {
+    if (a.find('\0') != std::string::npos) {
+      return InvalidArgumentError("exec: a command argument contains a NUL byte");
+    }
+  }
+  if (spec.workspace.empty() || spec.workspace[0] != '/') {
+    return InvalidArgumentError("exec: workspace '" + spec.workspace +
+                                "' must be an absolute path to a directory the worker created");
+  }
+  std::error_code ec;
+  if (!fs::is_directory(spec.workspace, ec)) {
+    return InvalidArgumentError("exec: workspace " + spec.workspace +
+                                " is not an existing directory; create it before Start");
+  }
+  if (spec.timeout_ms < 0 || spec.kill_grace_ms < 0) {
+    return InvalidArgumentError("exec: timeout_ms and kill_grace_ms must be >= 0");
+  }
+  for (const auto& b : spec.ro_binds) {
+    if (b.empty() || b[0] != '/') {
+      return InvalidArgumentError("exec: read-only bind '" + b + "' must be an absolute path");
+    }
+  }
+  for (const auto& b : spec.rw_binds) {
+    if (b.empty() || b[0] != '/' || !fs::is_directory(b, ec)) {
+      return InvalidArgumentError("exec: writable bind '" + b + "' must be an existing absolute directory");
+    }
+  }
+  GATOS_ASSIGN_OR_RETURN(std::string rel_cwd, NormalizeCwd(spec.cwd));
+  std::string ws_real = fs::canonical(spec.workspace, ec).string();
+  if (ec)
+    return InternalError("exec: cannot resolve workspace " + spec.workspace + ": " + ec.message());
+  std::string cwd_abs = rel_cwd.empty() ? spec.workspace : spec.workspace + "/" + rel_cwd;
+  if (!rel_cwd.empty()) {
+    fs::create_directories(cwd_abs, ec);
+    if (ec) {
+      return InvalidArgumentError("exec: cannot create cwd " + cwd_abs + ": " + ec.message() +
+                                  "; check the manifest's cwd");
+    }
+    // A symlink inside the workspace could still point out of it.
+    std::string real = fs::canonical(cwd_abs, ec).string();
+    if (ec || !IsUnder(real, ws_real)) {
+      return InvalidArgumentError("exec: cwd '" + spec.cwd +
+                                  "' resolves outside the job workspace; use a path inside it");
+    }
+  }
+  ExecSpec eff = spec;
+  if (!spec.output_dir.empty()) {
+    eff.output_dir = CleanPath(fs::absolute(spec.output_dir, ec).string());
+    fs::create_directories(eff.output_dir, ec);
+    if (ec) {
+      return InternalError("exec: cannot create output dir " + eff.output_dir + ": " +
+                           ec.message() + "; check the worker's state-dir permissions");
+    }
+  }
+  const std::string workspace = CleanPath(spec.workspace);
+  GATOS_ASSIGN_OR_RETURN(std::vector<BindPlan> spec_binds,
+                         CheckBinds(spec, workspace, eff.output_dir));
+  GATOS_RETURN_IF_ERROR(BuildJobEnv(eff, false).status());  // names and values are valid
+
+  PreparedJob job;
+  if (spec.sandbox != ExecSpec::Sandbox::kOff) {
+    if (sandbox_ok.ok()) {
+      job.sandboxed = true;
+    } else if (spec.sandbox == ExecSpec::Sandbox::kRequire) {
+      return FailedPreconditionError(sandbox_ok.message() +
+                                     "; the policy requires a sandbox, so the job was not started");
+    } else {
+      job.sandbox_note = "running unsandboxed: " + sandbox_ok.message();
+    }
+  }
+  GATOS_ASSIGN_OR_RETURN(auto env, BuildJobEnv(eff, job.sandboxed));
+  if (job.sandboxed) {
+    job.binds.push_back({workspace, workspace, true, true});
+    if (!eff.output_dir.empty()) job.binds.push_back({eff.output_dir, eff.output_dir, true, true});
+    job.binds.insert(job.binds.end(), spec_binds.begin(), spec_binds.end());
+  }
+  // Where a path the job sees is on the host (the last bind that covers it wins).
+  auto to_host = [&](const std::string& p) {
+    if (!job.sandboxed) return p;
+    for (auto it = job.binds.rbegin(); it != job.binds.rend(); ++it) {
+      if (IsUnder(p, it->destination)) return it->source + p.substr(it->destination.size());
+    }
+    return p;
+  };
+  GATOS_ASSIGN_OR_RETURN(job.program, ResolveProgram(spec.argv[0], env, cwd_abs, to_host));
+  job.argv = spec.argv;
+  job.argv[0] = job.program;
+  for (const auto& [k, v] : env) job.env.push_back(k + "=" + v);
+  job.cwd = cwd_abs;
+  return job;
+}
+
+}  // namespace exec_internal
 
 Status ProbeSandbox(const std::string& bwrap_path) {
   static std::mutex mu;
@@ -634,38 +576,44 @@ Status ProbeSandbox(const std::string& bwrap_path) {
   return st;
 }
 
-struct Execution::Impl {
-  // Storage for the exec'd strings (must outlive the fork).
-  std::vector<std::string> exec_argv, exec_env;
-  std::string exec_path, chdir_path;
-  std::vector<pid_t> tracked;
+// ---------------------------------------------------------------------------
+// Execution
 
-  pid_t supervisor = -1;
+struct Execution::Impl {
+  std::unique_ptr<SupervisorConn> conn;  // guarded by ctrl_mu once started
+  ReleaseFn release;                     // null: drop (reap) the supervisor
+  uint32_t seq = 0;
   pid_t job = -1;
-  Fd out_r, err_r, status_r, ctrl;
+  Fd out_r, err_r;
   int64_t timeout_ms = 0;
   size_t cap = 0;
   int64_t started_mono = 0;
   ExecResult result;
   std::atomic<bool> stop_requested{false};
-  std::mutex ctrl_mu;  // serializes writes to ctrl from Stop() and Wait()
+  std::mutex ctrl_mu;  // serializes control frames from Stop() and Wait()
+  bool finished = false;  // guarded by ctrl_mu
   bool waited = false;
-  bool supervisor_reaped = false;
 
   void Send(char c) {
     std::lock_guard<std::mutex> lock(ctrl_mu);
-    if (ctrl.get() < 0) return;
-    // MSG_NOSIGNAL: the supervisor may already be gone; no SIGPIPE for the worker.
-    while (::send(ctrl.get(), &c, 1, MSG_NOSIGNAL) < 0 && errno == EINTR) {
-    }
+    if (finished || !conn) return;
+    conn->SendControl(c, seq);
   }
 
-  void ReapSupervisor() {
-    if (supervisor_reaped || supervisor <= 0) return;
-    int st;
-    while (waitpid(supervisor, &st, 0) < 0 && errno == EINTR) {
+  // Hands the supervisor back (or reaps it). After this, Stop() is a no-op.
+  void Finish(bool healthy) {
+    std::unique_ptr<SupervisorConn> c;
+    {
+      std::lock_guard<std::mutex> lock(ctrl_mu);
+      finished = true;
+      c = std::move(conn);
     }
-    supervisor_reaped = true;
+    if (!c) return;
+    if (release) {
+      release(std::move(c), healthy);
+    } else {
+      c.reset();
+    }
   }
 
   // Reads what is available on one output pipe; false at EOF or error.
@@ -692,239 +640,18 @@ Execution::Execution(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Execution::~Execution() {
   if (!impl_) return;
-  if (!impl_->waited && impl_->supervisor > 0) {
-    impl_->Send(kCtrlKill);
+  if (!impl_->waited) {
+    impl_->Send(kFrameKill);
     Wait().status().IgnoreError();
   }
-  impl_->ReapSupervisor();
+  impl_->Finish(false);
 }
 
 pid_t Execution::pid() const { return impl_->job; }
 
 void Execution::Stop() {
   if (impl_->stop_requested.exchange(true)) return;
-  impl_->Send(kCtrlTerm);
-}
-
-Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
-  if (spec.argv.empty() || spec.argv[0].empty()) {
-    return InvalidArgumentError("exec: empty command; the manifest must name a command");
-  }
-  for (const auto& a : spec.argv) {
-    if (a.find('\0') != std::string::npos) {
-      return InvalidArgumentError("exec: a command argument contains a NUL byte");
-    }
-  }
-  if (spec.workspace.empty() || spec.workspace[0] != '/') {
-    return InvalidArgumentError("exec: workspace '" + spec.workspace +
-                                "' must be an absolute path to a directory the worker created");
-  }
-  std::error_code ec;
-  if (!fs::is_directory(spec.workspace, ec)) {
-    return InvalidArgumentError("exec: workspace " + spec.workspace +
-                                " is not an existing directory; create it before Start");
-  }
-  if (spec.timeout_ms < 0 || spec.kill_grace_ms < 0) {
-    return InvalidArgumentError("exec: timeout_ms and kill_grace_ms must be >= 0");
-  }
-  for (const auto& b : spec.ro_binds) {
-    if (b.empty() || b[0] != '/') {
-      return InvalidArgumentError("exec: read-only bind '" + b + "' must be an absolute path");
-    }
-  }
-  for (const auto& b : spec.rw_binds) {
-    if (b.empty() || b[0] != '/' || !fs::is_directory(b, ec)) {
-      return InvalidArgumentError("exec: writable bind '" + b + "' must be an existing absolute directory");
-    }
-  }
-  GATOS_ASSIGN_OR_RETURN(std::string rel_cwd, NormalizeCwd(spec.cwd));
-
-  auto impl = std::make_unique<Impl>();
-  std::string ws_real = fs::canonical(spec.workspace, ec).string();
-  if (ec)
-    return InternalError("exec: cannot resolve workspace " + spec.workspace + ": " + ec.message());
-  std::string cwd_abs = rel_cwd.empty() ? spec.workspace : spec.workspace + "/" + rel_cwd;
-  if (!rel_cwd.empty()) {
-    fs::create_directories(cwd_abs, ec);
-    if (ec) {
-      return InvalidArgumentError("exec: cannot create cwd " + cwd_abs + ": " + ec.message() +
-                                  "; check the manifest's cwd");
-    }
-    // A symlink inside the workspace could still point out of it.
-    std::string real = fs::canonical(cwd_abs, ec).string();
-    if (ec || !IsUnder(real, ws_real)) {
-      return InvalidArgumentError("exec: cwd '" + spec.cwd +
-                                  "' resolves outside the job workspace; use a path inside it");
-    }
-  }
-  ExecSpec eff = spec;
-  if (!spec.output_dir.empty()) {
-    eff.output_dir = fs::absolute(spec.output_dir, ec).lexically_normal().string();
-    if (!eff.output_dir.empty() && eff.output_dir.size() > 1 && eff.output_dir.back() == '/') {
-      eff.output_dir.pop_back();
-    }
-    fs::create_directories(eff.output_dir, ec);
-    if (ec) {
-      return InternalError("exec: cannot create output dir " + eff.output_dir + ": " +
-                           ec.message() + "; check the worker's state-dir permissions");
-    }
-  }
-  GATOS_ASSIGN_OR_RETURN(auto env, BuildJobEnv(eff));
-  GATOS_ASSIGN_OR_RETURN(std::string program, ResolveProgram(spec.argv[0], env, cwd_abs));
-
-  // Sandbox decision.
-  bool sandboxed = false;
-  if (spec.sandbox != ExecSpec::Sandbox::kOff) {
-    Status probe = ProbeSandbox(spec.bwrap_path);
-    if (probe.ok()) {
-      sandboxed = true;
-    } else if (spec.sandbox == ExecSpec::Sandbox::kRequire) {
-      return FailedPreconditionError(probe.message() +
-                                     "; the policy requires a sandbox, so the job was not started");
-    } else {
-      impl->result.sandbox_note = "running unsandboxed: " + probe.message();
-    }
-  }
-  impl->result.sandboxed = sandboxed;
-
-  if (sandboxed) {
-    std::vector<std::pair<std::string, bool>> binds = {{spec.workspace, true}};
-    if (!eff.output_dir.empty()) binds.push_back({eff.output_dir, true});
-    for (const auto& b : spec.ro_binds) binds.push_back({b, false});
-    for (const auto& b : spec.rw_binds) binds.push_back({b, true});
-    impl->exec_argv = BwrapArgs(spec.bwrap_path, spec.allow_network, binds, cwd_abs);
-    impl->exec_argv.push_back("--");
-    impl->exec_argv.push_back(program);
-    impl->exec_path = spec.bwrap_path;
-  } else {
-    impl->exec_argv = {program};
-    impl->exec_path = program;
-  }
-  impl->exec_argv.insert(impl->exec_argv.end(), spec.argv.begin() + 1, spec.argv.end());
-  for (const auto& [k, v] : env) impl->exec_env.push_back(k + "=" + v);
-  impl->chdir_path = cwd_abs;
-  impl->tracked.assign(kMaxTracked, 0);
-  std::vector<char*> argv_c = CStrings(impl->exec_argv);
-  std::vector<char*> env_c = CStrings(impl->exec_env);
-
-  Fd out_w, err_w, status_w, exec_err_r, exec_err_w;
-  GATOS_RETURN_IF_ERROR(MakePipe(&impl->out_r, &out_w, "stdout"));
-  GATOS_RETURN_IF_ERROR(MakePipe(&impl->err_r, &err_w, "stderr"));
-  GATOS_RETURN_IF_ERROR(MakePipe(&impl->status_r, &status_w, "supervisor status"));
-  GATOS_RETURN_IF_ERROR(MakePipe(&exec_err_r, &exec_err_w, "exec errors"));
-  int sp[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
-    return InternalError("exec: socketpair failed: " + Errno(errno) +
-                         "; check the worker's open-file limit (ulimit -n)");
-  }
-  impl->ctrl = Fd(sp[0]);
-  Fd ctrl_child(sp[1]);
-
-  SupervisorPlan plan;
-  plan.exec_path = impl->exec_path.c_str();
-  plan.argv = argv_c.data();
-  plan.envp = env_c.data();
-  plan.chdir_path = impl->chdir_path.c_str();
-  plan.sandboxed = sandboxed;
-  plan.grace_ms = spec.kill_grace_ms;
-  plan.out_w = out_w.get();
-  plan.err_w = err_w.get();
-  plan.exec_err_w = exec_err_w.get();
-  plan.status_w = status_w.get();
-  plan.ctrl = ctrl_child.get();
-  plan.tracked = impl->tracked.data();
-
-  impl->timeout_ms = spec.timeout_ms;
-  impl->cap = spec.output_cap_bytes;
-  impl->result.started_ms = UnixMillis();
-  impl->started_mono = MonoMillis();
-  pid_t pid;
-  const std::string& supervise = SuperviseBinary();
-  if (!supervise.empty()) {
-    // vfork + exec of the small gatos-supervise program: no copy of the
-    // worker's memory, and no copy-on-write faults in the worker for as long
-    // as the job runs (both were half of the worker's CPU per job).
-    std::vector<std::string> sargs = {supervise, std::to_string(plan.grace_ms),
-                                      plan.sandboxed ? "1" : "0", impl->chdir_path,
-                                      impl->exec_path, std::to_string(impl->exec_argv.size())};
-    sargs.insert(sargs.end(), impl->exec_argv.begin(), impl->exec_argv.end());
-    sargs.insert(sargs.end(), impl->exec_env.begin(), impl->exec_env.end());
-    std::vector<char*> sargv = CStrings(sargs);
-    struct SpawnArgs {
-      int fds[5];
-      const char* path;
-      char* const* argv;
-    } sa{{plan.out_w, plan.err_w, plan.exec_err_w, plan.status_w, plan.ctrl}, supervise.c_str(),
-         sargv.data()};
-    std::vector<char> stack(64 * 1024);
-    // The child shares our memory until execve (CLONE_VM|CLONE_VFORK): it
-    // only makes system calls. Channels land on fds 3..7 (kSuperviseFds).
-    pid = clone(
-        [](void* p) -> int {
-          auto* a = static_cast<SpawnArgs*>(p);
-          int hi[5];
-          for (int i = 0; i < 5; ++i) hi[i] = fcntl(a->fds[i], F_DUPFD, 100);
-          for (int i = 0; i < 5; ++i) {
-            if (hi[i] < 0 || dup2(hi[i], 3 + i) < 0) _exit(126);
-          }
-          char* const empty_env[] = {nullptr};
-          execve(a->path, a->argv, empty_env);
-          _exit(127);
-        },
-        stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &sa);
-    if (pid < 0) {
-      return InternalError("exec: cannot start " + supervise + ": " + Errno(errno) +
-                           "; the host may be out of processes or memory");
-    }
-  } else {
-    pid = fork();
-    if (pid < 0) {
-      return InternalError("exec: fork failed: " + Errno(errno) +
-                           "; the host may be out of processes or memory");
-    }
-    if (pid == 0) SupervisorMain(plan);
-  }
-  impl->supervisor = pid;
-  out_w.Reset();
-  err_w.Reset();
-  status_w.Reset();
-  exec_err_w.Reset();
-  ctrl_child.Reset();
-
-  auto read_i32 = [](int fd, int32_t* v) {
-    size_t got = 0;
-    char* p = reinterpret_cast<char*>(v);
-    while (got < sizeof(*v)) {
-      ssize_t n = ::read(fd, p + got, sizeof(*v) - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      got += static_cast<size_t>(n);
-    }
-    return true;
-  };
-  int32_t job_pid = 0;
-  bool have_pid = read_i32(impl->status_r.get(), &job_pid);
-  // Blocks until the job exec'd (CLOEXEC closes the pipe) or reported why not.
-  int32_t exec_errno = 0;
-  bool exec_failed = read_i32(exec_err_r.get(), &exec_errno);
-  Execution ex(std::move(impl));  // from here on, the destructor reaps
-  if (!have_pid || job_pid <= 0) {
-    return InternalError("exec: the supervisor could not fork the job (" +
-                         (have_pid ? Errno(-job_pid) : std::string("no report")) +
-                         "); the host may be out of processes");
-  }
-  ex.impl_->job = job_pid;
-  if (exec_failed) {
-    ex.Wait().status().IgnoreError();
-    std::string what = "exec: cannot run '" + program + "': " + Errno(exec_errno);
-    if (exec_errno == ENOENT) return NotFoundError(what + "; check the manifest's command");
-    if (exec_errno == EACCES) {
-      return PermissionDeniedError(what + "; the file must be executable by the worker");
-    }
-    return InvalidArgumentError(what + "; check the manifest's command and cwd");
-  }
-  auto out = std::unique_ptr<Execution>(new Execution(std::move(ex.impl_)));
-  return out;
+  impl_->Send(kFrameTerm);
 }
 
 Result<ExecResult> Execution::Wait() {
@@ -933,11 +660,11 @@ Result<ExecResult> Execution::Wait() {
   m.waited = true;
   fcntl(m.out_r.get(), F_SETFL, O_NONBLOCK);
   fcntl(m.err_r.get(), F_SETFL, O_NONBLOCK);
-  bool have_status = false;
+  bool have_status = false, clean = false, broken = false;
   int32_t raw = 0;
-  size_t raw_got = 0;
   bool timeout_fired = false;
-  while (m.status_r.get() >= 0) {
+  const int sock = m.conn ? m.conn->fd() : -1;
+  while (sock >= 0 && !clean && !broken) {
     pollfd pfd[3];
     int n = 0;
     int out_i = -1, err_i = -1;
@@ -950,14 +677,14 @@ Result<ExecResult> Execution::Wait() {
       pfd[n++] = {m.err_r.get(), POLLIN, 0};
     }
     int st_i = n;
-    pfd[n++] = {m.status_r.get(), POLLIN, 0};
+    pfd[n++] = {sock, POLLIN, 0};
     int timeout = -1;
     if (m.timeout_ms > 0 && !timeout_fired && !have_status) {
       int64_t left = m.started_mono + m.timeout_ms - MonoMillis();
       if (left <= 0) {
         timeout_fired = true;
         m.result.timed_out = true;
-        m.Send(kCtrlTerm);
+        m.Send(kFrameTerm);
       } else {
         timeout = static_cast<int>(left > 1000000 ? 1000000 : left);
       }
@@ -971,37 +698,41 @@ Result<ExecResult> Execution::Wait() {
       m.Drain(m.out_r, &m.result.stdout_data, &m.result.stdout_truncated);
     if (err_i >= 0 && pfd[err_i].revents)
       m.Drain(m.err_r, &m.result.stderr_data, &m.result.stderr_truncated);
-    if (pfd[st_i].revents) {
-      char* p = reinterpret_cast<char*>(&raw);
-      ssize_t k = ::read(m.status_r.get(), p + raw_got, sizeof(raw) - raw_got);
-      if (k > 0) {
-        raw_got += static_cast<size_t>(k);
-        if (raw_got == sizeof(raw)) {
-          have_status = true;
-          // Stop() after the job ended by itself does not mark it stopped.
-          m.result.stopped = m.stop_requested.load();
-          m.result.finished_ms = UnixMillis();
-          raw_got = 0;
-        }
-      } else if (k == 0 || errno != EINTR) {
-        m.status_r.Reset();  // the supervisor exited: the tree is gone
+    if (!pfd[st_i].revents) continue;
+    for (;;) {
+      Record rec;
+      int k = m.conn->Read(&rec, nullptr, 0);
+      if (k == 0) break;
+      if (k < 0) {
+        broken = true;  // the supervisor is gone
+        break;
       }
+      if (rec.seq != m.seq) {
+        broken = true;
+      } else if (rec.kind == kRecExited && !have_status) {
+        have_status = true;
+        raw = rec.value;
+        // Stop() after the job ended by itself does not mark it stopped.
+        m.result.stopped = m.stop_requested.load();
+        m.result.finished_ms = UnixMillis();
+      } else if (rec.kind == kRecClean) {
+        clean = true;
+      } else {
+        broken = true;
+      }
+      if (clean || broken) break;
     }
   }
-  m.ReapSupervisor();
-  // Every writer is dead; collect what is still buffered in the pipes.
+  // Every writer is dead (after 'C'); collect what is still buffered.
   if (m.out_r.get() >= 0) m.Drain(m.out_r, &m.result.stdout_data, &m.result.stdout_truncated);
   if (m.err_r.get() >= 0) m.Drain(m.err_r, &m.result.stderr_data, &m.result.stderr_truncated);
   m.out_r.Reset();
   m.err_r.Reset();
-  {
-    std::lock_guard<std::mutex> lock(m.ctrl_mu);
-    m.ctrl.Reset();
-  }
+  m.Finish(clean && have_status && !broken);
   if (!have_status) {
     return InternalError(
         "exec: the job supervisor exited without reporting the job's status; "
-        "it may have been killed from outside the worker");
+        "it may have been killed from outside the worker (or by the job itself)");
   }
   if (WIFEXITED(raw)) {
     m.result.exit_code = WEXITSTATUS(raw);
@@ -1009,6 +740,147 @@ Result<ExecResult> Execution::Wait() {
     m.result.signal = WTERMSIG(raw);
   }
   return m.result;
+}
+
+namespace exec_internal {
+
+namespace {
+
+// The error for a job that the supervisor could not start.
+Status StartError(const Record& rec, const PreparedJob& job) {
+  const int err = rec.value2;
+  if (rec.stage == kStageExec) {
+    std::string what = "exec: cannot run '" + job.program + "': " + Errno(err);
+    if (err == ENOENT) return NotFoundError(what + "; check the manifest's command");
+    if (err == EACCES) return PermissionDeniedError(what + "; the file must be executable by the worker");
+    return InvalidArgumentError(what + "; check the manifest's command and cwd");
+  }
+  if (rec.stage == kStageChdir) {
+    return InvalidArgumentError("exec: cannot change to the job's cwd " + job.cwd + ": " + Errno(err));
+  }
+  if (rec.stage == kStageMount && (rec.index & kJobBindIndex)) {
+    size_t i = rec.index & ~(kJobBindIndex | kPidInCredentials);
+    std::string what = i < job.binds.size()
+                           ? job.binds[i].source + " at " + job.binds[i].destination
+                           : "#" + std::to_string(i);
+    return InvalidArgumentError("sandbox: cannot bind " + what + ": " + Errno(err) +
+                                "; a destination must be creatable in the sandbox (not under "
+                                "/usr or another read-only bind)");
+  }
+  if (rec.stage == kStageFork) {
+    return InternalError("exec: the supervisor could not start the job (" + Errno(err) +
+                         "); the host may be out of processes");
+  }
+  return InternalError(std::string("sandbox: setup failed while ") + StageName(rec.stage) +
+                       (rec.stage == kStageMount || rec.stage == kStageRoot
+                            ? " (step " + std::to_string(rec.index & ~kPidInCredentials) + ")"
+                            : "") +
+                       ": " + Errno(err));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> conn, uint32_t seq,
+                                               Fd out_r, Fd err_r, const ExecSpec& spec,
+                                               const PreparedJob& job, ReleaseFn release) {
+  auto impl = std::make_unique<Execution::Impl>();
+  impl->release = std::move(release);
+  impl->seq = seq;
+  impl->out_r = std::move(out_r);
+  impl->err_r = std::move(err_r);
+  impl->timeout_ms = spec.timeout_ms;
+  impl->cap = spec.output_cap_bytes;
+  impl->result.sandboxed = job.sandboxed;
+  impl->result.sandbox_note = job.sandbox_note;
+  impl->result.started_ms = UnixMillis();
+  impl->started_mono = MonoMillis();
+  Record rec;
+  pid_t cred_pid = 0;
+  int k = conn->Read(&rec, &cred_pid, -1);
+  impl->conn = std::move(conn);
+  Execution::Impl& m = *impl;
+  auto ex = std::make_unique<Execution>(std::move(impl));  // from here on, the destructor cleans up
+  if (k != 1 || rec.kind != kRecStarted || rec.seq != seq) {
+    m.waited = true;
+    m.Finish(false);
+    return InternalError(
+        "exec: the job supervisor exited before starting the job; check that gatos-supervise "
+        "belongs to this worker's version and that the host has processes to spare");
+  }
+  m.job = (rec.index & kPidInCredentials) && cred_pid > 0 ? cred_pid : rec.value;
+  if (rec.stage != kStageNone) {
+    ex->Wait().status().IgnoreError();
+    return StartError(rec, job);
+  }
+  return ex;
+}
+
+}  // namespace exec_internal
+
+// One gatos-supervise (or forked supervisor) per job; bubblewrap per job
+// when sandboxed.
+Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
+  Status sandbox_ok = spec.sandbox == ExecSpec::Sandbox::kOff ? OkStatus() : ProbeSandbox(spec.bwrap_path);
+  GATOS_ASSIGN_OR_RETURN(PreparedJob job, PrepareJob(spec, sandbox_ok));
+
+  std::vector<std::string> exec_argv;
+  std::string exec_path;
+  if (job.sandboxed) {
+    exec_argv = BwrapArgs(spec.bwrap_path, spec.allow_network, job.binds, job.cwd);
+    exec_argv.push_back("--");
+    exec_argv.insert(exec_argv.end(), job.argv.begin(), job.argv.end());
+    exec_path = spec.bwrap_path;
+  } else {
+    exec_argv = job.argv;
+    exec_path = job.program;
+  }
+
+  Fd out_r, out_w, err_r, err_w;
+  GATOS_RETURN_IF_ERROR(MakePipe(&out_r, &out_w, "stdout"));
+  GATOS_RETURN_IF_ERROR(MakePipe(&err_r, &err_w, "stderr"));
+  int sp[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+    return InternalError("exec: socketpair failed: " + Errno(errno) +
+                         "; check the worker's open-file limit (ulimit -n)");
+  }
+  Fd sock(sp[0]), sock_child(sp[1]);
+
+  pid_t pid;
+  const std::string& supervise = DefaultSuperviseBinary();
+  if (!supervise.empty()) {
+    std::vector<std::string> sargs = {supervise,
+                                      "--run",
+                                      std::to_string(kProtocolVersion),
+                                      std::to_string(spec.kill_grace_ms),
+                                      job.sandboxed ? "1" : "0",
+                                      job.cwd,
+                                      exec_path,
+                                      std::to_string(exec_argv.size())};
+    sargs.insert(sargs.end(), exec_argv.begin(), exec_argv.end());
+    sargs.insert(sargs.end(), job.env.begin(), job.env.end());
+    GATOS_ASSIGN_OR_RETURN(pid, SpawnProgram(supervise, sargs, {sock_child.get(), out_w.get(), err_w.get()}));
+  } else {
+    // No gatos-supervise: fork a supervisor from the worker. Everything it
+    // uses is prepared here; the child only makes system calls.
+    std::vector<char*> argv_c = CStrings(exec_argv);
+    std::vector<std::string> env = job.env;
+    std::vector<char*> env_c = CStrings(env);
+    std::vector<pid_t> tracked(kMaxTracked, 0);
+    ForkedJob fj{exec_path.c_str(), argv_c.data(), env_c.data(), job.cwd.c_str(),
+                 spec.kill_grace_ms, job.sandboxed, sock_child.get(), out_w.get(), err_w.get(),
+                 tracked.data()};
+    pid = fork();
+    if (pid < 0) {
+      return InternalError("exec: fork failed: " + Errno(errno) +
+                           "; the host may be out of processes or memory");
+    }
+    if (pid == 0) ForkedSupervisorMain(fj);
+  }
+  out_w.Reset();
+  err_w.Reset();
+  sock_child.Reset();
+  auto conn = std::make_unique<SupervisorConn>(std::move(sock), pid, false);
+  return FinishStart(std::move(conn), 0, std::move(out_r), std::move(err_r), spec, job, nullptr);
 }
 
 }  // namespace gatos

@@ -1,23 +1,28 @@
 // Job execution: run one job's command as a supervised process tree, with a
 // scrubbed environment, captured and capped output, a timeout that escalates
-// TERM -> KILL, and (where the host allows) a bubblewrap sandbox.
+// TERM -> KILL, and (where the host allows) a sandbox.
 //
-// Process model (docs/worker-execution.md, "Process model"):
+// Two ways to start a job (docs/worker-execution.md, "Process model"):
 //
-//   worker --fork--> supervisor --fork--> job (own session; bwrap or the command)
+// * JobLauncher (the worker's path): long-lived `gatos-supervise` processes,
+//   one per concurrently running job ("slots"), reused job after job. A job
+//   costs one process start. Sandboxed slots are a user + PID namespace whose
+//   init is the supervisor, with one empty network namespace; each job gets
+//   its own mount, IPC, UTS, cgroup and user namespaces, a fresh root, /tmp
+//   and /dev, and no capabilities (no bubblewrap process per job).
 //
-// The supervisor is a forked copy of the worker that never execs. It makes
-// itself a child subreaper (PR_SET_CHILD_SUBREAPER applies to it alone, not to
-// the worker), so every descendant of the job, including ones that setsid() or
-// double-fork, stays inside its subtree. When the job's main process exits,
-// times out or is stopped, the supervisor signals every descendant (found via
-// /proc parent links) and exits only once it has no child left. Wait() returns
-// after the supervisor exited, so no process of the job remains. If the worker
-// dies, the supervisor sees its control socket close and kills the tree.
+//   worker --(once per slot)--> gatos-supervise --clone per job--> job
 //
-// Under bubblewrap the job also gets its own PID namespace (--unshare-pid) and
-// --die-with-parent, so the kernel kills everything in it once bwrap's init or
-// the supervisor goes.
+// * Execution::Start: one `gatos-supervise` per job, and bubblewrap per job
+//   when sandboxed. Kept for callers without a launcher and as the launcher's
+//   fallback sandbox engine.
+//
+// Either way the supervisor is a child subreaper (or the init of the job's
+// PID namespace), so every descendant of the job stays in its reach; when the
+// job's main process exits, times out or is stopped, it kills them all and
+// reports "clean" only once none is left. Wait() returns after that. If the
+// worker dies, the supervisor sees its control socket close and kills the
+// tree.
 #ifndef GATOS_EXEC_H_
 #define GATOS_EXEC_H_
 
@@ -64,6 +69,22 @@ struct ExecSpec {
   bool allow_network = false;         // sandboxed jobs get no network unless true
   std::vector<std::string> ro_binds;  // absolute host paths, read-only in the sandbox
   std::vector<std::string> rw_binds;  // absolute host paths, writable in the sandbox (e.g. a cache)
+  // Host paths shown inside the sandbox, per job, possibly at another path.
+  // Unsandboxed runs cannot remap: the job sees the host file system, so a
+  // bind is at its `source` there (and `writable` is up to host permissions).
+  // Name the path through `env` so that the job finds it either way.
+  struct Bind {
+    std::string source;       // absolute host path of an existing file or directory
+    std::string destination;  // absolute path in the sandbox; "" = same as source
+    bool writable = false;    // read-only (recursively) unless true
+    // If set, this variable (worker layer, after extra_env) holds the path
+    // the job sees: `destination` when sandboxed, `source` when not.
+    std::string env;
+  };
+  // Rules (InvalidArgument otherwise): source exists; destination is
+  // absolute, not "/", not under /proc or /dev, not the workspace or output
+  // dir or one of their parents, and not the destination of another bind.
+  std::vector<Bind> binds;
   // Worker-provided variables (GATOS_JOB_ID, GATOS_STATE_DIR, ...), applied
   // after the manifest env so a manifest cannot override them.
   std::map<std::string, std::string> extra_env;
@@ -73,9 +94,10 @@ struct ExecSpec {
 };
 
 struct ExecResult {
-  // Exactly one is set once the process ran. Under bubblewrap a job killed by
-  // signal N is reported by bwrap as exit_code 128+N (bwrap does not pass the
-  // signal through); unsandboxed runs report `signal`.
+  // Exactly one is set once the process ran. Under bubblewrap (Execution::Start
+  // or the launcher's kBubblewrap engine) a job killed by signal N is reported
+  // by bwrap as exit_code 128+N (bwrap does not pass the signal through);
+  // unsandboxed runs and the launcher's namespace sandbox report `signal`.
   std::optional<int> exit_code;
   std::optional<int> signal;
   bool timed_out = false;  // the timeout fired (TERM, then KILL after the grace)
@@ -90,9 +112,12 @@ struct ExecResult {
 // The environment a job sees, in order of precedence (later wins):
 // PATH=/usr/local/bin:/usr/bin:/bin, HOME=<workspace>, LANG=C.UTF-8,
 // TMPDIR=/tmp; then spec.env; then spec.extra_env; then GATOS_OUTPUT_DIR.
+// Then, for each bind with `env`, that variable = where the job sees the bind
+// (its destination when `sandboxed`, its source when not).
 // Nothing is inherited from the worker. InvalidArgument for a name that is
 // empty or contains '=' or NUL, or a value with NUL.
-Result<std::map<std::string, std::string>> BuildJobEnv(const ExecSpec& spec);
+Result<std::map<std::string, std::string>> BuildJobEnv(const ExecSpec& spec,
+                                                       bool sandboxed = false);
 
 // Whether bubblewrap at `bwrap_path` can build a sandbox on this host. The
 // probe runs `bwrap ... /bin/true` once per path and process; later calls
@@ -106,7 +131,7 @@ Status ProbeSandbox(const std::string& bwrap_path = "/usr/bin/bwrap");
 class Execution {
  public:
   // InvalidArgument: empty argv, missing workspace, cwd escaping the workspace,
-  //   bad env names, relative ro_binds.
+  //   bad env names, relative ro_binds, bad binds.
   // NotFound: argv[0] not found in the job's PATH, or exec failed with ENOENT.
   // PermissionDenied: exec failed with EACCES (not executable).
   // FailedPrecondition: Sandbox::kRequire and bubblewrap is unusable.
@@ -131,15 +156,83 @@ class Execution {
   pid_t pid() const;
 
   struct Impl;
+  explicit Execution(std::unique_ptr<Impl> impl);  // internal
 
  private:
-  explicit Execution(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
+// How the launcher sandboxes jobs whose spec asks for it.
+enum class SandboxEngine {
+  kAuto,        // kNamespaces if its probe passes, else kBubblewrap if bwrap's does
+  kNamespaces,  // gatos-supervise's own namespaces, set up per slot (fast)
+  kBubblewrap,  // one gatos-supervise and one bwrap per job (Execution::Start)
+};
+
+struct LauncherOptions {
+  // The supervisor program. "" = $GATOS_SUPERVISE, else gatos-supervise next
+  // to the running binary. Without it every job takes the Execution::Start
+  // path (a forked supervisor per job) and kNamespaces is unavailable.
+  std::string supervise_path;
+  SandboxEngine engine = SandboxEngine::kAuto;
+  // Probe the sandbox in Create (one sandboxed slot is started and runs
+  // /bin/true; the slot is kept). Otherwise the first sandboxed Start does it.
+  bool probe_in_create = true;
+  // Idle slots kept per kind (sandboxed, unsandboxed); more are closed when
+  // their job ends. Slots are started on demand, so at most as many exist as
+  // jobs ran at the same time.
+  int max_idle_slots = 16;
+  std::string bwrap_path = "/usr/bin/bwrap";  // for kBubblewrap and its probe
+};
+
+// Starts jobs on long-lived supervisors (docs/worker-execution.md, "Job
+// launcher"). Create one per worker; Start() has the contract of
+// Execution::Start (same ExecSpec, errors, ExecResult, Wait/Stop semantics),
+// except that ExecSpec::bwrap_path is replaced by LauncherOptions::bwrap_path
+// and the namespace sandbox reports signals as `signal`.
+//
+// Thread-safe: Start() may be called from any number of threads at once.
+// Executions may outlive the launcher. Destroying the launcher closes its
+// idle slots (their supervisors exit; nothing runs in them).
+class JobLauncher {
+ public:
+  // FailedPrecondition only if engine is kNamespaces or kBubblewrap and that
+  // engine cannot sandbox here (with probe_in_create). Otherwise OK: an
+  // unusable sandbox shows in SandboxStatus() and in each kAuto result's
+  // sandbox_note, and kRequire jobs fail to start.
+  static Result<std::unique_ptr<JobLauncher>> Create(const LauncherOptions& options = {});
+  ~JobLauncher();
+  JobLauncher(const JobLauncher&) = delete;
+  JobLauncher& operator=(const JobLauncher&) = delete;
+
+  Result<std::unique_ptr<Execution>> Start(const ExecSpec& spec);
+
+  // OK if sandboxed jobs can run (probing now if not done yet), else
+  // FailedPrecondition saying why. Log it once at startup.
+  Status SandboxStatus();
+  // The engine sandboxed jobs use: kNamespaces or kBubblewrap (kAuto when
+  // none works). Probes like SandboxStatus().
+  SandboxEngine ActiveEngine();
+
+  struct Stats {
+    int64_t jobs = 0;             // jobs started on slots
+    int64_t slots_started = 0;    // supervisor processes started for slots
+    int64_t slots_discarded = 0;  // slots closed because they died or misbehaved
+    int64_t idle_slots = 0;       // slots waiting for a job now
+  };
+  Stats stats() const;
+
+  struct Pool;  // internal
+
+ private:
+  explicit JobLauncher(std::shared_ptr<Pool> pool);
+  std::shared_ptr<Pool> pool_;
+};
+
 // Entry point of the gatos-supervise program (worker/supervise_main.cpp):
-// Execution::Start runs it vfork-style next to the worker binary so that no
-// copy of the worker's memory is made per job. Not for other callers.
+// started vfork-style next to the worker binary (no copy of the worker's
+// memory), once per job by Execution::Start and once per slot by
+// JobLauncher. Not for other callers.
 int SuperviseMain(int argc, char** argv);
 
 }  // namespace gatos

@@ -1,0 +1,230 @@
+// Internals shared by the worker side (exec.cpp, launcher.cpp) and the
+// supervisor side (supervise.cpp) of gatos_exec: the wire protocol between
+// the worker and gatos-supervise, and the plan of one job.
+//
+// Wire protocol (a SOCK_STREAM socketpair per supervisor, fd 3 in it):
+//
+//   worker -> supervisor: frames [u8 type][u32 length][payload]
+//     'J' run a job (slots only); payload = EncodeJob(); two descriptors
+//         attached (the job's stdout and stderr pipes)
+//     'T' u32 seq: SIGTERM to every process of job `seq`, SIGKILL after grace
+//     'K' u32 seq: SIGKILL to every process of job `seq` now
+//   supervisor -> worker: fixed 16-byte Records
+//     'Y' slot ready (value = protocol version)
+//     'F' slot could not be set up (stage, value2 = errno); it exits
+//     'S' job started: value = its pid; stage != 0: it failed at `stage`
+//         (index, value2 = errno) and exited 127. In a namespace slot the
+//         record carries SCM_CREDENTIALS with the job's pid, which the
+//         kernel translates into the worker's PID namespace.
+//     'X' the job's main process ended (value = raw wait status)
+//     'C' no process of the job is left; the slot is idle again
+//
+// Control frames name the job, so a late 'T' for a finished job never
+// reaches the next one.
+#ifndef GATOS_EXEC_SRC_EXEC_INTERNAL_H_
+#define GATOS_EXEC_SRC_EXEC_INTERNAL_H_
+
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gatos/exec.h"
+#include "gatos/status.h"
+
+namespace gatos::exec_internal {
+
+constexpr int kProtocolVersion = 2;
+constexpr int kMaxTracked = 8192;  // descendants tracked per /proc scan
+
+constexpr char kFrameJob = 'J';
+constexpr char kFrameTerm = 'T';
+constexpr char kFrameKill = 'K';
+constexpr size_t kFrameHeader = 5;
+constexpr uint32_t kMaxJobFrame = 64u << 20;
+
+constexpr char kRecReady = 'Y';
+constexpr char kRecSlotFailed = 'F';
+constexpr char kRecStarted = 'S';
+constexpr char kRecExited = 'X';
+constexpr char kRecClean = 'C';
+
+// Record::index bit set on 'S' when SCM_CREDENTIALS carries the job's pid.
+constexpr uint16_t kPidInCredentials = 0x8000;
+
+struct Record {
+  char kind = 0;
+  uint8_t stage = 0;
+  uint16_t index = 0;
+  uint32_t seq = 0;
+  int32_t value = 0;
+  int32_t value2 = 0;
+};
+static_assert(sizeof(Record) == 16);
+
+// Where a job or a slot failed to start (Record::stage).
+enum Stage : uint8_t {
+  kStageNone = 0,
+  kStageFork,       // clone of the job
+  kStageStdio,      // dup2 of stdin/stdout/stderr
+  kStageChdir,      // chdir to the job's cwd
+  kStageExec,       // execve
+  kStageNetns,      // entering the slot's empty network namespace
+  kStageUnshare,    // mount/ipc/uts/cgroup namespaces of the job
+  kStageRoot,       // building and entering the job's root
+  kStageMount,      // one mount operation (index = which)
+  kStageUserns,     // the job's user namespace and its id maps
+  kStageKeyring,    // a fresh session keyring
+  kStagePrivileges, // dropping capabilities
+  kStageSlotUserns, // slot: creating the user + PID namespaces
+  kStageSlotIdMap,  // slot: writing uid_map/gid_map
+  kStageSlotNet,    // slot: the empty network namespace and its loopback
+  kStageProtocol,   // slot: malformed request
+};
+const char* StageName(uint8_t stage);
+
+// Owns one file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { Reset(); }
+  Fd(Fd&& o) noexcept : fd_(o.Release()) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = o.Release();
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  int Release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// One bind of a job, normalized (absolute, lexically clean paths).
+struct BindPlan {
+  std::string source;       // host path
+  std::string destination;  // sandbox path
+  bool writable = false;
+  bool is_dir = true;
+};
+
+// A job as sent to a slot.
+struct JobRequest {
+  uint32_t seq = 0;
+  bool network = false;
+  int64_t grace_ms = 0;
+  std::string exec_path;
+  std::string chdir;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "NAME=value"
+  std::vector<BindPlan> binds;   // workspace, output dir, then the spec's binds
+};
+std::string EncodeJob(const JobRequest& job);
+bool DecodeJob(const std::string& payload, JobRequest* job);
+
+// Record::index of a kStageMount failure: kJobBindIndex | i for the job's
+// i-th bind (JobRequest::binds), else the i-th operation of the sandbox layout.
+constexpr uint16_t kJobBindIndex = 0x4000;
+
+// ---- worker side ----------------------------------------------------------
+
+// The worker's end of one gatos-supervise process (or forked supervisor).
+// Not thread-safe: its owner serializes calls (Execution::Impl::ctrl_mu for
+// SendControl, which may come from Stop() while Wait() reads).
+class SupervisorConn {
+ public:
+  SupervisorConn(Fd sock, pid_t pid, bool ns) : sock_(std::move(sock)), pid_(pid), ns_(ns) {}
+  // Closes the socket (an idle slot then exits) and reaps the process.
+  ~SupervisorConn();
+  SupervisorConn(const SupervisorConn&) = delete;
+  SupervisorConn& operator=(const SupervisorConn&) = delete;
+
+  int fd() const { return sock_.get(); }
+  pid_t pid() const { return pid_; }
+  bool ns() const { return ns_; }  // a namespace-sandbox slot
+  uint32_t NextSeq() { return ++seq_; }
+
+  // One record: 1, or 0 when none is complete within timeout_ms (-1 =
+  // block), or -1 at EOF / on error. *cred_pid: the pid from
+  // SCM_CREDENTIALS on that record, if any.
+  int Read(Record* rec, pid_t* cred_pid, int timeout_ms);
+  bool SendJob(const std::string& payload, int out_w, int err_w);
+  bool SendControl(char type, uint32_t seq);
+  // True if the supervisor sent something or hung up while idle (a dead or
+  // misbehaving slot, never to be used again).
+  bool IdleButReadable() const;
+
+ private:
+  Fd sock_;
+  pid_t pid_;
+  bool ns_;
+  uint32_t seq_ = 0;
+  char buf_[sizeof(Record)];
+  size_t have_ = 0;
+  pid_t cred_pid_ = 0;
+};
+
+// Starts `path` vfork+exec with `fds` on descriptors 3, 4, ... and an empty
+// environment. Internal on failure.
+Result<pid_t> SpawnProgram(const std::string& path, const std::vector<std::string>& args,
+                           const std::vector<int>& fds);
+
+// gatos-supervise next to the running binary or $GATOS_SUPERVISE; "" if none.
+const std::string& DefaultSuperviseBinary();
+
+// A validated job, ready to be sent to a supervisor.
+struct PreparedJob {
+  std::string program;             // the resolved command (as the job sees it)
+  std::vector<std::string> argv;   // argv[0] = program
+  std::vector<std::string> env;    // "NAME=value"
+  std::string cwd;                 // absolute
+  std::vector<BindPlan> binds;     // workspace, output dir, spec binds
+  bool sandboxed = false;
+  std::string sandbox_note;
+};
+// The checks and decisions of Execution::Start up to the process start.
+// `sandbox_ok` says whether the sandbox the caller would use works here.
+Result<PreparedJob> PrepareJob(const ExecSpec& spec, const Status& sandbox_ok);
+
+// Reads the 'S' record of a just-sent job and builds the Execution; on a
+// start failure, waits for the supervisor's 'C' and returns the error.
+// `release` is called with the connection once the job is over (healthy:
+// the supervisor reported 'C' and can take another job).
+using ReleaseFn = std::function<void(std::unique_ptr<SupervisorConn>, bool healthy)>;
+Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> conn, uint32_t seq,
+                                               Fd out_r, Fd err_r, const ExecSpec& spec,
+                                               const PreparedJob& job, ReleaseFn release);
+
+// Runs the supervisor of one legacy job in a forked copy of the worker
+// (the fallback when gatos-supervise is missing). Async-signal-safe.
+struct ForkedJob {
+  const char* exec_path;
+  char* const* argv;
+  char* const* envp;
+  const char* chdir_path;
+  int64_t grace_ms;
+  bool bwrap;  // the job is bwrap's monitor: spare it from SIGTERM
+  int sock, out_w, err_w;
+  pid_t* tracked;  // kMaxTracked entries
+};
+[[noreturn]] void ForkedSupervisorMain(const ForkedJob& job);
+
+}  // namespace gatos::exec_internal
+
+#endif  // GATOS_EXEC_SRC_EXEC_INTERNAL_H_
