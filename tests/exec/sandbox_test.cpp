@@ -1,0 +1,379 @@
+// The launcher's namespace sandbox, with real processes: what a job can see
+// and do, binds at other destinations, and that nothing one job leaves
+// behind (files, shared memory, IPC objects, keys, processes) reaches the
+// next job on the same slot, nor can a job harm the slot's supervisor.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <linux/keyctl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "gatos/exec.h"
+#include "launcher_test_util.h"
+#include "test_util.h"
+
+namespace gatos {
+namespace {
+
+using ::gatos::testing::ReadFile;
+using ::gatos::testing::TempDir;
+using ::gatos::testing::WriteFile;
+using namespace ::gatos::launcher_test;  // NOLINT
+
+// This test binary doubles as a tiny helper run inside sandboxes (no keyctl
+// program is installed): GATOS_TEST_HELPER=keys-add|keys-find.
+int KeyHelper() {
+  const char* mode = std::getenv("GATOS_TEST_HELPER");
+  if (!mode) return -1;
+  auto find = [] {
+    long u = syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_USER_KEYRING, "user", "gatos-test-u", 0);
+    long s = syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_SESSION_KEYRING, "user", "gatos-test-s", 0);
+    std::printf("found user=%d session=%d\n", u > 0, s > 0);
+  };
+  if (std::string(mode) == "keys-add") {
+    long u = syscall(SYS_add_key, "user", "gatos-test-u", "secret", 6, KEY_SPEC_USER_KEYRING);
+    long s = syscall(SYS_add_key, "user", "gatos-test-s", "secret", 6, KEY_SPEC_SESSION_KEYRING);
+    std::printf("added user=%d session=%d\n", u > 0, s > 0);
+    find();
+  } else {
+    find();
+  }
+  std::fflush(stdout);
+  return 0;
+}
+const int kKeyHelper = [] {
+  int r = KeyHelper();
+  if (r >= 0) _exit(r);
+  return 0;
+}();
+
+std::string SelfExe() { return std::filesystem::canonical("/proc/self/exe").string(); }
+
+JobLauncher& Shared() {
+  static std::unique_ptr<JobLauncher> l = NewLauncher();
+  return *l;
+}
+
+ExecResult RunNs(const ExecSpec& spec) { return RunOn(Shared(), spec); }
+
+// A TCP listener on 127.0.0.1 in the test's network namespace.
+class Listener {
+ public:
+  Listener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(listen(fd_, 16), 0);
+    socklen_t len = sizeof(a);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+  }
+  ~Listener() { close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(NamespaceSandbox, NoNetworkUnlessAllowed) {
+  Listener l;
+  std::string connect = "echo hi > /dev/tcp/127.0.0.1/" + std::to_string(l.port());
+  for (int round = 0; round < 2; ++round) {  // the slot's network namespace is reused
+    TempDir d;
+    auto r = RunNs(MakeSpec(d, {"bash", "-c", connect + " && echo connected"}, Sandbox::kRequire));
+    EXPECT_TRUE(r.sandboxed);
+    EXPECT_NE(r.exit_code, 0) << "sandboxed job reached the host's loopback";
+    EXPECT_EQ(r.stdout_data, "");
+    // Its own loopback is up.
+    auto lo = RunNs(MakeSpec(d, {"sh", "-c", "cat /proc/net/dev | grep -c 'lo:'; ls /proc/sys/net/ipv4/conf"},
+                             Sandbox::kRequire, "lo"));
+    EXPECT_EQ(lo.stdout_data, "1\nall\ndefault\nlo\n") << lo.stderr_data;
+
+    auto spec = MakeSpec(d, {"bash", "-c", connect}, Sandbox::kRequire, "net");
+    spec.allow_network = true;
+    auto allowed = RunNs(spec);
+    EXPECT_TRUE(allowed.sandboxed);
+    EXPECT_EQ(allowed.exit_code, 0) << allowed.stderr_data;
+  }
+}
+
+TEST(NamespaceSandbox, FilesystemIsConfined) {
+  TempDir d;
+  TempDir other;
+  WriteFile(other.Join("secret.txt"), "not for jobs");
+  auto spec = MakeSpec(d,
+                       {"sh", "-c",
+                        "test -e '" + other.Join("secret.txt") +
+                            "' && echo saw-tmp-secret; "
+                            "test -e '" GATOS_SOURCE_DIR "/CMakeLists.txt' && echo saw-source; "
+                            "test -e /etc/shadow && echo saw-shadow; "
+                            "test -e /root && echo saw-root; "
+                            "test -e /sys/kernel && echo saw-sys; "
+                            "touch /usr/gatos-sandbox-write 2>/dev/null && echo wrote-usr; "
+                            "touch /gatos-root-write 2>/dev/null && echo wrote-root; "
+                            "touch /tmp/private && echo tmp-ok; "
+                            "touch /dev/shm/private && echo shm-ok; "
+                            "touch \"$HOME/ws-ok\" && echo ws-ok; "
+                            "echo o > \"$GATOS_OUTPUT_DIR/o\" && echo out-ok"},
+                       Sandbox::kRequire);
+  auto r = RunNs(spec);
+  EXPECT_TRUE(r.sandboxed);
+  EXPECT_EQ(r.stdout_data, "tmp-ok\nshm-ok\nws-ok\nout-ok\n") << r.stderr_data;
+  EXPECT_FALSE(std::filesystem::exists("/usr/gatos-sandbox-write"));
+  EXPECT_FALSE(std::filesystem::exists("/tmp/private"));
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/private"));
+  EXPECT_TRUE(std::filesystem::exists(spec.workspace + "/ws-ok"));
+  EXPECT_EQ(ReadFile(spec.output_dir + "/o"), "o\n");
+}
+
+TEST(NamespaceSandbox, SystemIsReadOnly) {
+  TempDir d;
+  auto r = RunNs(MakeSpec(d,
+                          {"sh", "-c",
+                           "touch /usr/x; echo >> /etc/passwd; "
+                           "cat /proc/sys/kernel/printk_ratelimit > /proc/sys/kernel/printk_ratelimit; "
+                           "mkdir /etc/x; touch /x; touch /dev/x; true"},
+                          Sandbox::kRequire));
+  // Each attempt fails on the mount, not on permissions: the job may be uid 0.
+  size_t ro = 0;
+  for (size_t p = 0; (p = r.stderr_data.find("Read-only file system", p)) != std::string::npos; ++p) ++ro;
+  EXPECT_EQ(ro, 6u) << r.stderr_data;
+}
+
+// bubblewrap alone left /proc/sys writable for a uid-0 job (a root worker):
+// Execution::Start now binds it read-only.
+TEST(BubblewrapSandbox, ProcSysIsReadOnly) {
+  TempDir d;
+  auto ex = Execution::Start(MakeSpec(
+      d, {"sh", "-c", "cat /proc/sys/kernel/printk_ratelimit > /proc/sys/kernel/printk_ratelimit"},
+      Sandbox::kRequire));
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  auto r = (*ex)->Wait();
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->exit_code, 0);
+  EXPECT_NE(r->stderr_data.find("Read-only file system"), std::string::npos) << r->stderr_data;
+}
+
+TEST(NamespaceSandbox, NoCapabilitiesNoNewPrivilegesNoMounts) {
+  TempDir d;
+  auto r = RunNs(MakeSpec(d,
+                          {"sh", "-c",
+                           "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status; "
+                           "mount -t tmpfs none /tmp 2>/dev/null && echo mounted; "
+                           "umount /proc 2>/dev/null && echo unmounted; "
+                           "hostname gatos-x 2>/dev/null && echo renamed; true"},
+                          Sandbox::kRequire));
+  EXPECT_EQ(r.stdout_data,
+            "CapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+            "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\n")
+      << r.stderr_data;
+}
+
+TEST(NamespaceSandbox, OwnPidNamespaceWithAHiddenInit) {
+  TempDir d;
+  // The glob is expanded by sh itself: only init and sh exist then. Init
+  // (the slot's supervisor) is an empty directory in the job's /proc.
+  auto r = RunNs(MakeSpec(d, {"sh", "-c", "set -- /proc/[0-9]*; echo $# $1; ls -A /proc/1 | wc -l"},
+                          Sandbox::kRequire));
+  EXPECT_EQ(r.stdout_data, "2 /proc/1\n0\n") << r.stderr_data;
+}
+
+TEST(NamespaceSandbox, BindsAtOtherDestinations) {
+  TempDir d, mirror, cache;
+  WriteFile(mirror.Join("HEAD"), "ref: refs/heads/main\n");
+  for (Sandbox sb : {Sandbox::kRequire, Sandbox::kOff}) {
+    auto spec = MakeSpec(d,
+                         {"sh", "-c",
+                          "cat \"$GATOS_INPUT_0/HEAD\"; "
+                          "touch \"$GATOS_INPUT_0/new\" 2>/dev/null && echo input-writable; "
+                          "echo c > \"$SCAN_STATE/c\" && echo cache-ok; echo $GATOS_INPUT_0"},
+                         sb, sb == Sandbox::kOff ? "off" : "ns");
+    spec.binds.push_back({mirror.path(), "/gatos/inputs/0", false, "GATOS_INPUT_0"});
+    spec.binds.push_back({cache.path(), "/gatos/scan", true, "SCAN_STATE"});
+    auto r = RunNs(spec);
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_data;
+    if (sb == Sandbox::kRequire) {
+      EXPECT_EQ(r.stdout_data, "ref: refs/heads/main\ncache-ok\n/gatos/inputs/0\n") << r.stderr_data;
+    } else {
+      // Unsandboxed: the same variables name the host paths.
+      EXPECT_EQ(r.stdout_data, "ref: refs/heads/main\ninput-writable\ncache-ok\n" + mirror.path() + "\n");
+      std::filesystem::remove(mirror.Join("new"));
+    }
+    EXPECT_EQ(ReadFile(cache.Join("c")), "c\n");
+    std::filesystem::remove(cache.Join("c"));
+  }
+  // A file bind, and a command found through PATH in a remapped directory.
+  WriteFile(cache.Join("tool"), "#!/bin/sh\necho tool-ran\n", 0755);
+  auto spec = MakeSpec(d, {"tool"}, Sandbox::kRequire, "tool");
+  spec.binds.push_back({cache.path(), "/opt/tools", false, ""});
+  spec.binds.push_back({mirror.Join("HEAD"), "/gatos/HEAD", false, "HEAD_FILE"});
+  spec.env["PATH"] = "/opt/tools:/usr/bin:/bin";
+  auto r = RunNs(spec);
+  EXPECT_EQ(r.stdout_data, "tool-ran\n") << r.stderr_data;
+  spec.argv = {"sh", "-c", "cat $HEAD_FILE"};
+  EXPECT_EQ(RunNs(spec).stdout_data, "ref: refs/heads/main\n");
+}
+
+TEST(NamespaceSandbox, BadBindsAreInvalidArgument) {
+  TempDir d, src;
+  struct Case {
+    std::string source, destination;
+  };
+  auto base = MakeSpec(d, {"true"}, Sandbox::kRequire);
+  for (const Case& c : std::vector<Case>{{src.path(), "/"},
+                                         {src.path(), "/proc/x"},
+                                         {src.path(), "/dev"},
+                                         {src.path(), "relative"},
+                                         {src.path(), d.path()},  // hides the workspace
+                                         {"relative", "/x"},
+                                         {src.Join("missing"), "/x"}}) {
+    auto spec = base;
+    spec.binds.push_back({c.source, c.destination, false, ""});
+    auto ex = Shared().Start(spec);
+    ASSERT_FALSE(ex.ok()) << c.source << " -> " << c.destination;
+    EXPECT_EQ(ex.status().code(), StatusCode::kInvalidArgument) << ex.status().ToString();
+  }
+  auto spec = base;
+  spec.binds.push_back({src.path(), "/gatos/a", false, ""});
+  spec.binds.push_back({d.path() + "/ws", "/gatos/a", false, ""});
+  EXPECT_EQ(Shared().Start(spec).status().code(), StatusCode::kInvalidArgument);
+  // Under a read-only system directory: refused when the sandbox is built.
+  spec = base;
+  spec.binds.push_back({src.path(), "/usr/gatos-input", false, ""});
+  auto ex = Shared().Start(spec);
+  ASSERT_FALSE(ex.ok());
+  EXPECT_EQ(ex.status().code(), StatusCode::kInvalidArgument) << ex.status().ToString();
+  EXPECT_NE(ex.status().message().find("/usr/gatos-input"), std::string::npos);
+  EXPECT_EQ(RunNs(MakeSpec(d, {"true"}, Sandbox::kRequire, "after")).exit_code, 0);
+}
+
+// The heart of slot reuse: job B runs in the same slot right after job A and
+// finds nothing of it.
+TEST(NamespaceSandbox, NothingOneJobLeavesReachesTheNextOnTheSameSlot) {
+  auto l = NewLauncher();
+  ASSERT_TRUE(l);
+  TempDir d;
+  const std::string helper_dir = std::filesystem::path(SelfExe()).parent_path().string();
+  auto a = MakeSpec(d,
+                    {"sh", "-c",
+                     "echo a > /tmp/left; echo a > /dev/shm/left; echo a > \"$HOME/left\"; "
+                     "ipcmk -M 4096 >/dev/null && ipcmk -Q >/dev/null && ipcmk -S 1 >/dev/null && echo ipc-made; "
+                     "GATOS_TEST_HELPER=keys-add \"$HELPER\"; "
+                     "(setsid sleep 100 &); sleep 100 & echo started"},
+                    Sandbox::kRequire, "a");
+  a.env["HELPER"] = SelfExe();
+  a.binds.push_back({helper_dir, "", false, ""});
+  auto ra = RunOn(*l, a);
+  ASSERT_EQ(ra.exit_code, 0) << ra.stderr_data;
+  // Job A really left all of it (or the test would prove nothing).
+  EXPECT_EQ(ra.stdout_data,
+            "ipc-made\nadded user=1 session=1\nfound user=1 session=1\nstarted\n")
+      << ra.stderr_data;
+  EXPECT_TRUE(ProcessesWithMarker(a.env["GATOS_TEST_MARKER"]).empty());
+
+  auto b = MakeSpec(d,
+                    {"sh", "-c",
+                     "ls -A /dev/shm; ls -A /tmp | grep -vx \"$OWN_TMP\"; ipcs | grep -c '^0x'; "
+                     "GATOS_TEST_HELPER=keys-find \"$HELPER\"; "
+                     "for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done; "
+                     "test -e \"$A_WS/left\" && echo saw-a-workspace; "
+                     "test -e \"$A_OUT\" && echo saw-a-output; true"},
+                    Sandbox::kRequire, "b");
+  b.env["HELPER"] = SelfExe();
+  b.env["A_WS"] = a.workspace;
+  b.env["A_OUT"] = a.output_dir;
+  // The job's own workspace is under the test's TempDir in /tmp, so its
+  // first component shows in the job's /tmp.
+  b.env["OWN_TMP"] = std::filesystem::path(d.path()).filename().string();
+  b.binds.push_back({helper_dir, "", false, ""});
+  auto rb = RunOn(*l, b);
+  ASSERT_EQ(rb.exit_code, 0) << rb.stderr_data;
+  EXPECT_EQ(rb.stdout_data,
+            "0\nfound user=0 session=0\nsh\n")
+      << rb.stderr_data;
+  auto st = l->stats();
+  EXPECT_EQ(st.slots_started, 1);  // the probe's slot ran both jobs
+  EXPECT_EQ(st.slots_discarded, 0);
+}
+
+TEST(NamespaceSandbox, ConcurrentJobsDoNotSeeEachOther) {
+  TempDir d;
+  auto a = MakeSpec(d, {"sh", "-c", "echo a > /tmp/mine; echo a > $HOME/mine; sleep 100"},
+                    Sandbox::kRequire, "a");
+  auto ea = Shared().Start(a);
+  ASSERT_TRUE(ea.ok());
+  EXPECT_TRUE(Eventually([&] { return std::filesystem::exists(a.workspace + "/mine"); }));
+  auto b = MakeSpec(d,
+                    {"sh", "-c",
+                     "ls -A /tmp | grep -vx \"$OWN_TMP\"; for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done; "
+                     "test -e \"$A_WS/mine\" && echo saw-a; true"},
+                    Sandbox::kRequire, "b");
+  b.env["A_WS"] = a.workspace;
+  b.env["OWN_TMP"] = std::filesystem::path(d.path()).filename().string();
+  auto rb = RunNs(b);
+  EXPECT_EQ(rb.stdout_data, "sh\n") << rb.stderr_data;
+  (*ea)->Stop();
+  ASSERT_TRUE((*ea)->Wait().ok());
+}
+
+TEST(NamespaceSandbox, AJobCannotHarmItsSupervisor) {
+  auto l = NewLauncher();
+  ASSERT_TRUE(l);
+  TempDir d;
+  auto r = RunOn(*l, MakeSpec(d,
+                              {"sh", "-c",
+                               "kill -KILL 1; kill -STOP 1; kill -TERM $PPID; "
+                               "cat /proc/1/environ 2>/dev/null && echo read-environ; "
+                               "ls /proc/1/root/ 2>/dev/null && echo saw-root; "
+                               "ls /proc/1/fd/ 2>/dev/null && echo saw-fds; "
+                               "echo 1000 > /proc/1/oom_score_adj 2>/dev/null && echo raised-oom; "
+                               "head -c1 /proc/1/mem 2>/dev/null && echo read-mem; "
+                               "echo still-here"},
+                              Sandbox::kRequire, "evil"));
+  EXPECT_EQ(r.stdout_data, "still-here\n") << r.stderr_data;
+  EXPECT_FALSE(r.signal.has_value());
+  // The same slot runs the next job as if nothing happened.
+  auto next = RunOn(*l, MakeSpec(d, {"sh", "-c", "echo fine"}, Sandbox::kRequire, "next"));
+  EXPECT_EQ(next.stdout_data, "fine\n");
+  auto st = l->stats();
+  EXPECT_EQ(st.slots_started, 1);
+  EXPECT_EQ(st.slots_discarded, 0);
+}
+
+// Unsandboxed, a job can kill its supervisor (same uid). Its own run fails,
+// it dies with the supervisor, and the next job gets a fresh slot.
+TEST(UnsandboxedSlot, AJobThatKillsItsSupervisorDoesNotAffectTheNext) {
+  auto l = NewLauncher(Options([](LauncherOptions& o) { o.probe_in_create = false; }));
+  ASSERT_TRUE(l);
+  TempDir d;
+  // It waits for "go" so that the supervisor has reported the start.
+  auto evil = MakeSpec(d, {"sh", "-c", "while [ ! -e go ]; do sleep 0.01; done; kill -KILL $PPID; exec sleep 100"},
+                       Sandbox::kOff, "evil");
+  auto ex = l->Start(evil);
+  ASSERT_TRUE(ex.ok());
+  WriteFile(evil.workspace + "/go", "");
+  auto r = (*ex)->Wait();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInternal);
+  EXPECT_NE(r.status().message().find("supervisor"), std::string::npos);
+  // The job had the supervisor as parent-death signal source.
+  EXPECT_TRUE(Eventually([&] { return ProcessesWithMarker(evil.env["GATOS_TEST_MARKER"]).empty(); }));
+  auto next = RunOn(*l, MakeSpec(d, {"sh", "-c", "echo fine"}, Sandbox::kOff, "next"));
+  EXPECT_EQ(next.stdout_data, "fine\n");
+  auto st = l->stats();
+  EXPECT_EQ(st.slots_started, 2);
+  EXPECT_EQ(st.slots_discarded, 1);
+}
+
+}  // namespace
+}  // namespace gatos
