@@ -260,6 +260,19 @@ TEST(ScanBaseline, ParsesAcceptsAndRoundTrips) {
   EXPECT_TRUE(again->Accepts("github-pat", Fp('d')));
   EXPECT_FALSE(again->Accepts("jwt", Fp('d')));
   EXPECT_NE(text.find("\"path\":\"src/app.py\""), std::string::npos) << text;
+
+  // Paths that JSON or the reader cannot carry are replaced, not fatal:
+  // the file must always read back.
+  ListedFinding odd = f;
+  odd.path = std::string("a\0b\xff", 4);
+  odd.finding.fingerprint = Fp('e');
+  ListedFinding long_path = f;
+  long_path.path = std::string(10000, 'p');
+  long_path.finding.fingerprint = Fp('9');
+  Result<Baseline> odd_back = ParseBaseline(BaselineJson({odd, long_path}), "o.json");
+  ASSERT_TRUE(odd_back.ok()) << odd_back.status().ToString();
+  EXPECT_TRUE(odd_back->Accepts("github-pat", Fp('e')));
+  EXPECT_TRUE(odd_back->Accepts("github-pat", Fp('9')));
 }
 
 TEST(ScanBaseline, HostileInputGetsClearErrors) {

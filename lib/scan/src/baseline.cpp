@@ -107,7 +107,8 @@ Result<Baseline> ParseBaseline(std::string_view text, const std::string& origin)
   internal::YamlTreeLimits limits;
   limits.max_nodes = kMaxEntries * 16;
   limits.max_depth = 4;
-  limits.max_string_bytes = 4096;
+  // Informational paths can be long; the total size bounds them anyway.
+  limits.max_string_bytes = kMaxBaselineBytes;
   limits.max_total_bytes = kMaxBaselineBytes * 2;
   YamlNode root;
   internal::YamlTreeError err;
@@ -185,14 +186,19 @@ std::string BaselineJson(const std::vector<ListedFinding>& findings) {
   std::string out = "{\"gatos_scan_baseline\":1,\"accepted\":[";
   bool first = true;
   for (const auto& [key, f] : chosen) {
-    nlohmann::json j = {{"fingerprint", key.first},
-                        {"rule", key.second},
-                        {"commit", f->commit},
-                        {"line", f->finding.line}};
-    // A path that is not UTF-8 cannot be JSON text; it is only informational.
-    j["path"] = IsValidUtf8(f->path) ? f->path : std::string("(not UTF-8)");
+    // Text that is not UTF-8 cannot be JSON; these fields are informational.
+    // (NUL is valid UTF-8 but no reader of the file accepts it.)
+    auto text = [](const std::string& s) {
+      return IsValidUtf8(s) && s.find('\0') == std::string::npos ? s
+                                                                   : std::string("(not UTF-8)");
+    };
+    nlohmann::json j = {{"fingerprint", text(key.first)},
+                        {"rule", text(key.second)},
+                        {"commit", text(f->commit)},
+                        {"line", f->finding.line},
+                        {"path", text(f->path)}};
     Result<std::string> s = CanonicalJson(j);
-    out += (first ? "\n" : ",\n") + (s.ok() ? *s : j.dump());
+    out += (first ? "\n" : ",\n") + (s.ok() ? *s : j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     first = false;
   }
   out += "\n]}\n";

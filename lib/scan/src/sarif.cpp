@@ -49,7 +49,7 @@ std::string FindingId(const ListedFinding& f) {
   return TaggedDigest(h.Finalize()).substr(7);  // hex without "blake3:"
 }
 
-nlohmann::json Result(const ListedFinding& f, const std::map<std::string, size_t>& index,
+nlohmann::json ResultJson(const ListedFinding& f, const std::map<std::string, size_t>& index,
                       const ScanReport& r, bool accepted) {
   const std::string& rule = f.finding.rule_id;
   auto it = index.find(rule);
@@ -111,8 +111,8 @@ std::string SarifJson(const ScanReport& r) {
     });
   }
   nlohmann::json results = nlohmann::json::array();
-  for (const ListedFinding& f : r.findings) results.push_back(Result(f, index, r, false));
-  for (const ListedFinding& f : r.accepted) results.push_back(Result(f, index, r, true));
+  for (const ListedFinding& f : r.findings) results.push_back(ResultJson(f, index, r, false));
+  for (const ListedFinding& f : r.accepted) results.push_back(ResultJson(f, index, r, true));
   nlohmann::json run = {
       {"tool",
        {{"driver",
@@ -124,7 +124,7 @@ std::string SarifJson(const ScanReport& r) {
       {"invocations",
        {{{"executionSuccessful", r.complete},
          {"properties", {{"status", r.complete ? "complete" : "partial"},
-                         {"policy_hash", r.policy_hash}}}}}},
+                         {"policy_hash", Text(r.policy_hash)}}}}}},
       {"results", std::move(results)},
   };
   nlohmann::json log = {
@@ -132,7 +132,7 @@ std::string SarifJson(const ScanReport& r) {
       {"version", "2.1.0"},
       {"runs", {std::move(run)}},
   };
-  return log.dump();
+  return log.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace gatos::scan
