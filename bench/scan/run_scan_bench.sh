@@ -10,7 +10,9 @@
 #   of ~$BENCH_MB MB (default 300) unique blob bytes is generated once into
 #   $BENCH_DIR (default /tmp/gatos-scan-bench).
 # env: GATOS_SCAN (binary; default: next to this script, then build/bin),
-#      BENCH_RUNS (default 3), GIT_SECRETS_TIMEOUT seconds (default 300).
+#      BENCH_RUNS (default 3), GIT_SECRETS_TIMEOUT seconds (default 300),
+#      SCAN_ARGS (extra gatos-scan arguments, e.g. to compare rule sets:
+#      SCAN_ARGS="--no-default-rules --rules old-rules.yaml").
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 GATOS_SCAN="${GATOS_SCAN:-}"
@@ -21,6 +23,7 @@ done
 BENCH_DIR="${BENCH_DIR:-/tmp/gatos-scan-bench}"
 BENCH_MB="${BENCH_MB:-300}"
 RUNS="${BENCH_RUNS:-3}"
+read -r -a scan_args <<<"${SCAN_ARGS:-}"
 GS_TIMEOUT="${GIT_SECRETS_TIMEOUT:-300}"
 gen="$here/gen_repo.py"
 [ -f "$gen" ] || gen="$(cd "$here/../../bench/scan" 2>/dev/null && pwd)/gen_repo.py"
@@ -71,26 +74,27 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/out"
 # Cold: first scan of the repository, including the libgit2 mirror clone.
 t0=$(now)
-"$GATOS_SCAN" --repo "$repo" --state-dir "$work/state" --output-dir "$work/out" --json >"$work/cold.json"
+"$GATOS_SCAN" --repo "$repo" --state-dir "$work/state" --output-dir "$work/out" --json ${scan_args[@]+"${scan_args[@]}"} >"$work/cold.json"
 t1=$(now)
 cold_t=$(python3 -c "print(float('$t1')-float('$t0'))")
 scanned=$(python3 -c "import json; print(json.load(open('$work/cold.json'))['bytes_scanned'])")
+echo "rules: $(python3 -c "import json; print(json.load(open('$work/cold.json'))['rules_count'])")"
 echo "gatos-scan cold (mirror clone + full scan): ${cold_t}s  $(rate "$bytes" "$cold_t") MB/s  (bytes_scanned=$scanned)"
 # Warm mirror, empty done-ledger: the scan itself.
 scan_cmd() {
   rm -f "$work/state/scan.sqlite" "$work/state/scan.sqlite-wal" "$work/state/scan.sqlite-shm"
-  "$GATOS_SCAN" --repo "$repo" --state-dir "$work/state" --output-dir "$work/out"
+  "$GATOS_SCAN" --repo "$repo" --state-dir "$work/state" --output-dir "$work/out" ${scan_args[@]+"${scan_args[@]}"}
 }
 scan_t=$(best_of scan_cmd)
 scan_r=$(rate "$bytes" "$scan_t")
 echo "gatos-scan full scan, mirror present ($(nproc) threads): ${scan_t}s  ${scan_r} MB/s"
 one_cmd() {
   rm -f "$work/state/scan.sqlite" "$work/state/scan.sqlite-wal" "$work/state/scan.sqlite-shm"
-  "$GATOS_SCAN" --repo "$repo" --state-dir "$work/state" --output-dir "$work/out" --threads 1
+  "$GATOS_SCAN" --repo "$repo" --state-dir "$work/state" --output-dir "$work/out" --threads 1 ${scan_args[@]+"${scan_args[@]}"}
 }
 one_t=$(best_of one_cmd)
 echo "gatos-scan full scan, 1 thread: ${one_t}s  $(rate "$bytes" "$one_t") MB/s"
-inc_cmd() { "$GATOS_SCAN" --repo "$repo" --state-dir "$work/state" --output-dir "$work/out"; }
+inc_cmd() { "$GATOS_SCAN" --repo "$repo" --state-dir "$work/state" --output-dir "$work/out" ${scan_args[@]+"${scan_args[@]}"}; }
 inc_t=$(best_of inc_cmd)
 echo "gatos-scan rescan, nothing new: ${inc_t}s"
 echo "ratio gatos-scan / floor: $(python3 -c "print('%.2f' % ($floor_t/$scan_t))")  (target >= 0.70)"
