@@ -498,10 +498,12 @@ TEST(Launcher, WithoutUserNamespacesItFallsBack) {
                         "the slot's user and PID namespaces: No space left on device"),
             std::string::npos)
       << report;
-  EXPECT_NE(report.find("auto_engine=" + std::to_string(static_cast<int>(SandboxEngine::kBubblewrap))),
-            std::string::npos)
-      << report;
-  EXPECT_NE(report.find("bwrap_exit=" + std::to_string(128 + SIGTERM)), std::string::npos) << report;
+  if (getuid() == 0) {  // bwrap skips the user namespace only when it starts as root there
+    EXPECT_NE(report.find("auto_engine=" + std::to_string(static_cast<int>(SandboxEngine::kBubblewrap))),
+              std::string::npos)
+        << report;
+    EXPECT_NE(report.find("bwrap_exit=" + std::to_string(128 + SIGTERM)), std::string::npos) << report;
+  }
   EXPECT_NE(report.find("none_ok=0\nrequire_code=" + fp + "\n"), std::string::npos) << report;
   EXPECT_NE(report.find("auto_out=ran\nauto_sandboxed=0\nauto_note=running unsandboxed: sandbox: "),
             std::string::npos)

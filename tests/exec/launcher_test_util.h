@@ -109,9 +109,20 @@ inline bool Alive(int pid) {
   return !state.empty() && state[0] != 'Z';
 }
 
+// The process's name (comm: readable even for a non-dumpable process).
 inline std::string ExeName(int pid) {
-  std::error_code ec;
-  return std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec).filename();
+  std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(f, name);
+  return name;
+}
+
+// The entry of /tmp that holds `path` ("" if it is not under /tmp): a job
+// whose workspace is there sees that entry in its own /tmp.
+inline std::string TmpEntryOf(const std::string& path) {
+  std::filesystem::path rel = std::filesystem::path(path).lexically_relative("/tmp");
+  if (rel.empty() || *rel.begin() == "..") return "";
+  return rel.begin()->string();
 }
 
 template <typename Fn>

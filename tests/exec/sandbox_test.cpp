@@ -6,12 +6,17 @@
 #include <gtest/gtest.h>
 #include <linux/keyctl.h>
 #include <netinet/in.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -28,7 +33,7 @@ using ::gatos::testing::WriteFile;
 using namespace ::gatos::launcher_test;  // NOLINT
 
 // This test binary doubles as a tiny helper run inside sandboxes (no keyctl
-// program is installed): GATOS_TEST_HELPER=keys-add|keys-find.
+// program is installed): GATOS_TEST_HELPER=keys-add|keys-find|attack-init.
 int KeyHelper() {
   const char* mode = std::getenv("GATOS_TEST_HELPER");
   if (!mode) return -1;
@@ -37,7 +42,20 @@ int KeyHelper() {
     long s = syscall(SYS_keyctl, KEYCTL_SEARCH, KEY_SPEC_SESSION_KEYRING, "user", "gatos-test-s", 0);
     std::printf("found user=%d session=%d\n", u > 0, s > 0);
   };
-  if (std::string(mode) == "keys-add") {
+  if (std::string(mode) == "attack-init") {
+    // Everything a process of the same uid could try on the slot's init.
+    errno = 0;
+    long traced = ptrace(PTRACE_ATTACH, 1, nullptr, nullptr);
+    std::printf("ptrace=%s\n", traced == 0 ? "attached" : strerror(errno));
+    char buf[8];
+    iovec local{buf, sizeof(buf)}, remote{reinterpret_cast<void*>(0x400000), sizeof(buf)};
+    long rd = syscall(SYS_process_vm_readv, 1, &local, 1, &remote, 1, 0);
+    std::printf("process_vm_readv=%s\n", rd >= 0 ? "read" : strerror(errno));
+    int pidfd = static_cast<int>(syscall(SYS_pidfd_open, 1, 0));
+    long fd = pidfd >= 0 ? syscall(SYS_pidfd_getfd, pidfd, 3, 0) : -1;
+    std::printf("pidfd_getfd=%s\n", fd >= 0 ? "got" : strerror(errno));
+    std::printf("kill=%d\n", kill(1, SIGKILL));
+  } else if (std::string(mode) == "keys-add") {
     long u = syscall(SYS_add_key, "user", "gatos-test-u", "secret", 6, KEY_SPEC_USER_KEYRING);
     long s = syscall(SYS_add_key, "user", "gatos-test-s", "secret", 6, KEY_SPEC_SESSION_KEYRING);
     std::printf("added user=%d session=%d\n", u > 0, s > 0);
@@ -140,14 +158,17 @@ TEST(NamespaceSandbox, SystemIsReadOnly) {
   TempDir d;
   auto r = RunNs(MakeSpec(d,
                           {"sh", "-c",
-                           "touch /usr/x; echo >> /etc/passwd; "
-                           "cat /proc/sys/kernel/printk_ratelimit > /proc/sys/kernel/printk_ratelimit; "
-                           "mkdir /etc/x; touch /x; touch /dev/x; true"},
+                           "touch /usr/x || echo 1; (echo >> /etc/passwd) || echo 2; "
+                           "(cat /proc/sys/kernel/printk_ratelimit > /proc/sys/kernel/printk_ratelimit) || echo 3; "
+                           "mkdir /etc/x || echo 4; touch /x || echo 5; touch /dev/x || echo 6"},
                           Sandbox::kRequire));
-  // Each attempt fails on the mount, not on permissions: the job may be uid 0.
-  size_t ro = 0;
-  for (size_t p = 0; (p = r.stderr_data.find("Read-only file system", p)) != std::string::npos; ++p) ++ro;
-  EXPECT_EQ(ro, 6u) << r.stderr_data;
+  EXPECT_EQ(r.stdout_data, "1\n2\n3\n4\n5\n6\n") << r.stderr_data;
+  if (getuid() == 0) {
+    // A root worker's job is uid 0: only the mounts stop it, not permissions.
+    size_t ro = 0;
+    for (size_t p = 0; (p = r.stderr_data.find("Read-only file system", p)) != std::string::npos; ++p) ++ro;
+    EXPECT_EQ(ro, 6u) << r.stderr_data;
+  }
 }
 
 // bubblewrap alone left /proc/sys writable for a uid-0 job (a root worker):
@@ -292,9 +313,9 @@ TEST(NamespaceSandbox, NothingOneJobLeavesReachesTheNextOnTheSameSlot) {
   b.env["HELPER"] = SelfExe();
   b.env["A_WS"] = a.workspace;
   b.env["A_OUT"] = a.output_dir;
-  // The job's own workspace is under the test's TempDir in /tmp, so its
-  // first component shows in the job's /tmp.
-  b.env["OWN_TMP"] = std::filesystem::path(d.path()).filename().string();
+  // The job's own workspace is under the test's TempDir (in /tmp), so that
+  // shows in the job's /tmp.
+  b.env["OWN_TMP"] = TmpEntryOf(b.workspace);
   b.binds.push_back({helper_dir, "", false, ""});
   auto rb = RunOn(*l, b);
   ASSERT_EQ(rb.exit_code, 0) << rb.stderr_data;
@@ -319,7 +340,7 @@ TEST(NamespaceSandbox, ConcurrentJobsDoNotSeeEachOther) {
                      "test -e \"$A_WS/mine\" && echo saw-a; true"},
                     Sandbox::kRequire, "b");
   b.env["A_WS"] = a.workspace;
-  b.env["OWN_TMP"] = std::filesystem::path(d.path()).filename().string();
+  b.env["OWN_TMP"] = TmpEntryOf(b.workspace);
   auto rb = RunNs(b);
   EXPECT_EQ(rb.stdout_data, "sh\n") << rb.stderr_data;
   (*ea)->Stop();
@@ -330,17 +351,22 @@ TEST(NamespaceSandbox, AJobCannotHarmItsSupervisor) {
   auto l = NewLauncher();
   ASSERT_TRUE(l);
   TempDir d;
-  auto r = RunOn(*l, MakeSpec(d,
-                              {"sh", "-c",
-                               "kill -KILL 1; kill -STOP 1; kill -TERM $PPID; "
-                               "cat /proc/1/environ 2>/dev/null && echo read-environ; "
-                               "ls /proc/1/root/ 2>/dev/null && echo saw-root; "
-                               "ls /proc/1/fd/ 2>/dev/null && echo saw-fds; "
-                               "echo 1000 > /proc/1/oom_score_adj 2>/dev/null && echo raised-oom; "
-                               "head -c1 /proc/1/mem 2>/dev/null && echo read-mem; "
-                               "echo still-here"},
-                              Sandbox::kRequire, "evil"));
-  EXPECT_EQ(r.stdout_data, "still-here\n") << r.stderr_data;
+  auto spec = MakeSpec(d,
+                       {"sh", "-c",
+                        "kill -KILL 1; kill -STOP 1; kill -TERM $PPID; "
+                        "cat /proc/1/environ 2>/dev/null && echo read-environ; "
+                        "ls /proc/1/root/ 2>/dev/null && echo saw-root; "
+                        "ls /proc/1/fd/ 2>/dev/null | grep -q . && echo saw-fds; "
+                        "echo 1000 > /proc/1/oom_score_adj 2>/dev/null && echo raised-oom; "
+                        "GATOS_TEST_HELPER=attack-init \"$HELPER\"; echo still-here"},
+                       Sandbox::kRequire, "evil");
+  spec.env["HELPER"] = SelfExe();
+  spec.binds.push_back({std::filesystem::path(SelfExe()).parent_path().string(), "", false, ""});
+  auto r = RunOn(*l, spec);
+  EXPECT_EQ(r.stdout_data,
+            "ptrace=Operation not permitted\nprocess_vm_readv=Operation not permitted\n"
+            "pidfd_getfd=Operation not permitted\nkill=0\nstill-here\n")
+      << r.stderr_data;
   EXPECT_FALSE(r.signal.has_value());
   // The same slot runs the next job as if nothing happened.
   auto next = RunOn(*l, MakeSpec(d, {"sh", "-c", "echo fine"}, Sandbox::kRequire, "next"));

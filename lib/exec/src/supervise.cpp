@@ -833,10 +833,10 @@ class SandboxLayout {
     for (const char* p : {"sys", "sysrq-trigger", "irq", "bus"}) {
       Add(MountOp::kCover, MountOp::kOptional, nullptr, Keep(std::string("/newroot/proc/") + p));
     }
-    // Pid 1 is the slot's supervisor. It is not dumpable, so its fds, root,
-    // memory and environment are out of reach, but a job running as uid 0
-    // (a root worker) would still pass the owner check on files such as
-    // oom_score_adj. The job sees an empty directory instead.
+    // Pid 1 is the slot's supervisor. Its fds, root, memory and environment
+    // are out of the job's reach (it has no capability in the slot's user
+    // namespace), but a job of the same uid would still pass the owner check
+    // on files such as oom_score_adj. The job sees an empty directory instead.
     Add(MountOp::kHide, 0, nullptr, Keep("/newroot/proc/1"));
     // A minimal read-only /dev on a tmpfs of its own; /dev/shm and /tmp per job.
     Add(MountOp::kTmpfs, 0, "mode=0755", Keep("/newroot/dev"));
@@ -1041,9 +1041,12 @@ struct SlotInitArgs {
   }
   c.netns_fd = g_netns_fd;
   // Jobs run in this PID namespace and see us as pid 1: no signal they send
-  // reaches us (init ignores signals it has no handler for), and nothing of
-  // us is readable or traceable through /proc.
-  prctl(PR_SET_DUMPABLE, 0);
+  // reaches us (init ignores signals it has no handler for). They run in a
+  // child user namespace without capabilities while we hold all of ours
+  // here, so the kernel refuses them ptrace, /proc/1/mem, environ, fds and
+  // root (cap_ptrace_access_check), and /proc/1 is hidden from them. We stay
+  // dumpable: a job child shares our memory until it execs, and it must be
+  // able to write its own /proc/self/uid_map as a non-root user.
   c.is_init = true;
   c.creds = true;
   static SandboxLayout layout;
