@@ -333,6 +333,8 @@ TEST(ScanSarif, RulesResultsLocationsFingerprintsAndSuppressions) {
   EXPECT_EQ(run["tool"]["driver"]["name"], "gatos-scan");
   ASSERT_EQ(run["tool"]["driver"]["rules"].size(), 2u);
   EXPECT_EQ(run["tool"]["driver"]["rules"][1]["id"], "jwt");
+  EXPECT_EQ(run["tool"]["driver"]["rules"][0]["name"], "GithubPat");
+  EXPECT_EQ(run["versionControlProvenance"][0]["mappedTo"]["uriBaseId"], "%SRCROOT%");
   EXPECT_EQ(run["tool"]["driver"]["rules"][1]["shortDescription"]["text"], "JSON Web Token");
   ASSERT_EQ(run["results"].size(), 2u);
   const json& res = run["results"][0];

@@ -36,6 +36,23 @@ std::string PathUri(const std::string& path) {
 // parser); keep the output valid JSON whatever a caller passes.
 std::string Text(const std::string& s) { return IsValidUtf8(s) ? s : std::string("(not UTF-8)"); }
 
+// "github-pat" -> "GithubPat", "jwt" -> "JwtSecret".
+std::string RuleName(const std::string& id) {
+  std::string out;
+  bool upper = true;
+  for (char c : id) {
+    if (c == '-' || c == '_' || c == '.') {
+      upper = true;
+      continue;
+    }
+    out += upper && c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
+    upper = false;
+  }
+  // A one-word id ("jwt") would still equal its name but for case.
+  if (out.size() == id.size()) out += "Secret";
+  return Text(out);
+}
+
 // Identifies one finding (rule, blob, span, secret) across runs, for the
 // SARIF `fingerprints` property; the secret enters only as its keyed hash.
 std::string FindingId(const ListedFinding& f) {
@@ -98,7 +115,9 @@ std::string SarifJson(const ScanReport& r) {
                                                       : Text(info.description);
     rules.push_back({
         {"id", Text(info.id)},
-        {"name", Text(info.id)},
+        // SARIF wants `name` to differ from the opaque `id`: the id in
+        // PascalCase, as code-scanning UIs show rule names.
+        {"name", RuleName(info.id)},
         {"shortDescription", {{"text", text}}},
         {"fullDescription", {{"text", text}}},
         {"defaultConfiguration", {{"level", "error"}}},
@@ -120,7 +139,8 @@ std::string SarifJson(const ScanReport& r) {
           {"version", kScannerVersion},
           {"semanticVersion", kScannerVersion},
           {"rules", std::move(rules)}}}}},
-      {"versionControlProvenance", {{{"repositoryUri", Text(r.repo_key)}}}},
+      {"versionControlProvenance",
+       {{{"repositoryUri", Text(r.repo_key)}, {"mappedTo", {{"uriBaseId", "%SRCROOT%"}}}}}},
       {"invocations",
        {{{"executionSuccessful", r.complete},
          {"properties", {{"status", r.complete ? "complete" : "partial"},
