@@ -253,15 +253,19 @@ int BwrapMounts(const std::string& ws) {
   return 0;
 }
 
-void Steps(int iters, const std::string& dir, const std::string& supervise) {
-  std::printf("\n## bubblewrap's steps, one at a time (%d iterations each)\n\n", iters);
+void Steps(int iters, int rounds, const std::string& dir, const std::string& supervise) {
+  std::printf("\n## bubblewrap's steps, one at a time (median of %d rounds of %d iterations)\n\n",
+              rounds, iters);
   std::printf("Each iteration forks a child that does the step and exits; subtract the first row.\n\n");
   std::printf("| step | wall ms | CPU ms (tree) | CPU ms (machine) |\n|---|---|---|---|\n");
-  auto row = [](const char* name, StepFigures f) {
-    std::printf("| %s | %.3f | %.3f | %.3f |\n", name, f.wall_ms, f.tree_cpu_ms, f.machine_cpu_ms);
-    std::fflush(stdout);
+  struct Step {
+    std::string name;
+    std::function<int()> child;
+    std::vector<double> wall, tree, machine;
   };
-  row("fork + exit (baseline)", Measure(iters, [] { return 0; }));
+  std::vector<Step> list;
+  auto add = [&](std::string name, std::function<int()> fn) { list.push_back({std::move(name), std::move(fn), {}, {}, {}}); };
+  add("fork + exit (baseline)", [] { return 0; });
   struct Ns {
     const char* name;
     int flag;
@@ -275,25 +279,25 @@ void Steps(int iters, const std::string& dir, const std::string& supervise) {
                                                            CLONE_NEWCGROUP | CLONE_NEWNS},
                 Ns{"+ the same but network", CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC |
                                                  CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWNS}}) {
-    row(ns.name, Measure(iters, [&] { return unshare(ns.flag) == 0 ? 0 : 1; }));
+    add(ns.name, [flag = ns.flag] { return unshare(flag) == 0 ? 0 : 1; });
   }
   std::string ws = dir + "/t0";
   fs::create_directories(ws + "/work");
   fs::create_directories(ws + "/out");
-  row("+ mount namespace and bwrap's mounts (~45 mount calls)",
-      Measure(iters, [&] { return unshare(CLONE_NEWNS) == 0 ? BwrapMounts(ws) : 1; }));
-  row("+ one more fork (bwrap's init forks the job)", Measure(iters, [] {
-        pid_t p = fork();
-        if (p == 0) _exit(0);
-        int st;
-        return waitpid(p, &st, 0) == p ? 0 : 1;
-      }));
-  row("+ exec /bin/true (one process start)", Measure(iters, [] { return RunProgram({"/bin/true"}); }));
-  row("+ exec bwrap --version (bwrap's own start)",
-      Measure(iters, [] { return RunProgram({"/usr/bin/bwrap", "--version"}); }));
+  add("+ mount namespace and bwrap's mounts (~60 mount calls, 2 pivots)",
+      [ws] { return unshare(CLONE_NEWNS) == 0 ? BwrapMounts(ws) : 1; });
+  add("+ one more fork (bwrap's init forks the job)", [] {
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    int st;
+    return waitpid(p, &st, 0) == p ? 0 : 1;
+  });
+  add("+ vfork + exec /bin/true (one process start)", [] { return RunProgram({"/bin/true"}); });
+  add("+ vfork + exec bwrap --version (bwrap's own start)",
+      [] { return RunProgram({"/usr/bin/bwrap", "--version"}); });
   if (!supervise.empty()) {
-    row("+ exec gatos-supervise (exits at once)",
-        Measure(iters, [&] { return RunProgram({supervise, "--version-check"}) == 2 ? 0 : 1; }));
+    add("+ vfork + exec gatos-supervise (exits at once)",
+        [supervise] { return RunProgram({supervise, "--version-check"}) == 2 ? 0 : 1; });
   }
   std::vector<std::string> bw = {"/usr/bin/bwrap", "--unshare-all", "--die-with-parent", "--new-session",
                                  "--cap-drop", "ALL", "--ro-bind", "/usr", "/usr"};
@@ -308,7 +312,21 @@ void Steps(int iters, const std::string& dir, const std::string& supervise) {
   bw.insert(bw.end(), {"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
                        "--tmpfs", "/tmp", "--bind", ws + "/work", ws + "/work", "--bind", ws + "/out",
                        ws + "/out", "--chdir", ws + "/work", "--", "/bin/true"});
-  row("+ whole bwrap ... /bin/true, as Execution::Start runs it", Measure(iters, [&] { return RunProgram(bw); }));
+  add("+ vfork + exec of the whole bwrap ... /bin/true, as Execution::Start runs it",
+      [bw] { return RunProgram(bw); });
+  for (int r = 0; r < rounds; ++r) {
+    for (auto& st : list) {
+      StepFigures f = Measure(iters, st.child);
+      st.wall.push_back(f.wall_ms);
+      st.tree.push_back(f.tree_cpu_ms);
+      st.machine.push_back(f.machine_cpu_ms);
+    }
+  }
+  for (auto& st : list) {
+    std::printf("| %s | %.3f | %.3f | %.3f |\n", st.name.c_str(), Median(st.wall), Median(st.tree),
+                Median(st.machine));
+  }
+  std::fflush(stdout);
 }
 
 std::string Machine() {
@@ -370,6 +388,13 @@ int main(int argc, char** argv) {
                 "kernel threads included (namespace teardown runs there), and anything else running.\n\n");
     std::printf("| command | path | sandbox | conc | jobs/s | CPU ms/job (tree) | CPU ms/job (machine) |\n"
                 "|---|---|---|---|---|---|---|\n");
+    struct Config {
+      bool shell, sandboxed;
+      Path path;
+      int conc;
+      std::vector<double> rate, tree, machine;
+    };
+    std::vector<Config> configs;
     for (bool shell : {false, true}) {
       for (bool sandboxed : {false, true}) {
         for (Path path : {Path::kPerJob, Path::kLauncher}) {
@@ -380,23 +405,28 @@ int main(int argc, char** argv) {
                 (!only_conc.empty() && only_conc != std::to_string(conc))) {
               continue;
             }
-            std::vector<double> rate, tree, machine;
-            for (int r = 0; r < rounds; ++r) {
-              Figures f = RunJobs(path, sandboxed, shell, conc, jobs, dir);
-              rate.push_back(f.jobs_per_s);
-              tree.push_back(f.tree_cpu_ms);
-              machine.push_back(f.machine_cpu_ms);
-            }
-            std::printf("| %s | %s | %s | %d | %.0f | %.2f | %.2f |\n",
-                        shell ? "`sh -c 'echo N >> file'`" : "`/bin/true`",
-                        path == Path::kPerJob ? "Execution::Start" : "JobLauncher",
-                        !sandboxed ? "none" : path == Path::kPerJob ? "bwrap" : "namespaces", conc,
-                        Median(rate), Median(tree), Median(machine));
-            std::fflush(stdout);
+            configs.push_back({shell, sandboxed, path, conc, {}, {}, {}});
           }
         }
       }
     }
+    // Round-robin, so that a change in the machine's load hits every case alike.
+    for (int r = 0; r < rounds; ++r) {
+      for (auto& c : configs) {
+        Figures f = RunJobs(c.path, c.sandboxed, c.shell, c.conc, jobs, dir);
+        c.rate.push_back(f.jobs_per_s);
+        c.tree.push_back(f.tree_cpu_ms);
+        c.machine.push_back(f.machine_cpu_ms);
+      }
+    }
+    for (auto& c : configs) {
+      std::printf("| %s | %s | %s | %d | %.0f | %.2f | %.2f |\n",
+                  c.shell ? "`sh -c 'echo N >> file'`" : "`/bin/true`",
+                  c.path == Path::kPerJob ? "Execution::Start" : "JobLauncher",
+                  !c.sandboxed ? "none" : c.path == Path::kPerJob ? "bwrap" : "namespaces", c.conc,
+                  Median(c.rate), Median(c.tree), Median(c.machine));
+    }
+    std::fflush(stdout);
   }
   if (steps) {
     std::string supervise;
@@ -408,8 +438,9 @@ int main(int argc, char** argv) {
         break;
       }
     }
-    Steps(std::max(50, jobs / 2), dir, supervise);
+    Steps(std::max(20, jobs / 5), std::max(rounds, 3), dir, supervise);
   }
+  if (getloadavg(load, 3) == 3) std::printf("\nload average at the end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
   std::error_code ec;
   fs::remove_all(dir, ec);
   return 0;
