@@ -178,12 +178,13 @@ TEST_P(LauncherModes, CwdOutputsAndErrors) {
 
 TEST_P(LauncherModes, StopFromAnotherThread) {
   TempDir d;
-  auto spec = MakeSpec(d, {"sh", "-c", "echo started; sleep 100"}, GetParam());
+  auto spec = MakeSpec(d, {"sh", "-c", "echo started; touch \"$HOME/ready\"; sleep 100"}, GetParam());
   auto ex = Shared().Start(spec);
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
   Execution* e = ex->get();
-  std::thread stopper([e] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string ready = spec.workspace + "/ready";
+  std::thread stopper([e, ready] {
+    Eventually([&] { return std::filesystem::exists(ready); });
     e->Stop();
     e->Stop();  // idempotent
   });
