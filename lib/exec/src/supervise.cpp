@@ -921,8 +921,9 @@ class SandboxLayout {
       while (c.in_len < kFrameHeader + 4) {
         if (!FillInput(c)) _exit(0);
       }
+      // No descriptors come with controls: any already received belong to
+      // the job request that follows (it may have come in the same read).
       Consume(c, kFrameHeader + 4);
-      CloseReceivedFds(c);
       continue;
     }
     if (type != kFrameJob || len > kMaxJobFrame) _exit(3);
