@@ -150,7 +150,8 @@ class Execution {
   // Idempotent; a no-op after the job finished.
   void Stop();
 
-  // The job's main process (the bwrap monitor when sandboxed). Informational:
+  // The job's main process, in the worker's PID namespace (the bwrap monitor
+  // under bubblewrap; the job itself in the launcher's sandbox). Informational:
   // signal the job through Stop(), never with kill(pid()), since the pid may
   // be reused once the job has been reaped.
   pid_t pid() const;
@@ -196,8 +197,9 @@ struct LauncherOptions {
 // idle slots (their supervisors exit; nothing runs in them).
 class JobLauncher {
  public:
-  // FailedPrecondition only if engine is kNamespaces or kBubblewrap and that
-  // engine cannot sandbox here (with probe_in_create). Otherwise OK: an
+  // FailedPrecondition only if supervise_path is set and not executable, or
+  // engine is kNamespaces or kBubblewrap and that engine cannot sandbox here
+  // (with probe_in_create). Otherwise OK: an
   // unusable sandbox shows in SandboxStatus() and in each kAuto result's
   // sandbox_note, and kRequire jobs fail to start.
   static Result<std::unique_ptr<JobLauncher>> Create(const LauncherOptions& options = {});
