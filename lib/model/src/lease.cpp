@@ -29,25 +29,6 @@ bool IsTerminal(JobState s) {
   return s != JobState::kPending && s != JobState::kClaimed;
 }
 
-JobView DeriveView(const JobSnapshot& snap, int64_t now_ms) {
-  JobView v;
-  v.cancel_requested = !snap.cancel_commit.empty();
-  if (!snap.result_commit.empty()) {
-    auto st = ParseJobState(snap.result_status);
-    // A result is terminal by construction; an unknown status (only possible
-    // in a corrupt ledger) reads as failed rather than as running forever.
-    v.state = st && IsTerminal(*st) ? *st : JobState::kFailed;
-    return v;
-  }
-  if (snap.lease) {
-    v.lease_expired = now_ms >= snap.lease->expires_ms;
-    v.state = v.cancel_requested && v.lease_expired ? JobState::kAborted : JobState::kClaimed;
-    return v;
-  }
-  v.state = v.cancel_requested ? JobState::kAborted : JobState::kPending;
-  return v;
-}
-
 std::string_view TransitionErrorName(TransitionError e) {
   switch (e) {
     case TransitionError::kNone: return "ok";
@@ -58,6 +39,7 @@ std::string_view TransitionErrorName(TransitionError e) {
     case TransitionError::kInvalid: return "invalid";
     case TransitionError::kUnauthorized: return "unauthorized";
     case TransitionError::kRetry: return "retry";
+    case TransitionError::kInternal: return "internal";
   }
   return "invalid";
 }
@@ -66,86 +48,10 @@ TransitionError ParseTransitionError(std::string_view name) {
   for (TransitionError e :
        {TransitionError::kNone, TransitionError::kLostRace, TransitionError::kStaleOwner,
         TransitionError::kTerminal, TransitionError::kCancelled, TransitionError::kInvalid,
-        TransitionError::kUnauthorized, TransitionError::kRetry}) {
+        TransitionError::kUnauthorized, TransitionError::kRetry, TransitionError::kInternal}) {
     if (TransitionErrorName(e) == name) return e;
   }
   return TransitionError::kInvalid;
-}
-
-namespace {
-Decision Fail(TransitionError e, std::string m) { return Decision{e, std::move(m)}; }
-}  // namespace
-
-Decision DecideClaim(const JobSnapshot& snap, std::string_view worker_hex, int64_t now_ms,
-                     ClaimDecision* out) {
-  if (!snap.result_commit.empty()) {
-    return Fail(TransitionError::kTerminal, "job " + snap.job_hex + " already has a result (" +
-                                                snap.result_status + ")");
-  }
-  if (!snap.cancel_commit.empty()) {
-    return Fail(TransitionError::kCancelled, "job " + snap.job_hex + " was cancelled");
-  }
-  if (!snap.lease) {
-    *out = ClaimDecision{1, false, ""};
-    return {};
-  }
-  if (now_ms < snap.lease->expires_ms) {
-    return Fail(TransitionError::kLostRace,
-                "job " + snap.job_hex + " is leased to " + snap.lease->worker_hex.substr(0, 16) +
-                    " until " + FormatRfc3339Millis(snap.lease->expires_ms));
-  }
-  *out = ClaimDecision{snap.lease->epoch + 1, true, snap.lease->commit};
-  return {};
-}
-
-namespace {
-// Shared by renew and result: the caller must hold the current lease.
-Decision CheckHolder(const JobSnapshot& snap, std::string_view worker_hex, int64_t epoch,
-                     int64_t now_ms, int64_t grace_ms, const char* what) {
-  if (!snap.result_commit.empty()) {
-    return Fail(TransitionError::kTerminal, std::string(what) + " refused: job " + snap.job_hex +
-                                                " already has a result (" + snap.result_status +
-                                                ")");
-  }
-  if (!snap.lease) {
-    return Fail(TransitionError::kStaleOwner,
-                std::string(what) + " refused: job " + snap.job_hex + " has no lease");
-  }
-  const LeaseInfo& l = *snap.lease;
-  if (l.worker_hex != worker_hex || l.epoch != epoch) {
-    return Fail(TransitionError::kStaleOwner,
-                std::string(what) + " refused: stale owner; the lease of job " + snap.job_hex +
-                    " is held by " + l.worker_hex.substr(0, 16) + " at epoch " +
-                    std::to_string(l.epoch) + ", not by " +
-                    std::string(worker_hex.substr(0, 16)) + " at epoch " + std::to_string(epoch));
-  }
-  if (now_ms >= l.expires_ms + grace_ms) {
-    return Fail(TransitionError::kStaleOwner,
-                std::string(what) + " refused: stale owner; the lease of job " + snap.job_hex +
-                    " expired at " + FormatRfc3339Millis(l.expires_ms));
-  }
-  return {};
-}
-}  // namespace
-
-Decision DecideRenew(const JobSnapshot& snap, std::string_view worker_hex, int64_t epoch,
-                     int64_t now_ms) {
-  return CheckHolder(snap, worker_hex, epoch, now_ms, 0, "renew");
-}
-
-Decision DecideResult(const JobSnapshot& snap, std::string_view worker_hex, int64_t epoch,
-                      int64_t now_ms, int64_t grace_ms) {
-  return CheckHolder(snap, worker_hex, epoch, now_ms, grace_ms, "result");
-}
-
-Decision DecideCancel(const JobSnapshot& snap, bool* already) {
-  *already = false;
-  if (!snap.result_commit.empty()) {
-    return Fail(TransitionError::kTerminal, "job " + snap.job_hex + " already finished (" +
-                                                snap.result_status + "); nothing to cancel");
-  }
-  if (!snap.cancel_commit.empty()) *already = true;
-  return {};
 }
 
 std::string FormatRfc3339Millis(int64_t unix_ms) {

@@ -1,5 +1,7 @@
 #include "gatos/policy.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "gatos/canonical_json.h"
@@ -18,6 +20,14 @@ std::string SerializePolicySettings(const PolicySettings& s) {
       {"output_cap_bytes", s.output_cap_bytes},
       {"max_result_bytes", s.max_result_bytes},
       {"allow_network", s.allow_network},
+      {"retention_ms", s.retention_ms},
+      {"max_attempts", s.max_attempts},
+      {"retry_base_ms", s.retry_base_ms},
+      {"retry_factor", s.retry_factor},
+      {"retry_max_ms", s.retry_max_ms},
+      {"retry_jitter_pct", s.retry_jitter_pct},
+      {"retry_failed", s.retry_failed},
+      {"retry_timed_out", s.retry_timed_out},
   };
   auto c = CanonicalJson(j);
   return c.ok() ? *c : j.dump();
@@ -35,6 +45,12 @@ Result<PolicySettings> ParsePolicySettings(std::string_view text) {
       {"max_timeout_seconds", &s.max_timeout_seconds, 1, 31'536'000},
       {"output_cap_bytes", &s.output_cap_bytes, 0, 64 << 20},
       {"max_result_bytes", &s.max_result_bytes, 4096, 256 << 20},
+      {"retention_ms", &s.retention_ms, 0, 3650LL * 86'400'000},
+      {"max_attempts", &s.max_attempts, 1, 100},
+      {"retry_base_ms", &s.retry_base_ms, 0, 86'400'000},
+      {"retry_factor", &s.retry_factor, 1, 10},
+      {"retry_max_ms", &s.retry_max_ms, 0, 7LL * 86'400'000},
+      {"retry_jitter_pct", &s.retry_jitter_pct, 0, 100},
   };
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -44,9 +60,14 @@ Result<PolicySettings> ParsePolicySettings(std::string_view text) {
       }
       continue;
     }
-    if (k == "dev_mode" || k == "allow_network") {
+    bool* flag = k == "dev_mode"          ? &s.dev_mode
+                 : k == "allow_network"   ? &s.allow_network
+                 : k == "retry_failed"    ? &s.retry_failed
+                 : k == "retry_timed_out" ? &s.retry_timed_out
+                                          : nullptr;
+    if (flag) {
       if (!it->is_boolean()) return InvalidArgumentError("policy.json: " + k + ": expected true or false");
-      (k == "dev_mode" ? s.dev_mode : s.allow_network) = it->get<bool>();
+      *flag = it->get<bool>();
       continue;
     }
     bool found = false;
@@ -78,7 +99,80 @@ std::string PolicyRootInput(const Policy& p) {
   add(p.submitters_text);
   add(p.workers_text);
   add(p.ledger_key.ToOpenSsh());
+  // Policies without operators hash as before the operators list existed.
+  if (!p.operators_text.empty()) add(p.operators_text);
   return data;
+}
+
+int64_t RetryBackoffMs(const PolicySettings& s, int64_t next_attempt) {
+  int64_t b = s.retry_base_ms;
+  for (int64_t i = 2; i < next_attempt && b < s.retry_max_ms; ++i) b *= s.retry_factor;
+  return std::min(b, s.retry_max_ms);
+}
+
+int64_t RetryBackoffMinMs(const PolicySettings& s, int64_t next_attempt) {
+  int64_t b = RetryBackoffMs(s, next_attempt);
+  return b - b * s.retry_jitter_pct / 100;
+}
+
+bool RetriesStatus(const PolicySettings& s, std::string_view status) {
+  return (status == "failed" && s.retry_failed) || (status == "timed-out" && s.retry_timed_out);
+}
+
+namespace {
+
+Result<std::pair<AllowedSigners*, std::string*>> RoleList(Policy* p, std::string_view role) {
+  if (role == "submitter") return std::make_pair(&p->submitters, &p->submitters_text);
+  if (role == "worker") return std::make_pair(&p->workers, &p->workers_text);
+  if (role == "operator") return std::make_pair(&p->operators, &p->operators_text);
+  return InvalidArgumentError("role must be submitter, worker or operator");
+}
+
+}  // namespace
+
+Status PolicyAllow(Policy* p, std::string_view role, const Ed25519PublicKey& key, bool* changed) {
+  *changed = false;
+  GATOS_ASSIGN_OR_RETURN(auto list, RoleList(p, role));
+  for (const auto& e : list.first->entries()) {
+    if (!e.cert_authority && e.key == key) return OkStatus();
+  }
+  std::string text = *list.second;
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  Ed25519PublicKey bare = key;
+  bare.comment.clear();
+  text += PrincipalForKey(role, key) + " namespaces=\"git\" " + bare.ToOpenSsh() + "\n";
+  GATOS_ASSIGN_OR_RETURN(*list.first, ParseAllowedSigners(text, "policy:" + std::string(role) + "s"));
+  *list.second = std::move(text);
+  *changed = true;
+  return OkStatus();
+}
+
+Status PolicyRevoke(Policy* p, std::string_view role, const Ed25519PublicKey& key) {
+  GATOS_ASSIGN_OR_RETURN(auto list, RoleList(p, role));
+  Ed25519PublicKey bare = key;
+  bare.comment.clear();
+  // The base64 blob identifies the key on any line that names it.
+  std::string blob = bare.ToOpenSsh().substr(std::string("ssh-ed25519 ").size());
+  std::string kept;
+  bool removed = false;
+  size_t pos = 0;
+  const std::string& text = *list.second;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    if (line.find(blob) != std::string::npos) {
+      removed = true;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  if (!removed) {
+    return NotFoundError(key.WorkerId() + " is not in the policy's " + std::string(role) + " list");
+  }
+  GATOS_ASSIGN_OR_RETURN(*list.first, ParseAllowedSigners(kept, "policy:" + std::string(role) + "s"));
+  *list.second = std::move(kept);
+  return OkStatus();
 }
 
 std::string PrincipalForKey(std::string_view role, const Ed25519PublicKey& key) {

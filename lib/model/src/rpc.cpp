@@ -1,11 +1,19 @@
 #include "gatos/rpc.h"
 
+#include <algorithm>
+
+#include "gatos/encoding.h"
+
 namespace gatos::rpc {
 
-std::string ClaimPayload(std::string_view job_hex, std::string_view worker_hex,
+std::string Dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string ClaimPayload(std::string_view job_hex, std::string_view worker_hex, int64_t epoch,
                          int64_t requested_at_ms) {
-  return "gatos-claim-v1\n" + std::string(job_hex) + "\n" + std::string(worker_hex) + "\n" +
-         std::to_string(requested_at_ms) + "\n";
+  return "gatos-claim-v2\n" + std::string(job_hex) + "\n" + std::string(worker_hex) + "\n" +
+         std::to_string(epoch) + "\n" + std::to_string(requested_at_ms) + "\n";
 }
 
 std::string RenewPayload(std::string_view job_hex, std::string_view worker_hex, int64_t epoch,
@@ -20,26 +28,98 @@ std::string CancelPayload(std::string_view job_hex, std::string_view requester_h
          std::to_string(requested_at_ms) + "\n";
 }
 
+std::string RetryPayload(std::string_view job_hex, std::string_view requester_hex, int64_t attempt,
+                         int64_t requested_at_ms) {
+  return "gatos-retry-v1\n" + std::string(job_hex) + "\n" + std::string(requester_hex) + "\n" +
+         std::to_string(attempt) + "\n" + std::to_string(requested_at_ms) + "\n";
+}
+
+namespace {
+std::string StripPrefix(std::string s, std::string_view prefix) {
+  if (s.compare(0, prefix.size(), prefix) == 0) s = s.substr(prefix.size());
+  return s;
+}
+}  // namespace
+
 nlohmann::json LeaseRequestJson(const LeaseRequest& req) {
-  nlohmann::json j = {{"job", req.job_hex},
-                      {"worker", req.worker_hex},
-                      {"requested_at", req.requested_at_ms},
-                      {"sig", req.sig_hex}};
-  if (req.epoch) j["epoch"] = req.epoch;
-  return j;
+  return nlohmann::json{{"job", req.job_hex},
+                        {"worker", req.worker_hex},
+                        {"epoch", req.epoch},
+                        {"requested_at", req.requested_at_ms},
+                        {"sig", req.sig_hex}};
 }
 
 Result<LeaseRequest> ParseLeaseRequest(const nlohmann::json& j, bool renew) {
   LeaseRequest req;
+  req.renew = renew;
   GATOS_ASSIGN_OR_RETURN(req.job_hex, StringField(j, "job"));
   GATOS_ASSIGN_OR_RETURN(req.worker_hex, StringField(j, "worker"));
+  GATOS_ASSIGN_OR_RETURN(req.epoch, IntField(j, "epoch"));
   GATOS_ASSIGN_OR_RETURN(req.requested_at_ms, IntField(j, "requested_at"));
   GATOS_ASSIGN_OR_RETURN(req.sig_hex, StringField(j, "sig"));
-  if (req.job_hex.rfind("blake3:", 0) == 0) req.job_hex = req.job_hex.substr(7);
-  if (req.worker_hex.rfind("ed25519:", 0) == 0) req.worker_hex = req.worker_hex.substr(8);
-  if (renew) {
-    GATOS_ASSIGN_OR_RETURN(req.epoch, IntField(j, "epoch"));
+  req.job_hex = StripPrefix(req.job_hex, "blake3:");
+  req.worker_hex = StripPrefix(req.worker_hex, "ed25519:");
+  return req;
+}
+
+nlohmann::json UserRequestJson(const UserRequest& req) {
+  nlohmann::json j = {{"job", req.job_hex},
+                      {"requester", req.requester_hex},
+                      {"requested_at", req.requested_at_ms},
+                      {"sig", req.sig_hex}};
+  if (req.retry) j["attempt"] = req.attempt;
+  return j;
+}
+
+Result<UserRequest> ParseUserRequest(const nlohmann::json& j, bool retry) {
+  UserRequest req;
+  req.retry = retry;
+  GATOS_ASSIGN_OR_RETURN(req.job_hex, StringField(j, "job"));
+  GATOS_ASSIGN_OR_RETURN(req.requester_hex, StringField(j, "requester"));
+  GATOS_ASSIGN_OR_RETURN(req.requested_at_ms, IntField(j, "requested_at"));
+  GATOS_ASSIGN_OR_RETURN(req.sig_hex, StringField(j, "sig"));
+  if (retry) {
+    GATOS_ASSIGN_OR_RETURN(req.attempt, IntField(j, "attempt"));
   }
+  req.job_hex = StripPrefix(req.job_hex, "blake3:");
+  req.requester_hex = StripPrefix(req.requester_hex, "ed25519:");
+  return req;
+}
+
+Result<std::string> ParseJobField(const nlohmann::json& j) {
+  GATOS_ASSIGN_OR_RETURN(std::string job, StringField(j, "job"));
+  std::string hex = StripPrefix(job, "blake3:");
+  if (!IsLowerHex(hex, 64)) {
+    return InvalidArgumentError("\"" + TruncateUtf8(job, 80) + "\" is not a job id (blake3:<64 hex>)");
+  }
+  return hex;
+}
+
+nlohmann::json ListRequestJson(const ListRequest& req) {
+  nlohmann::json j = {{"limit", req.limit}};
+  if (req.state) j["state"] = *req.state;
+  if (!req.after.empty()) j["after"] = req.after;
+  return j;
+}
+
+Result<ListRequest> ParseListRequest(const nlohmann::json& j) {
+  ListRequest req;
+  if (j.contains("state")) {
+    auto st = StringField(j, "state");
+    if (!st.ok() || (*st != "dead" && !ParseJobState(*st))) {
+      return InvalidArgumentError("state must be pending, claimed, succeeded, failed, timed-out, aborted or dead");
+    }
+    req.state = *st;
+  }
+  if (j.contains("after")) {
+    GATOS_ASSIGN_OR_RETURN(std::string after, StringField(j, "after"));
+    req.after = StripPrefix(after, "blake3:");
+    if (!req.after.empty() && !IsLowerHex(req.after, 64)) return InvalidArgumentError("after must be a job id");
+  }
+  if (j.contains("limit")) {
+    GATOS_ASSIGN_OR_RETURN(req.limit, IntField(j, "limit"));
+  }
+  req.limit = std::clamp<int64_t>(req.limit, 1, 10000);
   return req;
 }
 
@@ -48,7 +128,7 @@ nlohmann::json OkReply() { return nlohmann::json{{"ok", true}}; }
 nlohmann::json ErrorReply(TransitionError error, std::string_view message) {
   return nlohmann::json{{"ok", false},
                         {"error", std::string(TransitionErrorName(error))},
-                        {"message", std::string(message)}};
+                        {"message", TruncateUtf8(message, 4096)}};
 }
 
 Result<nlohmann::json> ParseReply(std::string_view data, std::string_view subject, ReplyError* error) {
@@ -60,13 +140,64 @@ Result<nlohmann::json> ParseReply(std::string_view data, std::string_view subjec
     return InvalidArgumentError(error->message);
   }
   if (!j["ok"].get<bool>()) {
-    error->error = j.contains("error") && j["error"].is_string()
-                       ? ParseTransitionError(j["error"].get<std::string>())
-                       : TransitionError::kInvalid;
-    error->message = j.contains("message") && j["message"].is_string() ? j["message"].get<std::string>()
-                                                                       : "refused";
+    error->error = j.contains("error") && j["error"].is_string() ? ParseTransitionError(j["error"].get<std::string>())
+                                                                 : TransitionError::kInvalid;
+    error->message = j.contains("message") && j["message"].is_string()
+                         ? TruncateUtf8(j["message"].get<std::string>(), 4096)
+                         : "refused";
   }
   return j;
+}
+
+nlohmann::json RecordJson(const JobRecord& r, int64_t now_ms) {
+  JobState st = RecordState(r, now_ms);
+  nlohmann::json j = {{"job", "blake3:" + r.job_hex},
+                      {"state", std::string(JobStateName(st))},
+                      {"job_commit", r.job_commit},
+                      {"attempt", r.attempt},
+                      {"submitted", FormatRfc3339Millis(r.submitted_ms)},
+                      {"cancel_requested", !r.cancel_commit.empty()}};
+  if (!r.submitter_hex.empty()) j["submitter"] = "ed25519:" + r.submitter_hex;
+  if (!r.worker_hex.empty()) {
+    j["lease"] = {{"worker", "ed25519:" + r.worker_hex},
+                  {"epoch", r.epoch},
+                  {"expires", FormatRfc3339Millis(r.expires_ms)},
+                  {"expired", now_ms >= r.expires_ms}};
+  }
+  if (r.epoch) j["epoch"] = r.epoch;
+  if (!r.result_commit.empty()) {
+    j["result_commit"] = r.result_commit;
+    j["result_status"] = r.result_status;
+  }
+  if (r.finished_ms) j["finished"] = FormatRfc3339Millis(r.finished_ms);
+  if (r.not_before_ms && r.result_commit.empty()) j["not_before"] = FormatRfc3339Millis(r.not_before_ms);
+  if (r.pruned_ms) j["pruned"] = FormatRfc3339Millis(r.pruned_ms);
+  if (!r.attempts.empty()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& x : r.attempts) {
+      a.push_back({{"n", x.n}, {"status", x.status}, {"result_commit", x.result_commit},
+                   {"epoch", x.epoch}, {"finished", FormatRfc3339Millis(x.finished_ms)}});
+    }
+    j["attempts"] = a;
+  }
+  if (RecordDead(r, now_ms)) j["dead"] = true;
+  return j;
+}
+
+std::string EncodePending(const PendingMessage& m) {
+  return Dump(nlohmann::json{{"job", "blake3:" + m.job_hex}, {"epoch", m.epoch}, {"attempt", m.attempt}});
+}
+
+Result<PendingMessage> DecodePending(std::string_view data) {
+  if (data.size() > 4096) return InvalidArgumentError("pending message too large");
+  nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgumentError("pending message is not a JSON object");
+  PendingMessage m;
+  GATOS_ASSIGN_OR_RETURN(m.job_hex, ParseJobField(j));
+  GATOS_ASSIGN_OR_RETURN(m.epoch, IntField(j, "epoch"));
+  GATOS_ASSIGN_OR_RETURN(m.attempt, IntField(j, "attempt"));
+  if (m.epoch < 1 || m.attempt < 1) return InvalidArgumentError("pending message: epoch and attempt start at 1");
+  return m;
 }
 
 Result<nlohmann::json> ParseRequest(std::string_view data, std::string_view subject) {
@@ -97,23 +228,8 @@ Result<int64_t> IntField(const nlohmann::json& j, const char* name) {
   return it->get<int64_t>();
 }
 
-nlohmann::json EntryJson(const IndexEntry& e, int64_t now_ms) {
-  nlohmann::json j = {{"job", "blake3:" + e.job_hex},
-                      {"state", std::string(JobStateName(e.state))},
-                      {"job_commit", e.job_commit},
-                      {"cancel_requested", e.cancel_requested}};
-  if (!e.worker_hex.empty()) {
-    j["lease"] = {{"worker", "ed25519:" + e.worker_hex},
-                  {"epoch", e.epoch},
-                  {"expires", FormatRfc3339Millis(e.lease_expires_ms)},
-                  {"expired", now_ms >= e.lease_expires_ms}};
-  }
-  if (!e.result_commit.empty()) j["result_commit"] = e.result_commit;
-  return j;
-}
-
 std::string EncodeFrame(const nlohmann::json& header, std::string_view batch) {
-  std::string h = header.dump();
+  std::string h = Dump(header);
   std::string out;
   out.reserve(4 + h.size() + batch.size());
   uint32_t n = static_cast<uint32_t>(h.size());
@@ -123,8 +239,7 @@ std::string EncodeFrame(const nlohmann::json& header, std::string_view batch) {
   return out;
 }
 
-Status DecodeFrame(std::string_view data, size_t max_header, nlohmann::json* header,
-                   std::string_view* batch) {
+Status DecodeFrame(std::string_view data, size_t max_header, nlohmann::json* header, std::string_view* batch) {
   if (data.size() < 4) return InvalidArgumentError("frame shorter than its 4-byte header length");
   uint32_t n = 0;
   for (int i = 0; i < 4; ++i) n = (n << 8) | static_cast<uint8_t>(data[i]);
@@ -132,11 +247,23 @@ Status DecodeFrame(std::string_view data, size_t max_header, nlohmann::json* hea
     return InvalidArgumentError("frame header length " + std::to_string(n) + " is out of range");
   }
   *header = nlohmann::json::parse(data.substr(4, n), nullptr, false);
-  if (header->is_discarded() || !header->is_object()) {
-    return InvalidArgumentError("frame header is not a JSON object");
-  }
+  if (header->is_discarded() || !header->is_object()) return InvalidArgumentError("frame header is not a JSON object");
   *batch = data.substr(4 + n);
   return OkStatus();
 }
 
 }  // namespace gatos::rpc
+
+namespace gatos {
+
+std::string LeaseRequestPayload(const LeaseRequest& req) {
+  return req.renew ? rpc::RenewPayload(req.job_hex, req.worker_hex, req.epoch, req.requested_at_ms)
+                   : rpc::ClaimPayload(req.job_hex, req.worker_hex, req.epoch, req.requested_at_ms);
+}
+
+std::string UserRequestPayload(const UserRequest& req) {
+  return req.retry ? rpc::RetryPayload(req.job_hex, req.requester_hex, req.attempt, req.requested_at_ms)
+                   : rpc::CancelPayload(req.job_hex, req.requester_hex, req.requested_at_ms);
+}
+
+}  // namespace gatos

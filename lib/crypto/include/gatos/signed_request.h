@@ -1,4 +1,4 @@
-// Requests a worker or client signs for the ledger (rpc.h payloads), signed
+// Requests a worker or a user signs for the ledger (rpc.h payloads), signed
 // with its Ed25519 key.
 //
 // Thread-safety: pure functions.
@@ -13,10 +13,14 @@
 
 namespace gatos {
 
-// A claim (epoch 0) or renew (epoch >= 1) request for `job_hex`, signed by
-// `worker` at `now_ms`: what a worker sends and what the ledger verifies.
-LeaseRequest SignLeaseRequest(const Ed25519PrivateKey& worker, std::string_view job_hex,
-                              int64_t epoch, int64_t now_ms);
+// A claim of `epoch` (the epoch it would open) or a renew of the held
+// `epoch`, for `job_hex`, signed by `worker` at `now_ms`.
+LeaseRequest SignLeaseRequest(const Ed25519PrivateKey& worker, std::string_view job_hex, int64_t epoch,
+                              int64_t now_ms, bool renew);
+
+// A cancel, or (retry) a re-run opening `attempt`, signed by `user` at `now_ms`.
+UserRequest SignUserRequest(const Ed25519PrivateKey& user, std::string_view job_hex, bool retry,
+                            int64_t attempt, int64_t now_ms);
 
 }  // namespace gatos
 

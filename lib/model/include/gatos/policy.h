@@ -18,6 +18,7 @@
 
 #include "gatos/allowed_signers.h"
 #include "gatos/public_key.h"
+#include "gatos/refs.h"
 #include "gatos/status.h"
 
 namespace gatos {
@@ -31,18 +32,40 @@ struct PolicySettings {
   int64_t output_cap_bytes = 1 << 20;    // stdout and stderr kept, each
   int64_t max_result_bytes = 4 << 20;    // all result objects of one result together
   bool allow_network = false;          // jobs run with network access
+  // Finished jobs' refs leave the ref namespace this long after they end
+  // (the log keeps them; status and verify still work). 0 = never.
+  int64_t retention_ms = 7LL * 24 * 3600 * 1000;
+  // Retries (docs/protocol.md, "Retries"): attempts per job (1 = none),
+  // exponential backoff base * factor^(n-1), capped, minus up to jitter_pct %.
+  int64_t max_attempts = 1;
+  int64_t retry_base_ms = 10'000;
+  int64_t retry_factor = 2;
+  int64_t retry_max_ms = 3'600'000;
+  int64_t retry_jitter_pct = 20;
+  bool retry_failed = true;     // a failed attempt is retried (while attempts are left)
+  bool retry_timed_out = true;  // a timed-out attempt is retried
 };
+
+// The backoff before attempt `next_attempt` (>= 2) without jitter, and the
+// smallest value jitter can make of it.
+int64_t RetryBackoffMs(const PolicySettings& s, int64_t next_attempt);
+int64_t RetryBackoffMinMs(const PolicySettings& s, int64_t next_attempt);
+// Whether an attempt that ended with `status` is retried when attempts are left.
+bool RetriesStatus(const PolicySettings& s, std::string_view status);
 
 struct Policy {
   PolicySettings settings;
   AllowedSigners submitters;
   AllowedSigners workers;
+  // Keys that may cancel and re-run any job (a submitter may do so for its
+  // own jobs only).
+  AllowedSigners operators;
   Ed25519PublicKey ledger_key;
   std::string submitters_text;  // as stored, for round trips
   std::string workers_text;
+  std::string operators_text;
 };
 
-inline constexpr char kPolicyRef[] = "refs/gatos/policy";
 inline constexpr char kSignerNamespaceGit[] = "git";
 
 // policy.json bytes (canonical JSON).
@@ -55,6 +78,13 @@ Result<PolicySettings> ParsePolicySettings(std::string_view json);
 // length-prefixed so that no two different policies share an input.
 // PolicyRoot (sha256.h) hashes them.
 std::string PolicyRootInput(const Policy& p);
+
+// One change to a policy's lists. role: "submitter", "worker" or "operator".
+// Allow adds the key (no-op when present, *changed false); revoke removes
+// every line naming it (NotFound when absent). The parsed lists and their
+// text are updated together.
+Status PolicyAllow(Policy* p, std::string_view role, const Ed25519PublicKey& key, bool* changed);
+Status PolicyRevoke(Policy* p, std::string_view role, const Ed25519PublicKey& key);
 
 // Principal names we write into allowed_signers for a key.
 std::string PrincipalForKey(std::string_view role, const Ed25519PublicKey& key);

@@ -1,14 +1,21 @@
-// The worker and client RPC of gatosd over NATS request/reply, and the
-// JetStream subjects it publishes. docs/ledger-format.md ("RPC") is the
-// contract; every message here is JSON except the object-batch frames.
+// gatosd's request/reply protocol (NATS request/reply, and the same messages
+// over the ledger's local socket), the JetStream subjects it publishes, and
+// the payloads users and workers sign. docs/ledger-format.md ("RPC") is the
+// contract; each message has one typed codec here, used by both ends.
+//
+// Every message is a JSON object, except result and submit requests, which
+// are frames (EncodeFrame): a JSON header followed by an object batch.
+// Replies are {"ok":true,...} or {"ok":false,"error":"<class>","message":..}.
 //
 // Thread-safety: pure functions on value types.
 #ifndef GATOS_RPC_H_
 #define GATOS_RPC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -23,66 +30,107 @@ inline constexpr char kClaim[] = "gatos.rpc.claim";
 inline constexpr char kRenew[] = "gatos.rpc.renew";
 inline constexpr char kResult[] = "gatos.rpc.result";
 inline constexpr char kCancel[] = "gatos.rpc.cancel";
+inline constexpr char kRetry[] = "gatos.rpc.retry";
 inline constexpr char kSubmit[] = "gatos.rpc.submit";
 inline constexpr char kStatus[] = "gatos.rpc.status";
 inline constexpr char kList[] = "gatos.rpc.list";
 inline constexpr char kQueueGroup[] = "gatosd";
+// Only over the ledger's local socket (<ledger>/gatos/gatosd.sock), which
+// only the ledger host's users that can open the socket reach: hooks hand
+// pushed jobs and results to gatosd, and the CLI changes the policy.
+inline constexpr char kLocalPushSubmit[] = "gatos.local.push-submit";
+inline constexpr char kLocalPushResult[] = "gatos.local.push-result";
+inline constexpr char kLocalPolicy[] = "gatos.local.policy";
+inline constexpr char kLocalBatch[] = "gatos.local.batch";
+// A push the pre-receive hook refused: {"reason"} for gatosd's metrics (sent
+// only when gatosd runs; nothing is written).
+inline constexpr char kLocalRejected[] = "gatos.local.rejected";
 
 // JetStream: one stream for every job event. Workers share one durable pull
 // consumer filtered on kPendingSubject.
 inline constexpr char kStream[] = "GATOS_JOBS";
 inline constexpr char kStreamSubjects[] = "gatos.jobs.>";
 inline constexpr char kPendingSubject[] = "gatos.jobs.pending";
-inline constexpr char kClaimedSubject[] = "gatos.jobs.claimed";
 inline constexpr char kFinishedSubject[] = "gatos.jobs.finished";
 inline constexpr char kAbortedSubject[] = "gatos.jobs.aborted";
 inline constexpr char kWorkerDurable[] = "gatos-workers";
-// Core NATS, at most once: "stop job <hex>" for the worker running it. The
-// worker also learns of a cancel from every renew reply, so a lost message
-// delays the stop by at most one renew interval.
+// Core NATS, at most once: the signed cancel commit, for the worker running
+// the job. A worker acts on it only when the ledger's signature verifies;
+// it also learns of a cancel from its next renew reply.
 inline constexpr char kCancelEventPrefix[] = "gatos.cancel.";
 
-// What the worker signs to claim or renew: the signature proves the request
-// came from the key named in it, and it is kept in the lease commit so an
-// auditor can check it. requested_at bounds replays (kMaxRequestSkewMs).
-std::string ClaimPayload(std::string_view job_hex, std::string_view worker_hex,
+// Largest JSON request gatosd reads (object batches have their own limit).
+inline constexpr size_t kMaxJsonRequest = 64 * 1024;
+inline constexpr int64_t kMaxRequestSkewMs = 60'000;
+
+// JSON text that cannot fail: bytes that are not UTF-8 are replaced (U+FFFD).
+std::string Dump(const nlohmann::json& j);
+
+// ---- signed payloads ----
+// A claim names the epoch it would open (the job's current epoch + 1), so the
+// ledger grants a recorded request at most once.
+std::string ClaimPayload(std::string_view job_hex, std::string_view worker_hex, int64_t epoch,
                          int64_t requested_at_ms);
 std::string RenewPayload(std::string_view job_hex, std::string_view worker_hex, int64_t epoch,
                          int64_t requested_at_ms);
 std::string CancelPayload(std::string_view job_hex, std::string_view requester_hex,
                           int64_t requested_at_ms);
-inline constexpr int64_t kMaxRequestSkewMs = 60'000;
+// A re-run names the attempt it would open (current + 1).
+std::string RetryPayload(std::string_view job_hex, std::string_view requester_hex, int64_t attempt,
+                         int64_t requested_at_ms);
 
 }  // namespace gatos::rpc
 
 namespace gatos {
 
 struct LeaseRequest {
+  bool renew = false;
   std::string job_hex;
   std::string worker_hex;
-  int64_t epoch = 0;  // renew only
+  int64_t epoch = 0;  // claim: the epoch asked for; renew: the epoch held
   int64_t requested_at_ms = 0;
   std::string sig_hex;  // Ed25519 over ClaimPayload / RenewPayload
 };
+// The payload a lease request's signature covers.
+std::string LeaseRequestPayload(const LeaseRequest& req);
 
-struct LeaseGrant {
-  std::string lease_commit;
-  int64_t epoch = 0;
-  int64_t expires_ms = 0;
-  std::string job_commit;
+// A cancel or a re-run, signed by a user's key.
+struct UserRequest {
+  bool retry = false;
+  std::string job_hex;
+  std::string requester_hex;
+  int64_t attempt = 0;  // re-run only
+  int64_t requested_at_ms = 0;
+  std::string sig_hex;
 };
+std::string UserRequestPayload(const UserRequest& req);
 
 }  // namespace gatos
 
 namespace gatos::rpc {
 
-// Largest JSON request gatosd reads (object batches have their own limit).
-inline constexpr size_t kMaxJsonRequest = 64 * 1024;
+// ---- requests ----
+// {"job","worker","epoch","requested_at","sig"}; the inverse accepts
+// "blake3:"/"ed25519:" prefixes. InvalidArgument names the field.
+nlohmann::json LeaseRequestJson(const LeaseRequest& req);
+Result<LeaseRequest> ParseLeaseRequest(const nlohmann::json& j, bool renew);
+// {"job","requester","requested_at","sig"[,"attempt"]}
+nlohmann::json UserRequestJson(const UserRequest& req);
+Result<UserRequest> ParseUserRequest(const nlohmann::json& j, bool retry);
+// {"job"} for status.
+Result<std::string> ParseJobField(const nlohmann::json& j);
 
-// A reply: {"ok":true,...} or {"ok":false,"error":"<TransitionErrorName>","message":"..."}.
+struct ListRequest {
+  std::optional<std::string> state;  // a state name, or "dead" (failed or timed-out, no attempt left)
+  std::string after;                 // job id to continue after
+  int64_t limit = 1000;
+};
+nlohmann::json ListRequestJson(const ListRequest& req);
+Result<ListRequest> ParseListRequest(const nlohmann::json& j);
+
+// ---- replies ----
 nlohmann::json OkReply();
 nlohmann::json ErrorReply(TransitionError error, std::string_view message);
-
 struct ReplyError {
   TransitionError error = TransitionError::kNone;
   std::string message;
@@ -90,26 +138,30 @@ struct ReplyError {
 // Parses a reply; a malformed reply becomes kRetry with a message naming the subject.
 Result<nlohmann::json> ParseReply(std::string_view data, std::string_view subject, ReplyError* error);
 
+// A job's status as `gatos status --json` and gatos.rpc.status report it:
+// {"job","state","job_commit","attempt","submitted","cancel_requested",
+//  "lease":{"worker","epoch","expires","expired"}?, "result_commit"?,
+//  "result_status"?, "finished"?, "not_before"?, "pruned"?,
+//  "attempts":[{"n","status","result_commit","finished"}]?, "dead"?}
+nlohmann::json RecordJson(const JobRecord& r, int64_t now_ms);
+
+// The pending message on JetStream: {"job","epoch","attempt"}; a worker
+// claims it with that epoch.
+struct PendingMessage {
+  std::string job_hex;
+  int64_t epoch = 1;
+  int64_t attempt = 1;
+};
+std::string EncodePending(const PendingMessage& m);
+Result<PendingMessage> DecodePending(std::string_view data);
+
+// ---- parsing helpers ----
 // Parses a JSON request object of at most kMaxJsonRequest bytes.
 // InvalidArgument with the subject in the message.
 Result<nlohmann::json> ParseRequest(std::string_view data, std::string_view subject);
-
 // Reads a required field of a given type; InvalidArgument names it.
 Result<std::string> StringField(const nlohmann::json& j, const char* name);
 Result<int64_t> IntField(const nlohmann::json& j, const char* name);
-
-// A job's status as `gatos status --json` and gatos.rpc.status print it:
-// {"job":"blake3:..","state":..,"job_commit":..,"cancel_requested":..,
-//  "lease":{"worker":"ed25519:..","epoch":n,"expires":"RFC 3339","expired":b}?,
-//  "result_commit":..?}
-nlohmann::json EntryJson(const IndexEntry& e, int64_t now_ms);
-
-// A claim (epoch 0) or renew request signed by the worker key, as the RPC
-// carries it: {"job","worker","requested_at","sig"[,"epoch"]}.
-nlohmann::json LeaseRequestJson(const LeaseRequest& req);
-// The inverse; a renew must carry "epoch". InvalidArgument names the field.
-// Accepts "blake3:"/"ed25519:" prefixes on job and worker.
-Result<LeaseRequest> ParseLeaseRequest(const nlohmann::json& j, bool renew);
 
 // Frame of a result or submit request: u32 big-endian length of a JSON
 // header, the header, then an object batch (result.h).
