@@ -11,7 +11,7 @@ PACKAGES=(
   librust-blake3-dev b3sum bubblewrap openssh-client
   libgtest-dev libgmock-dev googletest
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
-  python3 python3-jsonschema git-secrets hyperfine procps jq openssl
+  libssl-dev zlib1g-dev python3 python3-jsonschema git-secrets hyperfine procps jq openssl
 )
 
 missing=()

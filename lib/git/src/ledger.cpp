@@ -1,12 +1,17 @@
 #include "gatos/ledger.h"
 
+#include <fcntl.h>
 #include <git2.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 
 #include "gatos/encoding.h"
+#include "gatos/pack_writer.h"
 #include "gatos/sshsig.h"
 #include "git/git_util.h"
 
@@ -15,18 +20,6 @@ namespace gatos {
 using git::GitError;
 using git::OidHex;
 using git::ParseOid;
-
-std::string JobRef(std::string_view job_hex, std::string_view leaf) {
-  std::string r = kJobsPrefix;
-  r += job_hex;
-  r += '/';
-  r += leaf;
-  return r;
-}
-
-std::string ClaimRef(std::string_view job_hex, std::string_view worker_hex) {
-  return JobRef(job_hex, "claims/" + std::string(worker_hex));
-}
 
 namespace {
 git_repository* Repo(void* p) { return static_cast<git_repository*>(p); }
@@ -142,7 +135,37 @@ Result<std::vector<TreeEntry>> Ledger::ReadTree(const std::string& id) {
   return out;
 }
 
+namespace {
+constexpr size_t kRecentBytes = 64 << 20;
+}  // namespace
+
+const GitObject* Ledger::Recent(const std::string& id) const {
+  auto it = recent_.find(id);
+  return it == recent_.end() ? nullptr : &it->second;
+}
+
+void Ledger::Remember(const GitObject& o) {
+  if (o.data.size() > (1 << 20) || recent_.count(o.id)) return;
+  recent_.emplace(o.id, o);
+  recent_order_.push_back(o.id);
+  recent_bytes_ += o.data.size() + 100;
+  while (recent_bytes_ > kRecentBytes && !recent_order_.empty()) {
+    auto it = recent_.find(recent_order_.front());
+    recent_bytes_ -= it->second.data.size() + 100;
+    recent_.erase(it);
+    recent_order_.pop_front();
+  }
+}
+
 Result<std::string> Ledger::ReadBlob(const std::string& id, size_t max_bytes) {
+  if (const GitObject* r = Recent(id)) {
+    if (r->type != ObjectType::kBlob) return InvalidArgumentError("object " + id + " is not a blob");
+    if (r->data.size() > max_bytes) {
+      return InvalidArgumentError("blob " + id + " is " + std::to_string(r->data.size()) +
+                                  " bytes, over the limit of " + std::to_string(max_bytes));
+    }
+    return r->data;
+  }
   GATOS_ASSIGN_OR_RETURN(git_oid oid, ParseOid(id));
   git_odb* odb_raw = nullptr;
   if (git_repository_odb(&odb_raw, Repo(repo_)) != 0) return GitError("open object database");
@@ -191,6 +214,7 @@ Result<std::string> Ledger::ReadFileAtCommit(const std::string& commit_id, const
 }
 
 Result<std::pair<ObjectType, std::string>> Ledger::ReadRawObject(const std::string& id) {
+  if (const GitObject* r = Recent(id)) return std::make_pair(r->type, r->data);
   GATOS_ASSIGN_OR_RETURN(git_oid oid, ParseOid(id));
   git_odb* odb_raw = nullptr;
   if (git_repository_odb(&odb_raw, Repo(repo_)) != 0) return GitError("open object database");
@@ -352,38 +376,6 @@ Status Ledger::ForEachJob(const std::function<void(std::string_view job_hex)>& f
   return OkStatus();
 }
 
-Result<JobSnapshot> Ledger::ReadJob(std::string_view job_hex) {
-  JobSnapshot s;
-  s.job_hex = std::string(job_hex);
-  GATOS_ASSIGN_OR_RETURN(s.job_commit, ResolveRef(JobRef(job_hex, "job")));
-  if (s.job_commit.empty()) return NotFoundError("no job " + s.job_hex + " in the ledger");
-  GATOS_ASSIGN_OR_RETURN(std::string lease, ResolveRef(JobRef(job_hex, "lease")));
-  GATOS_ASSIGN_OR_RETURN(s.result_commit, ResolveRef(JobRef(job_hex, "result")));
-  GATOS_ASSIGN_OR_RETURN(s.cancel_commit, ResolveRef(JobRef(job_hex, "cancel")));
-  if (!lease.empty()) {
-    GATOS_ASSIGN_OR_RETURN(CommitInfo c, ReadCommit(lease));
-    GATOS_ASSIGN_OR_RETURN(CommitMessage m, ParseCommitMessage(c.message));
-    LeaseInfo li;
-    li.commit = lease;
-    auto worker = FindTrailer(m.trailers, "Worker-Id");
-    auto epoch = FindTrailer(m.trailers, "Lease-Epoch");
-    auto expires = FindTrailer(m.trailers, "Lease-Expires");
-    if (!worker || worker->rfind("ed25519:", 0) != 0 || !epoch || !expires) {
-      return DataLossError("lease commit " + lease + " of job " + s.job_hex +
-                           " lacks Worker-Id, Lease-Epoch or Lease-Expires");
-    }
-    li.worker_hex = worker->substr(8);
-    li.epoch = std::strtoll(epoch->c_str(), nullptr, 10);
-    GATOS_ASSIGN_OR_RETURN(li.expires_ms, ParseRfc3339Millis(*expires));
-    s.lease = li;
-  }
-  if (!s.result_commit.empty()) {
-    GATOS_ASSIGN_OR_RETURN(CommitInfo c, ReadCommit(s.result_commit));
-    GATOS_ASSIGN_OR_RETURN(CommitMessage m, ParseCommitMessage(c.message));
-    s.result_status = FindTrailer(m.trailers, "Status").value_or("");
-  }
-  return s;
-}
 
 Result<Policy> Ledger::ReadPolicy() {
   GATOS_ASSIGN_OR_RETURN(std::string id, ResolveRef(kPolicyRef));
@@ -404,6 +396,13 @@ Result<Policy> Ledger::ReadPolicyAt(const std::string& commit_id) {
   GATOS_ASSIGN_OR_RETURN(std::string ledger_pub, ReadFileAtCommit(commit_id, "ledger.pub", kMax));
   GATOS_ASSIGN_OR_RETURN(p.submitters, ParseAllowedSigners(p.submitters_text, "policy:submitters"));
   GATOS_ASSIGN_OR_RETURN(p.workers, ParseAllowedSigners(p.workers_text, "policy:workers"));
+  auto ops = ReadFileAtCommit(commit_id, "operators", kMax);
+  if (ops.ok()) {
+    p.operators_text = *ops;
+    GATOS_ASSIGN_OR_RETURN(p.operators, ParseAllowedSigners(p.operators_text, "policy:operators"));
+  } else if (ops.status().code() != StatusCode::kNotFound) {
+    return ops.status();
+  }
   while (!ledger_pub.empty() && (ledger_pub.back() == '\n' || ledger_pub.back() == '\r')) {
     ledger_pub.pop_back();
   }
@@ -411,24 +410,195 @@ Result<Policy> Ledger::ReadPolicyAt(const std::string& commit_id) {
   return p;
 }
 
-Result<std::string> Ledger::WritePolicy(const Policy& policy, const std::string& message,
-                                        const Ed25519PrivateKey& ledger_key, int64_t time_ms) {
-  GATOS_ASSIGN_OR_RETURN(std::string settings, WriteBlob(SerializePolicySettings(policy.settings) + "\n"));
-  GATOS_ASSIGN_OR_RETURN(std::string subs, WriteBlob(policy.submitters_text));
-  GATOS_ASSIGN_OR_RETURN(std::string workers, WriteBlob(policy.workers_text));
-  GATOS_ASSIGN_OR_RETURN(std::string lpub, WriteBlob(policy.ledger_key.ToOpenSsh() + "\n"));
-  GATOS_ASSIGN_OR_RETURN(std::string tree, WriteTree({{"ledger.pub", lpub},
-                                                      {"policy.json", settings},
-                                                      {"submitters", subs},
-                                                      {"workers", workers}}));
-  GATOS_ASSIGN_OR_RETURN(std::string old, ResolveRef(kPolicyRef));
+namespace {
+
+std::string DirOf(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+Status Errno(const std::string& what) {
+  int e = errno;
+  std::string m = what + ": " + std::strerror(e);
+  return e == ENOSPC || e == EIO || e == EDQUOT ? UnavailableError(m) : InternalError(m);
+}
+
+// mkdir -p for the directories of a ref under the git dir.
+Status MakeRefDirs(const std::string& git_dir, const std::string& name) {
+  size_t pos = 0;
+  while ((pos = name.find('/', pos)) != std::string::npos) {
+    std::string d = git_dir + "/" + name.substr(0, pos);
+    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return Errno("mkdir " + d);
+    ++pos;
+  }
+  return OkStatus();
+}
+
+Status FsyncDir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno("open " + dir);
+  int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) return Errno("fsync " + dir);
+  return OkStatus();
+}
+
+// Writes <ref>.lock exclusively; the caller renames or unlinks it.
+Status WriteLock(const std::string& lock, const std::string& content, bool fsync) {
+  int fd = ::open(lock.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == EEXIST) return AbortedError(lock + " exists: the ref is being updated by another writer");
+    return Errno("create " + lock);
+  }
+  ssize_t n = ::write(fd, content.data(), content.size());
+  bool ok = n == static_cast<ssize_t>(content.size()) && (!fsync || ::fdatasync(fd) == 0);
+  Status st = ok ? OkStatus() : Errno("write " + lock);
+  ::close(fd);
+  if (!ok) ::unlink(lock.c_str());
+  return st;
+}
+
+// Removes empty directories between a deleted ref and refs/, as git does.
+void PruneRefDirs(const std::string& git_dir, std::string name) {
+  while (true) {
+    size_t slash = name.rfind('/');
+    if (slash == std::string::npos) return;
+    name.resize(slash);
+    if (name == "refs" || name.rfind("refs/", 0) != 0) return;
+    if (::rmdir((git_dir + "/" + name).c_str()) != 0) return;
+  }
+}
+
+}  // namespace
+
+Status Ledger::AddConfigValue(const std::string& name, const std::string& value) {
+  git_config* raw = nullptr;
+  if (git_repository_config(&raw, Repo(repo_)) != 0) return GitError("open config");
+  std::unique_ptr<git_config, decltype(&git_config_free)> cfg(raw, git_config_free);
+  std::string re = "^";
+  for (char c : value) {
+    if (std::strchr(".^$*+?()[]{}|\\", c)) re += '\\';
+    re += c;
+  }
+  re += "$";
+  if (git_config_set_multivar(cfg.get(), name.c_str(), re.c_str(), value.c_str()) != 0) {
+    return GitError("set config " + name);
+  }
+  return OkStatus();
+}
+
+Status Ledger::WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync) {
+  if (objects.empty()) return OkStatus();
+  PackWriteOptions o;
+  o.fsync = fsync;
+  std::string dir = path_;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  // No refresh here: libgit2 rescans objects/pack/ when a lookup misses,
+  // and what the writer reads back soon is served from `recent_`.
+  GATOS_RETURN_IF_ERROR(WritePack(dir, objects, o).status());
+  for (const GitObject* obj : objects) Remember(*obj);
+  return OkStatus();
+}
+
+Status Ledger::CasRef(const std::string& name, const std::string& old_id, const std::string& new_id,
+                      bool fsync) {
+  std::string dir = path_;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  GATOS_RETURN_IF_ERROR(MakeRefDirs(dir, name));
+  const std::string file = dir + "/" + name;
+  const std::string lock = file + ".lock";
+  GATOS_RETURN_IF_ERROR(WriteLock(lock, new_id + "\n", fsync));
+  // With the lock held nobody else moves the ref (git and libgit2 take the
+  // same lock), so the value read now is the value we replace.
+  auto current = ResolveRef(name);
+  if (!current.ok() || *current != old_id) {
+    ::unlink(lock.c_str());
+    if (!current.ok()) return current.status();
+    return AbortedError(name + " moved: expected " + (old_id.empty() ? "no ref" : old_id) + ", found " +
+                        (current->empty() ? "no ref" : *current));
+  }
+  if (::rename(lock.c_str(), file.c_str()) != 0) {
+    Status st = Errno("rename " + lock);
+    ::unlink(lock.c_str());
+    return st;
+  }
+  if (fsync) GATOS_RETURN_IF_ERROR(FsyncDir(DirOf(file)));
+  return OkStatus();
+}
+
+Status Ledger::SetViewRefs(const std::vector<std::pair<std::string, std::string>>& refs) {
+  std::string dir = path_;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st;
+  const bool have_packed = ::stat((dir + "/packed-refs").c_str(), &st) == 0;
+  std::vector<std::string> packed_deletes;
+  for (const auto& [name, id] : refs) {
+    const std::string file = dir + "/" + name;
+    const std::string lock = file + ".lock";
+    if (id.empty()) {
+      if (::unlink(file.c_str()) != 0 && errno != ENOENT) return Errno("delete " + file);
+      if (have_packed) packed_deletes.push_back(name);
+      PruneRefDirs(dir, name);
+      continue;
+    }
+    Status w = WriteLock(lock, id + "\n", false);
+    if (!w.ok() && w.code() != StatusCode::kAborted) {
+      // The ref's directories are created only when missing.
+      GATOS_RETURN_IF_ERROR(MakeRefDirs(dir, name));
+      w = WriteLock(lock, id + "\n", false);
+    }
+    if (w.code() == StatusCode::kAborted) {
+      // A stale lock from a crashed writer: ours is the only writer of
+      // these refs (the ledger's writer lock), so it can go.
+      ::unlink(lock.c_str());
+      w = WriteLock(lock, id + "\n", false);
+    }
+    GATOS_RETURN_IF_ERROR(w);
+    if (::rename(lock.c_str(), file.c_str()) != 0) {
+      Status e = Errno("rename " + lock);
+      ::unlink(lock.c_str());
+      return e;
+    }
+  }
+  if (!packed_deletes.empty()) {
+    git_transaction* raw = nullptr;
+    if (git_transaction_new(&raw, Repo(repo_)) != 0) return GitError("begin ref transaction");
+    std::unique_ptr<git_transaction, decltype(&git_transaction_free)> tx(raw, git_transaction_free);
+    int queued = 0;
+    for (const auto& name : packed_deletes) {
+      git_oid oid;
+      if (git_reference_name_to_id(&oid, Repo(repo_), name.c_str()) != 0) {
+        git_error_clear();
+        continue;  // was loose only: already gone
+      }
+      if (git_transaction_lock_ref(tx.get(), name.c_str()) != 0) return GitError("lock " + name);
+      if (git_transaction_remove(tx.get(), name.c_str()) != 0) return GitError("delete " + name);
+      ++queued;
+    }
+    if (queued && git_transaction_commit(tx.get()) != 0) return GitError("delete packed refs");
+  }
+  return OkStatus();
+}
+
+Result<std::vector<GitObject>> BuildPolicyCommit(const Policy& policy, const std::string& parent,
+                                                 const std::string& message,
+                                                 const Ed25519PrivateKey& signer, int64_t time_ms) {
+  std::vector<GitObject> objects;
+  auto blob = [&](std::string data) {
+    objects.push_back(MakeObject(ObjectType::kBlob, std::move(data)));
+    return objects.back().id;
+  };
+  std::vector<TreeEntry> entries = {{"ledger.pub", blob(policy.ledger_key.ToOpenSsh() + "\n")},
+                                    {"policy.json", blob(SerializePolicySettings(policy.settings) + "\n")},
+                                    {"submitters", blob(policy.submitters_text)},
+                                    {"workers", blob(policy.workers_text)}};
+  if (!policy.operators_text.empty()) entries.push_back({"operators", blob(policy.operators_text)});
+  GATOS_ASSIGN_OR_RETURN(std::string tree, EncodeTree(entries));
+  objects.push_back(MakeObject(ObjectType::kTree, std::move(tree)));
+  std::string tree_id = objects.back().id;
   std::vector<std::string> parents;
-  if (!old.empty()) parents.push_back(old);
-  GATOS_ASSIGN_OR_RETURN(std::string commit, WriteCommit(tree, parents, message, &ledger_key,
-                                                         "gatos ledger", "ledger@gatos.invalid",
-                                                         time_ms));
-  GATOS_RETURN_IF_ERROR(UpdateRefs({{kPolicyRef, old, commit}}, "policy"));
-  return commit;
+  if (!parent.empty()) parents.push_back(parent);
+  GATOS_ASSIGN_OR_RETURN(GitObject commit, BuildCommitObject(tree_id, parents, message, "gatos ledger",
+                                                             "ledger@gatos.invalid", time_ms, &signer));
+  objects.insert(objects.begin(), std::move(commit));
+  return objects;
 }
 
 }  // namespace gatos

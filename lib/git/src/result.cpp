@@ -16,24 +16,6 @@ namespace gatos {
 
 namespace {
 
-git_object_t ToGit(ObjectType t) {
-  switch (t) {
-    case ObjectType::kCommit: return GIT_OBJECT_COMMIT;
-    case ObjectType::kTree: return GIT_OBJECT_TREE;
-    case ObjectType::kBlob: return GIT_OBJECT_BLOB;
-  }
-  return GIT_OBJECT_BLOB;
-}
-
-const char* TypeName(ObjectType t) {
-  switch (t) {
-    case ObjectType::kCommit: return "commit";
-    case ObjectType::kTree: return "tree";
-    case ObjectType::kBlob: return "blob";
-  }
-  return "blob";
-}
-
 void PutU32(std::string* out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>((v >> shift) & 0xff));
 }
@@ -68,14 +50,6 @@ struct SortKey {
   std::string entry;  // "<mode> <name>\0<20-byte id>"
 };
 
-std::string RawOid(const std::string& hex) {
-  std::string raw(20, '\0');
-  for (size_t i = 0; i < 20; ++i) {
-    raw[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-  }
-  return raw;
-}
-
 std::string WriteDir(const DirNode& dir, std::vector<GitObject>* objects) {
   std::vector<SortKey> entries;
   for (const auto& [name, sub] : dir.dirs) {
@@ -98,88 +72,7 @@ std::string WriteDir(const DirNode& dir, std::vector<GitObject>* objects) {
   return id;
 }
 
-// ---- commit parsing ----
-
-struct RawCommit {
-  std::string tree;
-  std::vector<std::string> parents;
-  std::string committer;
-  int64_t commit_time_s = 0;
-  std::string signature;    // gpgsig value, continuation spaces removed, ends with '\n'
-  std::string signed_data;  // the object without its gpgsig field
-  std::string message;
-};
-
-Result<RawCommit> ParseRawCommit(const std::string& data, const std::string& id) {
-  RawCommit c;
-  size_t header_end = data.find("\n\n");
-  if (header_end == std::string::npos) {
-    return InvalidArgumentError("commit " + id + " has no blank line after its header");
-  }
-  c.message = data.substr(header_end + 2);
-  std::string_view header(data.data(), header_end + 1);
-  size_t pos = 0;
-  bool in_sig = false;
-  while (pos < header.size()) {
-    size_t nl = header.find('\n', pos);
-    std::string_view line = header.substr(pos, nl - pos);
-    size_t line_start = pos;
-    pos = nl + 1;
-    if (in_sig && !line.empty() && line[0] == ' ') {
-      c.signature += std::string(line.substr(1)) + "\n";
-      continue;
-    }
-    in_sig = false;
-    if (line.rfind("gpgsig ", 0) == 0) {
-      if (!c.signature.empty()) return InvalidArgumentError("commit " + id + " has two gpgsig headers");
-      c.signature = std::string(line.substr(7)) + "\n";
-      in_sig = true;
-      continue;
-    }
-    c.signed_data.append(data, line_start, pos - line_start);
-    if (line.rfind("tree ", 0) == 0) {
-      c.tree = std::string(line.substr(5));
-    } else if (line.rfind("parent ", 0) == 0) {
-      c.parents.emplace_back(line.substr(7));
-    } else if (line.rfind("committer ", 0) == 0) {
-      c.committer = std::string(line.substr(10));
-      // "... <email> <time> <tz>"
-      size_t gt = c.committer.rfind('>');
-      if (gt != std::string::npos) c.commit_time_s = std::strtoll(c.committer.c_str() + gt + 1, nullptr, 10);
-    }
-  }
-  c.signed_data += "\n" + c.message;
-  if (!IsLowerHex(c.tree, 40)) return InvalidArgumentError("commit " + id + " has no valid tree line");
-  return c;
-}
-
-Result<std::vector<TreeEntry>> ParseRawTree(const std::string& data, const std::string& id) {
-  std::vector<TreeEntry> out;
-  size_t pos = 0;
-  while (pos < data.size()) {
-    size_t sp = data.find(' ', pos);
-    size_t nul = data.find('\0', pos);
-    if (sp == std::string::npos || nul == std::string::npos || sp > nul || nul + 21 > data.size()) {
-      return InvalidArgumentError("tree " + id + " is malformed at byte " + std::to_string(pos));
-    }
-    TreeEntry e;
-    e.mode = static_cast<uint32_t>(std::strtoul(data.substr(pos, sp - pos).c_str(), nullptr, 8));
-    e.name = data.substr(sp + 1, nul - sp - 1);
-    e.id = HexEncode(std::string_view(data).substr(nul + 1, 20));
-    out.push_back(std::move(e));
-    pos = nul + 21;
-  }
-  return out;
-}
-
 }  // namespace
-
-std::string GitObjectId(ObjectType type, std::string_view data) {
-  git::EnsureInit();
-  git_oid oid;
-  git_odb_hash(&oid, data.data(), data.size(), ToGit(type));
-  return git::OidHex(oid);
-}
 
 std::string EncodeObjectBatch(const std::vector<GitObject>& objects) {
   size_t total = kBatchMagic.size() + 4;
@@ -240,38 +133,6 @@ Result<std::vector<GitObject>> DecodeObjectBatch(std::string_view bytes, const B
                                 " trailing bytes after its last object");
   }
   return out;
-}
-
-Result<GitObject> BuildCommitObject(const std::string& tree, const std::vector<std::string>& parents,
-                                    const std::string& message, const std::string& name,
-                                    const std::string& email, int64_t time_ms,
-                                    const Ed25519PrivateKey* key) {
-  if (!IsLowerHex(tree, 40)) return InvalidArgumentError("tree id \"" + tree.substr(0, 64) + "\" is not 40 hex");
-  for (const auto& p : parents) {
-    if (!IsLowerHex(p, 40)) return InvalidArgumentError("parent id \"" + p.substr(0, 64) + "\" is not 40 hex");
-  }
-  auto bad_ident = [](const std::string& s) { return s.find_first_of("<>\n\0", 0, 4) != std::string::npos; };
-  if (bad_ident(name) || bad_ident(email)) return InvalidArgumentError("committer name or email contains <, >, NUL or a newline");
-  if (message.find('\0') != std::string::npos) return InvalidArgumentError("commit message contains a NUL byte");
-  std::string who = name + " <" + email + "> " + std::to_string(time_ms / 1000) + " +0000";
-  std::string header = "tree " + tree + "\n";
-  for (const auto& p : parents) header += "parent " + p + "\n";
-  header += "author " + who + "\ncommitter " + who + "\n";
-  std::string data;
-  if (key) {
-    GATOS_ASSIGN_OR_RETURN(std::string armored, SshSigSign(*key, header + "\n" + message, "git"));
-    while (!armored.empty() && armored.back() == '\n') armored.pop_back();
-    std::string sig_field = "gpgsig ";
-    for (char ch : armored) {
-      sig_field.push_back(ch);
-      if (ch == '\n') sig_field.push_back(' ');
-    }
-    data = header + sig_field + "\n\n" + message;
-  } else {
-    data = header + "\n" + message;
-  }
-  GitObject commit{ObjectType::kCommit, data, GitObjectId(ObjectType::kCommit, data)};
-  return commit;
 }
 
 Result<std::string> BuildTreeObjects(const std::vector<ResultFile>& files,
@@ -385,7 +246,7 @@ Status CollectTree(const ObjectLookup& lookup, const std::string& tree_id, const
   if (depth > limits.max_depth) return InvalidArgumentError("result tree is nested deeper than " + std::to_string(limits.max_depth));
   GATOS_ASSIGN_OR_RETURN(auto obj, lookup(tree_id));
   if (obj.first != ObjectType::kTree) return InvalidArgumentError("object " + tree_id + " is not a tree");
-  GATOS_ASSIGN_OR_RETURN(auto entries, ParseRawTree(obj.second, tree_id));
+  GATOS_ASSIGN_OR_RETURN(auto entries, ParseTree(obj.second, tree_id));
   for (const auto& e : entries) {
     std::string path = prefix + e.name;
     if (e.mode == 040000) {
@@ -426,7 +287,7 @@ ResultReport CheckResultCommit(const ObjectLookup& lookup, const std::string& co
   // 1. The commit object and its shape.
   auto obj = lookup(commit_id);
   if (!obj.ok() || obj->first != ObjectType::kCommit) {
-    add("commit", false, obj.ok() ? "object " + commit_id + " is a " + TypeName(obj->first) + ", not a commit"
+    add("commit", false, obj.ok() ? "object " + commit_id + " is a " + ObjectTypeName(obj->first) + ", not a commit"
                                   : obj.status().message());
     return r;
   }

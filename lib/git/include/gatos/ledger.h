@@ -11,6 +11,8 @@
 #define GATOS_LEDGER_H_
 
 #include <cstdint>
+#include <deque>
+#include <unordered_map>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,22 +20,15 @@
 #include <string_view>
 #include <vector>
 
+#include "gatos/git_object.h"
 #include "gatos/keys.h"
 #include "gatos/lease.h"
 #include "gatos/policy.h"
+#include "gatos/refs.h"
 #include "gatos/status.h"
 #include "gatos/trailers.h"
 
 namespace gatos {
-
-inline constexpr char kJobsPrefix[] = "refs/gatos/jobs/";
-inline constexpr char kSubmitPrefix[] = "refs/gatos/submit/";
-inline constexpr char kZeroOid[] = "0000000000000000000000000000000000000000";
-
-// refs/gatos/jobs/<job_hex>/<leaf>, leaf one of job, lease, result, cancel.
-std::string JobRef(std::string_view job_hex, std::string_view leaf);
-// refs/gatos/jobs/<job_hex>/claims/<worker_hex>
-std::string ClaimRef(std::string_view job_hex, std::string_view worker_hex);
 
 struct CommitInfo {
   std::string id;
@@ -45,20 +40,19 @@ struct CommitInfo {
   std::string signed_data;      // the commit bytes the signature covers
 };
 
-struct TreeEntry {
-  std::string name;
-  std::string id;
-  uint32_t mode = 0100644;  // 0100644 blob, 0100755 executable, 040000 tree
-  bool is_tree() const { return mode == 040000; }
-};
-
 struct RefUpdate {
   std::string name;
   std::string old_id;  // "" = the ref must not exist
   std::string new_id;  // "" = delete
 };
 
-enum class ObjectType { kCommit, kTree, kBlob };
+// A policy commit built in memory: tree (policy.json, submitters, workers,
+// operators, ledger.pub) and a commit with `parent` (when given), signed by
+// `signer` (the ledger key in force, which for a key rotation is the old
+// key). objects: commit first.
+Result<std::vector<GitObject>> BuildPolicyCommit(const Policy& policy, const std::string& parent,
+                                                 const std::string& message,
+                                                 const Ed25519PrivateKey& signer, int64_t time_ms);
 
 class Ledger {
  public:
@@ -78,8 +72,6 @@ class Ledger {
 
   // "" when the ref does not exist.
   Result<std::string> ResolveRef(const std::string& name);
-  // NotFound when refs/gatos/jobs/<hex>/job does not exist.
-  Result<JobSnapshot> ReadJob(std::string_view job_hex);
   // Calls fn for every job (every refs/gatos/jobs/<hex>/job).
   Status ForEachJob(const std::function<void(std::string_view job_hex)>& fn);
   // Every ref name under `prefix`.
@@ -110,24 +102,48 @@ class Ledger {
   // the expected old value (someone else moved it first).
   Status UpdateRefs(const std::vector<RefUpdate>& updates, std::string_view why);
 
+  // ---- the ledger's batch write path (gatos_ledger's writer) ----
+
+  // Writes the objects as one pack (pack_writer.h) and makes them visible to
+  // this handle's object database.
+  Status WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync);
+  // Moves one ref with a compare-and-swap under git's lock protocol
+  // (<ref>.lock, O_EXCL), durably when `fsync` (the lock file is fdatasync'ed
+  // before the rename and the directory after it). Aborted when the ref is
+  // locked or not at `old_id` ("" = must not exist). The log ref moves this
+  // way: it is the commit point of a batch.
+  Status CasRef(const std::string& name, const std::string& old_id, const std::string& new_id,
+                bool fsync);
+  // Sets refs to the given values ("" = delete) without checking old values
+  // and without fsync: the refs under refs/gatos/jobs/ are a view of the log,
+  // repaired from it after a crash. Each ref is replaced atomically (lock
+  // file + rename). Refs held in packed-refs are deleted through libgit2.
+  Status SetViewRefs(const std::vector<std::pair<std::string, std::string>>& refs);
+
+  // Adds `value` to the repository's multi-valued config `name` (in its own
+  // config file) unless present.
+  Status AddConfigValue(const std::string& name, const std::string& value);
+
   // Policy at refs/gatos/policy (or at a given commit).
   Result<Policy> ReadPolicy();
   Result<Policy> ReadPolicyAt(const std::string& commit_id);
-  // Writes a policy commit on top of the current one and moves the ref (CAS).
-  Result<std::string> WritePolicy(const Policy& policy, const std::string& message,
-                                  const Ed25519PrivateKey& ledger_key, int64_t time_ms);
 
   // Opaque libgit2 handle for code inside lib/src/git.
   void* raw() { return repo_; }
 
  private:
   Ledger(void* repo, std::string path) : repo_(repo), path_(std::move(path)) {}
+  // Objects this handle wrote lately (WriteObjectsPacked), served without
+  // asking libgit2, which would have to rescan the pack directory first.
+  const GitObject* Recent(const std::string& id) const;
+  void Remember(const GitObject& o);
+
   void* repo_;
   std::string path_;
+  std::unordered_map<std::string, GitObject> recent_;
+  std::deque<std::string> recent_order_;
+  size_t recent_bytes_ = 0;
 };
-
-// The empty tree's id (git's well-known constant).
-inline constexpr char kEmptyTreeId[] = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 }  // namespace gatos
 

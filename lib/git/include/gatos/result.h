@@ -23,20 +23,12 @@
 #include <vector>
 
 #include "gatos/keys.h"
+#include "gatos/git_object.h"
 #include "gatos/ledger.h"
 #include "gatos/poe.h"
 #include "gatos/status.h"
 
 namespace gatos {
-
-struct GitObject {
-  ObjectType type = ObjectType::kBlob;
-  std::string data;  // the object's content, without git's "<type> <len>\0" header
-  std::string id;    // 40-hex SHA-1 git id
-};
-
-// The git object id of `data` as an object of `type`.
-std::string GitObjectId(ObjectType type, std::string_view data);
 
 // Object batch wire format: "GATOSOB1", u32 count, then per object u8 type
 // (1 commit, 2 tree, 3 blob), u32 length, data (integers big-endian). Ids are
@@ -49,14 +41,6 @@ struct BatchLimits {
 // InvalidArgument for a malformed or truncated batch, an unknown type, or
 // one over `limits` (the message says which object and which limit).
 Result<std::vector<GitObject>> DecodeObjectBatch(std::string_view bytes, const BatchLimits& limits);
-
-// A commit object built in memory: author = committer = name <email> at
-// time_ms (UTC), message verbatim, signed in git's SSH format when `key` is
-// given. The objects it names need not exist anywhere yet.
-Result<GitObject> BuildCommitObject(const std::string& tree, const std::vector<std::string>& parents,
-                                    const std::string& message, const std::string& name,
-                                    const std::string& email, int64_t time_ms,
-                                    const Ed25519PrivateKey* key);
 
 // One file of a tree to build, path '/'-separated ("stdout", "outputs/a/b").
 struct ResultFile {
