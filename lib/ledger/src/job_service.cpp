@@ -1,0 +1,720 @@
+#include "gatos/job_service.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <thread>
+
+#include "gatos/blake3.h"
+#include "gatos/canonical_json.h"
+#include "gatos/encoding.h"
+#include "gatos/ledger_commits.h"
+#include "gatos/keys.h"
+#include "gatos/result.h"
+
+namespace gatos {
+namespace {
+
+using nlohmann::json;
+
+std::string Short(const std::string& hex) { return hex.substr(0, 12); }
+
+std::string ErrorText(TransitionError e, std::string_view m) { return rpc::Dump(rpc::ErrorReply(e, m)); }
+std::string ErrorText(const Outcome& o) { return ErrorText(o.error, o.message); }
+std::string Invalid(std::string_view m) { return ErrorText(TransitionError::kInvalid, m); }
+
+std::string KindOf(const std::string& subject) {
+  size_t dot = subject.rfind('.');
+  return dot == std::string::npos ? subject : subject.substr(dot + 1);
+}
+
+std::string Objects(const std::vector<GitObject>& objects) {
+  std::string batch = EncodeObjectBatch(objects);
+  return Base64Encode(reinterpret_cast<const uint8_t*>(batch.data()), batch.size());
+}
+
+// The class of an error reply, for metrics; "ok" for an ok reply.
+std::string OutcomeOf(const std::string& reply) {
+  if (reply.find("\"ok\":false") == std::string::npos) return "ok";
+  size_t e = reply.find("\"error\":\"");
+  if (e == std::string::npos) return "error";
+  size_t end = reply.find('"', e + 9);
+  return reply.substr(e + 9, end - e - 9);
+}
+
+}  // namespace
+
+
+JobService::JobService(LedgerWriter* writer, ServiceOptions options, ServiceObserver* observer)
+    : writer_(writer), options_(options), observer_(observer ? observer : &default_observer_) {
+  PublishPolicy();
+}
+
+void JobService::PublishPolicy() {
+  auto snap = std::make_shared<PolicySnapshot>(PolicySnapshot{writer_->policy(), writer_->policy_commit()});
+  std::lock_guard<std::mutex> l(policy_mu_);
+  policy_ = std::move(snap);
+}
+
+std::shared_ptr<const PolicySnapshot> JobService::policy_snapshot() const {
+  std::lock_guard<std::mutex> l(policy_mu_);
+  return policy_;
+}
+
+void JobService::Log(const std::string& line) { observer_->Log(line); }
+
+void JobService::Start() {
+  for (const auto& [job, rec] : writer_->live()) Track(rec);
+  ProcessDue(writer_->Now());
+}
+
+std::vector<ServiceEvent> JobService::TakeEvents() {
+  std::vector<ServiceEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+std::vector<std::string> JobService::Handle(const std::vector<ServiceRequest>& requests) {
+  auto snap = policy_snapshot();
+  int64_t now = writer_->Now();
+  std::vector<DecodedRequest> batch(requests.size());
+  auto work = [&](size_t from, size_t step) {
+    for (size_t i = from; i < requests.size(); i += step) batch[i] = Predecode(requests[i], *snap, now);
+  };
+  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), requests.size() / 8 + 1);
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work, t, threads);
+  work(0, threads);
+  for (auto& h : helpers) h.join();
+  return Handle(std::move(batch));
+}
+
+std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Op> ops;
+  std::vector<int> op_of(batch.size(), -1);
+  ops.reserve(batch.size());
+  std::shared_ptr<const PolicySnapshot> snap;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    DecodedRequest& d = batch[i];
+    try {
+      if (d.deferred) {
+        DecodeOnLedgerThread(&d);
+      } else if (!d.read && d.policy_commit != writer_->policy_commit()) {
+        // Checked against a policy that changed since: check again.
+        if (!snap) snap = policy_snapshot();
+        d = Predecode(std::move(d.req), *snap, writer_->Now());
+        if (d.deferred) DecodeOnLedgerThread(&d);
+      }
+    } catch (const std::exception& e) {
+      Log("internal error decoding a " + d.kind + " request: " + TruncateUtf8(e.what(), 200));
+      d.op.reset();
+      d.reply = ErrorText(TransitionError::kInternal, "internal error; the request was not applied");
+    }
+    if (!d.rejected_reason.empty()) {
+      observer_->OnRejectedSubmit(d.req.subject == rpc::kSubmit ? "rpc" : "push", d.rejected_reason);
+    }
+    if (!d.log_line.empty()) Log(d.log_line);
+    if (d.op) {
+      op_of[i] = static_cast<int>(ops.size());
+      ops.push_back(std::move(*d.op));
+      d.op.reset();
+    }
+  }
+  std::vector<OpResult> results;
+  BatchStats stats;
+  if (!ops.empty()) {
+    try {
+      results = writer_->Apply(ops, &stats);
+    } catch (const std::exception& e) {
+      Log("internal error applying a batch: " + TruncateUtf8(e.what(), 200));
+      results.assign(ops.size(), OpResult{});
+      for (auto& r : results) r.outcome = Outcome::Error(TransitionError::kInternal, "internal error; not applied");
+    }
+  }
+  try {
+    AfterBatch(batch, op_of, results);
+  } catch (const std::exception& e) {
+    Log("internal error after a batch: " + TruncateUtf8(e.what(), 200));
+  }
+  std::vector<std::string> replies(batch.size());
+  int64_t now = SystemNowMs();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    DecodedRequest& d = batch[i];
+    if (d.read) {
+      try {
+        d.reply = ReadReply(d.req);
+      } catch (const std::exception& e) {
+        Log("internal error answering a " + d.kind + " request: " + TruncateUtf8(e.what(), 200));
+        d.reply = ErrorText(TransitionError::kInternal, "internal error");
+      }
+    }
+    replies[i] = d.reply ? std::move(*d.reply) : ErrorText(TransitionError::kInternal, "no reply was produced");
+    double secs = d.req.received_ms ? static_cast<double>(now - d.req.received_ms) / 1000.0 : 0.0;
+    observer_->OnRequest(d.kind, OutcomeOf(replies[i]), secs);
+  }
+  if (!ops.empty()) {
+    observer_->OnBatch(batch.size(), stats.changes,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  ProcessDue(writer_->Now());
+  return replies;
+}
+
+namespace {
+
+std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int64_t now, DecodedRequest* p) {
+  const std::string& subj = r.subject;
+  auto refuse = [&](std::string reply) -> std::optional<Op> {
+    p->reply = std::move(reply);
+    return std::nullopt;
+  };
+  if (subj == rpc::kStatus || subj == rpc::kList) {
+    p->read = true;
+    return std::nullopt;
+  }
+  if (subj == rpc::kLocalRejected) {
+    auto j = rpc::ParseRequest(r.data, subj);
+    std::string reason = j.ok() ? j->value("reason", "other") : "other";
+    static const char* kKnown[] = {"unsigned", "untrusted_signer", "bad_signature", "wrong_job_id", "missing_trailer",
+                                   "policy_root", "not_a_file", "bad_manifest", "forbidden_ref", "bad_result"};
+    bool known = false;
+    for (const char* k : kKnown) known = known || reason == k;
+    p->rejected_reason = known ? reason : "other";
+    return refuse(rpc::Dump(rpc::OkReply()));
+  }
+  if (subj == rpc::kClaim || subj == rpc::kRenew) {
+    auto j = rpc::ParseRequest(r.data, subj);
+    if (!j.ok()) return refuse(Invalid(j.status().message()));
+    auto req = rpc::ParseLeaseRequest(*j, subj == rpc::kRenew);
+    if (!req.ok()) return refuse(Invalid(req.status().message()));
+    Outcome v = VerifyLeaseRequest(*req, policy, now);
+    if (!v.ok()) return refuse(ErrorText(v));
+    return LeaseOp{std::move(*req)};
+  }
+  if (subj == rpc::kCancel || subj == rpc::kRetry) {
+    bool retry = subj == rpc::kRetry;
+    auto j = rpc::ParseRequest(r.data, subj);
+    if (!j.ok()) return refuse(Invalid(j.status().message()));
+    auto req = rpc::ParseUserRequest(*j, retry);
+    if (!req.ok()) return refuse(Invalid(req.status().message()));
+    if (!IsLowerHex(req->job_hex, 64)) return refuse(Invalid("\"" + TruncateUtf8(req->job_hex, 80) + "\" is not a job id"));
+    Outcome v = VerifyUserRequest(req->requester_hex, UserRequestPayload(*req), req->requested_at_ms, req->sig_hex, now);
+    if (!v.ok()) return refuse(ErrorText(v));
+    return UserOp{retry, req->job_hex, req->requester_hex, req->attempt, req->requested_at_ms, req->sig_hex};
+  }
+  if (subj == rpc::kResult || subj == rpc::kSubmit) {
+    bool result = subj == rpc::kResult;
+    json header;
+    std::string_view batch_bytes;
+    Status s = rpc::DecodeFrame(r.data, rpc::kMaxJsonRequest, &header, &batch_bytes);
+    if (!s.ok()) return refuse(Invalid(p->kind + " frame: " + s.message()));
+    auto commit = rpc::StringField(header, "commit");
+    if (!commit.ok()) return refuse(Invalid(p->kind + " header: " + commit.status().message()));
+    if (!IsLowerHex(*commit, 40)) return refuse(Invalid(p->kind + " header: commit is not a 40-hex id"));
+    BatchLimits limits;
+    if (result) {
+      limits.max_bytes = static_cast<size_t>(policy.settings.max_result_bytes);
+    } else {
+      limits.max_bytes = static_cast<size_t>(policy.settings.max_manifest_bytes) + 64 * 1024;
+      limits.max_objects = 8;
+    }
+    auto objects = DecodeObjectBatch(batch_bytes, limits);
+    if (!objects.ok()) return refuse(Invalid(objects.status().message()));
+    if (result) {
+      ParsedResult parsed;
+      // Parents are never looked up in the batch: a worker cannot bring its
+      // own "claim commit".
+      Outcome o = CheckResultContent(BatchLookup(&*objects, nullptr), *commit, policy, &parsed);
+      if (!o.ok()) {
+        p->log_line = o.message;
+        return refuse(ErrorText(o));
+      }
+      return ResultOp{std::move(parsed), std::move(*objects)};
+    }
+    bool has_commit = false;
+    for (const auto& o : *objects) has_commit |= o.id == *commit && o.type == ObjectType::kCommit;
+    if (!has_commit) return refuse(Invalid("the batch does not hold commit " + *commit));
+    // A submit carries all its objects (commit, tree, job.yaml): nothing is
+    // read from the ledger, so this runs on any thread.
+    auto check = CheckJobCommit(BatchLookup(&*objects, nullptr), *commit, "", policy, now);
+    if (!check.ok()) {
+      p->rejected_reason = RejectReasonLabel(check.status());
+      return refuse(ErrorText(Outcome::FromStatus(check.status())));
+    }
+    return SubmitOp{std::move(*check), std::move(*objects)};
+  }
+  if (subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult || subj == rpc::kLocalBatch ||
+      subj == rpc::kLocalPolicy) {
+    p->deferred = true;
+    return std::nullopt;
+  }
+  return refuse(Invalid("unknown subject " + TruncateUtf8(subj, 80)));
+}
+
+}  // namespace
+
+DecodedRequest JobService::Predecode(ServiceRequest r, const PolicySnapshot& snap, int64_t now) {
+  DecodedRequest d;
+  d.req = std::move(r);
+  d.kind = KindOf(d.req.subject);
+  d.policy_commit = snap.commit;
+  try {
+    d.op = PredecodeOp(d.req, snap.policy, now, &d);
+  } catch (const std::exception& e) {
+    d.op.reset();
+    d.log_line = "internal error decoding a " + d.kind + " request: " + TruncateUtf8(e.what(), 200);
+    d.reply = ErrorText(TransitionError::kInternal, "internal error; the request was not applied");
+  }
+  return d;
+}
+
+void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
+  p->deferred = false;
+  const ServiceRequest& r = p->req;
+  const std::string& subj = r.subject;
+  const Policy& policy = writer_->policy();
+  int64_t now = writer_->Now();
+  p->policy_commit = writer_->policy_commit();
+  auto refuse = [&](std::string reply) {
+    p->reply = std::move(reply);
+    p->op.reset();
+  };
+  if (subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult) {
+    auto j = rpc::ParseRequest(r.data, subj);
+    if (!j.ok()) return refuse(Invalid(j.status().message()));
+    auto commit = rpc::StringField(*j, "commit");
+    if (!commit.ok() || !IsLowerHex(*commit, 40)) return refuse(Invalid("commit must be a 40-hex id"));
+    std::string expected = j->value("job", "");
+    Ledger* ledger = &writer_->ledger();
+    if (subj == rpc::kLocalPushSubmit) {
+      auto check = CheckJobCommit(LedgerLookup(ledger), *commit, expected, policy, now);
+      if (!check.ok()) {
+        p->rejected_reason = RejectReasonLabel(check.status());
+        refuse(ErrorText(Outcome::FromStatus(check.status())));
+        return;
+      }
+      p->op = SubmitOp{std::move(*check), {}};
+      return;
+    }
+    ParsedResult parsed;
+    Outcome o = CheckResultContent(LedgerLookup(ledger), *commit, policy, &parsed);
+    if (o.ok() && !expected.empty() && parsed.job_hex != expected) {
+      o = Outcome::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
+                                                        ", not of the job its ref names");
+    }
+    if (!o.ok()) {
+      p->rejected_reason = "bad_result";
+      refuse(ErrorText(o));
+      return;
+    }
+    p->op = ResultOp{std::move(parsed), {}};
+    return;
+  }
+  if (subj == rpc::kLocalBatch) {
+    // A batch record (gatos batch submit): canonical JSON, kept under
+    // refs/gatos/batches/<its BLAKE3> in a ledger-signed commit.
+    if (r.data.size() > (16u << 20)) return refuse(Invalid("batch record too large"));
+    json rec = json::parse(r.data, nullptr, false);
+    auto canonical = rec.is_discarded() ? Result<std::string>(InvalidArgumentError("not JSON")) : CanonicalJson(rec);
+    if (!canonical.ok() || *canonical != r.data) return refuse(Invalid("a batch record must be canonical JSON"));
+    std::string hex = Blake3Tagged(r.data).substr(7);
+    std::vector<GitObject> objects;
+    objects.push_back(MakeObject(ObjectType::kBlob, r.data + "\n"));
+    auto tree = EncodeTree({{"batch.json", objects.back().id, 0100644}});
+    if (!tree.ok()) return refuse(ErrorText(Outcome::FromStatus(tree.status())));
+    objects.push_back(MakeObject(ObjectType::kTree, *tree));
+    auto commit = BuildCommitObject(objects.back().id, {}, "gatos: batch record\n\nBatch-Id: blake3:" + hex + "\n",
+                                    kLedgerCommitterName, kLedgerCommitterEmail, now, &writer_->ledger_private_key());
+    if (!commit.ok()) return refuse(ErrorText(Outcome::FromStatus(commit.status())));
+    objects.insert(objects.begin(), std::move(*commit));
+    p->op = NoteOp{LogKind::kBatch, kBatchPrefix + hex, true, std::move(objects)};
+    return;
+  }
+  if (subj == rpc::kLocalPolicy) {
+    auto j = rpc::ParseRequest(r.data, subj);
+    if (!j.ok()) return refuse(Invalid(j.status().message()));
+    p->op = DecodePolicy(*j, p);
+    return;
+  }
+  refuse(Invalid("unknown subject " + TruncateUtf8(subj, 80)));
+  return;
+}
+
+std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
+  auto op = rpc::StringField(j, "op");
+  if (!op.ok()) {
+    p->reply = Invalid(op.status().message());
+    return std::nullopt;
+  }
+  Policy next = writer_->policy();
+  PolicyOp out;
+  if (*op == "allow" || *op == "revoke") {
+    auto role = rpc::StringField(j, "role");
+    auto key_text = rpc::StringField(j, "key");
+    if (!role.ok() || !key_text.ok()) {
+      p->reply = Invalid("policy " + *op + " needs role and key");
+      return std::nullopt;
+    }
+    auto key = ParseOpenSshPublicKey(*key_text);
+    if (!key.ok()) {
+      p->reply = Invalid(key.status().message());
+      return std::nullopt;
+    }
+    if (*op == "allow") {
+      bool changed = false;
+      Status s = PolicyAllow(&next, *role, *key, &changed);
+      if (!s.ok()) {
+        p->reply = Invalid(s.message());
+        return std::nullopt;
+      }
+      if (!changed) {
+        json reply = rpc::OkReply();
+        reply["existing"] = true;
+        reply["commit"] = writer_->policy_commit();
+        p->reply = rpc::Dump(reply);
+        return std::nullopt;
+      }
+    } else {
+      Status s = PolicyRevoke(&next, *role, *key);
+      if (!s.ok()) {
+        p->reply = ErrorText(Outcome::FromStatus(s));
+        return std::nullopt;
+      }
+    }
+    out.message = "gatos: " + *op + " " + *role + " " + key->WorkerId() + "\n";
+  } else if (*op == "set") {
+    if (!j.contains("settings") || !j["settings"].is_object()) {
+      p->reply = Invalid("policy set needs a settings object");
+      return std::nullopt;
+    }
+    json merged = json::parse(SerializePolicySettings(next.settings));
+    for (const auto& [k, v] : j["settings"].items()) merged[k] = v;
+    auto settings = ParsePolicySettings(rpc::Dump(merged));
+    if (!settings.ok()) {
+      p->reply = Invalid(settings.status().message());
+      return std::nullopt;
+    }
+    next.settings = *settings;
+    out.message = "gatos: policy settings " + rpc::Dump(j["settings"]) + "\n";
+  } else if (*op == "rotate-ledger-key") {
+    auto key = GenerateEd25519Key("gatos ledger key");
+    if (!key.ok()) {
+      p->reply = ErrorText(Outcome::FromStatus(key.status()));
+      return std::nullopt;
+    }
+    // The new key is on disk before the policy names it, so a crash between
+    // the two leaves a key gatosd can pick up (ledger_key.next).
+    std::string path = LedgerStateDir(writer_->ledger().path()) + "/ledger_key.next";
+    ::unlink(path.c_str());
+    ::unlink((path + ".pub").c_str());
+    Status w = WriteKeyPair(path, *key);
+    if (!w.ok()) {
+      p->reply = ErrorText(Outcome::FromStatus(w));
+      return std::nullopt;
+    }
+    p->rotated_key_path = path;
+    out.new_ledger_key = std::move(*key);
+    out.message = "gatos: rotate the ledger key to " + out.new_ledger_key->public_key().WorkerId() +
+                  " (signed by the previous key)\n";
+  } else {
+    p->reply = Invalid("unknown policy op \"" + TruncateUtf8(*op, 40) + "\"");
+    return std::nullopt;
+  }
+  out.policy = std::move(next);
+  return Op{std::move(out)};
+}
+
+void JobService::AfterBatch(std::vector<DecodedRequest>& batch, const std::vector<int>& op_of,
+                            const std::vector<OpResult>& results) {
+  int64_t now = writer_->Now();
+  bool policy_changed = false;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    DecodedRequest& p = batch[i];
+    if (op_of[i] < 0) continue;
+    const OpResult& r = results[static_cast<size_t>(op_of[i])];
+    if (r.record) Track(*r.record);
+    if (!r.outcome.ok()) {
+      p.reply = ErrorText(r.outcome);
+      if (!p.rotated_key_path.empty()) {
+        ::unlink(p.rotated_key_path.c_str());
+        ::unlink((p.rotated_key_path + ".pub").c_str());
+      }
+      continue;
+    }
+    json reply = rpc::OkReply();
+    const std::string& subj = p.req.subject;
+    if (subj == rpc::kClaim || subj == rpc::kRenew) {
+      const JobRecord& rec = *r.record;
+      reply["lease_commit"] = r.commit;
+      reply["epoch"] = rec.epoch;
+      reply["expires_ms"] = rec.expires_ms;
+      reply["attempt"] = rec.attempt;
+      reply["job_commit"] = rec.job_commit;
+      std::vector<GitObject> objs = r.grant;
+      objs.insert(objs.end(), r.notice.begin(), r.notice.end());
+      reply["objects"] = Objects(objs);
+      if (subj == rpc::kRenew) {
+        reply["cancel_requested"] = !rec.cancel_commit.empty();
+      } else if (rec.epoch == 1 && rec.attempt == 1) {
+        observer_->OnSubmitToClaim(static_cast<double>(now - rec.submitted_ms) / 1000.0);
+      }
+    } else if (subj == rpc::kResult || subj == rpc::kLocalPushResult) {
+      reply["existing"] = r.existing;
+      reply["job"] = "blake3:" + r.job_hex;
+      reply["retried"] = r.retried;
+      if (r.record) {
+        reply["state"] = std::string(JobStateName(RecordState(*r.record, now)));
+        reply["attempt"] = r.record->attempt;
+      }
+      if (!r.existing && !r.retried && r.record) {
+        Emit({ServiceEvent::Kind::kJetStream, rpc::kFinishedSubject,
+              rpc::Dump({{"job", "blake3:" + r.job_hex}, {"state", r.record->result_status},
+                         {"result_commit", r.commit}, {"attempt", r.record->attempt}}),
+              r.job_hex + ".r" + std::to_string(r.record->attempt)});
+      }
+      if (r.retried && r.record) {
+        Log("job " + Short(r.job_hex) + " attempt " + std::to_string(r.record->attempt - 1) + " " +
+            r.record->attempts.back().status + "; attempt " + std::to_string(r.record->attempt) + " after " +
+            FormatRfc3339Millis(r.record->not_before_ms));
+      }
+    } else if (subj == rpc::kSubmit || subj == rpc::kLocalPushSubmit) {
+      reply["job"] = "blake3:" + r.job_hex;
+      reply["existing"] = r.existing;
+      reply["commit"] = r.commit;
+      if (!r.existing) Log("job " + Short(r.job_hex) + " accepted (" + (subj == rpc::kSubmit ? "rpc" : "push") + ")");
+    } else if (subj == rpc::kCancel || subj == rpc::kRetry) {
+      reply["already"] = r.existing;
+      if (r.record) {
+        reply["state"] = std::string(JobStateName(RecordState(*r.record, now)));
+        reply["attempt"] = r.record->attempt;
+      }
+      if (subj == rpc::kCancel && !r.existing) {
+        if (!r.notice.empty()) {
+          Emit({ServiceEvent::Kind::kCore, rpc::kCancelEventPrefix + r.job_hex,
+                rpc::Dump({{"job", "blake3:" + r.job_hex}, {"objects", Objects(r.notice)}}), ""});
+        } else {
+          Emit({ServiceEvent::Kind::kJetStream, rpc::kAbortedSubject, rpc::Dump({{"job", "blake3:" + r.job_hex}}),
+                r.job_hex + ".a"});
+        }
+      }
+    } else if (subj == rpc::kLocalBatch) {
+      reply["existing"] = r.existing;
+      reply["commit"] = r.commit;
+    } else if (subj == rpc::kLocalPolicy) {
+      reply["commit"] = r.commit;
+      reply["revoked_leases"] = r.revoked_jobs.size();
+      if (!p.rotated_key_path.empty()) {
+        // The policy names the new key now: it becomes the ledger key file.
+        std::string dir = LedgerStateDir(writer_->ledger().path());
+        std::string retired = dir + "/ledger_key.retired-" + std::to_string(writer_->seq());
+        ::rename((dir + "/ledger_key").c_str(), retired.c_str());
+        ::rename((dir + "/ledger_key.pub").c_str(), (retired + ".pub").c_str());
+        ::rename(p.rotated_key_path.c_str(), (dir + "/ledger_key").c_str());
+        ::rename((p.rotated_key_path + ".pub").c_str(), (dir + "/ledger_key.pub").c_str());
+        reply["ledger_key"] = writer_->ledger_key().ToOpenSsh();
+        Log("ledger key rotated to " + writer_->ledger_key().WorkerId() + "; the old key is " + retired);
+      }
+      Log("policy changed (" + Short(r.commit) + ")" +
+          (r.revoked_jobs.empty() ? "" : "; " + std::to_string(r.revoked_jobs.size()) + " lease(s) of revoked workers ended"));
+      policy_changed = true;
+      observer_->OnPolicyChanged();
+    }
+    p.reply = rpc::Dump(reply);
+  }
+  if (policy_changed) PublishPolicy();
+}
+
+std::string JobService::ReadReply(const ServiceRequest& r) {
+  int64_t now = writer_->Now();
+  auto j = rpc::ParseRequest(r.data, r.subject);
+  if (!j.ok()) return Invalid(j.status().message());
+  if (r.subject == rpc::kStatus) {
+    auto job = rpc::ParseJobField(*j);
+    if (!job.ok()) return Invalid(job.status().message());
+    auto rec = writer_->Find(*job);
+    if (!rec.ok()) return ErrorText(Outcome::FromStatus(rec.status()));
+    if (!*rec) return Invalid("no job blake3:" + *job + " in this ledger");
+    json reply = rpc::OkReply();
+    reply["status"] = rpc::RecordJson(**rec, now);
+    return rpc::Dump(reply);
+  }
+  auto req = rpc::ParseListRequest(*j);
+  if (!req.ok()) return Invalid(req.status().message());
+  return rpc::Dump(ListReply(writer_->index(), writer_->stats(), writer_->live(), *req, now));
+}
+
+json ListReply(StateIndex& index, const IndexStats& st, const std::map<std::string, JobRecord>& live,
+               const rpc::ListRequest& req, int64_t now) {
+  json jobs = json::array();
+  std::string next;
+  auto matches = [&](const JobRecord& rec) {
+    if (!req.state) return true;
+    if (*req.state == "dead") return RecordDead(rec, now);
+    return JobStateName(RecordState(rec, now)) == *req.state;
+  };
+  if (req.state && (*req.state == "pending" || *req.state == "claimed")) {
+    for (auto it = req.after.empty() ? live.begin() : live.upper_bound(req.after); it != live.end(); ++it) {
+      if (!matches(it->second)) continue;
+      jobs.push_back(rpc::RecordJson(it->second, now));
+      if (static_cast<int64_t>(jobs.size()) >= req.limit) {
+        next = it->first;
+        break;
+      }
+    }
+  } else {
+    // Finished states: walk the index in id order, at most a bounded number
+    // of records per request; "next" continues where this page stopped.
+    constexpr int64_t kBudget = 50'000;
+    int64_t seen = 0;
+    Status s = index.ForEachJob(req.after, [&](const JobRecord& committed) {
+      ++seen;
+      auto l = live.find(committed.job_hex);
+      const JobRecord& rec = l == live.end() ? committed : l->second;
+      if (matches(rec)) jobs.push_back(rpc::RecordJson(rec, now));
+      if (static_cast<int64_t>(jobs.size()) >= req.limit || seen >= kBudget) {
+        next = committed.job_hex;
+        return false;
+      }
+      return true;
+    });
+    if (!s.ok()) return rpc::ErrorReply(Outcome::FromStatus(s).error, s.message());
+  }
+  json reply = rpc::OkReply();
+  reply["jobs"] = std::move(jobs);
+  if (!next.empty()) reply["next"] = "blake3:" + next;
+  json counts = json::object();
+  for (size_t i = 0; i < 6; ++i) counts[std::string(JobStateName(static_cast<JobState>(i)))] = st.by_state[i];
+  counts["dead"] = st.by_state[static_cast<size_t>(JobState::kFailed)] + st.by_state[static_cast<size_t>(JobState::kTimedOut)];
+  reply["counts"] = counts;
+  reply["jobs_total"] = st.jobs;
+  return reply;
+}
+
+// ---- offers and timers ----
+
+void JobService::Track(const JobRecord& r) {
+  if (!writer_->live().count(r.job_hex)) {
+    tracked_.erase(r.job_hex);
+    return;
+  }
+  Tracked& t = tracked_[r.job_hex];
+  t.next_due = 0;
+  due_.emplace(0, r.job_hex);
+}
+
+void JobService::Offer(const JobRecord& r, int64_t now) {
+  Tracked& t = tracked_[r.job_hex];
+  int64_t want = r.epoch + 1;
+  std::string id;
+  if (t.offered_epoch != want) {
+    t.offered_epoch = want;
+    t.republished = 0;
+    id = r.job_hex + "." + std::to_string(want);
+  } else if (now - t.offered_ms >= options_.republish_ms) {
+    // Still unclaimed: offered again under a new id, so the stream does not
+    // drop it as a duplicate of a message a worker took and lost.
+    id = r.job_hex + "." + std::to_string(want) + ".r" + std::to_string(++t.republished);
+  }
+  if (!id.empty()) {
+    t.offered_ms = now;
+    Emit({ServiceEvent::Kind::kJetStream, rpc::kPendingSubject,
+          rpc::EncodePending({r.job_hex, want, r.attempt}), id});
+    if (r.epoch > 0 && !r.worker_hex.empty()) {
+      Log("lease of job " + Short(r.job_hex) + " (epoch " + std::to_string(r.epoch) + ") expired; offered for takeover");
+    }
+  }
+  t.next_due = t.offered_ms + options_.republish_ms;
+  due_.emplace(t.next_due, r.job_hex);
+}
+
+void JobService::ProcessDue(int64_t now) {
+  std::vector<Op> aborts;
+  while (!due_.empty() && due_.begin()->first <= now) {
+    const int64_t when = due_.begin()->first;
+    const std::string job = due_.begin()->second;
+    due_.erase(due_.begin());
+    auto tr = tracked_.find(job);
+    if (tr == tracked_.end() || tr->second.next_due != when) continue;  // stale entry
+    auto it = writer_->live().find(job);
+    if (it == writer_->live().end()) {
+      tracked_.erase(tr);
+      continue;
+    }
+    const JobRecord& r = it->second;
+    auto schedule = [&](int64_t at) {
+      tr->second.next_due = at;
+      due_.emplace(at, job);
+    };
+    if (!r.worker_hex.empty()) {
+      if (now < r.expires_ms) {
+        schedule(r.expires_ms);
+      } else if (!r.cancel_commit.empty()) {
+        aborts.push_back(AbortOp{job});
+        schedule(now + options_.republish_ms);
+      } else {
+        Offer(r, now);
+      }
+      continue;
+    }
+    if (!r.cancel_commit.empty()) {
+      tracked_.erase(tr);
+      continue;
+    }
+    if (r.not_before_ms > now) {
+      schedule(r.not_before_ms);
+      continue;
+    }
+    Offer(r, now);
+  }
+  if (!aborts.empty()) ApplyTimerOps(std::move(aborts));
+}
+
+void JobService::ApplyTimerOps(std::vector<Op> ops) {
+  auto results = writer_->Apply(ops);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const OpResult& r = results[i];
+    if (!r.outcome.ok()) {
+      if (!std::holds_alternative<PruneOp>(ops[i])) Log("timer transition of job " + Short(r.job_hex) + ": " + r.outcome.message);
+      continue;
+    }
+    if (r.record) Track(*r.record);
+    if (std::holds_alternative<AbortOp>(ops[i]) && !r.existing) {
+      Emit({ServiceEvent::Kind::kJetStream, rpc::kAbortedSubject, rpc::Dump({{"job", "blake3:" + r.job_hex}}),
+            r.job_hex + ".a"});
+    }
+  }
+}
+
+void JobService::Sweep() {
+  int64_t now = writer_->Now();
+  ProcessDue(now);
+  // Pruning: a crawl through the index, a few records per sweep, so no sweep
+  // costs more than a bounded amount at any ledger size.
+  int64_t retention = writer_->policy().settings.retention_ms;
+  if (retention > 0) {
+    std::vector<Op> prunes;
+    size_t seen = 0;
+    std::string last;
+    Status s = writer_->index().ForEachJob(prune_cursor_, [&](const JobRecord& rec) {
+      ++seen;
+      last = rec.job_hex;
+      if (!rec.pruned_ms && rec.finished_ms && !writer_->live().count(rec.job_hex) &&
+          now >= rec.finished_ms + retention && !rec.result_commit.empty() == !rec.result_status.empty()) {
+        prunes.push_back(PruneOp{rec.job_hex});
+      }
+      return seen < options_.prune_per_sweep;
+    });
+    prune_cursor_ = s.ok() && seen >= options_.prune_per_sweep ? last : "";
+    if (!prunes.empty()) ApplyTimerOps(std::move(prunes));
+  }
+  if (now - last_views_sync_ms_ >= options_.views_sync_ms) {
+    last_views_sync_ms_ = now;
+    Status s = writer_->SyncViews();
+    if (!s.ok()) Log("cannot mark the ref view synced: " + s.message());
+  }
+}
+
+}  // namespace gatos

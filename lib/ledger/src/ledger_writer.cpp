@@ -1,0 +1,907 @@
+#include "gatos/ledger_writer.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "gatos/encoding.h"
+#include "gatos/ledger_commits.h"
+#include "gatos/sshsig.h"
+
+namespace gatos {
+namespace {
+
+constexpr char kViewsSyncedFile[] = "views-synced";
+constexpr char kLockFile[] = "writer.lock";
+
+std::string Short(const std::string& hex) { return hex.substr(0, 12); }
+
+std::string TrimDir(std::string d) {
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return d;
+}
+
+// The state a record was left in by its last transition, independent of the
+// clock: what stats and live/ count. (A cancelled job whose lease runs out
+// becomes aborted through an abort transition, so the two converge.)
+JobState RecordedState(const JobRecord& r) {
+  if (!r.result_commit.empty()) {
+    auto st = ParseJobState(r.result_status);
+    return st && IsTerminal(*st) ? *st : JobState::kFailed;
+  }
+  if (!r.worker_hex.empty()) return JobState::kClaimed;
+  if (!r.cancel_commit.empty()) return JobState::kAborted;
+  return JobState::kPending;
+}
+
+Result<std::string> ReadLogBatch(Ledger& ledger, const std::string& log_commit) {
+  GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger.ReadCommit(log_commit));
+  GATOS_ASSIGN_OR_RETURN(auto entries, ledger.ReadTree(c.tree));
+  for (const auto& e : entries) {
+    if (e.name == "batch") return ledger.ReadBlob(e.id, 256 << 20);
+  }
+  return DataLossError("log commit " + Short(log_commit) + " has no batch record");
+}
+
+void Crash(const WriterOptions& o, const char* point) {
+  if (o.crash_at == point) {
+    std::fprintf(stderr, "gatos: failpoint %s: killing this process\n", point);
+    std::fflush(stderr);
+    raise(SIGKILL);
+  }
+}
+
+Result<int> TakeLock(const std::string& dir, int wait_ms) {
+  std::string state = LedgerStateDir(dir);
+  ::mkdir(state.c_str(), 0700);
+  std::string path = state + "/" + kLockFile;
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return UnavailableError("cannot open " + path + ": " + std::strerror(errno));
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
+      char buf[32] = {};
+      ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      ::close(fd);
+      std::string holder = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "?";
+      while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+      return UnavailableError("the ledger " + dir + " is being written by another process (pid " + holder +
+                              ", usually gatosd serve)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::string pid = std::to_string(getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
+  return fd;
+}
+
+}  // namespace
+
+std::string LedgerStateDir(const std::string& ledger_dir) { return TrimDir(ledger_dir) + "/gatos"; }
+
+struct LedgerWriter::Batch {
+  int64_t now = 0;
+  std::map<std::string, JobRecord> touched;
+  std::map<std::string, std::optional<JobRecord>> before;
+  std::vector<LogEntry> entries;
+  std::vector<GitObject> objects;
+  std::vector<std::string> new_commits;
+  std::map<std::string, int64_t> counts;
+  std::optional<Policy> new_policy;
+  std::string new_policy_commit;
+  std::optional<Ed25519PrivateKey> new_key;
+  std::map<std::string, std::string> notes;  // other refs moved in this batch
+  std::vector<size_t> changing;  // indexes of ops whose result depends on the commit
+  size_t current = 0;
+  std::mt19937_64 rng{std::random_device{}()};
+};
+
+LedgerWriter::LedgerWriter(std::unique_ptr<Ledger> ledger, Ed25519PrivateKey key, WriterOptions options,
+                           int lock_fd)
+    : ledger_(std::move(ledger)),
+      key_(std::move(key)),
+      options_(std::move(options)),
+      lock_fd_(lock_fd),
+      index_(ledger_.get()) {}
+
+LedgerWriter::~LedgerWriter() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_in, Ed25519PrivateKey key,
+                                                         WriterOptions options) {
+  std::string dir = TrimDir(dir_in);
+  GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(dir));
+  GATOS_ASSIGN_OR_RETURN(int fd, TakeLock(dir, options.lock_wait_ms));
+  std::unique_ptr<LedgerWriter> w(new LedgerWriter(std::move(ledger), std::move(key), std::move(options), fd));
+  GATOS_RETURN_IF_ERROR(w->Load());
+  GATOS_RETURN_IF_ERROR(w->RepairViews());
+  return w;
+}
+
+Status LedgerWriter::Load() {
+  GATOS_ASSIGN_OR_RETURN(head_, ledger_->ResolveRef(kLogRef));
+  if (head_.empty()) {
+    return FailedPreconditionError(ledger_->path() + " has no " + std::string(kLogRef) +
+                                   "; it was not created by 'gatosd init' of this version");
+  }
+  GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger_->ReadCommit(head_));
+  auto info = ParseLogMessage(c.message);
+  if (!info.ok()) return DataLossError("log head " + Short(head_) + ": " + info.status().message());
+  seq_ = info->seq;
+  policy_commit_ = info->policy_commit;
+  index_.Reset(c.tree);
+  GATOS_ASSIGN_OR_RETURN(policy_, ledger_->ReadPolicyAt(policy_commit_));
+  if (policy_.ledger_key != key_.public_key()) {
+    return FailedPreconditionError("the ledger key " + key_.public_key().WorkerId() +
+                                   " is not the key of this ledger's policy (" + policy_.ledger_key.WorkerId() +
+                                   "); was the key rotated? use the current key");
+  }
+  GATOS_ASSIGN_OR_RETURN(stats_, index_.Stats());
+  live_.clear();
+  return index_.ForEachLive([this](const JobRecord& r) {
+    live_[r.job_hex] = r;
+    return OkStatus();
+  });
+}
+
+Status LedgerWriter::RepairViews() {
+  int64_t synced = 0;
+  {
+    std::ifstream in(LedgerStateDir(ledger_->path()) + "/" + kViewsSyncedFile);
+    in >> synced;
+  }
+  if (synced >= seq_) return OkStatus();
+  // Batches after the last sync, oldest first.
+  std::vector<std::string> commits;
+  std::string cur = head_;
+  int64_t seq = seq_;
+  while (!cur.empty() && seq > synced) {
+    commits.push_back(cur);
+    GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger_->ReadCommit(cur));
+    cur = c.parents.empty() ? "" : c.parents[0];
+    --seq;
+  }
+  std::map<std::string, std::string> want;  // ref -> final value of the replayed batches
+  std::vector<std::string> order;
+  for (auto it = commits.rbegin(); it != commits.rend(); ++it) {
+    GATOS_ASSIGN_OR_RETURN(std::string text, ReadLogBatch(*ledger_, *it));
+    auto entries = DecodeBatch(text);
+    if (!entries.ok()) return DataLossError("log commit " + Short(*it) + ": " + entries.status().message());
+    for (const LogEntry& e : *entries) {
+      if (e.ref.empty()) continue;
+      if (!want.count(e.ref)) order.push_back(e.ref);
+      want[e.ref] = e.new_id;
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> fix;
+  for (const auto& ref : order) {
+    GATOS_ASSIGN_OR_RETURN(std::string current, ledger_->ResolveRef(ref));
+    if (current != want[ref]) fix.emplace_back(ref, want[ref]);
+  }
+  GATOS_ASSIGN_OR_RETURN(std::string pol, ledger_->ResolveRef(kPolicyRef));
+  if (pol != policy_commit_) fix.emplace_back(kPolicyRef, policy_commit_);
+  if (!fix.empty()) {
+    std::fprintf(stderr, "gatos: repaired %zu ref(s) from the log (batches %lld..%lld)\n", fix.size(),
+                 static_cast<long long>(synced + 1), static_cast<long long>(seq_));
+    GATOS_RETURN_IF_ERROR(ledger_->SetViewRefs(fix));
+  }
+  return SyncViews();
+}
+
+Status LedgerWriter::SyncViews() {
+  int dfd = ::open(ledger_->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    if (options_.fsync) ::syncfs(dfd);
+    ::close(dfd);
+  }
+  std::string path = LedgerStateDir(ledger_->path()) + "/" + kViewsSyncedFile;
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << seq_ << "\n";
+    if (!out) return UnavailableError("cannot write " + tmp);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return UnavailableError("cannot rename " + tmp);
+  return OkStatus();
+}
+
+Status LedgerWriter::Initialize(const std::string& dir_in, const Policy& policy, const Ed25519PrivateKey& key,
+                                int64_t now_ms) {
+  std::string dir = TrimDir(dir_in);
+  GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(dir));
+  GATOS_ASSIGN_OR_RETURN(std::string head, ledger->ResolveRef(kLogRef));
+  if (!head.empty()) return AlreadyExistsError(dir + " already has a log");
+  GATOS_ASSIGN_OR_RETURN(int fd, TakeLock(dir, 0));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  GATOS_ASSIGN_OR_RETURN(auto objects, BuildPolicyCommit(policy, "", "gatos: initial policy", key, now_ms));
+  const std::string policy_commit = objects.front().id;
+  objects.push_back(MakeObject(ObjectType::kTree, ""));  // the empty tree ledger commits use
+  StateIndex index(ledger.get());
+  index.Reset("");
+  std::vector<LogEntry> entries = {{LogKind::kInit, "", kPolicyRef, "", policy_commit}};
+  GATOS_ASSIGN_OR_RETURN(std::string root, index.Build({}, EncodeBatch(entries), IndexStats{}, &objects));
+  LogCommitInfo info;
+  info.seq = 1;
+  info.ledger_key_hex = key.public_key().Hex();
+  info.policy_commit = policy_commit;
+  info.time_ms = now_ms;
+  info.counts["init"] = 1;
+  GATOS_ASSIGN_OR_RETURN(GitObject log, BuildCommitObject(root, {policy_commit}, EncodeLogMessage(info),
+                                                          kLedgerCommitterName, kLedgerCommitterEmail, now_ms, &key));
+  objects.push_back(log);
+  std::vector<const GitObject*> ptrs;
+  for (const auto& o : objects) ptrs.push_back(&o);
+  GATOS_RETURN_IF_ERROR(ledger->WriteObjectsPacked(ptrs, true));
+  GATOS_RETURN_IF_ERROR(ledger->CasRef(kLogRef, "", log.id, true));
+  GATOS_RETURN_IF_ERROR(ledger->SetViewRefs({{kPolicyRef, policy_commit}}));
+  std::ofstream(LedgerStateDir(dir) + "/" + kViewsSyncedFile) << 1 << "\n";
+  return OkStatus();
+}
+
+Result<std::optional<JobRecord>> LedgerWriter::Find(const std::string& job_hex) {
+  auto it = live_.find(job_hex);
+  if (it != live_.end()) return std::optional<JobRecord>(it->second);
+  return index_.Get(job_hex);
+}
+
+// ---- the batch ----
+
+namespace {
+
+// Looks an object up in the batch's new objects, then in the repository.
+Result<std::pair<ObjectType, std::string>> LookupIn(Ledger& ledger, const std::vector<GitObject>& batch,
+                                                    const std::string& id) {
+  for (const auto& o : batch) {
+    if (o.id == id) return std::make_pair(o.type, o.data);
+  }
+  return ledger.ReadRawObject(id);
+}
+
+}  // namespace
+
+std::vector<OpResult> LedgerWriter::Apply(std::vector<Op>& ops, BatchStats* stats) {
+  auto t_apply = std::chrono::steady_clock::now();
+  std::vector<OpResult> results(ops.size());
+  Batch b;
+  b.now = options_.clock();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    b.current = i;
+    size_t before = b.entries.size();
+    ApplyOne(b, ops[i], &results[i]);
+    if (b.entries.size() != before) b.changing.push_back(i);
+  }
+  if (stats) {
+    stats->ops = ops.size();
+    stats->changes = b.entries.size();
+  }
+  if (b.entries.empty()) return results;
+  if (std::getenv("GATOS_WRITER_TIMING")) {
+    std::fprintf(stderr, "writer: %zu ops decided in %lldus\n", ops.size(),
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                            std::chrono::steady_clock::now() - t_apply).count()));
+  }
+  Status s = Commit(b, stats);
+  if (!s.ok()) {
+    Outcome fail = Outcome::FromStatus(s);
+    if (fail.error == TransitionError::kInternal || fail.error == TransitionError::kRetry) {
+      fail.message = "the ledger could not record this batch: " + s.message();
+    }
+    for (size_t i : b.changing) {
+      results[i] = OpResult{};
+      results[i].outcome = fail;
+    }
+  }
+  return results;
+}
+
+void LedgerWriter::ApplyOne(Batch& b, Op& op, OpResult* r) {
+  std::visit(
+      [&](auto& o) {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, SubmitOp>) DoSubmit(b, o, r);
+        if constexpr (std::is_same_v<T, LeaseOp>) DoLease(b, o, r);
+        if constexpr (std::is_same_v<T, ResultOp>) DoResult(b, o, r);
+        if constexpr (std::is_same_v<T, UserOp>) DoUser(b, o, r);
+        if constexpr (std::is_same_v<T, PruneOp>) DoPrune(b, o, r);
+        if constexpr (std::is_same_v<T, AbortOp>) DoAbort(b, o, r);
+        if constexpr (std::is_same_v<T, PolicyOp>) DoPolicy(b, o, r);
+        if constexpr (std::is_same_v<T, NoteOp>) DoNote(b, o, r);
+      },
+      op);
+}
+
+namespace {
+
+// The record of a job as the batch sees it so far.
+Result<std::optional<JobRecord>> Current(LedgerWriter& w, std::map<std::string, JobRecord>& touched,
+                                         const std::string& job_hex) {
+  auto it = touched.find(job_hex);
+  if (it != touched.end()) return std::optional<JobRecord>(it->second);
+  return w.Find(job_hex);
+}
+
+}  // namespace
+
+#define GATOS_BATCH_RECORD(b, job, rec_var, r)                                              \
+  std::optional<JobRecord> rec_var;                                                         \
+  {                                                                                         \
+    auto cur = Current(*this, b.touched, job);                                              \
+    if (!cur.ok()) {                                                                        \
+      r->outcome = Outcome::FromStatus(cur.status());                                       \
+      return;                                                                               \
+    }                                                                                       \
+    rec_var = std::move(*cur);                                                              \
+  }
+
+namespace {
+
+void RecordTransition(std::map<std::string, JobRecord>& touched,
+                      std::map<std::string, std::optional<JobRecord>>& before, std::vector<LogEntry>& entries,
+                      std::map<std::string, int64_t>& counts, LogKind kind, const std::optional<JobRecord>& old,
+                      const JobRecord& now_rec) {
+  const std::string& job = now_rec.job_hex;
+  if (!before.count(job)) before[job] = old;
+  std::map<std::string, std::string> a = old ? JobRefs(*old) : std::map<std::string, std::string>{};
+  std::map<std::string, std::string> z = JobRefs(now_rec);
+  size_t n = entries.size();
+  for (const auto& [ref, id] : z) {
+    auto it = a.find(ref);
+    std::string prev = it == a.end() ? "" : it->second;
+    if (prev != id) entries.push_back({kind, job, ref, prev, id});
+  }
+  for (const auto& [ref, id] : a) {
+    if (!z.count(ref)) entries.push_back({kind, job, ref, id, ""});
+  }
+  if (entries.size() == n) entries.push_back({kind, job, "", "", ""});
+  touched[job] = now_rec;
+  ++counts[std::string(LogKindName(kind))];
+}
+
+}  // namespace
+
+void LedgerWriter::DoSubmit(Batch& b, SubmitOp& op, OpResult* r) {
+  const std::string job = op.check.job_hex;
+  r->job_hex = job;
+  GATOS_BATCH_RECORD(b, job, rec, r);
+  if (rec) {
+    r->existing = true;
+    r->commit = rec->job_commit;
+    r->record = rec;
+    return;
+  }
+  JobRecord n;
+  n.job_hex = job;
+  n.job_commit = op.check.commit;
+  n.submitter_hex = op.check.signer_key_hex;
+  n.submitted_ms = b.now;
+  for (auto& o : op.objects) b.objects.push_back(std::move(o));
+  b.new_commits.push_back(n.job_commit);
+  RecordTransition(b.touched, b.before, b.entries, b.counts, LogKind::kSubmit, rec, n);
+  r->commit = n.job_commit;
+  r->record = n;
+}
+
+void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
+  const LeaseRequest& req = op.req;
+  r->job_hex = req.job_hex;
+  GATOS_BATCH_RECORD(b, req.job_hex, rec, r);
+  if (!rec || rec->pruned_ms) {
+    r->outcome = rec ? Outcome::Error(TransitionError::kTerminal, "job " + req.job_hex + " has finished")
+                     : Outcome::Error(TransitionError::kInvalid, "no job blake3:" + req.job_hex + " in this ledger");
+    return;
+  }
+  auto key = ParseWorkerId("ed25519:" + req.worker_hex);
+  const Policy& pol = b.new_policy ? *b.new_policy : policy_;  // a policy change earlier in this batch counts
+  if (!key.ok() || !pol.workers.FindKey(*key, kSignerNamespaceGit, b.now / 1000)) {
+    r->outcome = Outcome::Error(TransitionError::kUnauthorized,
+                                "worker ed25519:" + req.worker_hex + " is not allowed by this ledger's policy");
+    return;
+  }
+  JobRecord n = *rec;
+  LeaseCommitInfo info;
+  std::vector<std::string> parents = {rec->job_commit};
+  LogKind kind;
+  if (req.renew) {
+    Decision d = DecideRenew(*rec, req.worker_hex, req.epoch, req.requested_at_ms, b.now);
+    if (!d.ok()) {
+      r->outcome = Outcome::Error(d.error, d.message);
+      return;
+    }
+    parents.push_back(rec->lease_commit);
+    info.kind = "renew";
+    kind = LogKind::kRenew;
+  } else {
+    ClaimPlan plan;
+    Decision d = DecideClaim(*rec, req.worker_hex, req.epoch, b.now, &plan);
+    if (!d.ok()) {
+      r->outcome = Outcome::Error(d.error, d.message);
+      return;
+    }
+    if (!plan.expected_lease.empty()) parents.push_back(plan.expected_lease);
+    info.kind = plan.takeover ? "takeover" : "claim";
+    kind = plan.takeover ? LogKind::kTakeover : LogKind::kClaim;
+  }
+  const PolicySettings& ps = pol.settings;
+  info.job_hex = req.job_hex;
+  info.worker_hex = req.worker_hex;
+  info.epoch = req.epoch;
+  info.expires_ms = b.now + ps.lease_ms;
+  info.attempt = rec->attempt;
+  info.requested_at_ms = req.requested_at_ms;
+  info.request_sig_hex = req.sig_hex;
+  info.lease_ms = ps.lease_ms;
+  info.output_cap_bytes = ps.output_cap_bytes;
+  info.max_result_bytes = ps.max_result_bytes;
+  info.allow_network = ps.allow_network;
+  auto commit = BuildCommitObject(kEmptyTreeId, parents, FormatLeaseCommitMessage(info), kLedgerCommitterName,
+                                  kLedgerCommitterEmail, b.now, &key_);
+  if (!commit.ok()) {
+    r->outcome = Outcome::FromStatus(commit.status());
+    return;
+  }
+  n.epoch = req.epoch;
+  n.lease_commit = commit->id;
+  n.worker_hex = req.worker_hex;
+  n.expires_ms = info.expires_ms;
+  n.requested_at_ms = req.requested_at_ms;
+  if (!req.renew) {
+    n.claim_commit = commit->id;
+    n.claims[req.worker_hex] = commit->id;
+  }
+  // The grant: the signed lease commit and what the worker needs to check
+  // that job.yaml is the job it names.
+  r->grant.push_back(*commit);
+  if (!req.renew) {
+    auto job_obj = LookupIn(*ledger_, b.objects, rec->job_commit);
+    auto raw = job_obj.ok() ? ParseRawCommit(job_obj->second, rec->job_commit) : Result<RawCommit>(job_obj.status());
+    auto tree = raw.ok() ? LookupIn(*ledger_, b.objects, raw->tree) : Result<std::pair<ObjectType, std::string>>(raw.status());
+    auto entries = tree.ok() ? ParseTree(tree->second, raw->tree) : Result<std::vector<TreeEntry>>(tree.status());
+    if (!entries.ok()) {
+      r->outcome = Outcome::Error(TransitionError::kInternal, "cannot read job " + Short(req.job_hex) +
+                                                                   "'s commit: " + entries.status().message());
+      return;
+    }
+    r->grant.push_back({ObjectType::kCommit, job_obj->second, rec->job_commit});
+    r->grant.push_back({ObjectType::kTree, tree->second, raw->tree});
+    for (const auto& e : *entries) {
+      if (e.name != "job.yaml") continue;
+      auto blob = LookupIn(*ledger_, b.objects, e.id);
+      if (!blob.ok()) {
+        r->outcome = Outcome::Error(TransitionError::kInternal, "cannot read job.yaml of " + Short(req.job_hex));
+        return;
+      }
+      r->grant.push_back({ObjectType::kBlob, blob->second, e.id});
+    }
+  } else if (!rec->cancel_commit.empty()) {
+    auto c = LookupIn(*ledger_, b.objects, rec->cancel_commit);
+    if (c.ok()) r->notice.push_back({ObjectType::kCommit, c->second, rec->cancel_commit});
+  }
+  b.new_commits.push_back(commit->id);
+  b.objects.push_back(std::move(*commit));
+  RecordTransition(b.touched, b.before, b.entries, b.counts, kind, rec, n);
+  r->commit = n.lease_commit;
+  r->record = n;
+}
+
+void LedgerWriter::DoResult(Batch& b, ResultOp& op, OpResult* r) {
+  const ParsedResult& p = op.result;
+  r->job_hex = p.job_hex;
+  GATOS_BATCH_RECORD(b, p.job_hex, rec, r);
+  if (!rec) {
+    r->outcome = Outcome::Error(TransitionError::kInvalid, "result refused: job " + p.job_hex + " is not in this ledger");
+    return;
+  }
+  r->record = rec;
+  bool known = rec->result_commit == p.commit_id;
+  for (const auto& a : rec->attempts) known = known || a.result_commit == p.commit_id;
+  if (known) {
+    r->existing = true;
+    r->commit = p.commit_id;
+    return;
+  }
+  if (p.parents.size() != 2 || p.parents[0] != rec->job_commit) {
+    r->outcome = Outcome::Error(TransitionError::kInvalid,
+                                "result refused: its first parent is not the commit of job " + Short(p.job_hex));
+    return;
+  }
+  auto key = ParseWorkerId("ed25519:" + p.worker_hex);
+  const Policy& pol = b.new_policy ? *b.new_policy : policy_;
+  if (!key.ok() || !pol.workers.FindKey(*key, kSignerNamespaceGit, b.now / 1000)) {
+    r->outcome = Outcome::Error(TransitionError::kUnauthorized,
+                                "result refused: worker ed25519:" + p.worker_hex +
+                                    " is not allowed by this ledger's policy (gatos policy allow-worker)");
+    return;
+  }
+  Decision d = DecideResult(*rec, p.worker_hex, p.epoch, b.now, pol.settings.result_grace_ms);
+  if (!d.ok()) {
+    r->outcome = Outcome::Error(d.error, d.message);
+    return;
+  }
+  if (p.parents[1] != rec->claim_commit) {
+    r->outcome = Outcome::Error(TransitionError::kStaleOwner,
+                                "result refused: its second parent " + Short(p.parents[1]) +
+                                    " is not the claim commit of the current lease of job " + Short(p.job_hex));
+    return;
+  }
+  JobRecord n = *rec;
+  const PolicySettings& ps = pol.settings;
+  bool retry = rec->cancel_commit.empty() && RetriesStatus(ps, p.status) && rec->attempt < ps.max_attempts;
+  LogKind kind;
+  if (retry) {
+    n.attempts.push_back({rec->attempt, p.commit_id, p.status, p.epoch, b.now});
+    n.attempt = rec->attempt + 1;
+    int64_t hi = RetryBackoffMs(ps, n.attempt), lo = RetryBackoffMinMs(ps, n.attempt);
+    int64_t wait = lo + (hi > lo ? static_cast<int64_t>(b.rng() % static_cast<uint64_t>(hi - lo + 1)) : 0);
+    n.not_before_ms = b.now + wait;
+    kind = LogKind::kAttempt;
+    r->retried = true;
+  } else {
+    n.result_commit = p.commit_id;
+    n.result_status = p.status;
+    n.finished_ms = b.now;
+    kind = LogKind::kResult;
+  }
+  n.worker_hex.clear();
+  n.expires_ms = 0;
+  for (auto& o : op.objects) b.objects.push_back(std::move(o));
+  b.new_commits.push_back(p.commit_id);
+  RecordTransition(b.touched, b.before, b.entries, b.counts, kind, rec, n);
+  r->commit = p.commit_id;
+  r->record = n;
+}
+
+void LedgerWriter::DoUser(Batch& b, UserOp& op, OpResult* r) {
+  r->job_hex = op.job_hex;
+  GATOS_BATCH_RECORD(b, op.job_hex, rec, r);
+  if (!rec) {
+    r->outcome = Outcome::Error(TransitionError::kInvalid, "no job blake3:" + op.job_hex + " in this ledger");
+    return;
+  }
+  r->record = rec;
+  if (!MayControlJob(op.requester_hex, rec->submitter_hex, b.new_policy ? *b.new_policy : policy_, b.now)) {
+    r->outcome = Outcome::Error(
+        TransitionError::kUnauthorized,
+        "key ed25519:" + op.requester_hex.substr(0, 64) + " may not " + (op.retry ? "re-run" : "cancel") +
+            " job " + Short(op.job_hex) + ": only its submitter, an operator named in the policy "
+            "(gatos policy allow-operator) or the ledger key may");
+    return;
+  }
+  JobRecord n = *rec;
+  UserRequestCommitInfo info;
+  info.retry = op.retry;
+  info.job_hex = op.job_hex;
+  info.requester_hex = op.requester_hex;
+  info.recorded_at_ms = b.now;
+  info.requested_at_ms = op.requested_at_ms;
+  info.request_sig_hex = op.sig_hex;
+  std::vector<std::string> parents = {rec->job_commit};
+  LogKind kind;
+  if (op.retry) {
+    Decision d = DecideRetry(*rec, op.attempt, b.now);
+    if (!d.ok()) {
+      r->outcome = Outcome::Error(d.error, d.message);
+      return;
+    }
+    info.attempt = op.attempt;
+    parents.push_back(rec->result_commit);
+    kind = LogKind::kRetry;
+  } else {
+    bool already = false;
+    Decision d = DecideCancel(*rec, b.now, &already);
+    if (!d.ok()) {
+      r->outcome = Outcome::Error(d.error, d.message);
+      return;
+    }
+    if (already) {
+      r->existing = true;
+      r->commit = rec->cancel_commit;
+      return;
+    }
+    kind = LogKind::kCancel;
+  }
+  auto commit = BuildCommitObject(kEmptyTreeId, parents, FormatUserRequestCommitMessage(info), kLedgerCommitterName,
+                                  kLedgerCommitterEmail, b.now, &key_);
+  if (!commit.ok()) {
+    r->outcome = Outcome::FromStatus(commit.status());
+    return;
+  }
+  if (op.retry) {
+    n.attempts.push_back({rec->attempt, rec->result_commit, rec->result_status, rec->epoch, rec->finished_ms});
+    n.result_commit.clear();
+    n.result_status.clear();
+    n.attempt = op.attempt;
+    n.finished_ms = 0;
+    n.not_before_ms = 0;
+    n.retry_commit = commit->id;
+  } else {
+    n.cancel_commit = commit->id;
+    if (!(!rec->worker_hex.empty() && b.now < rec->expires_ms)) {
+      // No live lease: the job is aborted now.
+      n.worker_hex.clear();
+      n.finished_ms = b.now;
+    } else {
+      r->notice.push_back(*commit);  // the holder is told, with the signed cancel commit
+    }
+  }
+  b.new_commits.push_back(commit->id);
+  r->commit = commit->id;
+  b.objects.push_back(std::move(*commit));
+  RecordTransition(b.touched, b.before, b.entries, b.counts, kind, rec, n);
+  r->record = n;
+}
+
+void LedgerWriter::DoPrune(Batch& b, PruneOp& op, OpResult* r) {
+  r->job_hex = op.job_hex;
+  GATOS_BATCH_RECORD(b, op.job_hex, rec, r);
+  if (!rec) {
+    r->outcome = Outcome::Error(TransitionError::kInvalid, "no job blake3:" + op.job_hex + " in this ledger");
+    return;
+  }
+  r->record = rec;
+  if (rec->pruned_ms) {
+    r->existing = true;
+    return;
+  }
+  int64_t retention = policy_.settings.retention_ms;
+  if (!IsTerminal(RecordedState(*rec)) || !rec->finished_ms || retention == 0 ||
+      b.now < rec->finished_ms + retention) {
+    r->outcome = Outcome::Error(TransitionError::kInvalid, "job " + Short(op.job_hex) +
+                                                               " is not past the retention (" +
+                                                               std::to_string(retention) + " ms after it ends)");
+    return;
+  }
+  JobRecord n = *rec;
+  n.pruned_ms = b.now;
+  RecordTransition(b.touched, b.before, b.entries, b.counts, LogKind::kPrune, rec, n);
+  r->record = n;
+}
+
+void LedgerWriter::DoAbort(Batch& b, AbortOp& op, OpResult* r) {
+  r->job_hex = op.job_hex;
+  GATOS_BATCH_RECORD(b, op.job_hex, rec, r);
+  if (!rec || rec->cancel_commit.empty() || rec->worker_hex.empty() || b.now < rec->expires_ms ||
+      !rec->result_commit.empty()) {
+    r->existing = true;  // nothing to abort (any more)
+    r->record = rec;
+    return;
+  }
+  JobRecord n = *rec;
+  n.worker_hex.clear();
+  n.finished_ms = b.now;
+  RecordTransition(b.touched, b.before, b.entries, b.counts, LogKind::kAbort, rec, n);
+  r->record = n;
+}
+
+void LedgerWriter::DoPolicy(Batch& b, PolicyOp& op, OpResult* r) {
+  Policy next = op.policy;
+  next.ledger_key = op.new_ledger_key ? op.new_ledger_key->public_key()
+                                      : (b.new_key ? b.new_key->public_key() : key_.public_key());
+  const std::string parent = b.new_policy ? b.new_policy_commit : policy_commit_;
+  // A rotation's policy commit is signed by the key in force before it.
+  const Ed25519PrivateKey& signer = b.new_key ? *b.new_key : key_;
+  auto objects = BuildPolicyCommit(next, parent, op.message, signer, b.now);
+  if (!objects.ok()) {
+    r->outcome = Outcome::FromStatus(objects.status());
+    return;
+  }
+  std::string commit = objects->front().id;
+  b.entries.push_back({LogKind::kPolicy, "", kPolicyRef, parent, commit});
+  ++b.counts["policy"];
+  b.new_commits.push_back(commit);
+  for (auto& o : *objects) b.objects.push_back(std::move(o));
+  b.new_policy = next;
+  b.new_policy_commit = commit;
+  if (op.new_ledger_key) b.new_key = op.new_ledger_key;
+  r->commit = commit;
+  // Leases of workers the new policy no longer allows end now: their jobs
+  // are offered again, and their later requests and results are refused.
+  std::vector<std::string> revoked;
+  for (const auto& [job, live] : live_) {
+    const JobRecord& cur = b.touched.count(job) ? b.touched[job] : live;
+    if (cur.worker_hex.empty() || b.now >= cur.expires_ms) continue;
+    auto key = ParseWorkerId("ed25519:" + cur.worker_hex);
+    if (key.ok() && next.workers.FindKey(*key, kSignerNamespaceGit, b.now / 1000)) continue;
+    revoked.push_back(job);
+  }
+  for (const auto& [job, cur] : b.touched) {
+    if (live_.count(job) || cur.worker_hex.empty() || b.now >= cur.expires_ms) continue;
+    auto key = ParseWorkerId("ed25519:" + cur.worker_hex);
+    if (!key.ok() || !next.workers.FindKey(*key, kSignerNamespaceGit, b.now / 1000)) revoked.push_back(job);
+  }
+  for (const auto& job : revoked) {
+    std::optional<JobRecord> old = b.touched.count(job) ? b.touched[job] : live_[job];
+    JobRecord n = *old;
+    n.expires_ms = b.now;
+    RecordTransition(b.touched, b.before, b.entries, b.counts, LogKind::kRevoke, old, n);
+  }
+  r->revoked_jobs = std::move(revoked);
+}
+
+void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
+  if (op.objects.empty() || op.objects.front().type != ObjectType::kCommit ||
+      op.ref.compare(0, 11, "refs/gatos/") != 0 || op.ref.compare(0, std::strlen(kJobsPrefix), kJobsPrefix) == 0) {
+    r->outcome = Outcome::Error(TransitionError::kInvalid, "not a record the ledger keeps");
+    return;
+  }
+  std::string current;
+  auto it = b.notes.find(op.ref);
+  if (it != b.notes.end()) {
+    current = it->second;
+  } else {
+    auto v = ledger_->ResolveRef(op.ref);
+    if (!v.ok()) {
+      r->outcome = Outcome::FromStatus(v.status());
+      return;
+    }
+    current = *v;
+  }
+  const std::string commit = op.objects.front().id;
+  r->commit = commit;
+  if (current == commit || (op.create_only && !current.empty())) {
+    r->existing = true;
+    r->commit = current;
+    return;
+  }
+  b.entries.push_back({op.kind, "", op.ref, current, commit});
+  ++b.counts[std::string(LogKindName(op.kind))];
+  b.notes[op.ref] = commit;
+  b.new_commits.push_back(commit);
+  for (auto& o : op.objects) b.objects.push_back(std::move(o));
+}
+
+namespace {
+struct PhaseTimer {
+  bool on = std::getenv("GATOS_WRITER_TIMING") != nullptr;
+  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
+  std::string line;
+  void Mark(const char* what) {
+    if (!on) return;
+    auto n = std::chrono::steady_clock::now();
+    line += std::string(what) + "=" + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(n - t).count()) + "us ";
+    t = n;
+  }
+  ~PhaseTimer() {
+    if (on) std::fprintf(stderr, "writer: %s\n", line.c_str());
+  }
+};
+}  // namespace
+
+Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
+  PhaseTimer timer;
+  // Stats and index changes.
+  IndexStats st = stats_;
+  std::vector<StateIndex::Change> changes;
+  changes.reserve(b.touched.size());
+  for (const auto& [job, rec] : b.touched) {
+    const std::optional<JobRecord>& old = b.before[job];
+    bool was_live = old && !IsTerminal(RecordedState(*old));
+    bool live = !IsTerminal(RecordedState(rec));
+    if (old) {
+      --st.by_state[static_cast<size_t>(RecordedState(*old))];
+      if (old->pruned_ms) --st.pruned;
+    } else {
+      ++st.jobs;
+    }
+    ++st.by_state[static_cast<size_t>(RecordedState(rec))];
+    if (rec.pruned_ms) ++st.pruned;
+    changes.push_back({&rec, live, was_live});
+  }
+  std::vector<GitObject> index_objects;
+  auto root = index_.Build(changes, EncodeBatch(b.entries), st, &index_objects);
+  if (!root.ok()) {
+    index_.DropPending();
+    return root.status();
+  }
+  LogCommitInfo info;
+  info.seq = seq_ + 1;
+  info.ledger_key_hex = key_.public_key().Hex();
+  info.policy_commit = b.new_policy ? b.new_policy_commit : policy_commit_;
+  info.time_ms = b.now;
+  info.counts = b.counts;
+  std::vector<std::string> parents = {head_};
+  {
+    std::set<std::string> seen = {head_};
+    for (const auto& c : b.new_commits) {
+      if (seen.insert(c).second) parents.push_back(c);
+    }
+  }
+  timer.Mark("index");
+  auto log = BuildCommitObject(*root, parents, EncodeLogMessage(info), kLedgerCommitterName, kLedgerCommitterEmail,
+                               b.now, &key_);
+  timer.Mark("log-commit");
+  if (!log.ok()) {
+    index_.DropPending();
+    return log.status();
+  }
+  std::vector<const GitObject*> all;
+  all.reserve(b.objects.size() + index_objects.size() + 1);
+  for (const auto& o : b.objects) all.push_back(&o);
+  for (const auto& o : index_objects) all.push_back(&o);
+  all.push_back(&*log);
+  Status s = ledger_->WriteObjectsPacked(all, options_.fsync);
+  if (!s.ok()) {
+    index_.DropPending();
+    return s;
+  }
+  timer.Mark("pack");
+  Crash(options_, "after-pack");
+  s = ledger_->CasRef(kLogRef, head_, log->id, options_.fsync);
+  if (!s.ok()) {
+    index_.DropPending();
+    if (s.code() == StatusCode::kAborted) {
+      return InternalError("refs/gatos/log moved under the writer (" + s.message() +
+                           "); another process wrote the ledger without its lock");
+    }
+    return s;
+  }
+  timer.Mark("log-ref");
+  Crash(options_, "after-log-ref");
+  // The batch is durable. The view refs follow; if this fails the next Open
+  // repairs them from the log.
+  std::vector<std::pair<std::string, std::string>> view;
+  view.reserve(b.entries.size());
+  for (const auto& e : b.entries) {
+    if (!e.ref.empty()) view.emplace_back(e.ref, e.new_id);
+  }
+  Status vs = ledger_->SetViewRefs(view);
+  if (!vs.ok()) std::fprintf(stderr, "gatos: refs of log batch %lld not all written (%s); repaired at next start\n",
+                             static_cast<long long>(info.seq), vs.message().c_str());
+  timer.Mark("views");
+  Crash(options_, "after-views");
+  head_ = log->id;
+  seq_ = info.seq;
+  index_.Commit(*root);
+  stats_ = st;
+  for (const auto& [job, rec] : b.touched) {
+    if (IsTerminal(RecordedState(rec))) {
+      live_.erase(job);
+    } else {
+      live_[job] = rec;
+    }
+  }
+  if (b.new_policy) {
+    policy_ = *b.new_policy;
+    policy_commit_ = b.new_policy_commit;
+  }
+  if (b.new_key) key_ = *b.new_key;
+  if (stats) {
+    stats->objects = all.size();
+    stats->seq = seq_;
+  }
+  return OkStatus();
+}
+
+// ---- LedgerView ----
+
+Result<std::unique_ptr<LedgerView>> LedgerView::Open(const std::string& dir) {
+  GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(TrimDir(dir)));
+  std::unique_ptr<LedgerView> v(new LedgerView(std::move(ledger)));
+  GATOS_ASSIGN_OR_RETURN(v->head_, v->ledger_->ResolveRef(kLogRef));
+  if (v->head_.empty()) {
+    return FailedPreconditionError(dir + " has no " + std::string(kLogRef) +
+                                   "; it was not created by 'gatosd init' of this version");
+  }
+  GATOS_ASSIGN_OR_RETURN(CommitInfo c, v->ledger_->ReadCommit(v->head_));
+  GATOS_ASSIGN_OR_RETURN(LogCommitInfo info, ParseLogMessage(c.message));
+  v->seq_ = info.seq;
+  v->policy_commit_ = info.policy_commit;
+  v->index_.Reset(c.tree);
+  return v;
+}
+
+}  // namespace gatos

@@ -1,0 +1,74 @@
+#include "gatos/maintenance.h"
+
+#include <dirent.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace gatos {
+namespace {
+
+std::vector<std::string> RepackArgv(const std::string& dir) {
+  // nice: the ledger's own work comes first. No bitmaps: the ledger is not a
+  // busy fetch server, and writing them would cost every repack.
+  return {"nice", "-n", "10", "git", "-C", dir, "-c", "repack.writeBitmaps=false", "repack", "-d", "-q",
+          "--geometric=2"};
+}
+
+SpawnOptions Options() {
+  SpawnOptions o;
+  o.env = Environment::CurrentWith({{"GIT_CONFIG_NOSYSTEM", "1"}});
+  o.out = Stdio::Null();
+  o.err = Stdio::Pipe();
+  return o;
+}
+
+}  // namespace
+
+size_t CountPacks(const std::string& ledger_dir) {
+  DIR* d = ::opendir((ledger_dir + "/objects/pack").c_str());
+  if (!d) return 0;
+  size_t n = 0;
+  while (dirent* e = ::readdir(d)) {
+    size_t len = std::strlen(e->d_name);
+    if (len > 5 && std::strcmp(e->d_name + len - 5, ".pack") == 0) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+bool Repacker::running() {
+  if (!started_) return false;
+  if (proc_.running()) return true;
+  started_ = false;
+  return false;
+}
+
+bool Repacker::MaybeStart() {
+  if (running() || CountPacks(dir_) <= threshold_) return false;
+  auto p = Process::Spawn(RepackArgv(dir_), [] {
+    SpawnOptions o = Options();
+    o.err = Stdio::Null();
+    return o;
+  }());
+  if (!p.ok()) return false;
+  proc_ = std::move(*p);
+  started_ = true;
+  return true;
+}
+
+Status Repacker::Wait() {
+  if (!started_) return OkStatus();
+  ExitStatus st = proc_.Wait();
+  started_ = false;
+  if (!st.ok()) return InternalError("git repack in " + dir_ + " ended with " + st.ToString());
+  return OkStatus();
+}
+
+Status RepackNow(const std::string& ledger_dir) {
+  GATOS_ASSIGN_OR_RETURN(Captured c, RunAndCapture(RepackArgv(ledger_dir), Options()));
+  if (!c.status.ok()) return InternalError("git repack in " + ledger_dir + " failed: " + c.err);
+  return OkStatus();
+}
+
+}  // namespace gatos

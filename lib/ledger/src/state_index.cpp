@@ -1,0 +1,300 @@
+#include "gatos/state_index.h"
+
+#include <algorithm>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "gatos/canonical_json.h"
+#include "gatos/encoding.h"
+
+namespace gatos {
+namespace {
+
+constexpr size_t kMaxRecordBytes = 1 << 20;
+constexpr size_t kMaxCachedDirs = 200'000;
+
+std::string ParentOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+std::string BaseOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+int Depth(const std::string& path) {
+  return path.empty() ? 0 : 1 + static_cast<int>(std::count(path.begin(), path.end(), '/'));
+}
+
+std::vector<TreeEntry>::iterator Find(std::vector<TreeEntry>& v, const std::string& name) {
+  return std::lower_bound(v.begin(), v.end(), name,
+                          [](const TreeEntry& e, const std::string& n) { return e.name < n; });
+}
+
+const TreeEntry* FindConst(const std::vector<TreeEntry>& v, const std::string& name) {
+  auto it = std::lower_bound(v.begin(), v.end(), name,
+                             [](const TreeEntry& e, const std::string& n) { return e.name < n; });
+  return it != v.end() && it->name == name ? &*it : nullptr;
+}
+
+void Put(std::vector<TreeEntry>& v, TreeEntry e) {
+  auto it = Find(v, e.name);
+  if (it != v.end() && it->name == e.name) {
+    *it = std::move(e);
+  } else {
+    v.insert(it, std::move(e));
+  }
+}
+
+void Erase(std::vector<TreeEntry>& v, const std::string& name) {
+  auto it = Find(v, name);
+  if (it != v.end() && it->name == name) v.erase(it);
+}
+
+const char* kStateKeys[6] = {"pending", "claimed", "succeeded", "failed", "timed-out", "aborted"};
+
+}  // namespace
+
+std::string EncodeIndexStats(const IndexStats& s) {
+  nlohmann::json by = nlohmann::json::object();
+  for (size_t i = 0; i < 6; ++i) by[kStateKeys[i]] = s.by_state[i];
+  nlohmann::json j = {{"v", 1}, {"jobs", s.jobs}, {"pruned", s.pruned}, {"by_state", by}};
+  auto c = CanonicalJson(j);
+  return c.ok() ? *c : j.dump();
+}
+
+Result<IndexStats> DecodeIndexStats(std::string_view text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  auto bad = [] { return InvalidArgumentError("stats: not a valid stats record"); };
+  if (j.is_discarded() || !j.is_object() || !j.contains("by_state") || !j["by_state"].is_object()) return bad();
+  IndexStats s;
+  for (const char* k : {"jobs", "pruned"}) {
+    if (!j.contains(k) || !j[k].is_number_integer()) return bad();
+  }
+  s.jobs = j["jobs"].get<int64_t>();
+  s.pruned = j["pruned"].get<int64_t>();
+  for (size_t i = 0; i < 6; ++i) {
+    const auto& by = j["by_state"];
+    if (!by.contains(kStateKeys[i]) || !by[kStateKeys[i]].is_number_integer()) return bad();
+    s.by_state[i] = by[kStateKeys[i]].get<int64_t>();
+  }
+  return s;
+}
+
+std::string JobIndexPath(std::string_view h) {
+  std::string p = "jobs/";
+  for (int i = 0; i < 4; ++i) {
+    p += h[i];
+    p += '/';
+  }
+  p.append(h.substr(4));
+  return p;
+}
+
+std::string LiveIndexPath(std::string_view h) {
+  std::string p = "live/";
+  for (int i = 0; i < 2; ++i) {
+    p += h[i];
+    p += '/';
+  }
+  p.append(h.substr(2));
+  return p;
+}
+
+void StateIndex::Reset(const std::string& root_tree) {
+  root_ = root_tree;
+  cache_.clear();
+  pending_.clear();
+}
+
+Result<const StateIndex::Dir*> StateIndex::Load(const std::string& path) {
+  auto it = cache_.find(path);
+  if (it != cache_.end()) return &it->second;
+  if (cache_.size() > kMaxCachedDirs) cache_.clear();
+  std::string id;
+  if (path.empty()) {
+    id = root_;
+  } else {
+    GATOS_ASSIGN_OR_RETURN(const Dir* parent, Load(ParentOf(path)));
+    const TreeEntry* e = FindConst(parent->entries, BaseOf(path));
+    if (e && e->is_tree()) id = e->id;
+  }
+  Dir d;
+  d.id = id;
+  if (!id.empty()) {
+    GATOS_ASSIGN_OR_RETURN(auto raw, ledger_->ReadRawObject(id));
+    if (raw.first != ObjectType::kTree) return DataLossError("state index: " + path + " is not a tree");
+    auto entries = ParseTree(raw.second, id);
+    if (!entries.ok()) return DataLossError("state index: " + entries.status().message());
+    d.entries = std::move(*entries);
+    std::sort(d.entries.begin(), d.entries.end(),
+              [](const TreeEntry& a, const TreeEntry& b) { return a.name < b.name; });
+  }
+  return &cache_.emplace(path, std::move(d)).first->second;
+}
+
+Result<std::optional<JobRecord>> StateIndex::ReadRecordAt(const std::string& dir, const std::string& name) {
+  GATOS_ASSIGN_OR_RETURN(const Dir* d, Load(dir));
+  const TreeEntry* e = FindConst(d->entries, name);
+  if (!e) return std::optional<JobRecord>();
+  auto blob = ledger_->ReadBlob(e->id, kMaxRecordBytes);
+  if (!blob.ok()) return DataLossError("state index: record " + dir + "/" + name + ": " + blob.status().message());
+  auto rec = DecodeJobRecord(*blob);
+  if (!rec.ok()) return DataLossError("state index: " + dir + "/" + name + ": " + rec.status().message());
+  return std::optional<JobRecord>(std::move(*rec));
+}
+
+Result<std::optional<JobRecord>> StateIndex::Get(const std::string& job_hex) {
+  if (!IsLowerHex(job_hex, 64)) return InvalidArgumentError("not a job id: " + job_hex.substr(0, 80));
+  std::string path = JobIndexPath(job_hex);
+  return ReadRecordAt(ParentOf(path), BaseOf(path));
+}
+
+Status StateIndex::ForEachLive(const std::function<Status(const JobRecord&)>& fn) {
+  GATOS_ASSIGN_OR_RETURN(const Dir* live, Load("live"));
+  std::vector<std::string> a_names;
+  for (const auto& e : live->entries) a_names.push_back(e.name);
+  for (const auto& a : a_names) {
+    GATOS_ASSIGN_OR_RETURN(const Dir* da, Load("live/" + a));
+    std::vector<std::string> b_names;
+    for (const auto& e : da->entries) b_names.push_back(e.name);
+    for (const auto& b : b_names) {
+      std::string dir = "live/" + a + "/" + b;
+      GATOS_ASSIGN_OR_RETURN(const Dir* db, Load(dir));
+      std::vector<std::string> names;
+      for (const auto& e : db->entries) names.push_back(e.name);
+      for (const auto& n : names) {
+        GATOS_ASSIGN_OR_RETURN(auto rec, ReadRecordAt(dir, n));
+        if (rec) GATOS_RETURN_IF_ERROR(fn(*rec));
+      }
+    }
+  }
+  return OkStatus();
+}
+
+Status StateIndex::ForEachJob(const std::string& after, const std::function<bool(const JobRecord&)>& fn) {
+  // Depth-first over jobs/a/b/c/d/<rest>, skipping subtrees before `after`.
+  std::function<Result<bool>(const std::string&, int, std::string)> walk =
+      [&](const std::string& dir, int level, std::string prefix) -> Result<bool> {
+    GATOS_ASSIGN_OR_RETURN(const Dir* d, Load(dir));
+    std::vector<TreeEntry> entries = d->entries;
+    for (const auto& e : entries) {
+      std::string id_prefix = prefix + e.name;
+      if (!after.empty()) {
+        std::string cmp = after.substr(0, id_prefix.size());
+        if (id_prefix < cmp) continue;
+        if (level == 4 && id_prefix <= after) continue;
+      }
+      if (level < 4) {
+        GATOS_ASSIGN_OR_RETURN(bool go, walk(dir + "/" + e.name, level + 1, id_prefix));
+        if (!go) return false;
+      } else {
+        GATOS_ASSIGN_OR_RETURN(auto rec, ReadRecordAt(dir, e.name));
+        if (rec && !fn(*rec)) return false;
+      }
+    }
+    return true;
+  };
+  return walk("jobs", 0, "").status();
+}
+
+Result<IndexStats> StateIndex::Stats() {
+  GATOS_ASSIGN_OR_RETURN(const Dir* root, Load(""));
+  const TreeEntry* e = FindConst(root->entries, "stats");
+  if (!e) return IndexStats{};
+  GATOS_ASSIGN_OR_RETURN(std::string text, ledger_->ReadBlob(e->id, 1 << 16));
+  auto s = DecodeIndexStats(text);
+  if (!s.ok()) return DataLossError("state index: " + s.status().message());
+  return s;
+}
+
+Result<std::string> StateIndex::BatchText() {
+  GATOS_ASSIGN_OR_RETURN(const Dir* root, Load(""));
+  const TreeEntry* e = FindConst(root->entries, "batch");
+  if (!e) return std::string();
+  return ledger_->ReadBlob(e->id, 256 << 20);
+}
+
+Result<std::string> StateIndex::Build(const std::vector<Change>& changes, const std::string& batch_text,
+                                      const IndexStats& stats, std::vector<GitObject>* objects) {
+  pending_.clear();
+  std::unordered_map<std::string, Dir> work;
+  std::set<std::string> dirty;
+  auto dir_for = [&](const std::string& path) -> Result<Dir*> {
+    auto it = work.find(path);
+    if (it != work.end()) return &it->second;
+    GATOS_ASSIGN_OR_RETURN(const Dir* base, Load(path));
+    return &work.emplace(path, *base).first->second;
+  };
+  auto set_entry = [&](const std::string& path, TreeEntry e) -> Status {
+    GATOS_ASSIGN_OR_RETURN(Dir* d, dir_for(ParentOf(path)));
+    e.name = BaseOf(path);
+    Put(d->entries, std::move(e));
+    dirty.insert(ParentOf(path));
+    return OkStatus();
+  };
+  auto erase_entry = [&](const std::string& path) -> Status {
+    GATOS_ASSIGN_OR_RETURN(Dir* d, dir_for(ParentOf(path)));
+    Erase(d->entries, BaseOf(path));
+    dirty.insert(ParentOf(path));
+    return OkStatus();
+  };
+  for (const Change& c : changes) {
+    objects->push_back(MakeObject(ObjectType::kBlob, EncodeJobRecord(*c.record)));
+    const std::string blob = objects->back().id;
+    GATOS_RETURN_IF_ERROR(set_entry(JobIndexPath(c.record->job_hex), TreeEntry{"", blob, 0100644}));
+    if (c.live) {
+      GATOS_RETURN_IF_ERROR(set_entry(LiveIndexPath(c.record->job_hex), TreeEntry{"", blob, 0100644}));
+    } else if (c.was_live) {
+      GATOS_RETURN_IF_ERROR(erase_entry(LiveIndexPath(c.record->job_hex)));
+    }
+  }
+  objects->push_back(MakeObject(ObjectType::kBlob, batch_text));
+  GATOS_RETURN_IF_ERROR(set_entry("batch", TreeEntry{"", objects->back().id, 0100644}));
+  objects->push_back(MakeObject(ObjectType::kBlob, EncodeIndexStats(stats)));
+  GATOS_RETURN_IF_ERROR(set_entry("stats", TreeEntry{"", objects->back().id, 0100644}));
+
+  // Deepest directories first, so each parent sees its children's new ids.
+  std::vector<std::string> order(dirty.begin(), dirty.end());
+  std::sort(order.begin(), order.end(), [](const std::string& a, const std::string& b) {
+    int da = Depth(a), db = Depth(b);
+    return da != db ? da > db : a < b;
+  });
+  // Parents become dirty as their children change; process level by level.
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::string path = order[i];
+    Dir& d = work[path];
+    if (d.entries.empty() && !path.empty()) {
+      d.id.clear();
+      GATOS_RETURN_IF_ERROR(erase_entry(path));
+    } else {
+      GATOS_ASSIGN_OR_RETURN(std::string data, EncodeTree(d.entries));
+      objects->push_back(MakeObject(ObjectType::kTree, std::move(data)));
+      d.id = objects->back().id;
+      if (!path.empty()) GATOS_RETURN_IF_ERROR(set_entry(path, TreeEntry{"", d.id, 040000}));
+    }
+    if (!path.empty()) {
+      std::string parent = ParentOf(path);
+      if (std::find(order.begin() + static_cast<long>(i) + 1, order.end(), parent) == order.end()) {
+        // Insert the parent so that it comes after every dir of greater depth.
+        auto pos = std::find_if(order.begin() + static_cast<long>(i) + 1, order.end(),
+                                [&](const std::string& o) { return Depth(o) < Depth(parent) ||
+                                                                   (Depth(o) == Depth(parent) && o > parent); });
+        order.insert(pos, parent);
+      }
+    }
+  }
+  pending_ = std::move(work);
+  pending_root_ = pending_[""].id;
+  return pending_root_;
+}
+
+void StateIndex::Commit(const std::string& new_root) {
+  for (auto& [path, d] : pending_) cache_[path] = std::move(d);
+  pending_.clear();
+  root_ = new_root;
+}
+
+}  // namespace gatos
