@@ -1,6 +1,6 @@
 #include "hooks.h"
 
-#include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <istream>
 #include <ostream>
@@ -8,10 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "gatos/job_index.h"
-#include "gatos/job_plane.h"
+#include "gatos/encoding.h"
 #include "gatos/ledger.h"
-#include "ledger_setup.h"
+#include "gatos/ledger_checks.h"
+#include "gatos/local_ledger.h"
+#include "gatos/manifest.h"
+#include "gatos/refs.h"
+#include "gatos/rpc.h"
 
 namespace gatos::gatosd {
 namespace {
@@ -20,193 +23,200 @@ struct Update {
   std::string old_id, new_id, ref;
 };
 
-std::vector<Update> ReadUpdates(std::istream& in) {
-  std::vector<Update> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    Update u;
-    if (ls >> u.old_id >> u.new_id >> u.ref) out.push_back(u);
-  }
-  return out;
-}
-
 bool IsZero(const std::string& id) { return id.find_first_not_of('0') == std::string::npos; }
 
-// refs/gatos/jobs/<hex>/<leaf> -> hex and leaf; false for other shapes.
-bool SplitJobRef(const std::string& ref, std::string* hex, std::string* leaf) {
-  const std::string prefix = kJobsPrefix;
-  if (ref.compare(0, prefix.size(), prefix) != 0) return false;
-  std::string rest = ref.substr(prefix.size());
-  size_t slash = rest.find('/');
-  if (slash == std::string::npos) return false;
-  *hex = rest.substr(0, slash);
-  *leaf = rest.substr(slash + 1);
-  return true;
-}
+bool StartsWith(const std::string& s, const char* p) { return s.compare(0, std::strlen(p), p) == 0; }
 
-bool IsResultRef(const std::string& ref) {
-  return ref.size() > 7 && ref.compare(ref.size() - 7, 7, "/result") == 0 &&
-         ref.compare(0, std::strlen(kJobsPrefix), kJobsPrefix) == 0;
-}
-
-struct HookContext {
-  std::unique_ptr<Ledger> ledger;
-  std::unique_ptr<JobPlane> plane;
-};
-
-std::string LedgerDir(const HookContext& ctx) {
-  std::string dir = ctx.ledger->path();
+std::string LedgerDir(Ledger& ledger) {
+  std::string dir = ledger.path();
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   return dir;
 }
 
-Result<HookContext> OpenContext() {
-  HookContext ctx;
-  GATOS_ASSIGN_OR_RETURN(ctx.ledger, Ledger::OpenFromEnv());
-  std::string dir = ctx.ledger->path();
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  GATOS_ASSIGN_OR_RETURN(Ed25519PrivateKey key, LoadLedgerKey(dir));
-  ctx.plane = std::make_unique<JobPlane>(ctx.ledger.get(), std::move(key), SystemNowMs);
-  GATOS_RETURN_IF_ERROR(ctx.plane->LoadPolicy());
-  return ctx;
-}
-
-// Why a push to `ref` is refused, or "" when it may go on to content checks.
+// Why a push to `ref` is refused before its content is looked at, or "".
+// The ledger's own refs are hidden from receive-pack (receive.hideRefs), so
+// git refuses pushes to them before any hook runs; this covers the rest.
 std::string RefRule(const Update& u, std::string* job_hex) {
-  std::string leaf;
-  if (u.ref.compare(0, std::strlen(kSubmitPrefix), kSubmitPrefix) == 0) {
-    if (u.ref.size() == std::strlen(kSubmitPrefix)) return "a submit ref needs a name";
+  if (StartsWith(u.ref, kSubmitPrefix)) {
+    if (u.ref.size() == std::strlen(kSubmitPrefix)) return "a submit ref needs a name (refs/gatos/submit/<name>)";
+    if (IsZero(u.new_id)) return "there is nothing to delete: pushes to refs/gatos/submit/ create no ref";
     return "";
   }
-  if (SplitJobRef(u.ref, job_hex, &leaf)) {
-    if (!IsJobIdHex(*job_hex)) {
-      return "\"" + *job_hex + "\" is not a job id (64 lowercase hex, as 'gatos job id' prints it without blake3:)";
+  if (StartsWith(u.ref, kResultsPushPrefix)) {
+    *job_hex = u.ref.substr(std::strlen(kResultsPushPrefix));
+    if (!IsLowerHex(*job_hex, 64)) {
+      return "push a result to refs/gatos/results/<job id, 64 hex>";
     }
-    if (leaf == "job") {
-      if (IsZero(u.new_id)) return "jobs cannot be deleted";
-      if (!IsZero(u.old_id)) return "job " + *job_hex + " already exists; a job commit is never replaced";
-      return "";
-    }
-    if (leaf == "lease" || leaf.rfind("claims/", 0) == 0) {
-      return "refs/gatos/jobs/<id>/" + leaf + " is written by the ledger only; workers claim through the ledger RPC";
-    }
-    if (leaf == "result") {
-      if (IsZero(u.new_id)) return "results cannot be deleted";
-      if (!IsZero(u.old_id)) return "job " + *job_hex + " already has a result; a result is never replaced";
-      return "";
-    }
-    if (leaf == "cancel") return "cancel a job with 'gatos cancel JOB-ID'";
-    return "unknown job ref '" + leaf + "' (job refs are job, lease, claims/<worker>, result, cancel)";
+    if (IsZero(u.new_id)) return "results cannot be deleted";
+    return "";
   }
-  if (u.ref == kPolicyRef) return "the policy changes only through 'gatos policy' on the ledger host";
-  return "this is a GATOS ledger: push job commits to refs/gatos/submit/<name> (e.g. git push LEDGER HEAD:refs/gatos/submit/my-job)";
+  if (StartsWith(u.ref, "refs/gatos/")) {
+    return "refs under refs/gatos/ are written by the ledger only; push jobs to refs/gatos/submit/<name> "
+           "and results to refs/gatos/results/<job>";
+  }
+  return "this is a GATOS ledger: push job commits to refs/gatos/submit/<name> "
+         "(e.g. git push LEDGER HEAD:refs/gatos/submit/my-job)";
+}
+
+void PrintLines(std::ostream& err, const std::string& ref, const std::string& text) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) err << "gatos: " << ref << ": " << TruncateUtf8(line, 2000) << "\n";
+}
+
+// ---- pkt-line (git's protocol framing), for proc-receive ----
+
+bool ReadPkt(std::istream& in, std::string* out, bool* flush) {
+  char len[4];
+  if (!in.read(len, 4)) return false;
+  unsigned n = 0;
+  for (char c : len) {
+    n <<= 4;
+    if (c >= '0' && c <= '9') n |= static_cast<unsigned>(c - '0');
+    else if (c >= 'a' && c <= 'f') n |= static_cast<unsigned>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') n |= static_cast<unsigned>(c - 'A' + 10);
+    else return false;
+  }
+  *flush = n == 0;
+  out->clear();
+  if (n == 0) return true;
+  if (n < 4 || n > 65520) return false;
+  out->resize(n - 4);
+  if (!in.read(out->data(), n - 4)) return false;
+  if (!out->empty() && out->back() == '\n') out->pop_back();
+  return true;
+}
+
+void WritePkt(std::ostream& out, const std::string& s) {
+  char len[5];
+  std::snprintf(len, sizeof len, "%04x", static_cast<unsigned>(s.size() + 4));
+  out << len << s;
+}
+
+void Flush(std::ostream& out) {
+  out << "0000";
+  out.flush();
 }
 
 }  // namespace
 
-// A metric label for a refused job commit (gatos_rejected_total{reason}).
-std::string RejectReasonLabel(const Status& s) {
-  const std::string& m = s.message();
-  if (s.code() == StatusCode::kPermissionDenied) {
-    if (m.find("not signed") != std::string::npos) return "unsigned";
-    if (m.find("not an allowed submitter") != std::string::npos) return "untrusted_signer";
-    return "bad_signature";
-  }
-  if (m.find("but the ref names job") != std::string::npos) return "wrong_job_id";
-  if (m.find("Job-Id") != std::string::npos) return "missing_trailer";
-  if (m.find("policy_root") != std::string::npos) return "policy_root";
-  return "bad_manifest";
-}
-
 int RunPreReceive(std::istream& in, std::ostream& err) {
-  std::vector<Update> updates = ReadUpdates(in);
-  auto ctx = OpenContext();
-  if (!ctx.ok()) {
-    err << "gatos: ledger unavailable: " << ctx.status().message() << "\n";
+  std::vector<Update> updates;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    Update u;
+    if (ls >> u.old_id >> u.new_id >> u.ref) updates.push_back(u);
+  }
+  auto ledger = Ledger::OpenFromEnv();
+  if (!ledger.ok()) {
+    err << "gatos: ledger unavailable: " << ledger.status().message() << "\n";
     return 1;
   }
+  auto policy = (*ledger)->ReadPolicy();
+  if (!policy.ok()) {
+    err << "gatos: ledger unavailable: " << policy.status().message() << "\n";
+    return 1;
+  }
+  int64_t now = SystemNowMs();
   int rejected = 0;
+  ObjectLookup lookup = LedgerLookup(ledger->get());
   for (const auto& u : updates) {
     std::string job_hex;
     std::string why = RefRule(u, &job_hex);
-    if (why.empty() && IsZero(u.new_id)) continue;  // deleting a submit ref
     std::string reason = why.empty() ? "" : "forbidden_ref";
-    if (why.empty() && IsResultRef(u.ref)) {
-      Outcome o = ctx->plane->CheckResultPush(*ctx->ledger, job_hex, u.new_id);
-      if (!o.ok()) {
-        why = o.message;
-        reason = "bad_result";
+    if (why.empty() && StartsWith(u.ref, kResultsPushPrefix)) {
+      reason = "bad_result";
+      ParsedResult parsed;
+      Outcome o = CheckResultContent(lookup, u.new_id, *policy, &parsed);
+      if (o.ok() && parsed.job_hex != job_hex) {
+        o = Outcome::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
+                                                          ", not of the job its ref names");
       }
+      if (!o.ok()) why = o.message;
     } else if (why.empty()) {
-      auto check = ctx->plane->CheckJobCommit(*ctx->ledger, u.new_id, job_hex);
+      auto check = CheckJobCommit(lookup, u.new_id, "", *policy, now);
       if (!check.ok()) {
         why = check.status().message();
         reason = RejectReasonLabel(check.status());
       }
     }
     if (!why.empty()) {
-      // Counted by gatosd's /metrics (gatos_rejected_total); best effort.
-      (void)AppendInbox(LedgerDir(*ctx), "reject " + reason);
+      // Counted by gatosd's /metrics (gatos_rejected_total) when it runs.
+      NotifyGatosd(LedgerDir(**ledger), rpc::kLocalRejected, rpc::Dump({{"reason", reason}}));
       ++rejected;
-      std::istringstream lines(why);
-      std::string line;
-      while (std::getline(lines, line)) err << "gatos: " << u.ref << ": " << line << "\n";
+      PrintLines(err, u.ref, why);
     }
   }
   if (rejected) {
-    err << "gatos: push rejected (" << rejected << " of " << updates.size()
-        << " refs); the ledger is unchanged\n";
+    err << "gatos: push rejected (" << rejected << " of " << updates.size() << " refs); the ledger is unchanged\n";
     return 1;
   }
   return 0;
 }
 
-int RunPostReceive(std::istream& in, std::ostream& err) {
-  std::vector<Update> updates = ReadUpdates(in);
-  auto ctx = OpenContext();
-  if (!ctx.ok()) {
-    err << "gatos: ledger unavailable: " << ctx.status().message() << "\n";
+int RunProcReceive(std::istream& in, std::ostream& out, std::ostream& err) {
+  std::string pkt;
+  bool flush = false;
+  // Version negotiation: git sends "version=1\0<capabilities>", then a flush.
+  bool got_version = false;
+  while (ReadPkt(in, &pkt, &flush) && !flush) got_version |= pkt.rfind("version=1", 0) == 0;
+  if (!got_version) {
+    err << "gatos: proc-receive: git did not offer protocol version 1\n";
     return 1;
   }
-  int rc = 0;
-  for (const auto& u : updates) {
-    if (IsZero(u.new_id)) continue;
-    std::string job_hex;
-    bool existing = false;
-    if (u.ref.compare(0, std::strlen(kSubmitPrefix), kSubmitPrefix) == 0) {
-      Outcome o = ctx->plane->AdoptJob(u.new_id, &job_hex, &existing);
-      if (!o.ok()) {
-        err << "gatos: " << u.ref << ": " << o.message << "\n";
-        rc = 1;
-        continue;
-      }
-      // The submit ref has done its work; the canonical ref is the record.
-      Status s = ctx->ledger->UpdateRefs({{u.ref, u.new_id, ""}}, "gatos: submit adopted");
-      if (!s.ok()) err << "gatos: note: " << u.ref << " left in place: " << s.message() << "\n";
-    } else {
-      std::string leaf;
-      if (!SplitJobRef(u.ref, &job_hex, &leaf)) continue;
-      if (leaf == "result") {
-        (void)AppendInbox(LedgerDir(*ctx), "job " + job_hex);
-        err << "gatos: result of job blake3:" << job_hex << " recorded\n";
-        continue;
-      }
-      if (leaf != "job") continue;
-    }
-    // Tell gatosd (if running) to publish the job now; if this line is lost,
-    // its next start republishes every pending job from the refs.
-    if (!existing) {
-      Status noted = AppendInbox(LedgerDir(*ctx), "job " + job_hex);
-      if (!noted.ok()) err << "gatos: note: " << noted.message() << "\n";
-    }
-    if (existing) {
-      err << "gatos: job blake3:" << job_hex << " already exists; nothing to do (no-op)\n";
-    } else {
-      err << "gatos: accepted job blake3:" << job_hex << "\n";
-    }
+  WritePkt(out, std::string("version=1") + '\0');
+  Flush(out);
+  std::vector<Update> updates;
+  while (ReadPkt(in, &pkt, &flush) && !flush) {
+    std::istringstream ls(pkt);
+    Update u;
+    if (ls >> u.old_id >> u.new_id >> u.ref) updates.push_back(u);
   }
-  return rc;
+  auto ledger = Ledger::OpenFromEnv();
+  std::string dir = ledger.ok() ? LedgerDir(**ledger) : "";
+  for (const auto& u : updates) {
+    std::string job_hex;
+    std::string why = RefRule(u, &job_hex);
+    if (why.empty() && !ledger.ok()) why = "ledger unavailable: " + ledger.status().message();
+    if (!why.empty()) {
+      PrintLines(err, u.ref, why);
+      WritePkt(out, "ng " + u.ref + " " + TruncateUtf8(why.substr(0, why.find('\n')), 200));
+      continue;
+    }
+    bool result = StartsWith(u.ref, kResultsPushPrefix);
+    nlohmann::json req = {{"commit", u.new_id}};
+    if (result) req["job"] = job_hex;
+    LocalOptions lo;
+    bool via_gatosd = false;
+    auto reply = LocalLedgerRequest(dir, result ? rpc::kLocalPushResult : rpc::kLocalPushSubmit, rpc::Dump(req), lo,
+                                    &via_gatosd);
+    rpc::ReplyError e;
+    auto body = reply.ok() ? rpc::ParseReply(*reply, "push", &e) : Result<nlohmann::json>(reply.status());
+    if (!reply.ok()) {
+      why = "the ledger did not record the push: " + reply.status().message();
+    } else if (e.error != TransitionError::kNone) {
+      why = e.message;
+    }
+    if (!why.empty()) {
+      PrintLines(err, u.ref, why);
+      WritePkt(out, "ng " + u.ref + " " + TruncateUtf8(why.substr(0, why.find('\n')), 200));
+      continue;
+    }
+    const std::string job = body->value("job", "");
+    if (result) {
+      err << "gatos: result of job " << job << " recorded (" << body->value("state", "") << ")\n";
+    } else if (body->value("existing", false)) {
+      err << "gatos: job " << job << " already exists; nothing to do (no-op)\n";
+    } else {
+      err << "gatos: accepted job " << job << (via_gatosd ? "" : " (gatosd is not running: recorded in the log; "
+                                                                  "it is offered to workers when gatosd starts)")
+          << "\n";
+    }
+    WritePkt(out, "ok " + u.ref);
+  }
+  Flush(out);
+  return 0;
 }
 
 }  // namespace gatos::gatosd

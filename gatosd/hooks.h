@@ -1,25 +1,23 @@
-// git hooks of the ledger repository. git runs them inside receive-pack with
-// the pushed objects in a quarantine directory; pre-receive validates and
-// never writes a ref, post-receive adopts accepted jobs.
+// The ledger repository's git hooks. Pushes go to refs the ledger does not
+// hide from receive-pack (refs/gatos/submit/<name> for jobs,
+// refs/gatos/results/<job> for results); git hands them to proc-receive
+// (receive.procReceiveRefs), so the push itself creates no ref: the hook
+// passes each commit to the ledger's one writer (gatosd, or the writer lock
+// when gatosd is down), which records it in the log.
 #ifndef GATOS_GATOSD_HOOKS_H_
 #define GATOS_GATOSD_HOOKS_H_
 
 #include <iosfwd>
-#include <string>
-
-#include "gatos/status.h"
 
 namespace gatos::gatosd {
 
-// Reads "<old> <new> <ref>" lines from `in`; writes messages the pusher sees
-// to `err`. Returns the hook's exit status: non-zero rejects the whole push.
+// pre-receive: validates every pushed commit in git's quarantine (the
+// objects of a refused push are discarded). Reads "<old> <new> <ref>" lines;
+// writes what the pusher sees to `err`; non-zero refuses the whole push.
 int RunPreReceive(std::istream& in, std::ostream& err);
-int RunPostReceive(std::istream& in, std::ostream& err);
-
-// A metric label for a refused job commit (gatos_rejected_total{reason}):
-// unsigned, untrusted_signer, bad_signature, wrong_job_id, missing_trailer,
-// policy_root or bad_manifest.
-std::string RejectReasonLabel(const Status& s);
+// proc-receive: git's pkt-line protocol on in/out; records each pushed job
+// or result through the writer and answers "ok" or "ng <reason>" per ref.
+int RunProcReceive(std::istream& in, std::ostream& out, std::ostream& err);
 
 }  // namespace gatos::gatosd
 

@@ -20,14 +20,14 @@ struct InitOptions {
   std::string gatosd_path;  // absolute path the hooks exec
 };
 
-// Creates a bare repository, the ledger key, the hooks and the first policy
-// commit. FailedPrecondition if `dir` already holds a ledger.
+// Creates a bare repository, the ledger key, the hooks, the push
+// configuration (hidden refs, proc-receive targets) and the log with the
+// first policy. FailedPrecondition if `dir` already holds a ledger.
 Status InitLedger(const std::string& dir, const InitOptions& options);
 
-// (Re)writes hooks/pre-receive and hooks/post-receive to exec gatosd.
+// (Re)writes hooks/pre-receive and hooks/proc-receive to exec gatosd, and
+// the receive-pack configuration they need.
 Status InstallHooks(const std::string& dir, const std::string& gatosd_path);
-
-Result<Ed25519PrivateKey> LoadLedgerKey(const std::string& ledger_dir);
 
 }  // namespace gatos::gatosd
 

@@ -24,7 +24,10 @@ constexpr char kUsage[] =
     "  serve --ledger DIR [--nats URL] [--http HOST:PORT] [--republish-s N]\n"
     "                                    run the daemon: worker RPC, JetStream publication,\n"
     "                                    /metrics and /healthz (default NATS nats://127.0.0.1:4222)\n"
-    "  hook pre-receive|post-receive     run a git hook (installed by init; git calls it)\n"
+    "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
+    "                                    (default 1024); --no-fsync trades durability for speed\n"
+    "                                    (experiments only; said loudly at start)\n"
+    "  hook pre-receive|proc-receive     run a git hook (installed by init; git calls it)\n"
     "\n"
     "--dev accepts unsigned job commits; every start says so.\n";
 
@@ -76,7 +79,8 @@ int ServeCommand(const std::vector<std::string>& args) {
   gatos::gatosd::ServeOptions opts;
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
   gatos::Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"http"}, {"republish-s"}, {"sweep-ms"}, {"nats-wait-s"}})) {
+  if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"http"}, {"republish-s"}, {"sweep-ms"}, {"nats-wait-s"},
+                          {"max-batch"}, {"no-fsync", 0, false}})) {
     return Usage("serve", flags.error());
   }
   if (flags.help()) {
@@ -95,6 +99,10 @@ int ServeCommand(const std::vector<std::string>& args) {
       !flags.GetInt("nats-wait-s", 0, 3600, &nats_wait_s)) {
     return Usage("serve", flags.error());
   }
+  int64_t max_batch = static_cast<int64_t>(opts.max_batch);
+  if (!flags.GetInt("max-batch", 1, 65536, &max_batch)) return Usage("serve", flags.error());
+  opts.max_batch = static_cast<size_t>(max_batch);
+  opts.fsync = !flags.Has("no-fsync");
   if (flags.Has("republish-s")) opts.republish_ms = republish_s * 1000;
   if (flags.Has("nats-wait-s")) opts.nats_wait_ms = nats_wait_s * 1000;
   if (opts.ledger_dir.empty()) return Usage("serve", "--ledger DIR is required");
@@ -104,8 +112,10 @@ int ServeCommand(const std::vector<std::string>& args) {
 // The git hooks gatosd init installs; git runs them.
 int Hook(const std::vector<std::string>& args) {
   if (args.size() == 1 && args[0] == "pre-receive") return gatos::gatosd::RunPreReceive(std::cin, std::cerr);
-  if (args.size() == 1 && args[0] == "post-receive") return gatos::gatosd::RunPostReceive(std::cin, std::cerr);
-  return Usage("hook", "expects pre-receive or post-receive (git runs it; see gatosd --help)");
+  if (args.size() == 1 && args[0] == "proc-receive") {
+    return gatos::gatosd::RunProcReceive(std::cin, std::cout, std::cerr);
+  }
+  return Usage("hook", "expects pre-receive or proc-receive (git runs it; see gatosd --help)");
 }
 
 }  // namespace

@@ -58,7 +58,15 @@ double Histogram::Quantile(double q) const {
   return bounds_.empty() ? 0 : bounds_.back();
 }
 
-Metrics::Metrics() : claim_(LatencyBounds()), submit_to_claim_(LatencyBounds()) {}
+Metrics::Metrics()
+    : claim_(LatencyBounds()), submit_to_claim_(LatencyBounds()), batch_seconds_(LatencyBounds()) {}
+
+void Metrics::ObserveBatch(size_t requests, double seconds) {
+  std::lock_guard<std::mutex> l(mu_);
+  batch_seconds_.Observe(seconds);
+  ++batches_;
+  batched_requests_ += requests;
+}
 
 void Metrics::SetJobCounts(const std::array<size_t, 6>& by_state) {
   std::lock_guard<std::mutex> l(mu_);
@@ -122,6 +130,14 @@ std::string Metrics::Render() const {
   out += "# TYPE gatos_publish_backlog gauge\ngatos_publish_backlog " + std::to_string(backlog_) + "\n";
   out += "# HELP gatos_published_total Job events acknowledged by JetStream.\n";
   out += "# TYPE gatos_published_total counter\ngatos_published_total " + std::to_string(published_) + "\n";
+  out += "# HELP gatos_batches_total Log batches the ledger thread applied (group commit).\n";
+  out += "# TYPE gatos_batches_total counter\ngatos_batches_total " + std::to_string(batches_) + "\n";
+  out += "# HELP gatos_batched_requests_total Requests applied in those batches.\n";
+  out += "# TYPE gatos_batched_requests_total counter\ngatos_batched_requests_total " +
+         std::to_string(batched_requests_) + "\n";
+  out += "# HELP gatos_batch_seconds Time to apply one batch, durable.\n";
+  out += "# TYPE gatos_batch_seconds histogram\n";
+  batch_seconds_.Render("gatos_batch_seconds", &out);
   out += "# HELP gatos_nats_connected 1 while the NATS connection is up.\n";
   out += "# TYPE gatos_nats_connected gauge\ngatos_nats_connected " + std::string(nats_up_ ? "1" : "0") + "\n";
   out += "# HELP gatos_claim_latency_seconds Claim requests, received to replied.\n";

@@ -43,6 +43,7 @@ class Metrics {
   void CountRequest(const std::string& kind, const std::string& outcome);
   void CountRejected(const std::string& source, const std::string& reason);
   void CountPublished();
+  void ObserveBatch(size_t requests, double seconds);
   void Heartbeat(int64_t now_ms);
   int64_t last_heartbeat_ms() const;
   bool nats_connected() const;
@@ -59,6 +60,9 @@ class Metrics {
   std::map<std::pair<std::string, std::string>, uint64_t> requests_;
   std::map<std::pair<std::string, std::string>, uint64_t> rejected_;
   uint64_t published_ = 0;
+  Histogram batch_seconds_;
+  uint64_t batches_ = 0;
+  uint64_t batched_requests_ = 0;
   int64_t heartbeat_ms_ = 0;
 };
 

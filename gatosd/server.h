@@ -1,8 +1,11 @@
 // gatosd serve: the ledger daemon.
 //
 // Threads (docs/ledger-format.md, "gatosd"):
-//   ledger thread (the caller of Serve): owns the Ledger, JobPlane and
-//     JobIndex; applies every transition; the only git writer in-process.
+//   ledger thread (the caller of Serve): owns the LedgerWriter and the
+//     JobService; takes every waiting request as one batch (group commit),
+//     the only writer of the ledger.
+//   local socket threads: <ledger>/gatos/gatosd.sock for hooks and the CLI;
+//     they enqueue and wait for the ledger thread's reply.
 //   NATS library threads: decode and enqueue requests, never touch git.
 //   publisher thread: publishes job events on JetStream, retrying while NATS
 //     is away; the refs are its outbox, so losing its queue loses nothing.
@@ -24,6 +27,8 @@ struct ServeOptions {
   int64_t sweep_ms = 200;            // inbox poll and expiry sweep interval
   int64_t nats_wait_ms = 30'000;     // how long to wait for NATS at start
   int64_t stream_max_age_ms = 7LL * 24 * 3600 * 1000;
+  bool fsync = true;                 // durable batches; --no-fsync for experiments only
+  size_t max_batch = 1024;           // requests applied as one log batch at most
 };
 
 // Runs until SIGINT/SIGTERM. Returns the process exit code (0 after a clean
