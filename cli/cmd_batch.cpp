@@ -14,9 +14,8 @@
 #include "gatos/flags.h"
 #include "gatos/blake3.h"
 #include "gatos/canonical_json.h"
-#include "gatos/job_index.h"
-#include "gatos/job_plane.h"
 #include "gatos/ledger.h"
+#include "gatos/ledger_writer.h"
 #include "gatos/manifest.h"
 #include "gatos/rpc.h"
 #include "ledger_client.h"
@@ -26,7 +25,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kBatchPrefix[] = "refs/gatos/batches/";
 constexpr size_t kMaxRepos = 100000;
 
 Result<std::string> ReadText(const std::string& path) {
@@ -94,13 +92,17 @@ int RunFindings(const Args& args) {
   if (flags.positional().size() != 1) return UsageError("findings", "expects one JOB-ID");
   auto hex = ParseJobArg(flags.positional()[0]);
   if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
-  auto ledger = Ledger::Open(*repo);
-  if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
-  auto result = (*ledger)->ResolveRef(JobRef(*hex, "result"));
-  if (!result.ok()) return ReportError(result.status().message(), kExitFailure);
-  if (result->empty()) return ReportError("job blake3:" + *hex + " has no result yet", kExitFailure);
-  auto lines = (*ledger)->ReadFileAtCommit(*result, "outputs/findings.jsonl", 256 << 20);
-  auto summary = (*ledger)->ReadFileAtCommit(*result, "outputs/summary.json", 1 << 20);
+  // The job's record in the log names its result, also after its refs were pruned.
+  auto view = LedgerView::Open(*repo);
+  if (!view.ok()) return ReportError(view.status().message(), kExitFailure);
+  auto rec = (*view)->Find(*hex);
+  if (!rec.ok()) return ReportError(rec.status().message(), kExitFailure);
+  if (!*rec) return ReportError("no job blake3:" + *hex + " in " + *repo, kExitFailure);
+  if ((*rec)->result_commit.empty()) return ReportError("job blake3:" + *hex + " has no result yet", kExitFailure);
+  auto result = std::make_optional((*rec)->result_commit);
+  Ledger* ledger = &(*view)->ledger();
+  auto lines = ledger->ReadFileAtCommit(*result, "outputs/findings.jsonl", 256 << 20);
+  auto summary = ledger->ReadFileAtCommit(*result, "outputs/summary.json", 1 << 20);
   if (!lines.ok() || !summary.ok()) {
     return ReportError("the result of job blake3:" + *hex +
                            " holds no outputs/findings.jsonl and outputs/summary.json (is it a gatos-scan job?)",
@@ -216,26 +218,10 @@ int RunBatchSubmit(const Args& args) {
   std::string batch_hex = Blake3Tagged(*canonical).substr(7);
   bool existing = false;
   if (ClassifyLedger(*target) == LedgerKind::kDirectory) {
-    auto ledger = Ledger::Open(*target);
-    if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
-    std::string ref = kBatchPrefix + batch_hex;
-    auto have = (*ledger)->ResolveRef(ref);
-    if (have.ok() && !have->empty()) {
-      existing = true;
-    } else {
-      auto ledger_key = ReadPrivateKeyFile(*target + "/gatos/ledger_key");
-      if (!ledger_key.ok()) return ReportError(ledger_key.status().message(), kExitFailure);
-      auto blob = (*ledger)->WriteBlob(*canonical + "\n");
-      auto tree = blob.ok() ? (*ledger)->WriteTree({{"batch.json", *blob}}) : Result<std::string>(blob.status());
-      auto commit = tree.ok() ? (*ledger)->WriteCommit(*tree, {}, "gatos: batch of " + std::to_string(repos.size()) +
-                                                                      " repositories\n\nBatch-Id: blake3:" + batch_hex + "\n",
-                                                       &*ledger_key, "gatos ledger", "ledger@gatos.invalid", SystemNowMs())
-                              : Result<std::string>(tree.status());
-      if (!commit.ok()) return ReportError(commit.status().message(), kExitFailure);
-      Status s = (*ledger)->UpdateRefs({{ref, "", *commit}}, "gatos: batch");
-      if (s.code() == StatusCode::kAborted) existing = true;
-      else if (!s.ok()) return ReportError(s.message(), kExitFailure);
-    }
+    auto reply = LedgerCall(*target, rpc::kLocalBatch, *canonical, 30000);
+    if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
+    if (!reply->value("ok", false)) return ReportError(reply->value("message", "batch record refused"), kExitFailure);
+    existing = reply->value("existing", false);
   } else {
     std::cerr << "gatos batch: note: the batch record is kept in the ledger only when --ledger is its directory;\n"
                  "the jobs were submitted, and 'gatos batch status' needs the directory (or a clone)\n";

@@ -11,9 +11,9 @@
 #include "commands.h"
 #include "gatos/flags.h"
 #include "gatos/encoding.h"
-#include "gatos/job_index.h"
-#include "gatos/job_plane.h"
 #include "gatos/ledger.h"
+#include "gatos/local_ledger.h"
+#include "gatos/signed_request.h"
 #include "gatos/manifest.h"
 #include "gatos/result.h"
 #include "gatos/rpc.h"
@@ -73,6 +73,16 @@ std::string Describe(const json& j) {
   return out;
 }
 
+// The key that signs a cancel or re-run: --key, or on a ledger directory
+// the ledger key (the host's operator).
+Result<Ed25519PrivateKey> RequestKey(const std::string& target, const std::optional<std::string>& key_path,
+                                     const char* what) {
+  if (key_path) return ReadPrivateKeyFile(*key_path);
+  if (ClassifyLedger(target) == LedgerKind::kDirectory) return LoadLedgerKey(target);
+  return InvalidArgumentError(std::string("--key KEY is required to ") + what +
+                              " through gatosd (the job's submitter key or an operator's key)");
+}
+
 }  // namespace
 
 int SubmitBytes(const std::string& target_str, const std::string& bytes, const std::string& hex,
@@ -94,42 +104,15 @@ int SubmitBytes(const std::string& target_str, const std::string& bytes, const s
 
   bool existing = false;
   switch (ClassifyLedger(*target)) {
-    case LedgerKind::kDirectory: {
-      auto ledger = Ledger::Open(*target);
-      if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
-      auto ledger_key = ReadPrivateKeyFile(*target + "/gatos/ledger_key");
-      if (!ledger_key.ok()) {
-        return ReportError(ledger_key.status().message() +
-                               "\nsubmitting to a ledger directory needs its ledger key; use the gatosd "
-                               "URL (nats://...) or a git URL instead",
-                           kExitFailure);
-      }
-      JobPlane plane(ledger->get(), std::move(*ledger_key), SystemNowMs);
-      Status s = plane.LoadPolicy();
-      if (!s.ok()) return ReportError(s.message(), kExitFailure);
-      auto check_first = [&]() -> Status {
-        for (const auto& o : objects) {
-          if ((*ledger)->HasObject(o.id)) continue;
-          GATOS_RETURN_IF_ERROR((*ledger)->WriteRawObject(o.type, o.data).status());
-        }
-        return OkStatus();
-      };
-      s = check_first();
-      if (!s.ok()) return ReportError(s.message(), kExitFailure);
-      std::string got;
-      Outcome o = plane.AdoptJob(commit->id, &got, &existing);
-      if (!o.ok()) return ReportError(o.message, o.error == TransitionError::kRetry ? kExitFailure : kExitUsage);
-      if (!existing) (void)AppendInbox(*target, "job " + hex);
-      break;
-    }
+    case LedgerKind::kDirectory:
     case LedgerKind::kNats: {
       json header = {{"commit", commit->id}};
-      auto reply = GatosdRequest(*target, rpc::kSubmit, rpc::EncodeFrame(header, EncodeObjectBatch(objects)), 10000);
+      auto reply = LedgerCall(*target, rpc::kSubmit, rpc::EncodeFrame(header, EncodeObjectBatch(objects)), 30000);
       if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
       if (!reply->value("ok", false)) {
         std::string err = reply->value("error", "");
         return ReportError(reply->value("message", "submit refused"),
-                           err == "retry" ? kExitFailure : kExitUsage);
+                           err == "retry" || err == "internal" ? kExitFailure : kExitUsage);
       }
       existing = reply->value("existing", false);
       break;
@@ -250,23 +233,26 @@ int RunStatus(const Args& args) {
 
 int RunLs(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"state"}, {"limit"}, {"json", 0, false}, {"counts", 0, false}})) {
+  if (!flags.Parse(args, {{"ledger"}, {"state"}, {"limit"}, {"after"}, {"json", 0, false}, {"counts", 0, false}})) {
     return UsageError("ls", flags.error());
   }
   if (flags.help()) {
-    std::cout << "usage: gatos ls --ledger DIR|nats://HOST:PORT [--state STATE] [--limit N] [--json]\n\n"
+    std::cout << "usage: gatos ls --ledger DIR|nats://HOST:PORT [--state STATE] [--limit N] [--after JOB-ID] [--json]\n\n"
                  "Lists jobs in job-id order, with their state. STATE is pending, claimed,\n"
-                 "succeeded, failed, timed-out or aborted. Default limit 1000.\n"
-                 "Through gatosd (nats://) the listing comes from its index (fast at any size);\n"
-                 "on a directory every job's refs are read.\n";
+                 "succeeded, failed, timed-out, aborted, or dead (failed or timed out with no\n"
+                 "attempt left). Default limit 1000. The listing comes from the ledger's state\n"
+                 "index (gatosd's, or the log of a ledger directory): a page costs the same at any\n"
+                 "size; when a page stops early it prints where to continue (--after).\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
   if (!target) return UsageError("ls", "--ledger is required (or set GATOS_LEDGER)");
-  std::optional<JobState> state;
+  std::optional<std::string> state;
   if (auto s = flags.Get("state")) {
-    state = ParseJobState(*s);
-    if (!state) return UsageError("ls", "--state must be pending, claimed, succeeded, failed, timed-out or aborted");
+    if (*s != "dead" && !ParseJobState(*s)) {
+      return UsageError("ls", "--state must be pending, claimed, succeeded, failed, timed-out, aborted or dead");
+    }
+    state = *s;
   }
   int64_t limit = 1000;
   if (auto l = flags.Get("limit")) {
@@ -274,44 +260,22 @@ int RunLs(const Args& args) {
     limit = std::strtoll(l->c_str(), &end, 10);
     if (*end || limit < 1) return UsageError("ls", "--limit must be a positive integer");
   }
-  json jobs = json::array();
-  json counts = json::object();
-  for (size_t i = 0; i < 6; ++i) counts[std::string(JobStateName(static_cast<JobState>(i)))] = 0;
-  switch (ClassifyLedger(*target)) {
-    case LedgerKind::kDirectory: {
-      auto ledger = Ledger::Open(*target);
-      if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
-      int64_t now = SystemNowMs();
-      Status inner = OkStatus();
-      Status s = (*ledger)->ForEachJob([&](std::string_view hex) {
-        auto snap = (*ledger)->ReadJob(hex);
-        if (!snap.ok()) {
-          inner = snap.status();
-          return;
-        }
-        IndexEntry e = EntryFromSnapshot(*snap, now);
-        counts[std::string(JobStateName(e.state))] = counts[std::string(JobStateName(e.state))].get<int64_t>() + 1;
-        if ((!state || e.state == *state) && static_cast<int64_t>(jobs.size()) < limit) {
-          jobs.push_back(rpc::EntryJson(e, now));
-        }
-      });
-      if (!s.ok()) return ReportError(s.message(), kExitFailure);
-      if (!inner.ok()) return ReportError(inner.message(), kExitFailure);
-      break;
-    }
-    case LedgerKind::kNats: {
-      json req = {{"limit", limit}};
-      if (state) req["state"] = std::string(JobStateName(*state));
-      auto reply = GatosdRequest(*target, rpc::kList, req.dump(), 10000);
-      if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
-      if (!reply->value("ok", false)) return ReportError(reply->value("message", "list refused"), kExitFailure);
-      jobs = (*reply)["jobs"];
-      counts = (*reply)["counts"];
-      break;
-    }
-    case LedgerKind::kGitRemote:
-      return ReportError(NotUsableLedger(*target, "ls"), kExitUsage);
+  json req = {{"limit", limit}};
+  if (state) req["state"] = *state;
+  if (auto a = flags.Get("after")) {
+    auto hex = ParseJobArg(*a);
+    if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
+    req["after"] = *hex;
   }
+  auto reply = ListJobs(*target, req);
+  if (!reply.ok()) {
+    return ReportError(reply.status().message(),
+                       reply.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure);
+  }
+  if (!reply->value("ok", false)) return ReportError(reply->value("message", "list refused"), kExitFailure);
+  json jobs = (*reply)["jobs"];
+  json counts = (*reply)["counts"];
+  std::string next = reply->value("next", "");
   if (flags.Has("counts")) {
     if (flags.Has("json")) {
       std::cout << counts.dump() << "\n";
@@ -321,9 +285,12 @@ int RunLs(const Args& args) {
     return kExitOk;
   }
   if (flags.Has("json")) {
-    std::cout << json{{"jobs", jobs}, {"counts", counts}}.dump() << "\n";
+    json out = {{"jobs", jobs}, {"counts", counts}};
+    if (!next.empty()) out["next"] = next;
+    std::cout << rpc::Dump(out) << "\n";
   } else {
     for (const auto& j : jobs) std::cout << Describe(j) << "\n";
+    if (!next.empty()) std::cerr << "more: gatos ls ... --after " << next << "\n";
   }
   return kExitOk;
 }
@@ -399,8 +366,8 @@ int RunCancel(const Args& args) {
     std::cout << "usage: gatos cancel JOB-ID --ledger DIR|nats://HOST:PORT [--key KEY]\n\n"
                  "Asks the ledger to cancel a job. A pending job ends aborted at once; a running\n"
                  "job is told to stop and ends aborted when its worker reports (or its lease\n"
-                 "runs out). Through gatosd, KEY (an allowed submitter's private key) signs the\n"
-                 "request; on a ledger directory the ledger key is used.\n";
+                 "runs out). KEY signs the request: the job's submitter key, or an operator's\n"
+                 "key named in the policy; on a ledger directory the ledger key is the default.\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
@@ -408,50 +375,53 @@ int RunCancel(const Args& args) {
   if (flags.positional().size() != 1) return UsageError("cancel", "expects one JOB-ID");
   auto hex = ParseJobArg(flags.positional()[0]);
   if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
-  bool already = false;
-  std::string state;
-  switch (ClassifyLedger(*target)) {
-    case LedgerKind::kDirectory: {
-      auto ledger = Ledger::Open(*target);
-      if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
-      auto key = ReadPrivateKeyFile(*target + "/gatos/ledger_key");
-      if (!key.ok()) return ReportError(key.status().message(), kExitFailure);
-      std::string requester = key->public_key().Hex();
-      JobPlane plane(ledger->get(), std::move(*key), SystemNowMs);
-      Status s = plane.LoadPolicy();
-      if (!s.ok()) return ReportError(s.message(), kExitFailure);
-      Outcome o = plane.Cancel(*hex, requester, &already);
-      if (!o.ok()) return ReportError(o.message, kExitFailure);
-      (void)AppendInbox(*target, "job " + *hex);
-      auto st = JobStatus(*target, *hex);
-      state = st.ok() ? st->value("state", "") : "";
-      break;
-    }
-    case LedgerKind::kNats: {
-      auto key_path = flags.Get("key");
-      if (!key_path) return UsageError("cancel", "--key KEY is required to cancel through gatosd");
-      auto key = ReadPrivateKeyFile(*key_path);
-      if (!key.ok()) return ReportError(key.status().message(), kExitUsage);
-      int64_t now = SystemNowMs();
-      std::string requester = key->public_key().Hex();
-      auto sig = Ed25519Sign(*key, rpc::CancelPayload(*hex, requester, now));
-      json req = {{"job", *hex}, {"requester", requester}, {"requested_at", now},
-                  {"sig", HexEncode(sig.data(), sig.size())}};
-      auto reply = GatosdRequest(*target, rpc::kCancel, req.dump(), 5000);
-      if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
-      if (!reply->value("ok", false)) return ReportError(reply->value("message", "cancel refused"), kExitFailure);
-      already = reply->value("already", false);
-      state = reply->value("state", "");
-      break;
-    }
-    case LedgerKind::kGitRemote:
-      return ReportError(NotUsableLedger(*target, "cancel"), kExitUsage);
-  }
+  auto key = RequestKey(*target, flags.Get("key"), "cancel");
+  if (!key.ok()) return ReportError(key.status().message(), kExitUsage);
+  UserRequest req = SignUserRequest(*key, *hex, false, 0, SystemNowMs());
+  auto reply = LedgerCall(*target, rpc::kCancel, rpc::Dump(rpc::UserRequestJson(req)), 30000);
+  if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
+  if (!reply->value("ok", false)) return ReportError(reply->value("message", "cancel refused"), kExitFailure);
+  bool already = reply->value("already", false);
+  std::string state = reply->value("state", "");
   if (flags.Has("json")) {
     std::cout << json{{"job", "blake3:" + *hex}, {"already", already}, {"state", state}}.dump() << "\n";
   } else {
     std::cout << "blake3:" << *hex << " " << (already ? "was already cancelled" : "cancel recorded")
               << (state.empty() ? "" : "; state " + state) << "\n";
+  }
+  return kExitOk;
+}
+
+int RunRetry(const Args& args) {
+  Flags flags;
+  if (!flags.Parse(args, {{"ledger"}, {"key"}, {"json", 0, false}})) return UsageError("retry", flags.error());
+  if (flags.help()) {
+    std::cout << "usage: gatos retry JOB-ID --ledger DIR|nats://HOST:PORT [--key KEY] [--json]\n\n"
+                 "Re-opens a job that ended failed or timed-out for one more attempt, keeping its\n"
+                 "id; the earlier attempts' signed results stay in the ledger (attempts/<n>).\n"
+                 "KEY signs the request: the job's submitter key, or an operator's key named in\n"
+                 "the policy; on a ledger directory the ledger key is the default.\n";
+    return kExitOk;
+  }
+  auto target = LedgerTarget(flags.Get("ledger"));
+  if (!target) return UsageError("retry", "--ledger is required (or set GATOS_LEDGER)");
+  if (flags.positional().size() != 1) return UsageError("retry", "expects one JOB-ID");
+  auto hex = ParseJobArg(flags.positional()[0]);
+  if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
+  auto st = JobStatus(*target, *hex);
+  if (!st.ok()) return ReportError(st.status().message(), kExitFailure);
+  auto key = RequestKey(*target, flags.Get("key"), "retry");
+  if (!key.ok()) return ReportError(key.status().message(), kExitUsage);
+  int64_t attempt = st->value("attempt", int64_t{1}) + 1;
+  UserRequest req = SignUserRequest(*key, *hex, true, attempt, SystemNowMs());
+  auto reply = LedgerCall(*target, rpc::kRetry, rpc::Dump(rpc::UserRequestJson(req)), 30000);
+  if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
+  if (!reply->value("ok", false)) return ReportError(reply->value("message", "retry refused"), kExitFailure);
+  if (flags.Has("json")) {
+    std::cout << rpc::Dump(json{{"job", "blake3:" + *hex}, {"attempt", attempt}, {"state", reply->value("state", "")}})
+              << "\n";
+  } else {
+    std::cout << "blake3:" << *hex << " re-opened for attempt " << attempt << "\n";
   }
   return kExitOk;
 }

@@ -237,7 +237,7 @@ int RunUp(const Args& args) {
     std::string name = "worker" + std::to_string(i);
     std::string log = d + "/logs/" + name + ".log";
     if (!start("gatos-worker " + name,
-               {Tool("gatos-worker"), "run", "--nats", nats_url, "--key", d + "/keys/" + name, "--state-dir",
+               {Tool("gatos-worker"), "run", "--nats", nats_url, "--key", d + "/keys/" + name, "--ledger-key", ledger + "/gatos/ledger_key.pub", "--state-dir",
                 d + "/" + name, "--name", name, "--concurrency", std::to_string(concurrency), "--sandbox", sandbox},
                log, " ready ", 30000)) {
       return kExitFailure;

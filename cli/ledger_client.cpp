@@ -4,8 +4,9 @@
 
 #include <cstdlib>
 
-#include "gatos/job_index.h"
-#include "gatos/job_plane.h"
+#include "gatos/job_service.h"
+#include "gatos/ledger_writer.h"
+#include "gatos/local_ledger.h"
 #include "gatos/manifest.h"
 #include "gatos/rpc.h"
 
@@ -59,20 +60,31 @@ Result<std::string> ParseJobArg(const std::string& arg) {
   return hex;
 }
 
+Result<nlohmann::json> LedgerCall(const std::string& target, const std::string& subject, const std::string& data,
+                                  int timeout_ms) {
+  switch (ClassifyLedger(target)) {
+    case LedgerKind::kNats:
+      return GatosdRequest(target, subject, data, timeout_ms);
+    case LedgerKind::kDirectory: {
+      LocalOptions lo;
+      lo.timeout_ms = timeout_ms;
+      GATOS_ASSIGN_OR_RETURN(std::string reply, LocalLedgerRequest(target, subject, data, lo));
+      rpc::ReplyError err;
+      return rpc::ParseReply(reply, subject, &err);
+    }
+    case LedgerKind::kGitRemote:
+      break;
+  }
+  return InvalidArgumentError(NotUsableLedger(target, "this command"));
+}
+
 Result<nlohmann::json> JobStatus(const std::string& target, const std::string& job_hex) {
   switch (ClassifyLedger(target)) {
     case LedgerKind::kDirectory: {
-      GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(target));
-      auto snap = ledger->ReadJob(job_hex);
-      if (!snap.ok()) {
-        if (snap.status().code() == StatusCode::kNotFound) {
-          return NotFoundError("no job blake3:" + job_hex + " in " + target);
-        }
-        return snap.status();
-      }
-      int64_t now = SystemNowMs();
-      nlohmann::json j = rpc::EntryJson(EntryFromSnapshot(*snap, now), now);
-      return j;
+      GATOS_ASSIGN_OR_RETURN(auto view, LedgerView::Open(target));
+      GATOS_ASSIGN_OR_RETURN(auto rec, view->Find(job_hex));
+      if (!rec) return NotFoundError("no job blake3:" + job_hex + " in " + target);
+      return rpc::RecordJson(*rec, SystemNowMs());
     }
     case LedgerKind::kNats: {
       nlohmann::json req = {{"job", job_hex}};
@@ -88,6 +100,27 @@ Result<nlohmann::json> JobStatus(const std::string& target, const std::string& j
       break;
   }
   return InvalidArgumentError(NotUsableLedger(target, "status"));
+}
+
+Result<nlohmann::json> ListJobs(const std::string& target, const nlohmann::json& request) {
+  switch (ClassifyLedger(target)) {
+    case LedgerKind::kDirectory: {
+      GATOS_ASSIGN_OR_RETURN(rpc::ListRequest req, rpc::ParseListRequest(request));
+      GATOS_ASSIGN_OR_RETURN(auto view, LedgerView::Open(target));
+      GATOS_ASSIGN_OR_RETURN(IndexStats stats, view->index().Stats());
+      std::map<std::string, JobRecord> live;
+      GATOS_RETURN_IF_ERROR(view->index().ForEachLive([&](const JobRecord& r) {
+        live[r.job_hex] = r;
+        return OkStatus();
+      }));
+      return ListReply(view->index(), stats, live, req, SystemNowMs());
+    }
+    case LedgerKind::kNats:
+      return GatosdRequest(target, rpc::kList, rpc::Dump(request), 10000);
+    case LedgerKind::kGitRemote:
+      break;
+  }
+  return InvalidArgumentError(NotUsableLedger(target, "ls"));
 }
 
 }  // namespace gatos::cli

@@ -33,9 +33,18 @@ std::optional<std::string> LedgerTarget(const std::optional<std::string>& flag);
 Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
                                      const std::string& data, int timeout_ms);
 
-// One job's status as rpc::EntryJson, plus "result_status" when finished.
-// NotFound when the job does not exist.
+// A request to the ledger's writer: gatosd's RPC for nats://, the local path
+// (gatosd's socket, or the writer lock) for a ledger directory. Returns the
+// reply object (ok or not); Unavailable when nobody answers.
+Result<nlohmann::json> LedgerCall(const std::string& target, const std::string& subject, const std::string& data,
+                                  int timeout_ms);
+
+// One job's status as rpc::RecordJson. NotFound when the job does not exist.
+// On a ledger directory it is read from the log (no lock, no gatosd needed).
 Result<nlohmann::json> JobStatus(const std::string& target, const std::string& job_hex);
+
+// A list request (rpc::ListRequest) answered from gatosd or the directory's log.
+Result<nlohmann::json> ListJobs(const std::string& target, const nlohmann::json& request);
 
 // The error for a --ledger that is neither a directory nor nats://: names a
 // missing directory as such, else says what `what` needs.

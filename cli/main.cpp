@@ -17,6 +17,12 @@ const std::vector<Command>& AllCommands() {
       {{"policy", "show"}, "print a ledger's policy", RunPolicyShow},
       {{"policy", "allow-submitter"}, "allow a key to sign job commits", RunPolicyAllowSubmitter},
       {{"policy", "allow-worker"}, "allow a worker key to claim and report", RunPolicyAllowWorker},
+      {{"policy", "allow-operator"}, "allow a key to cancel and re-run any job", RunPolicyAllowOperator},
+      {{"policy", "revoke-submitter"}, "take a submitter key back", RunPolicyRevokeSubmitter},
+      {{"policy", "revoke-worker"}, "take a worker key back (its leases end at once)", RunPolicyRevokeWorker},
+      {{"policy", "revoke-operator"}, "take an operator key back", RunPolicyRevokeOperator},
+      {{"policy", "set"}, "change policy settings (retries, retention, limits)", RunPolicySet},
+      {{"policy", "rotate-ledger-key"}, "replace the ledger key (signed by the old one)", RunPolicyRotateLedgerKey},
       {{"submit"}, "submit a manifest as a signed job; prints its id", RunSubmit},
       {{"status"}, "show a job's state (or counts per state)", RunStatus},
       {{"ls"}, "list jobs, optionally in one state", RunLs},
@@ -28,6 +34,7 @@ const std::vector<Command>& AllCommands() {
       {{"batch", "status"}, "done/total and per-repository state of a batch", RunBatchStatus},
       {{"up"}, "run a local stack (nats-server, gatosd, workers) until Ctrl-C", RunUp},
       {{"cancel"}, "cancel a job (pending: aborted now; running: told to stop)", RunCancel},
+      {{"retry"}, "re-run a job that ended failed or timed-out (same id, next attempt)", RunRetry},
   };
   return kCommands;
 }

@@ -15,7 +15,7 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gatos-worker run --nats URL --key KEY --state-dir DIR [--concurrency N]\n"
+    "usage: gatos-worker run --nats URL --key KEY --ledger-key FILE --state-dir DIR [--concurrency N]\n"
     "                        [--sandbox auto|require|off] [--ro-bind PATH]... [--name NAME]\n"
     "       gatos-worker status --state-dir DIR [--json]\n"
     "\n"
@@ -25,6 +25,11 @@ constexpr char kUsage[] =
     "         KEY is an OpenSSH Ed25519 private key allowed as a worker by the\n"
     "         ledger's policy (gatos policy allow-worker). --ledger nats://... is\n"
     "         accepted as a synonym of --nats. GATOS_NATS_URL is the default URL.\n"
+    "         FILE holds the ledger's public key (one OpenSSH key per line; several\n"
+    "         during a key rotation): the worker runs a job only when its grant is\n"
+    "         a lease commit signed by that key for this worker's own request, and\n"
+    "         acts on renew replies and cancels only when the ledger signed them.\n"
+    "         'gatos policy show --ledger DIR' prints the key.\n"
     "         --sandbox auto (default) uses bubblewrap when it works and says so\n"
     "         loudly when it does not. --ro-bind makes a host path (a repository\n"
     "         to scan, a tool) readable inside the sandbox. Jobs find programs\n"
@@ -45,7 +50,7 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "status") {
     specs.push_back({"json", 0, false});
   } else {
-    specs.insert(specs.end(), {{"nats"}, {"ledger"}, {"key"}, {"ro-bind", 0, true, true}, {"name"},
+    specs.insert(specs.end(), {{"nats"}, {"ledger"}, {"key"}, {"ledger-key"}, {"ro-bind", 0, true, true}, {"name"},
                                {"concurrency"}, {"sandbox"}});
   }
   auto usage = [&cmd](const std::string& message) {
@@ -74,6 +79,7 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   }
   opts.nats_url = flags.GetOr("nats", opts.nats_url);
   opts.key_path = flags.GetOr("key", "");
+  opts.ledger_key_path = flags.GetOr("ledger-key", "");
   opts.ro_binds = flags.GetAll("ro-bind");
   opts.name = flags.GetOr("name", "");
   std::string sandbox = "auto";
@@ -87,6 +93,11 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   if (cmd == "status") return gatos::worker::PrintStatus(opts.state_dir, flags.Has("json"));
   if (opts.nats_url.empty()) return usage("--nats URL is required (or set GATOS_NATS_URL)");
   if (opts.key_path.empty()) return usage("--key KEY is required");
+  if (opts.ledger_key_path.empty()) {
+    return usage("--ledger-key FILE is required: the ledger's public key, which signs every grant; a worker "
+                 "runs nothing it cannot check ('gatos policy show --ledger DIR' prints the key; gatos up "
+                 "passes it)");
+  }
   // SIGINT/SIGTERM are taken by one thread (every thread RunWorker starts
   // inherits the mask) and only set the stop flag.
   signal(SIGPIPE, SIG_IGN);

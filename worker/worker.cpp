@@ -29,12 +29,14 @@
 #include "gatos/encoding.h"
 #include "gatos/exec.h"
 #include "gatos/clock.h"
+#include "gatos/grant.h"
+#include "gatos/log.h"
+#include "gatos/signed_request.h"
 #include "gatos/keys.h"
 #include "gatos/manifest.h"
 #include "gatos/outbox.h"
 #include "gatos/result.h"
 #include "gatos/rpc.h"
-#include "gatos/signed_request.h"
 #include "gatos/job_stream.h"
 
 namespace gatos::worker {
@@ -45,13 +47,6 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 constexpr char kVersion[] = "gatos-worker 0.1.0";
-
-std::string g_name = "gatos-worker";
-
-void Log(const std::string& line) {
-  std::string out = g_name + ": " + FormatRfc3339Millis(SystemNowMs()) + " " + line + "\n";
-  std::fwrite(out.data(), 1, out.size(), stderr);
-}
 
 std::string Short(const std::string& hex) { return hex.substr(0, 12); }
 
@@ -73,6 +68,7 @@ struct Reply {
 struct RunningJob {
   std::string job_hex;
   int64_t epoch = 0;
+  VerifiedGrant grant;  // checked against the ledger key before anything ran
   std::atomic<bool> cancel{false};
   std::mutex mu;
   Execution* exec = nullptr;  // guarded by mu
@@ -89,7 +85,16 @@ class Worker {
     key_.emplace(std::move(*key));
     worker_hex_ = key_->public_key().Hex();
     if (opts_.name.empty()) opts_.name = "worker-" + worker_hex_.substr(0, 8);
-    g_name = "gatos-worker[" + opts_.name + "]";
+    SetLogProgram("gatos-worker", opts_.name);
+    {
+      std::ifstream in(opts_.ledger_key_path);
+      if (!in) return Fail("--ledger-key " + opts_.ledger_key_path + ": cannot read the file");
+      std::stringstream ss;
+      ss << in.rdbuf();
+      auto keys = ParseLedgerKeys(ss.str());
+      if (!keys.ok()) return Fail("--ledger-key " + opts_.ledger_key_path + ": " + keys.status().message());
+      ledger_keys_ = std::move(*keys);
+    }
     auto program = Blake3File("/proc/self/exe");
     if (!program.ok()) return Fail("cannot hash the worker binary: " + program.status().message());
     program_hash_ = TaggedDigest(*program);
@@ -137,6 +142,17 @@ class Worker {
 
     auto cancel_sub = bus_->Subscribe(std::string(rpc::kCancelEventPrefix) + "*", [this](Message m) {
       std::string hex = m.subject.substr(std::strlen(rpc::kCancelEventPrefix));
+      {
+        std::lock_guard<std::mutex> l(running_mu_);
+        if (!running_.count(hex)) return;
+      }
+      // Anyone on the bus can publish here: only a cancel commit the ledger
+      // signed stops a job.
+      auto verified = VerifyCancelNotice(m.data, ledger_keys_, hex);
+      if (!verified.ok()) {
+        Log("ignored an unverified cancel notice for job " + Short(hex) + ": " + verified.status().message());
+        return;
+      }
       std::lock_guard<std::mutex> l(running_mu_);
       auto it = running_.find(hex);
       if (it == running_.end()) return;
@@ -225,9 +241,6 @@ class Worker {
     return r;
   }
 
-  json Signed(const std::string& job_hex, int64_t epoch) {
-    return rpc::LeaseRequestJson(SignLeaseRequest(*key_, job_hex, epoch, SystemNowMs()));
-  }
 
   void Recover() {
     auto held = outbox_->HeldLeases();
@@ -247,15 +260,16 @@ class Worker {
   }
 
   void HandlePending(Bus::JsMessage& m) {
-    json j = json::parse(m.data(), nullptr, false);
-    std::string job = j.is_object() ? j.value("job", "") : "";
-    if (job.rfind("blake3:", 0) == 0) job = job.substr(7);
-    if (!IsJobIdHex(job)) {
-      Log("dropping a malformed pending message (sequence " + std::to_string(m.stream_sequence()) + ")");
-      (void)m.Term();
+    auto pending = rpc::DecodePending(m.data());
+    if (!pending.ok()) {
+      Log("dropping a malformed pending message (sequence " + std::to_string(m.stream_sequence()) + "): " +
+          pending.status().message());
+      (void)m.Term();  // never redelivered: it can never be claimed
       return;
     }
-    Reply r = Call(rpc::kClaim, Signed(job, 0).dump(), 5000);
+    const std::string job = pending->job_hex;
+    LeaseRequest sent = SignLeaseRequest(*key_, job, pending->epoch, SystemNowMs(), false);
+    Reply r = Call(rpc::kClaim, rpc::Dump(rpc::LeaseRequestJson(sent)), 5000);
     if (!r.ok()) {
       switch (r.error) {
         case TransitionError::kLostRace:
@@ -268,6 +282,7 @@ class Worker {
           (void)m.Nak(5000);
           return;
         case TransitionError::kInvalid:
+        case TransitionError::kInternal:
           Log("claim of job " + Short(job) + " refused: " + r.message);
           (void)m.Term();
           return;
@@ -276,17 +291,26 @@ class Worker {
           return;
       }
     }
+    auto grant = VerifyGrant(r.body.value("objects", ""), r.body.value("lease_commit", ""), ledger_keys_, sent);
+    if (!grant.ok()) {
+      // Not from the ledger (or not for this request): never run it. If the
+      // ledger did grant the lease, it runs out and the job is offered again.
+      Log("REFUSED a grant for job " + Short(job) + " that the ledger did not sign: " + grant.status().message());
+      (void)m.Nak(5000);
+      return;
+    }
     (void)m.Ack();
     auto job_state = std::make_shared<RunningJob>();
     job_state->job_hex = job;
-    job_state->epoch = r.body.value("epoch", 0);
+    job_state->epoch = grant->lease.epoch;
+    job_state->grant = std::move(*grant);
     {
       std::lock_guard<std::mutex> l(running_mu_);
       ++active_;
       running_[job] = job_state;
     }
-    std::thread([this, job_state, grant = r.body] {
-      RunJob(*job_state, grant);
+    std::thread([this, job_state] {
+      RunJob(*job_state);
       std::lock_guard<std::mutex> l(running_mu_);
       running_.erase(job_state->job_hex);
       --active_;
@@ -294,11 +318,12 @@ class Worker {
     }).detach();
   }
 
-  void RunJob(RunningJob& job, const json& grant) {
+  void RunJob(RunningJob& job) {
     const std::string& hex = job.job_hex;
     int64_t epoch = job.epoch;
-    int64_t expires_ms = grant.value("expires_ms", int64_t{0});
-    int64_t lease_ms = grant.value("lease_ms", int64_t{30000});
+    const LeaseCommitInfo& lease = job.grant.lease;
+    int64_t expires_ms = lease.expires_ms;
+    int64_t lease_ms = lease.lease_ms;
     std::string ws = opts_.state_dir + "/jobs/" + hex + "-e" + std::to_string(epoch);
     Log("claimed job " + Short(hex) + " (epoch " + std::to_string(epoch) + ")");
     (void)outbox_->RecordLease(hex, epoch, expires_ms, ws, SystemNowMs());
@@ -310,12 +335,12 @@ class Worker {
     poe.runner_program = program_hash_;
     poe.runner_version = kVersion;
     poe.runner_platform = Platform();
-    poe.stdout_cap = grant.value("output_cap_bytes", int64_t{1 << 20});
+    poe.stdout_cap = lease.output_cap_bytes;
     poe.started_at = FormatRfc3339Millis(SystemNowMs());
     std::vector<ResultFile> files;
     bool stale = false;
 
-    auto manifest = ParseManifest(grant.value("job_yaml", ""), "job.yaml");
+    auto manifest = ParseManifest(job.grant.job_yaml, "job.yaml");
     std::unique_ptr<Execution> exec;
     if (!manifest.ok()) {
       poe.status = "failed";  // Permanent: the ledger accepted it, but this worker cannot parse it
@@ -339,7 +364,7 @@ class Worker {
       spec.kill_grace_ms = opts_.kill_grace_ms;
       spec.output_cap_bytes = static_cast<size_t>(poe.stdout_cap);
       spec.sandbox = opts_.sandbox;
-      spec.allow_network = grant.value("allow_network", false);
+      spec.allow_network = lease.allow_network;
       spec.extra_env = {{"GATOS_JOB_ID", "blake3:" + hex},
                         {"GATOS_LEASE_EPOCH", std::to_string(epoch)},
                         {"GATOS_STATE_DIR", scan_state_}};
@@ -371,7 +396,7 @@ class Worker {
       return;
     }
     if (files.empty()) files = {{"stdout", ""}, {"stderr", ""}};
-    Report(job, grant, std::move(poe), std::move(files), ws,
+    Report(job, std::move(poe), std::move(files), ws,
            manifest.ok() ? CanonicalManifest(*manifest) : std::string());
   }
 
@@ -407,14 +432,24 @@ class Worker {
         continue;
       }
       if (SystemNowMs() < next_renew) continue;
-      Reply r = Call(rpc::kRenew, Signed(job.job_hex, job.epoch).dump(), 5000);
+      LeaseRequest sent = SignLeaseRequest(*key_, job.job_hex, job.epoch, SystemNowMs(), true);
+      Reply r = Call(rpc::kRenew, rpc::Dump(rpc::LeaseRequestJson(sent)), 5000);
       if (r.ok()) {
-        failures = 0;
-        expires_ms = r.body.value("expires_ms", expires_ms);
-        (void)outbox_->UpdateLeaseExpiry(job.job_hex, job.epoch, expires_ms, SystemNowMs());
-        if (r.body.value("cancel_requested", false)) job.cancel = true;
-        next_renew = SystemNowMs() + renew_every;
-        continue;
+        auto renewed = VerifyRenewal(r.body.value("objects", ""), r.body.value("lease_commit", ""), ledger_keys_, sent);
+        if (!renewed.ok()) {
+          // An answer the ledger did not sign counts as no answer.
+          Log("job " + Short(job.job_hex) + ": ignored an unverified renew reply: " + renewed.status().message());
+          r.error = TransitionError::kRetry;
+          r.message = "unverified renew reply";
+        } else {
+          failures = 0;
+          expires_ms = renewed->lease.expires_ms;
+          Status rec = outbox_->UpdateLeaseExpiry(job.job_hex, job.epoch, expires_ms, SystemNowMs());
+          if (!rec.ok()) Log("job " + Short(job.job_hex) + ": cannot record the renewed lease: " + rec.message());
+          if (!renewed->cancel_commit.empty()) job.cancel = true;
+          next_renew = SystemNowMs() + renew_every;
+          continue;
+        }
       }
       if (r.error == TransitionError::kRetry) {
         // Retryable: back off with jitter, but never past our lease.
@@ -489,10 +524,10 @@ class Worker {
     return "";
   }
 
-  void Report(RunningJob& job, const json& grant, Poe poe, std::vector<ResultFile> files, const std::string& ws,
+  void Report(RunningJob& job, Poe poe, std::vector<ResultFile> files, const std::string& ws,
               const std::string& manifest_json) {
     const std::string& hex = job.job_hex;
-    int64_t max_result = grant.value("max_result_bytes", int64_t{4 << 20});
+    int64_t max_result = job.grant.lease.max_result_bytes;
     size_t used = 0;
     for (const auto& f : files) used += f.data.size();
     size_t budget = static_cast<size_t>(max_result) > used + 65536 ? static_cast<size_t>(max_result) - used - 65536 : 0;
@@ -510,7 +545,7 @@ class Worker {
       ProvenanceInput p;
       p.manifest_json = manifest_json;
       p.job_id = poe.job_id;
-      p.job_commit = grant.value("job_commit", "");
+      p.job_commit = job.grant.job_commit;
       p.worker_id = poe.worker_id;
       p.lease_epoch = job.epoch;
       p.runner_program = poe.runner_program;
@@ -527,8 +562,8 @@ class Worker {
       }
     }
     ResultBuildInput in;
-    in.job_commit = grant.value("job_commit", "");
-    in.lease_commit = grant.value("lease_commit", "");
+    in.job_commit = job.grant.job_commit;
+    in.lease_commit = job.grant.lease_commit;
     in.poe = std::move(poe);
     in.files = std::move(files);
     in.committer_name = "gatos worker " + opts_.name;
@@ -608,6 +643,7 @@ class Worker {
   WorkerOptions opts_;
   std::atomic<bool>* stop_;
   std::optional<Ed25519PrivateKey> key_;
+  std::vector<Ed25519PublicKey> ledger_keys_;
   std::string worker_hex_;
   std::string program_hash_;
   std::string self_dir_;

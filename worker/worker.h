@@ -22,6 +22,7 @@ namespace gatos::worker {
 struct WorkerOptions {
   std::string nats_url;
   std::string key_path;
+  std::string ledger_key_path;  // the ledger's public key(s), one per line: grants must be signed by one
   std::string state_dir;
   int concurrency = 1;
   ExecSpec::Sandbox sandbox = ExecSpec::Sandbox::kAuto;

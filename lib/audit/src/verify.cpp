@@ -7,7 +7,7 @@
 #include "gatos/attest.h"
 #include "gatos/encoding.h"
 #include "gatos/sha256.h"
-#include "gatos/job_plane.h"
+#include "gatos/ledger_writer.h"
 #include "gatos/lease.h"
 #include "gatos/manifest.h"
 #include "gatos/policy.h"
@@ -490,7 +490,7 @@ void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job) {
     int64_t skew = lc.requested_at_ms - lc.info.time_s * 1000;
     if (!key.ok() || !sig.ok() || sig->size() != 64) {
       detail = "Worker-Id or Request-Sig is malformed";
-    } else if (!Ed25519Verify(*key, rpc::ClaimPayload(job_hex, lc.worker_hex, lc.requested_at_ms),
+    } else if (!Ed25519Verify(*key, rpc::ClaimPayload(job_hex, lc.worker_hex, lc.epoch, lc.requested_at_ms),
                               sig->data())
                     .ok()) {
       detail = "Request-Sig does not verify for worker ed25519:" + lc.worker_hex +
