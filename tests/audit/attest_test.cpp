@@ -19,8 +19,7 @@ using nlohmann::json;
 TEST(AttestTest, PoeEnvelopeIsRebuiltFromTheLedgerAndVerifies) {
   LedgerFixture f;
   auto l = f.Open();
-  auto jp = f.Plane(l.get());
-  JobRun r = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(1)});
+  JobRun r = RunJob(f, f.w1, {.yaml = Yaml(1)});
   auto env_json = PoeDsseEnvelope(LedgerLookup(l.get()), r.built.commit_id);
   ASSERT_TRUE(env_json.ok()) << env_json.status().ToString();
   json j = json::parse(*env_json);
@@ -45,8 +44,7 @@ TEST(AttestTest, PoeEnvelopeIsRebuiltFromTheLedgerAndVerifies) {
 TEST(AttestTest, PoeEnvelopeIsRefusedForATamperedOrMissingResult) {
   LedgerFixture f;
   auto l = f.Open();
-  auto jp = f.Plane(l.get());
-  JobRun r = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(1)});
+  JobRun r = RunJob(f, f.w1, {.yaml = Yaml(1)});
   std::string data = r.built.objects[0].data;
   data.replace(data.find("Status: succeeded"), 17, "Status: failed");
   GitObject bad = Commit(data);
@@ -63,8 +61,7 @@ TEST(AttestTest, PoeEnvelopeIsRefusedForATamperedOrMissingResult) {
 TEST(AttestTest, ProvenanceStatementHasTheInTotoAndSlsaFields) {
   LedgerFixture f;
   auto l = f.Open();
-  auto jp = f.Plane(l.get());
-  JobRun r = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(1)});
+  JobRun r = RunJob(f, f.w1, {.yaml = Yaml(1)});
   std::string env_json =
       *l->ReadFileAtCommit(r.built.commit_id, kProvenanceFileName, kMaxEnvelopeBytes);
   auto env = ParseDsseEnvelope(env_json);

@@ -1,5 +1,5 @@
 // Real ledgers with accepted results for the auditor's tests: jobs submitted,
-// claimed and reported through JobPlane exactly as gatosd does, plus the
+// claimed and reported through the ledger's writer exactly as gatosd does, plus the
 // tools to tamper with them afterwards (write objects, move refs).
 #ifndef GATOS_TESTS_AUDIT_AUDIT_FIXTURE_H_
 #define GATOS_TESTS_AUDIT_AUDIT_FIXTURE_H_
@@ -12,7 +12,6 @@
 
 #include "gatos/attest.h"
 #include "gatos/blake3.h"
-#include "gatos/job_plane.h"
 #include "gatos/lease.h"
 #include "gatos/manifest.h"
 #include "gatos/poe.h"
@@ -29,6 +28,27 @@ inline std::string Yaml(int n) {
 inline const std::string& TestProgram() {
   static const std::string kProgram = Blake3Tagged("gatos-worker test binary");
   return kProgram;
+}
+
+// What a claim granted, as the tests use it.
+struct LeaseGrant {
+  std::string lease_commit;
+  int64_t epoch = 0;
+  std::string job_commit;
+};
+
+// Submits a signed job; returns {commit, job hex}.
+inline std::pair<std::string, std::string> SubmitPair(LedgerFixture& f, const std::string& yaml) {
+  auto j = f.Submit(yaml);
+  return {j.commit, j.hex};
+}
+
+// Claims the job's next epoch for `w`; the grant on success.
+inline Outcome ClaimInto(LedgerFixture& f, const std::string& hex, const Ed25519PrivateKey& w, LeaseGrant* g) {
+  int64_t epoch = f.Record(hex).epoch + 1;
+  OpResult r = f.Claim(hex, w, epoch);
+  if (r.outcome.ok()) *g = LeaseGrant{r.commit, r.record->epoch, r.record->job_commit};
+  return r.outcome;
 }
 
 // One job taken through submit, claim and (unless told otherwise) an
@@ -109,38 +129,31 @@ inline void AddProvenance(ResultBuildInput* in, const std::string& yaml,
 }
 
 // Builds (and unless spec.accept is false, has the ledger accept) a result.
-inline JobRun BuildAndAccept(LedgerFixture& f, JobPlane& jp, JobRun r, const Ed25519PrivateKey& w,
-                             const RunSpec& spec) {
+inline JobRun BuildAndAccept(LedgerFixture& f, JobRun r, const Ed25519PrivateKey& w, const RunSpec& spec) {
   r.input = MakeInput(f, r, w, spec.status);
   if (spec.provenance) AddProvenance(&r.input, spec.yaml, w);
   auto built = BuildResult(r.input, w);
   EXPECT_TRUE(built.ok()) << built.status().message();
   r.built = *built;
   if (spec.accept) {
-    ParsedResult parsed;
-    bool existing = false;
-    r.accepted = jp.AcceptResult(r.built.objects, r.built.commit_id, &parsed, &existing);
+    r.accepted = f.Report(r.built.objects, r.built.commit_id).outcome;
     EXPECT_TRUE(r.accepted.ok()) << r.accepted.message;
   }
   return r;
 }
 
-inline JobRun RunJob(LedgerFixture& f, Ledger& l, JobPlane& jp, const Ed25519PrivateKey& w,
-                     const RunSpec& spec) {
+inline JobRun RunJob(LedgerFixture& f, const Ed25519PrivateKey& w, const RunSpec& spec) {
   JobRun r;
-  std::tie(r.job_commit, r.job_hex) = f.Submit(l, jp, spec.yaml);
-  Outcome o = jp.Claim(f.Req(r.job_hex, w), &r.grant);
+  std::tie(r.job_commit, r.job_hex) = SubmitPair(f, spec.yaml);
+  Outcome o = ClaimInto(f, r.job_hex, w, &r.grant);
   EXPECT_TRUE(o.ok()) << o.message;
-  std::string claim = r.grant.lease_commit;
   for (int i = 0; i < spec.renewals; ++i) {
     f.now += 1000;
-    LeaseGrant g;
-    o = jp.Renew(f.Req(r.job_hex, w, r.grant.epoch), &g);
+    o = f.Renew(r.job_hex, w, r.grant.epoch).outcome;
     EXPECT_TRUE(o.ok()) << o.message;
   }
   // The result's second parent is always the claim commit, never a renewal.
-  r.grant.lease_commit = claim;
-  return BuildAndAccept(f, jp, std::move(r), w, spec);
+  return BuildAndAccept(f, std::move(r), w, spec);
 }
 
 // Writes every object that is missing and moves refs/gatos/jobs/<job>/result
@@ -159,6 +172,36 @@ inline void ForceResult(Ledger& l, const std::string& job_hex, const std::vector
   ASSERT_TRUE(old.ok());
   Status s = l.UpdateRefs({{ref, *old, commit}}, "tamper");
   ASSERT_TRUE(s.ok()) << s.message();
+}
+
+// Writes objects that are missing, as an attacker with write access could.
+inline void WriteObjects(Ledger& l, const std::vector<GitObject>& objs) {
+  for (const GitObject& o : objs) {
+    if (l.HasObject(o.id)) continue;
+    auto id = l.WriteRawObject(o.type, o.data);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+  }
+}
+
+// A job commit written into the repository (not adopted by the ledger);
+// returns {commit, job hex}.
+inline std::pair<std::string, std::string> WriteJobCommit(LedgerFixture& f, Ledger& l, const std::string& yaml,
+                                                          const Ed25519PrivateKey* key,
+                                                          const std::string& trailer = "") {
+  auto j = f.JobCommit(yaml, key, trailer);
+  WriteObjects(l, j.objects);
+  return {j.commit, j.hex};
+}
+
+// A policy commit on top of refs/gatos/policy, signed by `key`, moved in
+// behind the ledger's back.
+inline void ForcePolicy(Ledger& l, const Policy& p, const std::string& message, const Ed25519PrivateKey& key,
+                        int64_t time_ms) {
+  std::string old = *l.ResolveRef(kPolicyRef);
+  auto objs = BuildPolicyCommit(p, old, message, key, time_ms);
+  ASSERT_TRUE(objs.ok()) << objs.status().message();
+  WriteObjects(l, *objs);
+  ASSERT_TRUE(l.UpdateRefs({{kPolicyRef, old, objs->front().id}}, "tamper").ok());
 }
 
 // The message of a commit object built by BuildCommitObject.

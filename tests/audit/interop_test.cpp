@@ -16,9 +16,8 @@ namespace {
 struct Interop {
   LedgerFixture f;
   std::unique_ptr<Ledger> l = f.Open();
-  std::unique_ptr<JobPlane> jp = f.Plane(l.get());
-  JobRun a = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(1)});
-  JobRun b = RunJob(f, *l, *jp, f.w2, {.yaml = Yaml(2), .renewals = 1});
+  JobRun a = RunJob(f, f.w1, {.yaml = Yaml(1)});
+  JobRun b = RunJob(f, f.w2, {.yaml = Yaml(2), .renewals = 1});
 
   RunResult Sh(const std::string& script) {
     RunOptions o;

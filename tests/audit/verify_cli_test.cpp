@@ -30,10 +30,9 @@ bool Contains(const std::string& s, const std::string& needle) {
 struct CliLedger {
   LedgerFixture f;
   std::unique_ptr<Ledger> l = f.Open();
-  std::unique_ptr<JobPlane> jp = f.Plane(l.get());
-  JobRun a = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(1)});
-  JobRun b = RunJob(f, *l, *jp, f.w2, {.yaml = Yaml(2), .status = "failed"});
-  std::string pending = f.Submit(*l, *jp, Yaml(3)).second;
+  JobRun a = RunJob(f, f.w1, {.yaml = Yaml(1)});
+  JobRun b = RunJob(f, f.w2, {.yaml = Yaml(2), .status = "failed"});
+  std::string pending = SubmitPair(f, Yaml(3)).second;
 
   void TamperStdoutOfA() {
     auto files = FilesWithPoe(a);

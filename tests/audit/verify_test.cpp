@@ -10,6 +10,7 @@
 
 #include "audit_fixture.h"
 #include "gatos/encoding.h"
+#include "gatos/ledger_commits.h"
 #include "gatos/trailers.h"
 
 namespace gatos::testing {
@@ -50,9 +51,8 @@ const ResultCheck* FindCheck(const AuditReport& r, const std::string& name) {
 struct Corpus {
   LedgerFixture f;
   std::unique_ptr<Ledger> l = f.Open();
-  std::unique_ptr<JobPlane> jp = f.Plane(l.get());
-  JobRun a = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(1)});
-  JobRun b = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(2)});
+  JobRun a = RunJob(f, f.w1, {.yaml = Yaml(1)});
+  JobRun b = RunJob(f, f.w1, {.yaml = Yaml(2)});
 
   AuditReport Verify(const std::string& hex, const VerifyOptions& o = {}) {
     return MustVerify(*l, hex, o);
@@ -114,35 +114,34 @@ TEST(AuditGenuineTest, UntamperedResultsVerifyWithEveryCheck) {
 TEST(AuditGenuineTest, EveryKindOfGenuineJobVerifiesWithZeroFalseRejects) {
   LedgerFixture f(false, 10'000);
   auto l = f.Open();
-  auto jp = f.Plane(l.get());
   int n = 0;
-  RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(++n)});
-  RunJob(f, *l, *jp, f.w2, {.yaml = Yaml(++n)});
-  RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(++n), .status = "failed"});
-  RunJob(f, *l, *jp, f.w2, {.yaml = Yaml(++n), .status = "timed-out"});
-  RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(++n), .status = "aborted"});
-  RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(++n), .provenance = false});  // an older worker
-  RunJob(f, *l, *jp, f.w2, {.yaml = Yaml(++n), .renewals = 3});
+  RunJob(f, f.w1, {.yaml = Yaml(++n)});
+  RunJob(f, f.w2, {.yaml = Yaml(++n)});
+  RunJob(f, f.w1, {.yaml = Yaml(++n), .status = "failed"});
+  RunJob(f, f.w2, {.yaml = Yaml(++n), .status = "timed-out"});
+  RunJob(f, f.w1, {.yaml = Yaml(++n), .status = "aborted"});
+  RunJob(f, f.w1, {.yaml = Yaml(++n), .provenance = false});  // an older worker
+  RunJob(f, f.w2, {.yaml = Yaml(++n), .renewals = 3});
   // A manifest naming the policy it was written for.
   auto policy = l->ReadPolicy();
   ASSERT_TRUE(policy.ok());
-  RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(++n) + "policy_root: \"" + PolicyRoot(*policy) + "\"\n"});
+  RunJob(f, f.w1, {.yaml = Yaml(++n) + "policy_root: \"" + PolicyRoot(*policy) + "\"\n"});
 
   // Takeover: w1's lease expires, w2 takes over at epoch 2 and reports.
   JobRun t;
-  std::tie(t.job_commit, t.job_hex) = f.Submit(*l, *jp, Yaml(++n));
-  ASSERT_TRUE(jp->Claim(f.Req(t.job_hex, f.w1), &t.grant).ok());
+  std::tie(t.job_commit, t.job_hex) = SubmitPair(f, Yaml(++n));
+  ASSERT_TRUE(ClaimInto(f, t.job_hex, f.w1, &t.grant).ok());
   f.now += 10'000 + 1'000 + 1;
-  ASSERT_TRUE(jp->Claim(f.Req(t.job_hex, f.w2), &t.grant).ok());
+  ASSERT_TRUE(ClaimInto(f, t.job_hex, f.w2, &t.grant).ok());
   ASSERT_EQ(t.grant.epoch, 2);
-  BuildAndAccept(f, *jp, t, f.w2, {.yaml = Yaml(n)});
+  BuildAndAccept(f, t, f.w2, {.yaml = Yaml(n)});
 
   // A result inside the grace period after expiry.
   JobRun g;
-  std::tie(g.job_commit, g.job_hex) = f.Submit(*l, *jp, Yaml(++n));
-  ASSERT_TRUE(jp->Claim(f.Req(g.job_hex, f.w1), &g.grant).ok());
+  std::tie(g.job_commit, g.job_hex) = SubmitPair(f, Yaml(++n));
+  ASSERT_TRUE(ClaimInto(f, g.job_hex, f.w1, &g.grant).ok());
   f.now += 10'500;
-  BuildAndAccept(f, *jp, g, f.w1, {.yaml = Yaml(n)});
+  BuildAndAccept(f, g, f.w1, {.yaml = Yaml(n)});
 
   // A worker added by a later policy commit, and one removed by it: results
   // are judged by the policy in force when they were made.
@@ -151,19 +150,18 @@ TEST(AuditGenuineTest, EveryKindOfGenuineJobVerifiesWithZeroFalseRejects) {
   Policy p2 = *l->ReadPolicy();
   p2.workers_text =
       "w2 " + f.w2.public_key().ToOpenSsh() + "\nw3 " + w3.public_key().ToOpenSsh() + "\n";
-  ASSERT_TRUE(l->WritePolicy(p2, "add w3, remove w1\n", f.ledger_key, f.now).ok());
+  p2.workers = *ParseAllowedSigners(p2.workers_text, "workers");
+  ASSERT_TRUE(f.Apply(PolicyOp{p2, "add w3, remove w1\n", std::nullopt}).outcome.ok());
   f.now += 1000;
-  ASSERT_TRUE(jp->LoadPolicy().ok());
-  RunJob(f, *l, *jp, w3, {.yaml = Yaml(++n)});
+  RunJob(f, w3, {.yaml = Yaml(++n)});
 
   // Jobs without a result: pending, claimed, cancelled.
-  f.Submit(*l, *jp, Yaml(++n));
+  SubmitPair(f, Yaml(++n));
   JobRun claimed;
-  std::tie(claimed.job_commit, claimed.job_hex) = f.Submit(*l, *jp, Yaml(++n));
-  ASSERT_TRUE(jp->Claim(f.Req(claimed.job_hex, f.w2), &claimed.grant).ok());
-  auto [cancel_commit, cancel_hex] = f.Submit(*l, *jp, Yaml(++n));
-  bool already = false;
-  ASSERT_TRUE(jp->Cancel(cancel_hex, f.ledger_key.public_key().Hex(), &already).ok());
+  std::tie(claimed.job_commit, claimed.job_hex) = SubmitPair(f, Yaml(++n));
+  ASSERT_TRUE(ClaimInto(f, claimed.job_hex, f.w2, &claimed.grant).ok());
+  auto [cancel_commit, cancel_hex] = SubmitPair(f, Yaml(++n));
+  ASSERT_TRUE(f.User(cancel_hex, f.ledger_key, false).outcome.ok());
 
   auto all = VerifyAll(*l, {});
   ASSERT_TRUE(all.ok()) << all.status().ToString();
@@ -204,17 +202,15 @@ TEST(AuditGenuineTest, EveryKindOfGenuineJobVerifiesWithZeroFalseRejects) {
 TEST(AuditGenuineTest, DevModeJobIsAcceptedAndFlaggedLoudly) {
   LedgerFixture f(/*dev=*/true);
   auto l = f.Open();
-  auto jp = f.Plane(l.get());
   // Unsigned job commit, adopted because the policy is in dev mode.
-  auto [commit, hex] = f.JobCommit(*l, Yaml(7), nullptr);
-  std::string got;
-  bool existing = false;
-  ASSERT_TRUE(jp->AdoptJob(commit, &got, &existing).ok());
+  auto unsigned_job = f.JobCommit(Yaml(7), nullptr);
+  ASSERT_TRUE(f.SubmitJob(unsigned_job).outcome.ok());
+  std::string commit = unsigned_job.commit, hex = unsigned_job.hex;
   JobRun r;
   r.job_commit = commit;
   r.job_hex = hex;
-  ASSERT_TRUE(jp->Claim(f.Req(hex, f.w1), &r.grant).ok());
-  BuildAndAccept(f, *jp, r, f.w1, {.yaml = Yaml(7)});
+  ASSERT_TRUE(ClaimInto(f, hex, f.w1, &r.grant).ok());
+  BuildAndAccept(f, r, f.w1, {.yaml = Yaml(7)});
   AuditReport rep = MustVerify(*l, hex);
   EXPECT_TRUE(rep.ok()) << Failures(rep);
   EXPECT_TRUE(rep.dev_mode);
@@ -222,7 +218,7 @@ TEST(AuditGenuineTest, DevModeJobIsAcceptedAndFlaggedLoudly) {
       FindCheck(rep, "job_signature")->detail.rfind("DEV MODE: the job commit is unsigned", 0), 0u)
       << FindCheck(rep, "job_signature")->detail;
   // A signed job in the same ledger is not flagged.
-  JobRun s = RunJob(f, *l, *jp, f.w1, {.yaml = Yaml(8)});
+  JobRun s = RunJob(f, f.w1, {.yaml = Yaml(8)});
   AuditReport signed_rep = MustVerify(*l, s.job_hex);
   EXPECT_TRUE(signed_rep.ok()) << Failures(signed_rep);
   EXPECT_FALSE(signed_rep.dev_mode);
@@ -417,10 +413,10 @@ TEST(AuditTamperTest, ValidAttestSigOverDifferentPoe) {
 TEST(AuditTamperTest, ClaimFromAnotherWorker) {
   Corpus c;
   JobRun r;
-  std::tie(r.job_commit, r.job_hex) = c.f.Submit(*c.l, *c.jp, Yaml(3));
-  ASSERT_TRUE(c.jp->Claim(c.f.Req(r.job_hex, c.f.w2), &r.grant).ok());  // w2 holds the lease
+  std::tie(r.job_commit, r.job_hex) = SubmitPair(c.f, Yaml(3));
+  ASSERT_TRUE(ClaimInto(c.f, r.job_hex, c.f.w2, &r.grant).ok());  // w2 holds the lease
   // w1 reports against w2's claim commit.
-  r = BuildAndAccept(c.f, *c.jp, r, c.f.w1, {.yaml = Yaml(3), .accept = false});
+  r = BuildAndAccept(c.f, r, c.f.w1, {.yaml = Yaml(3), .accept = false});
   ForceResult(*c.l, r.job_hex, r.built.objects, r.built.commit_id);
   ExpectFirstFailure(
       MustVerify(*c.l, r.job_hex), "claim_matches_result",
@@ -431,19 +427,15 @@ TEST(AuditTamperTest, ClaimFromAnotherWorker) {
 TEST(AuditTamperTest, StaleEpochAfterTakeover) {
   Corpus c;
   JobRun r;
-  std::tie(r.job_commit, r.job_hex) = c.f.Submit(*c.l, *c.jp, Yaml(4));
-  ASSERT_TRUE(c.jp->Claim(c.f.Req(r.job_hex, c.f.w1), &r.grant).ok());
-  JobRun stale = BuildAndAccept(c.f, *c.jp, r, c.f.w1, {.yaml = Yaml(4), .accept = false});
+  std::tie(r.job_commit, r.job_hex) = SubmitPair(c.f, Yaml(4));
+  ASSERT_TRUE(ClaimInto(c.f, r.job_hex, c.f.w1, &r.grant).ok());
+  JobRun stale = BuildAndAccept(c.f, r, c.f.w1, {.yaml = Yaml(4), .accept = false});
   c.f.now += 10'000 + 1'000 + 1;
   LeaseGrant g2;
-  ASSERT_TRUE(c.jp->Claim(c.f.Req(r.job_hex, c.f.w2), &g2).ok());
+  ASSERT_TRUE(ClaimInto(c.f, r.job_hex, c.f.w2, &g2).ok());
   ASSERT_EQ(g2.epoch, 2);
   // The ledger refuses w1's result now; someone writes it in anyway.
-  ParsedResult parsed;
-  bool existing;
-  EXPECT_EQ(
-      c.jp->AcceptResult(stale.built.objects, stale.built.commit_id, &parsed, &existing).error,
-      TransitionError::kStaleOwner);
+  EXPECT_EQ(c.f.Report(stale.built.objects, stale.built.commit_id).outcome.error, TransitionError::kStaleOwner);
   ForceResult(*c.l, r.job_hex, stale.built.objects, stale.built.commit_id);
   ExpectFirstFailure(MustVerify(*c.l, r.job_hex), "lease_current",
                      "stale result: the job's lease is at epoch 2, held by ed25519:" +
@@ -453,7 +445,7 @@ TEST(AuditTamperTest, StaleEpochAfterTakeover) {
 TEST(AuditTamperTest, JobYamlEditedAfterAcceptance) {
   Corpus c;
   // Same Job-Id trailer, validly signed by the submitter, different command.
-  auto edited = c.f.JobCommit(*c.l, "command: [\"/bin/rm\", \"-rf\", \"/\"]\ntimeout: 30\n",
+  auto edited = WriteJobCommit(c.f, *c.l, "command: [\"/bin/rm\", \"-rf\", \"/\"]\ntimeout: 30\n",
                               &c.f.submitter, "blake3:" + c.a.job_hex);
   ASSERT_TRUE(
       c.l->UpdateRefs({{JobRef(c.a.job_hex, "job"), c.a.job_commit, edited.first}}, "t").ok());
@@ -467,13 +459,13 @@ TEST(AuditTamperTest, JobYamlEditedAfterAcceptance) {
 TEST(AuditTamperTest, RenewalCommitAsSecondParent) {
   Corpus c;
   JobRun r;
-  std::tie(r.job_commit, r.job_hex) = c.f.Submit(*c.l, *c.jp, Yaml(5));
-  ASSERT_TRUE(c.jp->Claim(c.f.Req(r.job_hex, c.f.w1), &r.grant).ok());
+  std::tie(r.job_commit, r.job_hex) = SubmitPair(c.f, Yaml(5));
+  ASSERT_TRUE(ClaimInto(c.f, r.job_hex, c.f.w1, &r.grant).ok());
   c.f.now += 1000;
-  LeaseGrant renewed;
-  ASSERT_TRUE(c.jp->Renew(c.f.Req(r.job_hex, c.f.w1, 1), &renewed).ok());
-  r.grant.lease_commit = renewed.lease_commit;
-  r = BuildAndAccept(c.f, *c.jp, r, c.f.w1, {.yaml = Yaml(5), .accept = false});
+  OpResult renewed = c.f.Renew(r.job_hex, c.f.w1, 1);
+  ASSERT_TRUE(renewed.outcome.ok()) << renewed.outcome.message;
+  r.grant.lease_commit = renewed.commit;
+  r = BuildAndAccept(c.f, r, c.f.w1, {.yaml = Yaml(5), .accept = false});
   ForceResult(*c.l, r.job_hex, r.built.objects, r.built.commit_id);
   ExpectFirstFailure(MustVerify(*c.l, r.job_hex), "claim_commit", "it is a renewal of epoch 1");
 }
@@ -481,19 +473,13 @@ TEST(AuditTamperTest, RenewalCommitAsSecondParent) {
 TEST(AuditTamperTest, ClaimCommitNotSignedByTheLedger) {
   Corpus c;
   JobRun r;
-  std::tie(r.job_commit, r.job_hex) = c.f.Submit(*c.l, *c.jp, Yaml(6));
+  std::tie(r.job_commit, r.job_hex) = SubmitPair(c.f, Yaml(6));
   // w1 writes its own "claim" (well-formed, with a valid Request-Sig), signed
   // with its own key instead of the ledger's.
-  LeaseRequest req = c.f.Req(r.job_hex, c.f.w1);
-  CommitMessage m;
-  m.body = "gatos: claim";
-  m.trailers = {{"Job-Id", "blake3:" + r.job_hex},
-                {"Worker-Id", c.f.w1.public_key().WorkerId()},
-                {"Lease-Epoch", "1"},
-                {"Lease-Expires", FormatRfc3339Millis(c.f.now + 10'000)},
-                {"Requested-At", std::to_string(req.requested_at_ms)},
-                {"Request-Sig", "ed25519:" + req.sig_hex}};
-  auto claim = c.l->WriteCommit(kEmptyTreeId, {r.job_commit}, FormatCommitMessage(m), &c.f.w1,
+  LeaseRequest req = c.f.Req(r.job_hex, c.f.w1, 1);
+  LeaseCommitInfo info{"claim", r.job_hex, c.f.w1.public_key().Hex(), 1, c.f.now + 10'000, 1,
+                       req.requested_at_ms, req.sig_hex, 10'000, 1 << 20, 4 << 20, false};
+  auto claim = c.l->WriteCommit(kEmptyTreeId, {r.job_commit}, FormatLeaseCommitMessage(info), &c.f.w1,
                                 "gatos ledger", "ledger@gatos.invalid", c.f.now);
   ASSERT_TRUE(claim.ok());
   ASSERT_TRUE(c.l->UpdateRefs({{JobRef(r.job_hex, "lease"), "", *claim},
@@ -502,7 +488,7 @@ TEST(AuditTamperTest, ClaimCommitNotSignedByTheLedger) {
                   .ok());
   r.grant.lease_commit = *claim;
   r.grant.epoch = 1;
-  r = BuildAndAccept(c.f, *c.jp, r, c.f.w1, {.yaml = Yaml(6), .accept = false});
+  r = BuildAndAccept(c.f, r, c.f.w1, {.yaml = Yaml(6), .accept = false});
   ForceResult(*c.l, r.job_hex, r.built.objects, r.built.commit_id);
   ExpectFirstFailure(MustVerify(*c.l, r.job_hex), "claim_signature",
                      "it is signed by " + c.f.w1.public_key().WorkerId() + ", not by " +
@@ -528,16 +514,14 @@ TEST(AuditTamperTest, UntrustedWorkerBinary) {
 TEST(AuditTamperTest, ProvenanceSubjectsDoNotMatchTheTree) {
   Corpus c;
   JobRun r;
-  std::tie(r.job_commit, r.job_hex) = c.f.Submit(*c.l, *c.jp, Yaml(9));
-  ASSERT_TRUE(c.jp->Claim(c.f.Req(r.job_hex, c.f.w1), &r.grant).ok());
+  std::tie(r.job_commit, r.job_hex) = SubmitPair(c.f, Yaml(9));
+  ASSERT_TRUE(ClaimInto(c.f, r.job_hex, c.f.w1, &r.grant).ok());
   ResultBuildInput in = MakeInput(c.f, r, c.f.w1, "succeeded");
   AddProvenance(&in, Yaml(9), c.f.w1);
   in.files[2].data = "43\n";  // outputs/report.txt changed after the statement was signed
   auto built = BuildResult(in, c.f.w1);
   ASSERT_TRUE(built.ok());
-  ParsedResult parsed;
-  bool existing;
-  ASSERT_TRUE(c.jp->AcceptResult(built->objects, built->commit_id, &parsed, &existing).ok());
+  ASSERT_TRUE(c.f.Report(built->objects, built->commit_id).outcome.ok());
   ExpectFirstFailure(MustVerify(*c.l, r.job_hex), "provenance",
                      "subject \"outputs/report.txt\" has blake3 " + DigestHex(Blake3("42\n")) +
                          " but the file hashes to " + DigestHex(Blake3("43\n")));
@@ -546,23 +530,21 @@ TEST(AuditTamperTest, ProvenanceSubjectsDoNotMatchTheTree) {
 TEST(AuditTamperTest, ProvenanceSignedByAnotherKey) {
   Corpus c;
   JobRun r;
-  std::tie(r.job_commit, r.job_hex) = c.f.Submit(*c.l, *c.jp, Yaml(10));
-  ASSERT_TRUE(c.jp->Claim(c.f.Req(r.job_hex, c.f.w1), &r.grant).ok());
+  std::tie(r.job_commit, r.job_hex) = SubmitPair(c.f, Yaml(10));
+  ASSERT_TRUE(ClaimInto(c.f, r.job_hex, c.f.w1, &r.grant).ok());
   ResultBuildInput in = MakeInput(c.f, r, c.f.w1, "succeeded");
   ResultBuildInput as_w2 = in;
   as_w2.poe.worker_id = c.f.w2.public_key().WorkerId();
   in.files.push_back({kProvenanceFileName, ProvenanceFor(as_w2, Yaml(10), c.f.w2)});
   auto built = BuildResult(in, c.f.w1);
-  ParsedResult parsed;
-  bool existing;
-  ASSERT_TRUE(c.jp->AcceptResult(built->objects, built->commit_id, &parsed, &existing).ok());
+  ASSERT_TRUE(c.f.Report(built->objects, built->commit_id).outcome.ok());
   ExpectFirstFailure(MustVerify(*c.l, r.job_hex), "provenance",
                      "the DSSE signature's keyid is " + c.f.w2.public_key().WorkerId());
 }
 
 TEST(AuditTamperTest, RequiredProvenanceMissing) {
   Corpus c;
-  JobRun r = RunJob(c.f, *c.l, *c.jp, c.f.w1, {.yaml = Yaml(11), .provenance = false});
+  JobRun r = RunJob(c.f, c.f.w1, {.yaml = Yaml(11), .provenance = false});
   EXPECT_TRUE(c.Verify(r.job_hex).ok());
   VerifyOptions o;
   o.require_provenance = true;
@@ -571,12 +553,12 @@ TEST(AuditTamperTest, RequiredProvenanceMissing) {
 
 TEST(AuditTamperTest, JobSignedByANonSubmitter) {
   Corpus c;
-  auto job = c.f.JobCommit(*c.l, Yaml(12), &c.f.w1);  // a worker key, not a submitter
+  auto job = WriteJobCommit(c.f, *c.l, Yaml(12), &c.f.w1);  // a worker key, not a submitter
   ASSERT_TRUE(c.l->UpdateRefs({{JobRef(job.second, "job"), "", job.first}}, "t").ok());
   ExpectFirstFailure(c.Verify(job.second), "job_signature",
                      "the job commit is signed by " + c.f.w1.public_key().WorkerId() +
                          ", which is not a submitter in policy");
-  auto unsigned_job = c.f.JobCommit(*c.l, Yaml(13), nullptr);
+  auto unsigned_job = WriteJobCommit(c.f, *c.l, Yaml(13), nullptr);
   ASSERT_TRUE(
       c.l->UpdateRefs({{JobRef(unsigned_job.second, "job"), "", unsigned_job.first}}, "t").ok());
   ExpectFirstFailure(c.Verify(unsigned_job.second), "job_signature",
@@ -585,7 +567,7 @@ TEST(AuditTamperTest, JobSignedByANonSubmitter) {
 
 TEST(AuditTamperTest, JobIdTrailerOfAnotherJob) {
   Corpus c;
-  auto job = c.f.JobCommit(*c.l, Yaml(14), &c.f.submitter, "blake3:" + c.a.job_hex);
+  auto job = WriteJobCommit(c.f, *c.l, Yaml(14), &c.f.submitter, "blake3:" + c.a.job_hex);
   ASSERT_TRUE(c.l->UpdateRefs({{JobRef(job.second, "job"), "", job.first}}, "t").ok());
   ExpectFirstFailure(c.Verify(job.second), "job_trailer",
                      "the job commit's trailer is 'Job-Id: blake3:" + c.a.job_hex + "'");
@@ -599,9 +581,10 @@ TEST(AuditTamperTest, PolicyCommitNotSignedByTheLedgerKey) {
   Policy p = *c.l->ReadPolicy();
   p.workers_text += "evil " + intruder.public_key().ToOpenSsh() + "\n";
   p.ledger_key = intruder.public_key();
-  ASSERT_TRUE(c.l->WritePolicy(p, "more workers\n", intruder, c.f.now).ok());
+  p.workers = *ParseAllowedSigners(p.workers_text, "workers");
+  ForcePolicy(*c.l, p, "more workers\n", intruder, c.f.now);
   c.f.now += 1000;
-  auto job = c.f.JobCommit(*c.l, Yaml(15), &c.f.submitter);
+  auto job = WriteJobCommit(c.f, *c.l, Yaml(15), &c.f.submitter);
   ASSERT_TRUE(c.l->UpdateRefs({{JobRef(job.second, "job"), "", job.first}}, "t").ok());
   ExpectFirstFailure(c.Verify(job.second), "policy",
                      "is not signed by the ledger key " + c.f.ledger_key.public_key().WorkerId() +

@@ -1,8 +1,19 @@
 // Jobs submitted with stock `git push` into a ledger made by `gatosd init`:
-// the hooks accept good jobs and refuse bad pushes with a visible reason,
-// leaving every ref as it was.
+// the hooks accept good jobs (recorded in the ledger's log; the push itself
+// creates no ref) and refuse bad pushes with a visible reason, leaving every
+// ref as it was. No gatosd runs here: the hook takes the writer lock itself.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "gatos/ledger_checks.h"
+#include "gatos/ledger_writer.h"
+#include "gatos/local_ledger.h"
+#include "gatos/result.h"
 #include "test_util.h"
 
 namespace gatos::testing {
@@ -83,16 +94,73 @@ TEST_F(PushTest, SignedJobPushedToSubmitRefBecomesAJobAndRePushIsANoOp) {
   EXPECT_EQ(LedgerRefs(), refs);
 }
 
-TEST_F(PushTest, SignedJobPushedToItsCanonicalRef) {
-  std::string hex = JobId(kJob).substr(7);
-  std::string c = Commit(kJob);
-  RunResult r = Push("HEAD:refs/gatos/jobs/" + hex + "/job");
+TEST_F(PushTest, AcceptedPushIsRecordedInTheLogWhileGatosdIsDown) {
+  std::string id = JobId(kJob);
+  Commit(kJob);
+  RunResult r = Push("HEAD:refs/gatos/submit/hello");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(LedgerRefs().find("refs/gatos/jobs/" + hex + "/job " + c), std::string::npos);
-  // Pushing the same commit again: git itself says nothing changed.
-  r = Push("HEAD:refs/gatos/jobs/" + hex + "/job");
-  EXPECT_EQ(r.exit_code, 0);
-  EXPECT_NE(r.err.find("Everything up-to-date"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gatosd is not running: recorded in the log"), std::string::npos) << r.err;
+  RunResult batch = Cmd({"git", "--git-dir", ledger_, "show", "refs/gatos/log:batch"});
+  EXPECT_EQ(batch.out.rfind("submit " + id.substr(7) + " refs/gatos/jobs/", 0), 0u) << batch.out;
+}
+
+TEST_F(PushTest, TheLedgersOwnRefsAreHiddenFromPushesAndRefused) {
+  std::string hex = JobId(kJob).substr(7);
+  std::string before = LedgerRefs();
+  Commit(kJob);
+  for (const std::string& ref : {"refs/gatos/jobs/" + hex + "/job", "refs/gatos/jobs/" + hex + "/lease",
+                                 std::string("refs/gatos/log"), std::string("refs/gatos/policy")}) {
+    RunResult r = Push("+HEAD:" + ref);
+    EXPECT_NE(r.exit_code, 0) << ref;
+    EXPECT_NE(r.err.find("deny updating a hidden ref"), std::string::npos) << ref << ": " << r.err;
+  }
+  EXPECT_EQ(LedgerRefs(), before);
+}
+
+// A push costs the same at any ledger size: receive-pack advertises none of
+// the ledger's refs, counted on the wire with GIT_TRACE_PACKET.
+TEST_F(PushTest, RefAdvertisementHoldsNoJobRefsAfterAThousandJobs) {
+  {
+    auto key = LoadLedgerKey(ledger_);
+    ASSERT_TRUE(key.ok()) << key.status().message();
+    auto w = LedgerWriter::Open(ledger_, *key);
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    Policy dev = (*w)->policy();
+    dev.settings.dev_mode = true;
+    std::vector<Op> policy_op;
+    policy_op.push_back(PolicyOp{dev, "dev for the test\n", std::nullopt});
+    ASSERT_TRUE((*w)->Apply(policy_op)[0].outcome.ok());
+    std::vector<Op> ops;
+    for (int i = 0; i < 1000; ++i) {
+      std::string yaml = "command: [\"/bin/echo\", \"" + std::to_string(i) + "\"]\ntimeout: 5\n";
+      std::vector<GitObject> objects;
+      auto tree = BuildTreeObjects({{"job.yaml", yaml, false}}, &objects);
+      auto m = ParseManifest(yaml, "job.yaml");
+      auto c = BuildCommitObject(*tree, {}, "j\n\nJob-Id: blake3:" + JobIdHex(*m) + "\n", "a", "a@b", 1, nullptr);
+      objects.insert(objects.begin(), *c);
+      auto check = CheckJobCommit(BatchLookup(&objects, nullptr), c->id, "", (*w)->policy(), SystemNowMs());
+      ASSERT_TRUE(check.ok()) << check.status().message();
+      ops.push_back(SubmitOp{*check, objects});
+    }
+    for (const auto& r : (*w)->Apply(ops)) ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  }
+  ASSERT_GE(LedgerRefs().size(), 1000u * 100);  // the job refs exist (fetch serves them)
+  Commit(kJob);
+  std::string trace = dir_.Join("packet.trace");
+  env_["GIT_TRACE_PACKET"] = trace;
+  RunResult r = Push("HEAD:refs/gatos/submit/one-more");
+  env_.erase("GIT_TRACE_PACKET");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(trace);
+  std::string line;
+  int advertised = 0, job_refs = 0;
+  while (std::getline(in, line)) {
+    if (line.find("packet:") == std::string::npos || line.find("git< ") == std::string::npos) continue;
+    if (line.find(" refs/") != std::string::npos || line.find("capabilities^{}") != std::string::npos) ++advertised;
+    if (line.find("refs/gatos/jobs/") != std::string::npos) ++job_refs;
+  }
+  EXPECT_EQ(job_refs, 0);
+  EXPECT_LE(advertised, 1) << "receive-pack advertised refs to a push";
 }
 
 struct RejectCase {
@@ -103,6 +171,7 @@ struct RejectCase {
 TEST_F(PushTest, EachRejectionIsVisibleAndLeavesTheLedgerUnchanged) {
   std::string before = LedgerRefs();
   std::string hex = JobId(kJob).substr(7);
+  std::string log_before = Cmd({"git", "--git-dir", ledger_, "rev-parse", "refs/gatos/log"}).out;
   auto expect_rejected = [&](const std::string& refspec, const std::string& message) {
     RunResult r = Push(refspec);
     EXPECT_NE(r.exit_code, 0) << refspec;
@@ -110,6 +179,7 @@ TEST_F(PushTest, EachRejectionIsVisibleAndLeavesTheLedgerUnchanged) {
     EXPECT_NE(r.err.find(message), std::string::npos) << "want: " << message << "\ngot: " << r.err;
     EXPECT_NE(r.err.find("pre-receive hook declined"), std::string::npos) << r.err;
     EXPECT_EQ(LedgerRefs(), before) << refspec;
+    EXPECT_EQ(Cmd({"git", "--git-dir", ledger_, "rev-parse", "refs/gatos/log"}).out, log_before);
   };
   // Unsigned.
   Commit(kJob, /*sign=*/false);
@@ -123,20 +193,24 @@ TEST_F(PushTest, EachRejectionIsVisibleAndLeavesTheLedgerUnchanged) {
   // Bad manifest: the user sees file, line and field.
   Commit("command: [\"/bin/true\"]\ntimeout: P1Y\n", true, "Job-Id: blake3:" + std::string(64, '0'));
   expect_rejected("HEAD:refs/gatos/submit/x", "job.yaml:2:");
-  // Job-id in the ref name does not match job.yaml.
-  Commit(kJob);
-  expect_rejected("HEAD:refs/gatos/jobs/" + std::string(64, 'a') + "/job",
-                  "but the ref names job aaaa");
   // Missing Job-Id trailer.
   Commit(kJob, true, "Signed-off-by: Alice <alice@example.com>");
   expect_rejected("HEAD:refs/gatos/submit/x", "must end with the trailer 'Job-Id: blake3:" + hex);
-  // Refs a submitter may not write.
+  // A symbolic link as job.yaml, whose target text is a valid manifest.
+  Git({"checkout", "-q", "--orphan", "link"});
+  Git({"rm", "-q", "-rf", "--cached", "."});
+  WriteFile(work_ + "/target.yaml", kJob);
+  std::remove((work_ + "/job.yaml").c_str());
+  ASSERT_EQ(::symlink(kJob, (work_ + "/job.yaml").c_str()), 0);
+  Git({"add", "job.yaml"});
+  Git({"commit", "-q", "-S", "-m", "link", "-m", "Job-Id: blake3:" + hex});
+  expect_rejected("HEAD:refs/gatos/submit/x", "job.yaml must be a regular file");
+  std::remove((work_ + "/job.yaml").c_str());
+  // Refs a submitter may not write, and results that are not results.
   Commit(kJob);
-  expect_rejected("HEAD:refs/gatos/jobs/" + hex + "/lease", "written by the ledger only");
-  expect_rejected("HEAD:refs/gatos/jobs/" + hex + "/claims/" + std::string(64, 'b'),
-                  "written by the ledger only");
-  expect_rejected("HEAD:refs/gatos/jobs/" + hex + "/result", "a result commit has exactly 2 parents");
-  expect_rejected("+HEAD:refs/gatos/policy", "gatos policy");  // forced: past the client-side check
+  expect_rejected("HEAD:refs/gatos/results/" + hex, "a result commit has exactly 2 parents");
+  expect_rejected("HEAD:refs/gatos/results/nothex", "refs/gatos/results/<job id");
+  expect_rejected("HEAD:refs/gatos/other", "written by the ledger only");
   expect_rejected("HEAD:refs/heads/main", "push job commits to refs/gatos/submit/");
 }
 

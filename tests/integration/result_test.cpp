@@ -1,12 +1,11 @@
 // Result commits: built on the worker side without a repository, shipped as
-// an object batch, checked and recorded by the ledger (JobPlane::AcceptResult),
+// an object batch, checked and recorded by the ledger (its writer),
 // and verified by stock git.
 #include "gatos/result.h"
 
 #include <gtest/gtest.h>
 
 #include "gatos/blake3.h"
-#include "gatos/job_plane.h"
 #include "gatos/lease.h"
 #include "ledger_fixture.h"
 #include "test_util.h"
@@ -21,15 +20,19 @@ const char kJob[] = "command: [\"/bin/true\"]\ntimeout: 30\n";
 
 struct Claimed {
   std::string job_commit, job_hex;
-  LeaseGrant grant;
+  std::string lease_commit;
+  int64_t epoch = 0;
 };
 
-Claimed SubmitAndClaim(LedgerFixture& f, Ledger& l, JobPlane& jp, const Ed25519PrivateKey& w,
-                       const std::string& yaml = kJob) {
+Claimed SubmitAndClaim(LedgerFixture& f, const Ed25519PrivateKey& w, const std::string& yaml = kJob) {
   Claimed c;
-  std::tie(c.job_commit, c.job_hex) = f.Submit(l, jp, yaml);
-  Outcome o = jp.Claim(f.Req(c.job_hex, w), &c.grant);
-  EXPECT_TRUE(o.ok()) << o.message;
+  auto j = f.Submit(yaml);
+  c.job_commit = j.commit;
+  c.job_hex = j.hex;
+  OpResult r = f.Claim(c.job_hex, w);
+  EXPECT_TRUE(r.outcome.ok()) << r.outcome.message;
+  c.lease_commit = r.commit;
+  c.epoch = r.record ? r.record->epoch : 0;
   return c;
 }
 
@@ -37,10 +40,10 @@ ResultBuildInput Input(const LedgerFixture& f, const Claimed& c, const Ed25519Pr
                        const std::string& status = "succeeded") {
   ResultBuildInput in;
   in.job_commit = c.job_commit;
-  in.lease_commit = c.grant.lease_commit;
+  in.lease_commit = c.lease_commit;
   in.poe.job_id = "blake3:" + c.job_hex;
   in.poe.worker_id = w.public_key().WorkerId();
-  in.poe.lease_epoch = c.grant.epoch;
+  in.poe.lease_epoch = c.epoch;
   in.poe.status = status;
   in.poe.runner_program = Blake3Tagged("worker binary");
   in.poe.runner_version = "test";
@@ -87,9 +90,7 @@ TEST(ObjectBatchTest, MalformedBatchesAreRefusedWithAReason) {
 
 TEST(ResultTest, AcceptedResultIsRecordedOnceAndVerifiesWithStockGit) {
   LedgerFixture f;
-  auto l = f.Open();
-  auto jp = f.Plane(l.get());
-  Claimed c = SubmitAndClaim(f, *l, *jp, f.w1);
+  Claimed c = SubmitAndClaim(f, f.w1);
   auto built = BuildResult(Input(f, c, f.w1), f.w1);
   ASSERT_TRUE(built.ok()) << built.status().message();
   // Self-contained checks pass on the batch alone.
@@ -99,25 +100,23 @@ TEST(ResultTest, AcceptedResultIsRecordedOnceAndVerifiesWithStockGit) {
 
   auto wire = DecodeObjectBatch(EncodeObjectBatch(built->objects), {});
   ASSERT_TRUE(wire.ok());
-  ParsedResult accepted;
-  bool existing = true;
-  Outcome o = jp->AcceptResult(*wire, built->commit_id, &accepted, &existing);
-  ASSERT_TRUE(o.ok()) << o.message;
-  EXPECT_FALSE(existing);
-  EXPECT_EQ(*l->ResolveRef(JobRef(c.job_hex, "result")), built->commit_id);
-  auto snap = l->ReadJob(c.job_hex);
-  EXPECT_EQ(DeriveView(*snap, f.now).state, JobState::kSucceeded);
+  OpResult r = f.Report(*wire, built->commit_id);
+  ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  EXPECT_FALSE(r.existing);
+  EXPECT_EQ(f.Ref(JobRef(c.job_hex, "result")), built->commit_id);
+  EXPECT_EQ(RecordState(f.Record(c.job_hex), f.now), JobState::kSucceeded);
 
   // The outbox may resend after a lost acknowledgement: same answer, no change.
-  o = jp->AcceptResult(*wire, built->commit_id, &accepted, &existing);
-  ASSERT_TRUE(o.ok()) << o.message;
-  EXPECT_TRUE(existing);
+  r = f.Report(*wire, built->commit_id);
+  ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  EXPECT_TRUE(r.existing);
 
   // A different second result for the same job is refused: the job is terminal.
   ResultBuildInput again = Input(f, c, f.w1, "failed");
   auto built2 = BuildResult(again, f.w1);
-  o = jp->AcceptResult(built2->objects, built2->commit_id, &accepted, &existing);
+  Outcome o = f.Report(built2->objects, built2->commit_id).outcome;
   EXPECT_EQ(o.error, TransitionError::kTerminal) << o.message;
+  f.Close();
 
   // Stock git: the objects we wrote by hand are well-formed and the commit
   // signature verifies with gpg.format=ssh and an allowed_signers file.
@@ -135,60 +134,48 @@ TEST(ResultTest, AcceptedResultIsRecordedOnceAndVerifiesWithStockGit) {
 
 TEST(ResultTest, StaleHolderAfterTakeoverIsRefusedAndWritesNothing) {
   LedgerFixture f(false, 10'000);
-  auto l = f.Open();
-  auto jp = f.Plane(l.get());
-  Claimed c = SubmitAndClaim(f, *l, *jp, f.w1);
+  Claimed c = SubmitAndClaim(f, f.w1);
   auto stale = BuildResult(Input(f, c, f.w1), f.w1);
   ASSERT_TRUE(stale.ok());
   f.now += 10'000 + 1'000 + 1;  // past expiry and grace
-  LeaseGrant g2;
-  ASSERT_TRUE(jp->Claim(f.Req(c.job_hex, f.w2), &g2).ok());
-  EXPECT_EQ(g2.epoch, 2);
-  ParsedResult accepted;
-  bool existing;
-  Outcome o = jp->AcceptResult(stale->objects, stale->commit_id, &accepted, &existing);
+  OpResult g2 = f.Claim(c.job_hex, f.w2, 2);
+  ASSERT_TRUE(g2.outcome.ok()) << g2.outcome.message;
+  Outcome o = f.Report(stale->objects, stale->commit_id).outcome;
   EXPECT_EQ(o.error, TransitionError::kStaleOwner) << o.message;
-  EXPECT_FALSE(l->HasObject(stale->commit_id));
-  EXPECT_EQ(*l->ResolveRef(JobRef(c.job_hex, "result")), "");
+  EXPECT_FALSE(f.Open()->HasObject(stale->commit_id));
+  EXPECT_EQ(f.Ref(JobRef(c.job_hex, "result")), "");
   // The new holder's result is accepted.
   Claimed c2 = c;
-  c2.grant = g2;
+  c2.lease_commit = g2.commit;
+  c2.epoch = 2;
   auto fresh = BuildResult(Input(f, c2, f.w2), f.w2);
-  o = jp->AcceptResult(fresh->objects, fresh->commit_id, &accepted, &existing);
+  o = f.Report(fresh->objects, fresh->commit_id).outcome;
   EXPECT_TRUE(o.ok()) << o.message;
   // And w1's stale result is still refused, now because the job is finished.
-  o = jp->AcceptResult(stale->objects, stale->commit_id, &accepted, &existing);
+  o = f.Report(stale->objects, stale->commit_id).outcome;
   EXPECT_EQ(o.error, TransitionError::kTerminal) << o.message;
 }
 
 TEST(ResultTest, ResultWithinGraceAfterExpiryIsAccepted) {
   LedgerFixture f(false, 10'000);  // grace 1 s
-  auto l = f.Open();
-  auto jp = f.Plane(l.get());
-  Claimed c = SubmitAndClaim(f, *l, *jp, f.w1);
+  Claimed c = SubmitAndClaim(f, f.w1);
   auto built = BuildResult(Input(f, c, f.w1), f.w1);
-  ParsedResult accepted;
-  bool existing;
   f.now += 10'500;  // expired, within grace, no takeover
-  EXPECT_TRUE(jp->AcceptResult(built->objects, built->commit_id, &accepted, &existing).ok());
+  EXPECT_TRUE(f.Report(built->objects, built->commit_id).outcome.ok());
 }
 
 TEST(ResultTest, ForgedOrMisdirectedResultsAreRefusedWithTheirReason) {
   LedgerFixture f;
-  auto l = f.Open();
-  auto jp = f.Plane(l.get());
-  Claimed c = SubmitAndClaim(f, *l, *jp, f.w1);
-  ParsedResult accepted;
-  bool existing;
+  Claimed c = SubmitAndClaim(f, f.w1);
   auto refuse = [&](const ResultBuildInput& in, const Ed25519PrivateKey& key, TransitionError want,
                     const std::string& needle) {
     auto b = BuildResult(in, key);
     ASSERT_TRUE(b.ok()) << b.status().message();
-    Outcome o = jp->AcceptResult(b->objects, b->commit_id, &accepted, &existing);
+    Outcome o = f.Report(b->objects, b->commit_id).outcome;
     EXPECT_EQ(o.error, want) << o.message;
     EXPECT_NE(o.message.find(needle), std::string::npos) << o.message;
-    EXPECT_EQ(*l->ResolveRef(JobRef(c.job_hex, "result")), "");
-    EXPECT_FALSE(l->HasObject(b->commit_id));
+    EXPECT_EQ(f.Ref(JobRef(c.job_hex, "result")), "");
+    EXPECT_FALSE(f.Open()->HasObject(b->commit_id));
   };
   // Signed by w2 while claiming to be w1.
   refuse(Input(f, c, f.w1), f.w2, TransitionError::kUnauthorized, "attest_sig");
@@ -213,9 +200,7 @@ TEST(ResultTest, ForgedOrMisdirectedResultsAreRefusedWithTheirReason) {
 
 TEST(ResultTest, CheckFindsTamperingInTheBatch) {
   LedgerFixture f;
-  auto l = f.Open();
-  auto jp = f.Plane(l.get());
-  Claimed c = SubmitAndClaim(f, *l, *jp, f.w1);
+  Claimed c = SubmitAndClaim(f, f.w1);
   auto built = BuildResult(Input(f, c, f.w1), f.w1);
   // Re-sign nothing, change the commit message's Status trailer.
   std::vector<GitObject> objs = built->objects;

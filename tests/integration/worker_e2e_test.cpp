@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gatos/bus.h"
-#include "gatos/job_plane.h"
+#include "gatos/clock.h"
 #include "gatos/manifest.h"
 #include "gatos/result.h"
 #include "gatos/rpc.h"

@@ -93,7 +93,7 @@ ChildProcess* Stack::StartWorker(int i, const std::vector<std::string>& extra,
   std::map<std::string, std::string> e = env_;
   for (const auto& [k, v] : env) e[k] = v;
   std::vector<std::string> argv = {BinaryPath("gatos-worker"), "run", "--nats", nats_.url(), "--key",
-                                   worker_keys_.at(i), "--state-dir", worker_state(i), "--name",
+                                   worker_keys_.at(i), "--ledger-key", ledger_ + "/gatos/ledger_key.pub", "--state-dir", worker_state(i), "--name",
                                    "w" + std::to_string(i)};
   argv.insert(argv.end(), extra.begin(), extra.end());
   std::string error;

@@ -1,0 +1,378 @@
+// The ledger's writer over a real git repository: the transitions (one state
+// machine), the signed log that records them, the state index in the log's
+// tree, and the ref view.
+#include "gatos/ledger_writer.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "gatos/ledger_commits.h"
+#include "gatos/sshsig.h"
+#include "gatos/log_format.h"
+#include "gatos/refs.h"
+#include "gatos/trailers.h"
+#include "ledger_fixture.h"
+#include "test_util.h"
+
+namespace gatos {
+namespace {
+
+using Fixture = testing::LedgerFixture;
+
+const char kJob[] = "command: [\"/bin/true\"]\ntimeout: 30\n";
+
+std::string Yaml(int i) { return "command: [\"/bin/echo\", \"" + std::to_string(i) + "\"]\ntimeout: 5\n"; }
+
+// Every log commit from the head back to the root, oldest first, with its
+// parsed message and batch record.
+struct LogCommit {
+  std::string id;
+  CommitInfo commit;
+  LogCommitInfo info;
+  std::vector<LogEntry> entries;
+};
+std::vector<LogCommit> ReadLog(Ledger& l) {
+  std::vector<LogCommit> out;
+  std::string cur = *l.ResolveRef(kLogRef);
+  while (!cur.empty()) {
+    LogCommit c;
+    c.id = cur;
+    c.commit = *l.ReadCommit(cur);
+    c.info = *ParseLogMessage(c.commit.message);
+    auto tree = l.ReadTree(c.commit.tree);
+    for (const auto& e : *tree) {
+      if (e.name == "batch") c.entries = *DecodeBatch(*l.ReadBlob(e.id, 1 << 26));
+    }
+    out.push_back(c);
+    cur = c.info.seq > 1 ? c.commit.parents[0] : "";
+  }
+  return {out.rbegin(), out.rend()};
+}
+
+// The refs the log says exist: every batch replayed from the root.
+std::map<std::string, std::string> Replay(const std::vector<LogCommit>& log) {
+  std::map<std::string, std::string> refs;
+  for (const auto& c : log) {
+    for (const auto& e : c.entries) {
+      if (e.ref.empty()) continue;
+      EXPECT_EQ(refs.count(e.ref) ? refs[e.ref] : "", e.old_id) << e.ref << " in log " << c.info.seq;
+      if (e.new_id.empty()) refs.erase(e.ref); else refs[e.ref] = e.new_id;
+    }
+  }
+  return refs;
+}
+
+std::map<std::string, std::string> ActualRefs(Ledger& l) {
+  std::map<std::string, std::string> out;
+  auto names = l.ListRefs("refs/gatos/");
+  for (const auto& name : *names) {
+    if (name != kLogRef) out[name] = *l.ResolveRef(name);
+  }
+  return out;
+}
+
+TEST(LedgerWriterTest, SignedJobIsAdoptedOnceAndReSubmitIsANoOp) {
+  Fixture f;
+  auto j = f.JobCommit(kJob, &f.submitter);
+  OpResult r = f.SubmitJob(j);
+  ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  EXPECT_FALSE(r.existing);
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "job")), j.commit);
+  EXPECT_EQ(f.Record(j.hex).submitter_hex, f.submitter.public_key().Hex());
+  // A second commit with the same manifest names the same job: no-op.
+  f.now += 1000;
+  auto j2 = f.JobCommit(kJob, &f.submitter);
+  EXPECT_NE(j2.commit, j.commit);
+  int64_t seq = f.W().seq();
+  r = f.SubmitJob(j2);
+  ASSERT_TRUE(r.outcome.ok());
+  EXPECT_TRUE(r.existing);
+  EXPECT_EQ(f.W().seq(), seq);  // nothing written
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "job")), j.commit);
+}
+
+TEST(LedgerWriterTest, UnsignedUntrustedMislabelledAndSymlinkedJobsAreRejected) {
+  Fixture f;
+  auto unsigned_job = f.JobCommit(kJob, nullptr);
+  EXPECT_EQ(f.Check(unsigned_job).status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(f.Check(unsigned_job).status().message().find("not signed"), std::string::npos);
+  auto stranger = *GenerateEd25519Key("mallory");
+  auto untrusted = f.JobCommit(kJob, &stranger);
+  EXPECT_NE(f.Check(untrusted).status().message().find("not an allowed submitter"), std::string::npos);
+  auto wrong_trailer = f.JobCommit(kJob, &f.submitter, "blake3:" + std::string(64, '0'));
+  EXPECT_EQ(f.Check(wrong_trailer).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(f.Check(wrong_trailer).status().message().find("Job-Id: blake3:" + unsigned_job.hex), std::string::npos);
+  auto other_id = f.Check(f.JobCommit(kJob, &f.submitter), std::string(64, 'f'));
+  EXPECT_NE(other_id.status().message().find("but the ref names job ffff"), std::string::npos);
+  // job.yaml as a symbolic link whose target text is a valid manifest.
+  auto link = f.JobCommit(kJob, &f.submitter);
+  std::vector<GitObject> objs;
+  GitObject blob = MakeObject(ObjectType::kBlob, kJob);
+  auto tree = EncodeTree({{"job.yaml", blob.id, 0120000}});
+  GitObject t = MakeObject(ObjectType::kTree, *tree);
+  auto c = BuildCommitObject(t.id, {}, "link\n\nJob-Id: blake3:" + link.hex + "\n", "A", "a@b", f.now, &f.submitter);
+  link.objects = {*c, t, blob};
+  link.commit = c->id;
+  auto st = f.Check(link);
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.status().message().find("symbolic link"), std::string::npos) << st.status().message();
+  EXPECT_TRUE(f.Open()->ListRefs(kJobsPrefix)->empty());
+}
+
+TEST(LedgerWriterTest, DevModeAcceptsUnsignedJobs) {
+  Fixture f(/*dev=*/true);
+  EXPECT_TRUE(f.SubmitJob(f.JobCommit(kJob, nullptr)).outcome.ok());
+}
+
+TEST(LedgerWriterTest, ClaimRenewTakeoverAndFencing) {
+  Fixture f;
+  auto j = f.Submit(kJob);
+  OpResult g1 = f.Claim(j.hex, f.w1);
+  ASSERT_TRUE(g1.outcome.ok()) << g1.outcome.message;
+  EXPECT_EQ(g1.record->epoch, 1);
+  EXPECT_EQ(g1.record->expires_ms, f.now + 10'000);
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), g1.commit);
+  EXPECT_EQ(f.Ref(ClaimRef(j.hex, f.w1.public_key().Hex())), g1.commit);
+  // The grant: a lease commit signed by the ledger, naming the worker and
+  // the epoch, whose parent is the job; then the job's objects.
+  ASSERT_EQ(g1.grant.size(), 4u);
+  auto lc = *ParseRawCommit(g1.grant[0].data, g1.commit);
+  EXPECT_EQ(lc.parents, std::vector<std::string>{j.commit});
+  EXPECT_FALSE(lc.signature.empty());
+  auto info = *ParseLeaseCommitMessage(lc.message);
+  EXPECT_EQ(info.epoch, 1);
+  EXPECT_EQ(info.worker_hex, f.w1.public_key().Hex());
+  EXPECT_EQ(g1.grant[1].id, j.commit);
+
+  EXPECT_EQ(f.Claim(j.hex, f.w2, 2).outcome.error, TransitionError::kLostRace);
+  f.now += 5000;
+  OpResult r = f.Renew(j.hex, f.w1, 1);
+  ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  EXPECT_EQ(r.record->expires_ms, f.now + 10'000);
+  EXPECT_EQ(ParseRawCommit(r.grant[0].data, r.commit)->parents, (std::vector<std::string>{j.commit, g1.commit}));
+  EXPECT_EQ(f.Renew(j.hex, f.w2, 1).outcome.error, TransitionError::kStaleOwner);
+
+  // Expiry by the ledger's clock, then takeover with epoch 2.
+  f.now += 10'000;
+  OpResult g2 = f.Claim(j.hex, f.w2, 2);
+  ASSERT_TRUE(g2.outcome.ok()) << g2.outcome.message;
+  EXPECT_EQ(g2.record->epoch, 2);
+  Outcome o = f.Renew(j.hex, f.w1, 1).outcome;
+  EXPECT_EQ(o.error, TransitionError::kStaleOwner);
+  EXPECT_NE(o.message.find("stale owner"), std::string::npos);
+}
+
+TEST(LedgerWriterTest, RequestsMustBeSignedByAnAllowedWorkerFreshAndNeverReplayed) {
+  Fixture f;
+  auto j = f.Submit(kJob);
+  auto forged = f.Req(j.hex, f.w1, 1);
+  forged.worker_hex = f.w2.public_key().Hex();  // signed by w1, claims to be w2
+  EXPECT_EQ(f.Lease(forged).outcome.error, TransitionError::kUnauthorized);
+  auto stranger = *GenerateEd25519Key("x");
+  Outcome o = f.Claim(j.hex, stranger).outcome;
+  EXPECT_EQ(o.error, TransitionError::kUnauthorized);
+  EXPECT_NE(o.message.find("not allowed"), std::string::npos);
+  auto old = f.Req(j.hex, f.w1, 1);
+  f.now += 61'000;
+  o = f.Lease(old).outcome;
+  EXPECT_EQ(o.error, TransitionError::kUnauthorized);
+  EXPECT_NE(o.message.find("clock"), std::string::npos);
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), "");
+  // A genuine claim, recorded by a bus listener and sent again after the
+  // lease expired, is not a takeover by a worker that never asked.
+  auto genuine = f.Req(j.hex, f.w1, 1);
+  ASSERT_TRUE(f.Lease(genuine).outcome.ok());
+  f.now += 10'001;
+  o = f.Lease(genuine).outcome;
+  EXPECT_EQ(o.error, TransitionError::kLostRace) << o.message;
+  EXPECT_EQ(f.Record(j.hex).epoch, 1);
+  // Same for a renew: replaying the last renew keeps no lease alive.
+  f.now -= 10'000;
+  auto renew = f.Req(j.hex, f.w1, 1, true);
+  ASSERT_TRUE(f.Lease(renew).outcome.ok());
+  EXPECT_EQ(f.Lease(renew).outcome.error, TransitionError::kUnauthorized);
+}
+
+TEST(LedgerWriterTest, CancelIsForTheSubmitterOrAnOperatorAndAbortsAPendingJob) {
+  auto op = *GenerateEd25519Key("operator");
+  Fixture f(false, 10'000, [&](Policy* p) {
+    p->operators_text = "ops " + op.public_key().ToOpenSsh() + "\n";
+    p->operators = *ParseAllowedSigners(p->operators_text, "ops");
+  });
+  auto j = f.Submit(kJob);
+  auto j2 = f.Submit(Yaml(2));
+  auto other_submitter = f.w2;  // any other key
+  Outcome o = f.User(j.hex, other_submitter, false).outcome;
+  EXPECT_EQ(o.error, TransitionError::kUnauthorized);
+  EXPECT_NE(o.message.find("only its submitter"), std::string::npos) << o.message;
+  OpResult r = f.User(j.hex, f.submitter, false);
+  ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  EXPECT_EQ(RecordState(*r.record, f.now), JobState::kAborted);
+  auto cc = *ParseUserRequestCommitMessage(f.Open()->ReadCommit(r.commit)->message);
+  EXPECT_EQ(cc.requester_hex, f.submitter.public_key().Hex());
+  EXPECT_EQ(f.Claim(j.hex, f.w1).outcome.error, TransitionError::kCancelled);
+  EXPECT_TRUE(f.User(j.hex, f.submitter, false).existing);
+  EXPECT_TRUE(f.User(j2.hex, op, false).outcome.ok());  // an operator may cancel any job
+}
+
+TEST(LedgerWriterTest, TwoClaimsOfOneJobInOneBatchTheFirstWins) {
+  Fixture f;
+  auto j = f.Submit(kJob);
+  std::vector<Op> ops;
+  ops.push_back(LeaseOp{f.Req(j.hex, f.w1, 1)});
+  ops.push_back(LeaseOp{f.Req(j.hex, f.w2, 1)});
+  int64_t seq = f.W().seq();
+  auto results = f.W().Apply(ops);
+  EXPECT_TRUE(results[0].outcome.ok());
+  EXPECT_EQ(results[1].outcome.error, TransitionError::kLostRace);
+  EXPECT_EQ(f.W().seq(), seq + 1);  // one log commit for the batch
+  EXPECT_EQ(f.Record(j.hex).worker_hex, f.w1.public_key().Hex());
+}
+
+TEST(LedgerWriterTest, TheLogIsSignedContiguousReachableAndReplaysToTheRefs) {
+  Fixture f;
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 12; ++i) jobs.push_back(f.Submit(Yaml(i)).hex);
+  std::vector<Op> claims;
+  for (int i = 0; i < 8; ++i) claims.push_back(LeaseOp{f.Req(jobs[i], i % 2 ? f.w1 : f.w2, 1)});
+  auto results = f.W().Apply(claims);
+  for (const auto& r : results) ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  ASSERT_TRUE(f.User(jobs[9], f.submitter, false).outcome.ok());
+  f.Close();
+  auto l = f.Open();
+  auto log = ReadLog(*l);
+  ASSERT_EQ(log.size(), 1u + 12 + 1 + 1);  // init, 12 submits, the claims, the cancel
+  for (size_t i = 0; i < log.size(); ++i) {
+    EXPECT_EQ(log[i].info.seq, static_cast<int64_t>(i + 1));
+    EXPECT_EQ(log[i].info.ledger_key_hex, f.ledger_key.public_key().Hex());
+    EXPECT_FALSE(log[i].commit.signature.empty());
+  }
+  // Every commit the batch recorded is a parent of its log commit.
+  const auto& batch = log[13];
+  EXPECT_EQ(batch.entries.size(), 16u);  // lease + claims/<w> for each of 8 jobs
+  std::set<std::string> parents(batch.commit.parents.begin() + 1, batch.commit.parents.end());
+  for (const auto& r : results) EXPECT_TRUE(parents.count(r.commit));
+  EXPECT_EQ(Replay(log), ActualRefs(*l));
+  // git itself agrees the history is complete from the log alone.
+  auto fsck = testing::Run({"git", "--git-dir", f.path, "fsck", "--strict", "--no-dangling"});
+  EXPECT_EQ(fsck.exit_code, 0) << fsck.out << fsck.err;
+  // Stock git verifies the log commits with the ledger key.
+  std::string signers = f.dir.Join("ledger_signers");
+  testing::WriteFile(signers, "ledger namespaces=\"git\" " + f.ledger_key.public_key().ToOpenSsh() + "\n");
+  auto verify = testing::Run({"git", "--git-dir", f.path, "-c", "gpg.format=ssh", "-c",
+                              "gpg.ssh.allowedSignersFile=" + signers, "verify-commit", log.back().id});
+  EXPECT_EQ(verify.exit_code, 0) << verify.err;
+}
+
+TEST(LedgerWriterTest, StateIndexAnswersAfterReopenAndCountsStates) {
+  Fixture f;
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 6; ++i) jobs.push_back(f.Submit(Yaml(i)).hex);
+  ASSERT_TRUE(f.Claim(jobs[0], f.w1).outcome.ok());
+  ASSERT_TRUE(f.User(jobs[1], f.submitter, false).outcome.ok());
+  f.Close();
+  auto& w = f.W();
+  EXPECT_EQ(w.stats().jobs, 6);
+  EXPECT_EQ(w.stats().by_state[static_cast<size_t>(JobState::kPending)], 4);
+  EXPECT_EQ(w.stats().by_state[static_cast<size_t>(JobState::kClaimed)], 1);
+  EXPECT_EQ(w.stats().by_state[static_cast<size_t>(JobState::kAborted)], 1);
+  EXPECT_EQ(w.live().size(), 5u);  // the aborted job is not live
+  EXPECT_EQ(w.live().at(jobs[0]).worker_hex, f.w1.public_key().Hex());
+  auto rec = LedgerView::Open(f.path).value()->Find(jobs[1]);
+  ASSERT_TRUE(rec.ok() && *rec);
+  EXPECT_FALSE((*rec)->cancel_commit.empty());
+  // Paging over the index in id order.
+  std::vector<std::string> ids;
+  ASSERT_TRUE(w.index().ForEachJob("", [&](const JobRecord& r) {
+    ids.push_back(r.job_hex);
+    return true;
+  }).ok());
+  std::vector<std::string> sorted = jobs;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(ids, sorted);
+  std::vector<std::string> rest;
+  ASSERT_TRUE(w.index().ForEachJob(sorted[2], [&](const JobRecord& r) {
+    rest.push_back(r.job_hex);
+    return true;
+  }).ok());
+  EXPECT_EQ(rest, std::vector<std::string>(sorted.begin() + 3, sorted.end()));
+}
+
+TEST(LedgerWriterTest, AViewLeftBehindByACrashIsRepairedFromTheLog) {
+  Fixture f;
+  auto j = f.Submit(kJob);
+  ASSERT_TRUE(f.Claim(j.hex, f.w1).outcome.ok());
+  std::string lease = f.Ref(JobRef(j.hex, "lease"));
+  f.Close();
+  // A crash after the log ref moved but before the view refs were written
+  // (or a power loss that lost them).
+  auto l = f.Open();
+  ASSERT_TRUE(l->SetViewRefs({{JobRef(j.hex, "lease"), ""}, {ClaimRef(j.hex, f.w1.public_key().Hex()), ""}}).ok());
+  testing::WriteFile(f.path + "/gatos/views-synced", "1\n");
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), "");
+  f.W();  // opening the writer repairs the view
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), lease);
+  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+}
+
+TEST(LedgerWriterTest, OneWriterAtATime) {
+  Fixture f;
+  f.W();
+  auto second = LedgerWriter::Open(f.path, f.ledger_key, {});
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("another process"), std::string::npos);
+  f.Close();
+  EXPECT_TRUE(LedgerWriter::Open(f.path, f.ledger_key, {}).ok());
+}
+
+TEST(LedgerWriterTest, FinishedJobsArePrunedAfterTheRetentionAndStillAnswer) {
+  Fixture f(false, 10'000, [](Policy* p) { p->settings.retention_ms = 60'000; });
+  auto j = f.Submit(kJob);
+  ASSERT_TRUE(f.User(j.hex, f.submitter, false).outcome.ok());
+  EXPECT_EQ(f.Apply(PruneOp{j.hex}).outcome.error, TransitionError::kInvalid);  // too early
+  f.now += 60'000;
+  OpResult r = f.Apply(PruneOp{j.hex});
+  ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  EXPECT_EQ(f.Open()->ListRefs(JobRef(j.hex, ""))->size(), 0u);
+  EXPECT_EQ(RecordState(f.Record(j.hex), f.now), JobState::kAborted);
+  EXPECT_EQ(f.W().stats().pruned, 1);
+  auto l = f.Open();
+  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+}
+
+TEST(LedgerWriterTest, RevokingAWorkerEndsItsLeasesAtOnce) {
+  Fixture f;
+  auto j = f.Submit(kJob);
+  ASSERT_TRUE(f.Claim(j.hex, f.w1).outcome.ok());
+  Policy next = f.W().policy();
+  ASSERT_TRUE(PolicyRevoke(&next, "worker", f.w1.public_key()).ok());
+  OpResult r = f.Apply(PolicyOp{next, "revoke w1\n", std::nullopt});
+  ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  EXPECT_EQ(r.revoked_jobs, std::vector<std::string>{j.hex});
+  EXPECT_TRUE(LeaseExpired(f.Record(j.hex), f.now));
+  EXPECT_EQ(f.Renew(j.hex, f.w1, 1).outcome.error, TransitionError::kUnauthorized);
+  EXPECT_TRUE(f.Claim(j.hex, f.w2, 2).outcome.ok());  // offered again at once
+  EXPECT_EQ(f.Ref(kPolicyRef), r.commit);
+}
+
+TEST(LedgerWriterTest, KeyRotationIsSignedByTheOldKeyAndTheNewKeySignsFromThen) {
+  Fixture f;
+  auto next_key = *GenerateEd25519Key("ledger2");
+  OpResult r = f.Apply(PolicyOp{f.W().policy(), "rotate\n", next_key});
+  ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  auto l = f.Open();
+  auto policy_commit = *l->ReadCommit(r.commit);
+  auto sig = ParseSshSignature(policy_commit.signature);
+  EXPECT_EQ(sig->key, f.ledger_key.public_key());  // introduced by the old key
+  EXPECT_EQ(l->ReadPolicyAt(r.commit)->ledger_key, next_key.public_key());
+  f.Submit(kJob);  // the next log commit
+  auto head = *l->ReadCommit(*l->ResolveRef(kLogRef));
+  EXPECT_EQ(ParseSshSignature(head.signature)->key, next_key.public_key());
+  f.Close();
+  EXPECT_EQ(LedgerWriter::Open(f.path, f.ledger_key, {}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(LedgerWriter::Open(f.path, next_key, {}).ok());
+}
+
+}  // namespace
+}  // namespace gatos
