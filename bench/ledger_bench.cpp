@@ -1,215 +1,415 @@
-// ledger_bench: transition latency of the ledger's state machine over real
-// libgit2 (JobPlane: claim, renew, result, cancel) with 1k and 100k jobs in
-// the ledger, with loose refs and after `git pack-refs --all`.
+// ledger_bench: the ledger's write path at 1k, 100k and 1M jobs
+// (docs/benchmarks.md, section 1).
 //
-// Prints claims/s and p50/p99 per transition. Never fails on a time.
-//   ledger_bench [--jobs 1000,100000] [--ops 2000] [--dir DIR]
+// For each size N it makes a ledger with `gatosd init`, fills it with N
+// finished jobs through the real write path (LedgerWriter, batches of 1,000:
+// signed jobs, signed claims, signed results with provenance) and reports how
+// long that took and the disk bytes per job. Then:
+//
+//  1. In-process, through the JobService (gatosd's request handlers, without
+//     NATS), with fsync as configured:
+//     - group commit: 4,000 new jobs submitted, claimed and reported in
+//       batches of --batch requests: transitions/s per kind; the latency of a
+//       request in a batch is the batch's duration (p50/p99);
+//     - one request at a time (batch of 1): p50/p99 of submit, claim,
+//       renew, result and status.
+//  2. With a real nats-server and `gatosd serve` on the ledger:
+//     - gatosd restart to ready (SIGTERM, start, first answer on its socket);
+//     - one stock `git push` of one job through the proc-receive hook:
+//       p50/p99, and the bytes of the push's ref advertisement.
+//
+// Prints figures; never passes or fails on a time.
+//
+//   ledger_bench [--jobs 1000,100000] [--dir DIR] [--batch 256] [--no-fsync]
+//                [--keep] [--skip-push]
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gatos/blake3.h"
-#include "gatos/encoding.h"
-#include "gatos/job_plane.h"
-#include "gatos/ledger.h"
+#include "gatos/flags.h"
+#include "gatos/job_service.h"
+#include "gatos/ledger_writer.h"
+#include "gatos/local_ledger.h"
+#include "gatos/manifest.h"
+#include "gatos/process.h"
 #include "gatos/result.h"
-#include "gatos/trailers.h"
+#include "gatos/rpc.h"
 #include "gatos/signed_request.h"
+#include "populate.h"
 
-using namespace gatos;
-using Clock = std::chrono::steady_clock;
-
+namespace gatos {
 namespace {
 
-struct Stats {
-  std::vector<double> us;
-  void Add(Clock::time_point t0) {
-    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-  }
-  double P(double q) {
-    if (us.empty()) return 0;
-    std::sort(us.begin(), us.end());
-    return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))];
-  }
-  double Total() {
-    double s = 0;
-    for (double v : us) s += v;
-    return s;
-  }
-};
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
 
-void Die(const std::string& what, const Status& s) {
-  std::fprintf(stderr, "ledger_bench: %s: %s\n", what.c_str(), s.message().c_str());
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+[[noreturn]] void Die(const std::string& m) {
+  std::cerr << "ledger_bench: " << m << "\n";
   std::exit(1);
 }
-
-std::string Yaml(size_t i) {
-  return "command: [\"/bin/true\"]\nargs: [\"" + std::to_string(i) + "\"]\ntimeout: 30\n";
+template <typename T>
+T Must(Result<T> r, const std::string& what) {
+  if (!r.ok()) Die(what + ": " + r.status().message());
+  return std::move(r).value();
 }
 
-void RunOne(const std::string& root, size_t jobs, size_t ops, bool pack) {
-  std::string path = root + "/ledger-" + std::to_string(jobs) + (pack ? "-packed" : "") + ".git";
-  std::filesystem::remove_all(path);
-  if (Status s = Ledger::InitRepository(path); !s.ok()) Die("init", s);
-  auto ledger = Ledger::Open(path);
-  if (!ledger.ok()) Die("open", ledger.status());
-  Ledger& l = **ledger;
-  auto ledger_key = *GenerateEd25519Key("ledger");
-  auto worker = *GenerateEd25519Key("worker");
-  Policy p;
-  p.settings.dev_mode = true;  // population writes unsigned job commits; claims are signed
-  p.ledger_key = ledger_key.public_key();
-  p.workers_text = "w " + worker.public_key().ToOpenSsh() + "\n";
-  if (auto r = l.WritePolicy(p, "policy\n", ledger_key, SystemNowMs()); !r.ok()) Die("policy", r.status());
-  JobPlane plane(&l, ledger_key, SystemNowMs);
-  if (Status s = plane.LoadPolicy(); !s.ok()) Die("load policy", s);
+std::string SelfDir() { return fs::canonical("/proc/self/exe").parent_path().string(); }
 
-  // Populate: every job adopted through the same path as a push.
-  std::vector<std::string> hexes;
-  hexes.reserve(jobs);
-  Stats submit;
-  auto t_pop = Clock::now();
-  for (size_t i = 0; i < jobs; ++i) {
-    std::string yaml = Yaml(i);
-    auto m = ParseManifest(yaml, "job.yaml");
-    std::string hex = JobIdHex(*m);
-    std::string blob = *l.WriteBlob(yaml);
-    std::string tree = *l.WriteTree({{"job.yaml", blob}});
-    auto c = l.WriteCommit(tree, {}, "job\n\nJob-Id: blake3:" + hex + "\n", nullptr, "b", "b@x", SystemNowMs());
-    std::string got;
-    bool existing;
-    auto t0 = Clock::now();
-    Outcome o = plane.AdoptJob(*c, &got, &existing);
-    submit.Add(t0);
-    if (!o.ok()) Die("adopt", InternalError(o.message));
-    hexes.push_back(hex);
-    if ((i + 1) % 20000 == 0) std::fprintf(stderr, "  populated %zu/%zu jobs\n", i + 1, jobs);
-  }
-  double pop_s = std::chrono::duration<double>(Clock::now() - t_pop).count();
-  if (pack) {
-    std::string cmd = "git --git-dir '" + path + "' pack-refs --all";
-    if (std::system(cmd.c_str()) != 0) Die("pack-refs", InternalError("git pack-refs failed"));
-  }
+double Pct(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
 
-  // Transitions on `ops` jobs spread over the ledger.
-  Stats claim, renew, result, cancel, read;
-  size_t n = std::min(ops, jobs);
-  size_t stride = jobs / n;
-  std::vector<LeaseGrant> grants(n);
-  auto req = [&](const std::string& hex, int64_t epoch) {
-    return SignLeaseRequest(worker, hex, epoch, SystemNowMs());
-  };
-  auto t_claims = Clock::now();
-  for (size_t k = 0; k < n; ++k) {
-    auto r = req(hexes[k * stride], 0);
-    auto t0 = Clock::now();
-    Outcome o = plane.Claim(r, &grants[k]);
-    claim.Add(t0);
-    if (!o.ok()) Die("claim", InternalError(o.message));
+uint64_t DiskBytes(const std::string& dir) {
+  uint64_t total = 0;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) total += static_cast<uint64_t>(st.st_blocks) * 512;
   }
-  double claims_s = std::chrono::duration<double>(Clock::now() - t_claims).count();
-  for (size_t k = 0; k < n; ++k) {
-    auto r = req(hexes[k * stride], 1);
-    auto t0 = Clock::now();
-    Outcome o = plane.Renew(r, &grants[k]);
-    renew.Add(t0);
-    if (!o.ok()) Die("renew", InternalError(o.message));
+  return total;
+}
+
+bool FsyncHonestHere(const std::string& dir) {
+  struct statvfs s;
+  // tmpfs ignores fsync; say which file system the figures are from.
+  return ::statvfs(dir.c_str(), &s) == 0;
+}
+
+std::string FsType(const std::string& dir) {
+  auto r = RunAndCapture({"stat", "-f", "-c", "%T", dir}, {}, "", std::chrono::seconds(5));
+  if (!r.ok()) return "?";
+  std::string t = r->out;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  return t;
+}
+
+// ---- in-process: the JobService over the writer ----
+
+struct Signed {
+  std::string hex, frame, commit;
+};
+
+// Submit frames for jobs that are not in the ledger yet.
+std::vector<Signed> NewJobs(const bench::BenchKeys& keys, int64_t first, int64_t n) {
+  std::vector<Signed> out;
+  for (int64_t i = first; i < first + n; ++i) {
+    std::string yaml = "command: [\"/bin/sh\", \"-c\", \"echo " + std::to_string(i) + " >> file\"]\ntimeout: 60\n";
+    std::vector<GitObject> objects;
+    std::string tree = Must(BuildTreeObjects({{"job.yaml", yaml, false}}, &objects), "tree");
+    std::string hex = JobIdHex(Must(ParseManifest(yaml, "job.yaml"), "manifest"));
+    GitObject c = Must(BuildCommitObject(tree, {}, "bench\n\nJob-Id: blake3:" + hex + "\n", "b", "b@x",
+                                         SystemNowMs(), &keys.submitter),
+                       "commit");
+    objects.insert(objects.begin(), c);
+    out.push_back({hex, rpc::EncodeFrame(json{{"commit", c.id}}, EncodeObjectBatch(objects)), c.id});
   }
-  for (size_t k = 0; k < n; ++k) {
-    auto t0 = Clock::now();
-    auto snap = l.ReadJob(hexes[k * stride]);
-    read.Add(t0);
-    if (!snap.ok()) Die("read", snap.status());
+  return out;
+}
+
+std::string ResultFrame(const bench::BenchKeys& keys, int w, const std::string& hex, const std::string& job_commit,
+                        const std::string& lease_commit, int64_t epoch) {
+  const auto& key = keys.workers[static_cast<size_t>(w)];
+  ResultBuildInput in;
+  in.job_commit = job_commit;
+  in.lease_commit = lease_commit;
+  in.poe.job_id = "blake3:" + hex;
+  in.poe.worker_id = key.public_key().WorkerId();
+  in.poe.lease_epoch = epoch;
+  in.poe.status = "succeeded";
+  in.poe.exit_code = 0;
+  in.poe.runner_program = Blake3Tagged("bench worker");
+  in.poe.runner_version = "0.1.0";
+  in.poe.runner_platform = "linux-x86_64";
+  in.poe.stdout_cap = 1 << 20;
+  in.poe.started_at = FormatRfc3339Millis(SystemNowMs());
+  in.poe.finished_at = in.poe.started_at;
+  in.files = {{"stdout", ""}, {"stderr", ""}};
+  in.time_ms = SystemNowMs();
+  BuiltResult b = Must(BuildResult(in, key), "result");
+  return rpc::EncodeFrame(json{{"commit", b.commit_id}}, EncodeObjectBatch(b.objects));
+}
+
+struct PhaseFigures {
+  std::string kind;
+  size_t requests = 0;
+  double seconds = 0;
+  std::vector<double> batch_ms;
+};
+
+void PrintPhase(const PhaseFigures& p) {
+  std::printf("  %-8s %6zu requests in %6.3f s  %8.0f transitions/s  batch p50 %7.2f ms  p99 %7.2f ms\n",
+              p.kind.c_str(), p.requests, p.seconds, p.requests / p.seconds, Pct(p.batch_ms, 0.5),
+              Pct(p.batch_ms, 0.99));
+}
+
+// Runs requests through the service in batches of `batch`; checks each reply.
+PhaseFigures RunBatches(JobService& s, const std::string& kind, const std::string& subject,
+                        const std::vector<std::string>& data, size_t batch, std::vector<json>* replies) {
+  PhaseFigures f;
+  f.kind = kind;
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < data.size(); i += batch) {
+    std::vector<ServiceRequest> reqs;
+    for (size_t k = i; k < std::min(data.size(), i + batch); ++k) reqs.push_back({subject, data[k], 0});
+    auto tb = Clock::now();
+    auto out = s.Handle(reqs);
+    f.batch_ms.push_back(Since(tb) * 1000);
+    for (const auto& r : out) {
+      json j = json::parse(r);
+      if (!j.value("ok", false)) Die(kind + " refused: " + j.value("message", ""));
+      if (replies) replies->push_back(std::move(j));
+    }
+    (void)s.TakeEvents();
   }
-  for (size_t k = 0; k < n; ++k) {
-    const std::string& hex = hexes[k * stride];
-    ResultBuildInput in;
-    in.job_commit = grants[k].job_commit;
-    in.lease_commit = *l.ResolveRef(ClaimRef(hex, worker.public_key().Hex()));
-    in.poe.job_id = "blake3:" + hex;
-    in.poe.worker_id = worker.public_key().WorkerId();
-    in.poe.lease_epoch = 1;
-    in.poe.status = "succeeded";
-    in.poe.runner_program = Blake3Tagged("bench");
-    in.poe.runner_version = "bench";
-    in.poe.runner_platform = "linux-x86_64";
-    in.poe.exit_code = 0;
-    in.poe.started_at = FormatRfc3339Millis(SystemNowMs());
-    in.poe.finished_at = in.poe.started_at;
-    in.files = {{"stdout", ""}, {"stderr", ""}};
-    in.time_ms = SystemNowMs();
-    auto built = BuildResult(in, worker);  // the worker's cost, not timed
-    ParsedResult accepted;
-    bool existing;
-    auto t0 = Clock::now();
-    Outcome o = plane.AcceptResult(built->objects, built->commit_id, &accepted, &existing);
-    result.Add(t0);
-    if (!o.ok()) Die("result", InternalError(o.message));
+  f.seconds = Since(t0);
+  f.requests = data.size();
+  return f;
+}
+
+void InProcess(const std::string& dir, const bench::BenchKeys& keys, int64_t first, size_t batch, bool fsync) {
+  WriterOptions wo;
+  wo.fsync = fsync;
+  auto t0 = Clock::now();
+  auto writer = Must(LedgerWriter::Open(dir, Must(LoadLedgerKey(dir), "key"), wo), "open writer");
+  std::printf("  writer open (restart from the log, %zu live jobs): %.1f ms\n", writer->live().size(), Since(t0) * 1000);
+  JobService service(writer.get(), ServiceOptions{});
+  constexpr int64_t kLoad = 4000;
+  auto jobs = NewJobs(keys, first, kLoad);
+  std::vector<std::string> submits, claims;
+  for (const auto& j : jobs) submits.push_back(j.frame);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    claims.push_back(rpc::Dump(
+        rpc::LeaseRequestJson(SignLeaseRequest(keys.workers[i % 2], jobs[i].hex, 1, SystemNowMs(), false))));
   }
-  // Cancels on other (pending) jobs.
-  for (size_t k = 0; k < std::min<size_t>(n, jobs - n); ++k) {
-    bool already;
-    auto t0 = Clock::now();
-    Outcome o = plane.Cancel(hexes[k * stride + 1 < jobs ? k * stride + 1 : 0], ledger_key.public_key().Hex(), &already);
-    cancel.Add(t0);
-    if (!o.ok()) Die("cancel", InternalError(o.message));
+  std::vector<json> granted;
+  std::vector<PhaseFigures> phases;
+  phases.push_back(RunBatches(service, "submit", rpc::kSubmit, submits, batch, nullptr));
+  phases.push_back(RunBatches(service, "claim", rpc::kClaim, claims, batch, &granted));
+  std::vector<std::string> results;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    results.push_back(ResultFrame(keys, static_cast<int>(i % 2), jobs[i].hex, jobs[i].commit,
+                                  granted[i]["lease_commit"], 1));
   }
-  std::printf("jobs=%zu refs=%s ops=%zu populate=%.1fs (%.0f submits/s)\n", jobs, pack ? "packed" : "loose", n,
-              pop_s, static_cast<double>(jobs) / pop_s);
-  std::printf("  claims/s %.0f (one thread, sequential)\n", static_cast<double>(n) / claims_s);
-  auto line = [](const char* name, Stats& s) {
-    std::printf("  %-8s p50 %7.1f us   p99 %7.1f us   mean %7.1f us\n", name, s.P(0.5), s.P(0.99),
-                s.us.empty() ? 0 : s.Total() / static_cast<double>(s.us.size()));
-  };
-  line("submit", submit);
-  line("claim", claim);
-  line("renew", renew);
-  line("result", result);
-  line("cancel", cancel);
-  line("read", read);
-  std::fflush(stdout);
-  // Not removed here: deleting 100k+ files makes ext4's inode allocator slow
-  // for the next run (recently_deleted), which would skew it. main() cleans up.
+  phases.push_back(RunBatches(service, "result", rpc::kResult, results, batch, nullptr));
+  std::printf("  group commit, batches of %zu (fsync %s):\n", batch, fsync ? "on" : "off");
+  size_t total = 0;
+  double secs = 0;
+  for (const auto& p : phases) {
+    PrintPhase(p);
+    total += p.requests;
+    secs += p.seconds;
+  }
+  std::printf("  %-8s %6zu transitions in %6.3f s  %8.0f transitions/s\n", "all", total, secs, total / secs);
+
+  // One request at a time: the latency of a lone request.
+  constexpr int kSingle = 200;
+  auto singles = NewJobs(keys, first + kLoad, kSingle);
+  std::vector<double> sub, clm, ren, res, sta;
+  for (int i = 0; i < kSingle; ++i) {
+    auto once = [&](const std::string& subject, const std::string& data, std::vector<double>* into) {
+      auto t = Clock::now();
+      auto r = service.Handle(std::vector<ServiceRequest>{{subject, data, 0}});
+      into->push_back(Since(t) * 1000);
+      (void)service.TakeEvents();
+      json j = json::parse(r[0]);
+      if (!j.value("ok", false)) Die(subject + ": " + j.value("message", ""));
+      return j;
+    };
+    const Signed& s = singles[static_cast<size_t>(i)];
+    once(rpc::kSubmit, s.frame, &sub);
+    json g = once(rpc::kClaim,
+                  rpc::Dump(rpc::LeaseRequestJson(SignLeaseRequest(keys.workers[0], s.hex, 1, SystemNowMs(), false))),
+                  &clm);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a renewal is a later request
+    once(rpc::kRenew,
+         rpc::Dump(rpc::LeaseRequestJson(SignLeaseRequest(keys.workers[0], s.hex, 1, SystemNowMs(), true))), &ren);
+    once(rpc::kResult, ResultFrame(keys, 0, s.hex, s.commit, g["lease_commit"], 1), &res);
+    once(rpc::kStatus, rpc::Dump(json{{"job", s.hex}}), &sta);
+  }
+  std::printf("  one request at a time (%d each), ms:\n", kSingle);
+  for (auto [name, v] : {std::pair{"submit", &sub}, std::pair{"claim", &clm}, std::pair{"renew", &ren},
+                         std::pair{"result", &res}, std::pair{"status", &sta}}) {
+    std::printf("    %-7s p50 %7.3f  p99 %7.3f\n", name, Pct(*v, 0.5), Pct(*v, 0.99));
+  }
+}
+
+// ---- with gatosd: restart and git push ----
+
+int FreePort() {
+  for (int p = 14222 + static_cast<int>(getpid() % 1000); p < 30000; ++p) {
+    auto r = RunAndCapture({"sh", "-c", "! (exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(p) + ") 2>/dev/null"}, {},
+                           "", std::chrono::seconds(2));
+    if (r.ok() && r->status.ok()) return p;
+  }
+  Die("no free port");
+}
+
+bool SocketAnswers(const std::string& dir) {
+  LocalOptions lo;
+  lo.timeout_ms = 200;
+  // A status of an unknown job: answered by gatosd only (no fallback: the
+  // lock is held), and cheap.
+  int fd_ok = ::access(LedgerSocketPath(dir).c_str(), F_OK) == 0;
+  if (!fd_ok) return false;
+  auto r = LocalLedgerRequest(dir, rpc::kStatus, rpc::Dump(json{{"job", std::string(64, '0')}}), lo);
+  return r.ok();
+}
+
+void WithGatosd(const std::string& dir, const std::string& scratch, const bench::BenchKeys& keys, bool fsync,
+                bool skip_push) {
+  int port = FreePort();
+  SpawnOptions no = SpawnOptions::WithLog(scratch + "/nats.log", SIGKILL);
+  Process nats = Must(Process::Spawn({"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(port), "-sd",
+                                      scratch + "/nats"},
+                                     no),
+                      "nats-server");
+  std::string url = "nats://127.0.0.1:" + std::to_string(port);
+  std::vector<std::string> argv = {SelfDir() + "/gatosd", "serve", "--ledger", dir, "--nats", url};
+  if (!fsync) argv.push_back("--no-fsync");
+  std::vector<double> restart_ms;
+  Process gatosd;
+  for (int round = 0; round < 3; ++round) {
+    auto t = Clock::now();
+    gatosd = Must(Process::Spawn(argv, SpawnOptions::WithLog(scratch + "/gatosd.log", SIGKILL)), "gatosd");
+    while (!SocketAnswers(dir)) {
+      if (!gatosd.running()) Die("gatosd exited; see " + scratch + "/gatosd.log");
+      if (Since(t) > 120) Die("gatosd did not become ready");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    restart_ms.push_back(Since(t) * 1000);
+    if (round < 2) gatosd.Stop(SIGTERM, std::chrono::seconds(30));
+  }
+  std::printf("  gatosd start to ready (first answer on its socket): %.0f / %.0f / %.0f ms\n", restart_ms[0],
+              restart_ms[1], restart_ms[2]);
+  if (!skip_push) {
+    std::string work = scratch + "/pushwork";
+    fs::create_directories(work);
+    SpawnOptions go;
+    go.env = Environment::CurrentWith({{"GIT_CONFIG_NOSYSTEM", "1"},
+                                       {"HOME", scratch},
+                                       {"GIT_AUTHOR_NAME", "b"},
+                                       {"GIT_AUTHOR_EMAIL", "b@x"},
+                                       {"GIT_COMMITTER_NAME", "b"},
+                                       {"GIT_COMMITTER_EMAIL", "b@x"}});
+    go.cwd = work;
+    auto git = [&](std::vector<std::string> a) {
+      a.insert(a.begin(), "git");
+      auto r = RunAndCapture(a, go, "", std::chrono::seconds(60));
+      if (!r.ok() || !r->status.ok()) Die("git " + a[1] + ": " + (r.ok() ? r->err : r.status().message()));
+      return r->out + r->err;
+    };
+    git({"init", "-q"});
+    git({"config", "gpg.format", "ssh"});
+    git({"config", "user.signingkey", dir + "/bench-keys/submitter"});
+    std::vector<double> push_ms;
+    size_t adv_bytes = 0;
+    for (int i = 0; i < 20; ++i) {
+      std::string yaml = "command: [\"/bin/echo\", \"push " + std::to_string(i) + " " +
+                         std::to_string(SystemNowMs()) + "\"]\ntimeout: 5\n";
+      std::ofstream(work + "/job.yaml") << yaml;
+      std::string hex = JobIdHex(Must(ParseManifest(yaml, "job.yaml"), "manifest"));
+      git({"add", "job.yaml"});
+      git({"commit", "-q", "-S", "-m", "push bench", "-m", "Job-Id: blake3:" + hex});
+      std::string trace = scratch + "/trace";
+      std::remove(trace.c_str());
+      go.env.Set("GIT_TRACE_PACKET", i == 0 ? trace : "");
+      auto t = Clock::now();
+      std::string out = git({"push", dir, "HEAD:refs/gatos/submit/p" + std::to_string(i)});
+      push_ms.push_back(Since(t) * 1000);
+      if (out.find("accepted job") == std::string::npos) Die("push not accepted: " + out);
+      if (i == 0) {
+        std::ifstream in(trace);
+        std::string line;
+        while (std::getline(in, line)) {
+          if (line.find("git< ") != std::string::npos) adv_bytes += line.size();
+        }
+      }
+    }
+    go.env.Unset("GIT_TRACE_PACKET");
+    std::printf("  git push of one job (20 pushes): p50 %.1f ms  p99 %.1f ms; protocol bytes received by the "
+                "pusher: %zu\n",
+                Pct(push_ms, 0.5), Pct(push_ms, 0.99), adv_bytes);
+  }
+  gatosd.Stop(SIGTERM, std::chrono::seconds(30));
+  nats.Stop(SIGTERM, std::chrono::seconds(10));
 }
 
 }  // namespace
+}  // namespace gatos
 
 int main(int argc, char** argv) {
-  std::vector<size_t> sizes = {1000, 100000};
-  size_t ops = 2000;
-  std::string dir = "/tmp";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--jobs" && i + 1 < argc) {
-      sizes.clear();
-      std::string v = argv[++i];
-      size_t pos = 0;
-      while (pos <= v.size()) {
-        size_t comma = v.find(',', pos);
-        sizes.push_back(std::stoul(v.substr(pos, comma - pos)));
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-      }
-    } else if (a == "--ops" && i + 1 < argc) {
-      ops = std::stoul(argv[++i]);
-    } else if (a == "--dir" && i + 1 < argc) {
-      dir = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: ledger_bench [--jobs 1000,100000] [--ops 2000] [--dir DIR]\n");
-      return 2;
+  using namespace gatos;
+  Flags flags;
+  if (!flags.Parse({argv + 1, argv + argc}, {{"jobs"}, {"dir"}, {"batch"}, {"no-fsync", 0, false},
+                                             {"keep", 0, false}, {"skip-push", 0, false},
+                                             {"skip-gatosd", 0, false}})) {
+    std::cerr << "ledger_bench: " << flags.error() << "\n";
+    return 2;
+  }
+  if (flags.help()) {
+    std::cout << "usage: ledger_bench [--jobs 1000,100000,1000000] [--dir DIR] [--batch 256] [--no-fsync] [--keep]"
+                 " [--skip-push] [--skip-gatosd]\n";
+    return 0;
+  }
+  std::vector<int64_t> sizes;
+  {
+    std::stringstream ss(flags.GetOr("jobs", "1000,100000"));
+    std::string item;
+    while (std::getline(ss, item, ',')) sizes.push_back(std::stoll(item));
+  }
+  int64_t batch = 256;
+  if (!flags.GetInt("batch", 1, 65536, &batch)) Die(flags.error());
+  bool fsync = !flags.Has("no-fsync");
+  std::string base = flags.GetOr("dir", "");
+  if (base.empty()) {
+    std::string tmpl = "/tmp/gatos-ledger-bench-XXXXXX";
+    if (!mkdtemp(tmpl.data())) Die("mkdtemp");
+    base = tmpl;
+  }
+  fs::create_directories(base);
+  std::printf("ledger_bench: %s (%s), fsync %s, %u CPUs\n", base.c_str(), FsType(base).c_str(), fsync ? "on" : "off",
+              std::thread::hardware_concurrency());
+  (void)FsyncHonestHere;
+  for (int64_t n : sizes) {
+    std::string dir = base + "/ledger-" + std::to_string(n) + ".git";
+    std::string scratch = base + "/scratch-" + std::to_string(n);
+    fs::remove_all(dir);
+    fs::remove_all(scratch);
+    fs::create_directories(scratch);
+    auto init = RunAndCapture({SelfDir() + "/gatosd", "init", dir}, {}, "", std::chrono::seconds(60));
+    if (!init.ok() || !init->status.ok()) Die("gatosd init failed");
+    auto keys = Must(bench::EnsureBenchKeys(dir), "keys");
+    bench::PopulateOptions po;
+    po.jobs = n;
+    po.batch = 1000;
+    auto pop = Must(bench::Populate(dir, keys, po), "populate");
+    uint64_t bytes = DiskBytes(dir);
+    std::printf("\n== %lld jobs: populated in %.1f s (%.0f jobs/s, 3 transitions each); %.0f disk bytes per job\n",
+                static_cast<long long>(n), pop.seconds, n / pop.seconds, static_cast<double>(bytes) / n);
+    InProcess(dir, keys, n + 1'000'000'000, static_cast<size_t>(batch), fsync);
+    if (!flags.Has("skip-gatosd")) WithGatosd(dir, scratch, keys, fsync, flags.Has("skip-push"));
+    if (!flags.Has("keep")) {
+      fs::remove_all(dir);
+      fs::remove_all(scratch);
     }
   }
-  for (size_t n : sizes) {
-    RunOne(dir, n, ops, false);
-    RunOne(dir, n, ops, true);
-  }
-  for (size_t n : sizes) {
-    std::filesystem::remove_all(dir + "/ledger-" + std::to_string(n) + ".git");
-    std::filesystem::remove_all(dir + "/ledger-" + std::to_string(n) + "-packed.git");
-  }
+  if (!flags.Has("keep") && flags.GetOr("dir", "").empty()) fs::remove_all(base);
   return 0;
 }

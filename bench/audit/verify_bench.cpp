@@ -1,10 +1,10 @@
 // verify_bench: how fast the auditor verifies results, on one core.
 //
 // Builds a ledger in-process with N accepted results (default 10,000) exactly
-// as gatosd records them: signed job commits adopted by JobPlane (policy NOT
-// in dev mode), ledger-signed claims from signed worker requests, results
-// built and signed by the worker (BuildResult, with an in-toto provenance
-// envelope in each tree) and accepted by JobPlane::AcceptResult. Then it
+// as gatosd records them, through the ledger's writer in batches: signed job
+// commits (policy NOT in dev mode), ledger-signed claims from signed worker
+// requests, results built and signed by the worker (BuildResult, with an
+// in-toto provenance envelope in each tree). Then it
 // verifies every job with gatos_audit's Auditor (what `gatos verify --all`
 // runs), first on the ledger as written (loose objects and refs), then on a
 // `git clone --mirror` of it (one packfile, packed refs: what an auditor
@@ -24,7 +24,7 @@
 #include "gatos/attest.h"
 #include "gatos/blake3.h"
 #include "gatos/encoding.h"
-#include "gatos/job_plane.h"
+#include "populate.h"
 #include "gatos/lease.h"
 #include "gatos/manifest.h"
 #include "gatos/result.h"
@@ -59,100 +59,27 @@ T Must(Result<T> r, const std::string& what) {
   return std::move(r).value();
 }
 
-void MustOk(const Outcome& o, const std::string& what) {
-  if (!o.ok())
-    Die(what, InternalError(std::string(TransitionErrorName(o.error)) + ": " + o.message));
-}
 
 struct Population {
   double seconds = 0;
   size_t results = 0;
 };
 
+std::string SelfDir() {
+  return std::filesystem::canonical("/proc/self/exe").parent_path().string();
+}
+
+// A ledger made by gatosd init and filled through the ledger's real write
+// path (bench/support/populate.h).
 Population Populate(const std::string& path, int n) {
-  Status s = Ledger::InitRepository(path);
-  if (!s.ok()) Die("init " + path, s);
-  auto ledger = Must(Ledger::Open(path), "open");
-  Ed25519PrivateKey ledger_key = Must(GenerateEd25519Key("ledger"), "keygen");
-  Ed25519PrivateKey submitter = Must(GenerateEd25519Key("alice"), "keygen");
-  Ed25519PrivateKey workers[2] = {Must(GenerateEd25519Key("w1"), "keygen"),
-                                  Must(GenerateEd25519Key("w2"), "keygen")};
-  int64_t now = 1'800'000'000'000;
-  Policy p;
-  p.settings.dev_mode = false;
-  p.ledger_key = ledger_key.public_key();
-  p.submitters_text = "alice " + submitter.public_key().ToOpenSsh() + "\n";
-  p.workers_text = "w1 " + workers[0].public_key().ToOpenSsh() + "\nw2 " +
-                   workers[1].public_key().ToOpenSsh() + "\n";
-  Must(ledger->WritePolicy(p, "policy\n", ledger_key, now), "write policy");
-  JobPlane jp(ledger.get(), ledger_key, [&now] { return now; });
-  if (Status l = jp.LoadPolicy(); !l.ok()) Die("load policy", l);
-  std::string program = Blake3Tagged("gatos-worker bench binary");
-
-  auto start = Clock::now();
-  for (int i = 0; i < n; ++i) {
-    now += 7;
-    const Ed25519PrivateKey& w = workers[i % 2];
-    std::string yaml = "command: [\"/usr/bin/make\", \"-C\", \"src\", \"target-" +
-                       std::to_string(i) + "\"]\ntimeout: 600\n";
-    Manifest m = Must(ParseManifest(yaml, "job.yaml"), "manifest");
-    std::string hex = JobIdHex(m);
-    std::string blob = Must(ledger->WriteBlob(yaml), "blob");
-    std::string tree = Must(ledger->WriteTree({{"job.yaml", blob}}), "tree");
-    std::string job =
-        Must(ledger->WriteCommit(tree, {}, "build target\n\nJob-Id: blake3:" + hex + "\n",
-                                 &submitter, "Alice", "alice@example.com", now),
-             "job commit");
-    std::string got;
-    bool existing = false;
-    MustOk(jp.AdoptJob(job, &got, &existing), "adopt");
-
-    LeaseRequest req = SignLeaseRequest(w, hex, 0, now);
-    LeaseGrant grant;
-    MustOk(jp.Claim(req, &grant), "claim");
-
-    ResultBuildInput in;
-    in.job_commit = job;
-    in.lease_commit = grant.lease_commit;
-    in.poe.job_id = "blake3:" + hex;
-    in.poe.worker_id = w.public_key().WorkerId();
-    in.poe.lease_epoch = grant.epoch;
-    in.poe.status = i % 10 == 9 ? "failed" : "succeeded";
-    in.poe.exit_code = i % 10 == 9 ? 2 : 0;
-    in.poe.runner_program = program;
-    in.poe.runner_version = "0.1.0";
-    in.poe.runner_platform = "linux-x86_64";
-    in.poe.stdout_cap = 1 << 20;
-    in.poe.started_at = FormatRfc3339Millis(now - 5);
-    in.poe.finished_at = FormatRfc3339Millis(now);
-    std::string artifact(1024, 'a' + i % 26);
-    artifact += std::to_string(i);
-    in.files = {{"stdout", "make: Entering directory 'src'\nbuilt target-" + std::to_string(i) +
-                               "\nmake: Leaving directory 'src'\n"},
-                {"stderr", ""},
-                {"outputs/target.bin", artifact}};
-    ProvenanceInput prov;
-    prov.manifest_json = CanonicalManifest(m);
-    prov.job_id = in.poe.job_id;
-    prov.job_commit = job;
-    prov.worker_id = in.poe.worker_id;
-    prov.lease_epoch = grant.epoch;
-    prov.runner_program = program;
-    prov.runner_version = in.poe.runner_version;
-    prov.runner_platform = in.poe.runner_platform;
-    prov.started_at = in.poe.started_at;
-    prov.finished_at = in.poe.finished_at;
-    prov.subjects = SubjectsForFiles(in.files);
-    in.files.push_back({kProvenanceFileName, Must(BuildProvenanceEnvelope(prov, w), "provenance")});
-    in.time_ms = now;
-    BuiltResult built = Must(BuildResult(in, w), "build result");
-    ParsedResult parsed;
-    MustOk(jp.AcceptResult(built.objects, built.commit_id, &parsed, &existing), "accept");
-    if ((i + 1) % 2000 == 0) {
-      std::cerr << "  populated " << (i + 1) << " results (" << Seconds(start) << " s)\n";
-    }
-  }
-  return {Seconds(start), static_cast<size_t>(n)};
+  std::string init = "'" + SelfDir() + "/gatosd' init '" + path + "' >/dev/null";
+  if (std::system(init.c_str()) != 0) Die("gatosd init", InternalError(init));
+  auto keys = Must(bench::EnsureBenchKeys(path), "bench keys");
+  bench::PopulateOptions o;
+  o.jobs = n;
+  o.batch = 500;
+  auto done = Must(bench::Populate(path, keys, o), "populate");
+  return {done.seconds, static_cast<size_t>(done.jobs)};
 }
 
 struct Run {
@@ -261,7 +188,7 @@ int main(int argc, char** argv) {
               pinned ? "pinned to CPU 0" : "NOT pinned (sched_setaffinity failed)");
   Population pop = Populate(ledger, n);
   std::printf("%-36s %6zu results in %.2f s (%.0f/s: submit+claim+build+accept)\n",
-              "populate (in-process JobPlane)", pop.results, pop.seconds,
+              "populate (ledger writer, batches of 500)", pop.results, pop.seconds,
               pop.results / pop.seconds);
 
   Run loose = VerifyEverything(ledger);
