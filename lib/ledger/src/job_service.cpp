@@ -155,6 +155,7 @@ std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
     double secs = d.req.received_ms ? static_cast<double>(now - d.req.received_ms) / 1000.0 : 0.0;
     observer_->OnRequest(d.kind, OutcomeOf(replies[i]), secs);
   }
+  if (stats.seq) observer_->OnCommitted(stats.seq, stats.log_commit, stats.entries);
   if (!ops.empty()) {
     observer_->OnBatch(batch.size(), stats.changes,
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -673,7 +674,9 @@ void JobService::ProcessDue(int64_t now) {
 }
 
 void JobService::ApplyTimerOps(std::vector<Op> ops) {
-  auto results = writer_->Apply(ops);
+  BatchStats stats;
+  auto results = writer_->Apply(ops, &stats);
+  if (stats.seq) observer_->OnCommitted(stats.seq, stats.log_commit, stats.entries);
   for (size_t i = 0; i < results.size(); ++i) {
     const OpResult& r = results[i];
     if (!r.outcome.ok()) {

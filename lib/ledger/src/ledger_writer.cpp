@@ -882,6 +882,8 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   if (stats) {
     stats->objects = all.size();
     stats->seq = seq_;
+    stats->log_commit = head_;
+    stats->entries = b.entries;
   }
   return OkStatus();
 }

@@ -51,6 +51,9 @@ class ServiceObserver {
   virtual void OnBatch(size_t requests, size_t changes, double seconds) {}
   virtual void OnSubmitToClaim(double seconds) {}
   virtual void OnPolicyChanged() {}
+  // A log batch was committed (after the writer made it durable): its
+  // sequence, commit and entries, in log order. For live views (dashboard).
+  virtual void OnCommitted(int64_t seq, const std::string& log_commit, const std::vector<LogEntry>& entries) {}
   virtual void Log(const std::string& line) {}
 };
 

@@ -116,6 +116,8 @@ struct BatchStats {
   size_t changes = 0;   // transitions recorded
   size_t objects = 0;   // objects written
   int64_t seq = 0;      // the log commit's sequence (0 = nothing written)
+  std::string log_commit;        // its id
+  std::vector<LogEntry> entries;  // what it recorded
 };
 
 class LedgerWriter {
