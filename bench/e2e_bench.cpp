@@ -166,7 +166,8 @@ int main(int argc, char** argv) {
   keep = flags.GetOr("keep", "");
   g_bin = fs::canonical("/proc/self/exe").parent_path().string();
   std::string dir = keep.empty() ? "/tmp/gatos-e2e-bench-" + std::to_string(getpid()) : keep;
-  fs::remove_all(dir);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
   fs::create_directories(dir);
   std::string log = dir + "/log";
   int port = FreePort();
@@ -387,6 +388,7 @@ int main(int argc, char** argv) {
   s1->reset();
   bus->reset();
   for (auto it = procs.rbegin(); it != procs.rend(); ++it) it->Stop(SIGTERM, std::chrono::seconds(60));
-  if (keep.empty()) fs::remove_all(dir);
+  // A repack gatosd started may still be finishing: remove what can be removed.
+  if (keep.empty()) fs::remove_all(dir, ec);
   return done == jobs ? 0 : 1;
 }
