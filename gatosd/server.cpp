@@ -405,8 +405,8 @@ int Serve(const ServeOptions& opts) {
   UpdateCounts(&metrics, w);
 
   std::vector<std::unique_ptr<Bus::Subscription>> subs;
-  for (const char* subject : {rpc::kClaim, rpc::kRenew, rpc::kResult, rpc::kCancel, rpc::kRetry, rpc::kSubmit,
-                              rpc::kStatus, rpc::kList}) {
+  for (const char* subject : {rpc::kClaim, rpc::kRenew, rpc::kResult, rpc::kClaimBatch, rpc::kResultBatch,
+                              rpc::kCancel, rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList}) {
     auto sub = bus->QueueSubscribe(subject, rpc::kQueueGroup, [&queue](Message m) {
       Request r;
       r.req = {m.subject, m.data, SystemNowMs()};

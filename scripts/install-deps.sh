@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
   libssl-dev zlib1g-dev python3 python3-jsonschema git-secrets hyperfine procps jq openssl
+  redis-server python3-celery python3-rq python3-redis
 )
 
 missing=()
