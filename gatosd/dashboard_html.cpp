@@ -15,7 +15,8 @@ using nlohmann::json;
 std::string HtmlEscape(std::string_view text) {
   // Well-formed UTF-8 first, so that no byte sequence can end an attribute
   // or a tag in a browser's decoder.
-  std::string clean = TruncateUtf8(text, text.size());
+  // (Each bad byte becomes 3 bytes: room for all of them.)
+  std::string clean = TruncateUtf8(text, text.size() * 3);
   std::string out;
   out.reserve(clean.size() + clean.size() / 8);
   for (char ch : clean) {

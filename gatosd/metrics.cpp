@@ -65,20 +65,21 @@ Metrics::Metrics()
     : claim_(LatencyBounds()), submit_to_claim_(LatencyBounds()), batch_seconds_(LatencyBounds()),
       minutes_(kSeriesMinutes) {}
 
-Metrics::Minute& Metrics::MinuteAt(int64_t now_ms) {
+Metrics::Minute* Metrics::MinuteAt(int64_t now_ms) {
   int64_t minute = now_ms / 60000;
   Minute& m = minutes_[static_cast<size_t>(minute % kSeriesMinutes)];
+  if (m.minute > minute) return nullptr;  // a late count for a minute out of the window
   if (m.minute != minute) {
     m = Minute();
     m.minute = minute;
   }
-  return m;
+  return &m;
 }
 
 void Metrics::CountSeries(const std::string& name, uint64_t n, int64_t now_ms) {
   if (now_ms <= 0) now_ms = SystemNowMs();
   std::lock_guard<std::mutex> l(mu_);
-  MinuteAt(now_ms).counts[name] += n;
+  if (Minute* m = MinuteAt(now_ms)) m->counts[name] += n;
 }
 
 std::vector<SeriesPoint> Metrics::Series(int64_t now_ms) const {
@@ -144,7 +145,7 @@ void Metrics::ObserveSubmitToClaim(double seconds) {
   int64_t now = SystemNowMs();
   std::lock_guard<std::mutex> l(mu_);
   submit_to_claim_.Observe(seconds);
-  MinuteAt(now).latency.Observe(seconds);
+  if (Minute* m = MinuteAt(now)) m->latency.Observe(seconds);
 }
 void Metrics::ObserveTransition(const std::string& kind, double seconds) {
   std::lock_guard<std::mutex> l(mu_);
@@ -158,7 +159,7 @@ void Metrics::CountRejected(const std::string& source, const std::string& reason
   int64_t now = SystemNowMs();
   std::lock_guard<std::mutex> l(mu_);
   ++rejected_[{source, reason}];
-  ++MinuteAt(now).counts["rejected"];
+  if (Minute* m = MinuteAt(now)) ++m->counts["rejected"];
 }
 void Metrics::CountPublished() {
   std::lock_guard<std::mutex> l(mu_);

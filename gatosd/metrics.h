@@ -102,7 +102,7 @@ class Metrics {
     Histogram latency;
     Minute();
   };
-  Minute& MinuteAt(int64_t now_ms);  // mu_ held
+  Minute* MinuteAt(int64_t now_ms);  // mu_ held; nullptr for a minute older than its slot's
   std::vector<Minute> minutes_;
 };
 
