@@ -252,9 +252,12 @@ std::string Job(const json& d) {
     const json& r = d["result"];
     o += "<section><h2>Result</h2><table><tr><th>status</th><td>" + StateBadge(Field(r, "status")) + "</td></tr>";
     o += "<tr><th>worker</th><td>" + KeyHtml(r.value("worker", json(nullptr)), "worker") + "</td></tr>";
-    o += "<tr><th>exit</th><td>code " + ES(r.value("exit_code", json(nullptr))) + " signal " +
-         ES(r.value("signal", json(nullptr))) + (r.value("timed_out", false) ? " (timed out)" : "") + " " +
-         ES(r.value("reason", json(""))) + "</td></tr>";
+    std::string exit;
+    if (!r.value("exit_code", json(nullptr)).is_null()) exit += "code " + ES(r["exit_code"]);
+    if (!r.value("signal", json(nullptr)).is_null()) exit += " signal " + ES(r["signal"]);
+    if (r.value("timed_out", false)) exit += " (timed out)";
+    exit += " " + ES(r.value("reason", json("")));
+    o += "<tr><th>exit</th><td>" + exit + "</td></tr>";
     o += "<tr><th>ran</th><td>" + ES(r.value("started_at", json(""))) + " → " + ES(r.value("finished_at", json(""))) +
          "</td></tr>";
     o += "<tr><th>commit</th><td class=\"mono\">" + ES(r["commit"]) + "</td></tr>";

@@ -8,8 +8,29 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 
 namespace gatos::testing {
+
+namespace {
+// Whether `resp` holds a whole response by its own framing (Content-Length
+// or a chunked body's last chunk); a response without either ends at EOF.
+bool Complete(const std::string& resp) {
+  size_t end = resp.find("\r\n\r\n");
+  if (end == std::string::npos) return false;
+  std::string head = resp.substr(0, end);
+  for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t cl = head.find("\r\ncontent-length:");
+  if (cl != std::string::npos) {
+    size_t len = std::strtoul(head.c_str() + cl + 17, nullptr, 10);
+    return resp.size() >= end + 4 + len;
+  }
+  if (head.find("transfer-encoding: chunked") != std::string::npos) {
+    return resp.size() >= 5 && resp.compare(resp.size() - 5, 5, "0\r\n\r\n") == 0;
+  }
+  return false;
+}
+}  // namespace
 
 std::string HttpRaw(int port, const std::string& bytes, int timeout_ms) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -36,6 +57,7 @@ std::string HttpRaw(int port, const std::string& bytes, int timeout_ms) {
     ssize_t n = read(fd, buf, sizeof buf);
     if (n <= 0) break;
     resp.append(buf, static_cast<size_t>(n));
+    if (Complete(resp)) break;  // a server that keeps the connection open
   }
   close(fd);
   return resp;
