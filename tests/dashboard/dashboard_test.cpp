@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "../scan/secrets_for_tests.h"
 #include "dashboard_test_util.h"
 #include "http_client.h"
 #include "stack.h"
@@ -153,6 +154,75 @@ TEST_F(DashboardTest, EventStreamCarriesEachCommittedBatch) {
   stack_->StartWorker(0, {"--sandbox", "off"});
   got = events.ReadUntil("\"state\":\"succeeded\"", 60000);
   EXPECT_NE(got.find(hex), std::string::npos) << got;
+}
+
+// A batch of secret scans: progress per batch and per repository, and each
+// job's findings (rule, path, line, fingerprint), with no secret on any page.
+TEST_F(DashboardTest, BatchProgressAndScanFindingsWithoutSecrets) {
+  std::string repos_dir = stack_->dir().Join("repos");
+  RunOptions ro;
+  ro.env = stack_->env();
+  testing::Run({"mkdir", "-p", repos_dir}, ro);
+  scan::testing::SecretMaker maker(11);
+  std::string secret = maker.Aws();
+  std::string repo = repos_dir + "/repo<b>0</b>";
+  ASSERT_EQ(testing::Run({"git", "init", "-q", "-b", "main", repo}, ro).exit_code, 0);
+  WriteFile(repo + "/config.env", "TOKEN=" + secret + "\n");
+  RunOptions in_repo = ro;
+  in_repo.cwd = repo;
+  testing::Run({"git", "add", "."}, in_repo);
+  ASSERT_EQ(testing::Run({"git", "commit", "-q", "-m", "add config"}, in_repo).exit_code, 0);
+  WriteFile(stack_->dir().Join("repos.txt"), repo + "\n" + repos_dir + "/missing-repo\n");
+  WriteFile(stack_->dir().Join("scan.yaml"), "command: [\"gatos-scan\"]\nargs: [\"--repo\", \"{{repo}}\"]\ntimeout: 120\n");
+  stack_->StartWorker(0, {"--ro-bind", repos_dir});
+  RunResult b = stack_->Gatos({"batch", "submit", "--template", stack_->dir().Join("scan.yaml"), "--repos",
+                               stack_->dir().Join("repos.txt"), "--ledger", stack_->ledger(), "--sign-key",
+                               stack_->submitter_key()});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  std::string batch = b.out.substr(0, b.out.find('\n'));
+  std::string hex = batch.substr(7);
+  int port = stack_->http_port();
+  json list = GetJson(port, "/batches.json");
+  ASSERT_EQ(list["batches"].size(), 1u);
+  EXPECT_EQ(list["batches"][0]["hex"], hex);
+  EXPECT_EQ(list["batches"][0]["repositories"], 2);
+  // Wait for both jobs through the batch page itself.
+  json detail;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    detail = GetJson(port, "/batches/" + hex + ".json");
+    if (detail["by_state"].value("succeeded", 0) + detail["by_state"].value("failed", 0) == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_EQ(detail["by_state"].value("succeeded", 0), 1) << detail.dump();
+  EXPECT_EQ(detail["by_state"].value("failed", 0), 1);
+  std::string scan_job;
+  for (const auto& row : detail["rows"]) {
+    if (row["repo"] == repo) {
+      EXPECT_EQ(row["state"], "succeeded");
+      scan_job = row["hex"];
+    }
+  }
+  ASSERT_FALSE(scan_job.empty()) << detail.dump();
+  json job = GetJson(port, "/jobs/" + scan_job + ".json");
+  ASSERT_TRUE(job.contains("findings")) << job.dump().substr(0, 2000);
+  ASSERT_EQ(job["findings"]["rows"].size(), 1u);
+  const json& f = job["findings"]["rows"][0];
+  EXPECT_EQ(f["rule"], "aws-access-token");
+  EXPECT_EQ(f["path"], "config.env");
+  EXPECT_EQ(f["line"], 1);
+  EXPECT_FALSE(f["fingerprint"].get<std::string>().empty());
+  for (const std::string& path : {std::string("/batches"), std::string("/batches.json"), "/batches/" + hex, "/batches/" + hex + ".json",
+                                  "/jobs/" + scan_job, "/jobs/" + scan_job + ".json", std::string("/jobs")}) {
+    HttpReply r = HttpCall(port, "GET", path);
+    ASSERT_EQ(r.code, 200) << path;
+    EXPECT_EQ(r.body.find(secret), std::string::npos) << "a secret on " << path;
+    if (r.headers["content-type"].rfind("text/html", 0) == 0) {  // JSON twins carry the name as a JSON string
+      EXPECT_EQ(r.body.find("<b>0</b>"), std::string::npos) << "a repository name as markup on " << path;
+    } else {
+      EXPECT_EQ(r.headers["content-type"], "application/json") << path;
+    }
+  }
 }
 
 TEST_F(DashboardTest, TokenRequiredOffLoopbackAndNeverLogged) {
