@@ -517,10 +517,11 @@ Dashboard::Page Dashboard::Jobs(const std::map<std::string, std::string>& q) {
     source = page.source;
     covers = page.source == "live"
                  ? "every pending and claimed job (gatosd's live set), in id order"
-                 : "every pending and claimed job, and the last " + std::to_string(live_->window_size()) +
-                       " finished jobs to change since gatosd started (a window of at most " +
+                 : "every pending and claimed job, and the " + std::to_string(live_->window_size()) +
+                       " finished jobs that changed last (a window of at most " +
                        std::to_string(LiveState::kDefaultWindow) +
-                       "), newest submission first; older finished jobs: search by id";
+                       ", from the newest log batches), newest submission first; older finished jobs: "
+                       "search by id";
     scanned = page.scanned;
     next = page.next;
     for (const auto& s2 : page.jobs) rows.push_back(JobRow(s2));

@@ -4,7 +4,11 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
+#include "gatos/clock.h"
+#include "gatos/ledger.h"
 #include "gatos/ledger_writer.h"
+#include "gatos/log_format.h"
+#include "gatos/refs.h"
 
 namespace gatos::gatosd {
 
@@ -46,7 +50,7 @@ void LiveState::Seed(const LedgerWriter& w) {
   std::lock_guard<std::mutex> l(mu_);
   int64_t now = w.Now();
   for (const auto& [hex, r] : w.live()) {
-    NoteLocked(r, 0, now);
+    NoteLocked(r, 0, now, 0);
     if (!r.worker_hex.empty()) {
       // At start the last sighting known is the request of the lease held.
       Seen& seen = workers_seen_[r.worker_hex];
@@ -88,7 +92,7 @@ void LiveState::SetHead(int64_t seq, const std::string& log_commit, const IndexS
 
 void LiveState::Note(const JobRecord& r, int64_t seq, int64_t now_ms) {
   std::lock_guard<std::mutex> l(mu_);
-  NoteLocked(r, seq, now_ms);
+  NoteLocked(r, seq, now_ms, seq ? now_ms : 0);
   Evict();
 }
 
@@ -120,13 +124,13 @@ void LiveState::Link(const JobSummary& s) {
   }
 }
 
-void LiveState::NoteLocked(const JobRecord& r, int64_t seq, int64_t now_ms) {
+void LiveState::NoteLocked(const JobRecord& r, int64_t seq, int64_t now_ms, int64_t changed_ms) {
   JobSummary s;
   s.job_hex = r.job_hex;
   s.job_commit = r.job_commit;
   s.submitter_hex = r.submitter_hex;
   s.submitted_ms = r.submitted_ms;
-  s.changed_ms = seq ? now_ms : 0;
+  s.changed_ms = changed_ms;
   s.changed_seq = seq;
   s.finished_ms = r.finished_ms;
   s.attempt = r.attempt;
@@ -186,7 +190,7 @@ std::map<std::string, uint64_t> LiveState::Committed(LedgerWriter& w, int64_t se
   size_t more = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (const auto& [hex, r] : records) NoteLocked(r, seq, now_ms);
+    for (const auto& [hex, r] : records) NoteLocked(r, seq, now_ms, now_ms);
     for (const auto& [kind, hex] : changes) {
       auto rec = records.find(hex);
       std::string state;
@@ -244,6 +248,16 @@ std::map<std::string, uint64_t> LiveState::Committed(LedgerWriter& w, int64_t se
   }
   cv_.notify_all();
   return series;
+}
+
+bool LiveState::Backfilled(const JobRecord& r, int64_t seq, int64_t changed_ms, int64_t now_ms) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (jobs_.size() - live_count_ >= window_) return false;
+  if (jobs_.count(r.job_hex)) return true;
+  JobState st = RecordState(r, now_ms);
+  if (st == JobState::kPending || st == JobState::kClaimed) return true;  // live jobs come from the writer
+  NoteLocked(r, seq, now_ms, changed_ms);
+  return true;
 }
 
 LiveState::Head LiveState::head() const {
@@ -430,6 +444,47 @@ bool LiveState::WaitEvents(int64_t after_seq, int wait_ms, std::vector<LiveEvent
 int64_t LiveState::last_event_seq() const {
   std::lock_guard<std::mutex> l(mu_);
   return events_.empty() ? head_.seq : events_.back().seq;
+}
+
+WindowBackfill::WindowBackfill(std::string ledger_dir, LiveState* live) : dir_(std::move(ledger_dir)), live_(live) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+WindowBackfill::~WindowBackfill() {
+  stop_ = true;
+  thread_.join();
+}
+
+void WindowBackfill::Run() {
+  auto ledger = Ledger::Open(dir_);
+  if (!ledger.ok()) return;  // the dashboard then knows only what happens from now on
+  LiveState::Head head = live_->head();
+  if (head.log_commit.empty()) return;
+  auto top = (*ledger)->ReadCommit(head.log_commit);
+  if (!top.ok()) return;
+  StateIndex index(ledger->get());
+  index.Reset(top->tree);  // records as of the head gatosd started from
+  std::set<std::string> seen;
+  std::string commit = head.log_commit;
+  int64_t seq = head.seq;
+  int64_t now = SystemNowMs();
+  for (int64_t n = 0; n < kMaxBatches && !commit.empty() && !stop_; ++n, --seq) {
+    auto c = (*ledger)->ReadCommit(commit);
+    if (!c.ok()) return;
+    auto text = (*ledger)->ReadFileAtCommit(commit, "batch", 64 << 20);
+    if (text.ok()) {
+      auto entries = DecodeBatch(*text);
+      if (entries.ok()) {
+        for (const auto& e : *entries) {
+          if (e.job_hex.empty() || !seen.insert(e.job_hex).second) continue;
+          auto rec = index.Get(e.job_hex);
+          if (!rec.ok() || !*rec) continue;
+          if (!live_->Backfilled(**rec, seq, c->time_s * 1000, now)) return;  // the window is full
+        }
+      }
+    }
+    commit = c->parents.empty() ? "" : c->parents[0];
+  }
 }
 
 }  // namespace gatos::gatosd

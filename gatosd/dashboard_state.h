@@ -4,9 +4,9 @@
 //   - every live job (pending or claimed), by id, by state and by worker:
 //     exact, as large as the writer's own live set;
 //   - a window of the last kWindow finished jobs to change (by the log), for
-//     the submitter/worker/time/state filters over finished jobs: jobs that
-//     finished before gatosd started, or fell out of the window, are found
-//     only by id (the state index);
+//     the submitter/worker/time/state filters over finished jobs, filled at
+//     start from the newest log batches (WindowBackfill) and then by every
+//     committed batch: older finished jobs are found by id (the state index);
 //   - per worker key: last seen (its latest claim, takeover or renewal
 //     recorded by this gatosd; at start, the request time of the leases it
 //     holds), jobs running, jobs finished since start;
@@ -21,7 +21,9 @@
 #ifndef GATOS_GATOSD_DASHBOARD_STATE_H_
 #define GATOS_GATOSD_DASHBOARD_STATE_H_
 
+#include <atomic>
 #include <condition_variable>
+#include <thread>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -111,6 +113,10 @@ class LiveState {
   void Note(const JobRecord& r, int64_t seq, int64_t now_ms);
   void SetPolicy(const Policy& policy, const std::string& commit);
   void SetHead(int64_t seq, const std::string& log_commit, const IndexStats& stats);
+  // A finished job read from an older log batch at start: added only when
+  // the job is not held yet and the window has room (newer changes win).
+  // False once the window is full.
+  bool Backfilled(const JobRecord& r, int64_t seq, int64_t changed_ms, int64_t now_ms);
 
   // ---- readers ----
   struct Head {
@@ -145,7 +151,7 @@ class LiveState {
   int64_t last_event_seq() const;
 
  private:
-  void NoteLocked(const JobRecord& r, int64_t seq, int64_t now_ms);
+  void NoteLocked(const JobRecord& r, int64_t seq, int64_t now_ms, int64_t changed_ms);
   void Unlink(const JobSummary& s);
   void Link(const JobSummary& s);
   void Evict();
@@ -170,6 +176,31 @@ class LiveState {
   std::map<std::string, std::string> worker_principals_;    // key hex -> principal
   std::map<std::string, std::string> submitter_principals_;
   std::deque<LiveEvent> events_;
+};
+
+// Fills a LiveState's window at start: walks the log back from the head
+// (first parents), reads each batch record and, for every finished job it
+// names that the window does not hold, the job's record at the head; stops
+// when the window is full, after kMaxBatches log commits, or when told to.
+// Runs on a thread of its own with its own libgit2 handle (reads committed
+// objects only); gatosd serves while it runs.
+//
+// Thread-safety: the constructor starts the thread, the destructor stops
+// and joins it; call both from one thread.
+class WindowBackfill {
+ public:
+  static constexpr int64_t kMaxBatches = 20000;
+  WindowBackfill(std::string ledger_dir, LiveState* live);
+  ~WindowBackfill();
+  WindowBackfill(const WindowBackfill&) = delete;
+  WindowBackfill& operator=(const WindowBackfill&) = delete;
+
+ private:
+  void Run();
+  std::string dir_;
+  LiveState* live_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 }  // namespace gatos::gatosd

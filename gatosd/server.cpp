@@ -435,8 +435,10 @@ int Serve(const ServeOptions& opts) {
   // The dashboard reads through a libgit2 handle of its own, on the HTTP
   // thread; it never sees the writer.
   Dashboard dashboard({dir, opts.http_token}, &live, &metrics);
+  std::unique_ptr<WindowBackfill> backfill;  // the filters' window, from the newest log batches
   std::unique_ptr<HttpServer> http;
   if (!opts.http_addr.empty()) {
+    backfill = std::make_unique<WindowBackfill>(dir, &live);
     auto h = HttpServer::Start(opts.http_addr, [&dashboard](const HttpRequest& r) { return dashboard.Handle(r); });
     if (!h.ok()) {
       std::cerr << "gatosd serve: " << h.status().message() << "\n";

@@ -138,6 +138,19 @@ TEST_F(DashboardTest, PagesJsonTwinsEscapingAndReadOnly) {
   }
   EXPECT_EQ(HttpRaw(port, "GARBAGE\r\n\r\n").substr(0, 12), "HTTP/1.0 400");
   EXPECT_EQ(LogHead(stack_->ledger()), head);
+
+  // After a restart the window is filled again from the newest log batches:
+  // the finished jobs are still found by state and worker.
+  stack_->StopGatosd(SIGTERM);
+  ASSERT_TRUE(stack_->StartGatosd());
+  json again;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    again = GetJson(port, "/jobs.json?state=succeeded&worker=" + principal);
+    if (again["jobs"].size() == 2) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(again["jobs"].size(), 2u) << again.dump();
 }
 
 TEST_F(DashboardTest, EventStreamCarriesEachCommittedBatch) {

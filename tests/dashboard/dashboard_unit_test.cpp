@@ -236,6 +236,22 @@ TEST(LiveStateIndex, FiltersPagesAndEvictsFinishedJobsOnly) {
   EXPECT_TRUE(found);
 }
 
+TEST(LiveStateIndex, BackfillNeverReplacesNewerChangesAndStopsWhenFull) {
+  LiveState s(/*window=*/2);
+  std::string alice(64, 'a'), w(64, '2');
+  int64_t t0 = SystemNowMs();
+  JobRecord newer = Rec(1, alice, w, true, t0);
+  newer.result_status = "failed";
+  s.Note(newer, 100, t0);
+  EXPECT_TRUE(s.Backfilled(Rec(1, alice, w, true, t0), 5, t0, t0));  // held: kept as it is
+  EXPECT_EQ(s.Find(newer.job_hex)->state, JobState::kFailed);
+  EXPECT_TRUE(s.Backfilled(Rec(2, alice, "", false, t0), 5, t0, t0));  // live: not from the backfill
+  EXPECT_FALSE(s.Find(Rec(2, alice, "", false, t0).job_hex).has_value());
+  EXPECT_TRUE(s.Backfilled(Rec(3, alice, w, true, t0), 4, t0, t0));
+  EXPECT_FALSE(s.Backfilled(Rec(4, alice, w, true, t0), 3, t0, t0));  // full
+  EXPECT_EQ(s.window_size(), 2u);
+}
+
 TEST(MetricsSeries, CountsPerMinuteForTheLastHour) {
   Metrics m;
   int64_t now = 1'800'000'000'000;
