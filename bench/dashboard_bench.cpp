@@ -173,7 +173,7 @@ int main(int argc, char** argv) {
     Metrics metrics;
     std::string head, previous;
     std::vector<std::string> finished;
-    std::string worker;
+    std::string worker, submitter, deep;
     {
       auto t0 = std::chrono::steady_clock::now();
       auto w = Must(LedgerWriter::Open(dir, Must(LoadLedgerKey(dir), "ledger key")), "open writer");
@@ -189,6 +189,7 @@ int main(int argc, char** argv) {
           live.Note(r, seq++, now);
           finished.push_back(r.job_hex);
           if (worker.empty() && !r.claims.empty()) worker = r.claims.begin()->first;
+          if (submitter.empty()) submitter = r.submitter_hex;
         }
         return ++window < LiveState::kDefaultWindow;
       });
@@ -202,6 +203,15 @@ int main(int argc, char** argv) {
                   open_s, live.live_size(), seed_s, live.window_size());
     }
     Dashboard d({dir, ""}, &live, &metrics);
+    {
+      // A cursor 20 pages into that filter.
+      gatos::gatosd::JobQuery q;
+      q.submitter_hex = submitter;
+      q.worker_hex = worker;
+      q.limit = 50 * 20;
+      auto page = live.Recent(q);
+      if (!page.jobs.empty()) deep = std::to_string(page.jobs.back().submitted_ms) + "-" + page.jobs.back().job_hex;
+    }
     std::mt19937_64 rng(42);
     auto any_job = [&] { return finished[rng() % finished.size()]; };
     std::string mid = finished[finished.size() / 2];
@@ -223,8 +233,9 @@ int main(int argc, char** argv) {
         {"/jobs?q=<4 hex> (index)", [&] { return "/jobs?q=" + any_job().substr(0, 4); }},
         {"/jobs?state=pending (live)", [] { return std::string("/jobs?state=pending"); }},
         {"/jobs?state=succeeded&worker=W (window)", [&] { return "/jobs?state=succeeded&worker=" + worker; }},
-        {"/jobs?since=1h&submitter=none (window, no match)",
-         [] { return "/jobs?since=1h&submitter=" + std::string(64, '0'); }},
+        {"/jobs?submitter=S&worker=W&since=1d (window)",
+         [&] { return "/jobs?since=1d&submitter=" + submitter + "&worker=" + worker; }},
+        {"  the same, page 20 (after=)", [&] { return "/jobs?since=1d&submitter=" + submitter + "&worker=" + worker + "&after=" + deep; }},
         {"/jobs/<random job>", [&] { return "/jobs/" + any_job(); }},
         {"/jobs/<random job>.json", [&] { return "/jobs/" + any_job() + ".json"; }},
         {"/workers", [] { return std::string("/workers"); }},

@@ -96,8 +96,22 @@ void LiveState::Note(const JobRecord& r, int64_t seq, int64_t now_ms) {
   Evict();
 }
 
+namespace {
+void EraseFrom(std::map<std::string, std::set<std::pair<int64_t, std::string>>>& m, const std::string& key,
+               const std::pair<int64_t, std::string>& v) {
+  auto it = m.find(key);
+  if (it == m.end()) return;
+  it->second.erase(v);
+  if (it->second.empty()) m.erase(it);
+}
+}  // namespace
+
 void LiveState::Unlink(const JobSummary& s) {
-  by_submitted_.erase({s.submitted_ms, s.job_hex});
+  std::pair<int64_t, std::string> key{s.submitted_ms, s.job_hex};
+  by_submitted_.erase(key);
+  EraseFrom(by_submitter_, s.submitter_hex, key);
+  if (!s.worker_hex.empty()) EraseFrom(by_worker_, s.worker_hex, key);
+  EraseFrom(by_state_, std::string(JobStateName(s.state)), key);
   if (s.live) {
     --live_count_;
     live_by_state_[std::string(JobStateName(s.state))].erase(s.job_hex);
@@ -114,7 +128,11 @@ void LiveState::Unlink(const JobSummary& s) {
 }
 
 void LiveState::Link(const JobSummary& s) {
-  by_submitted_.insert({s.submitted_ms, s.job_hex});
+  std::pair<int64_t, std::string> key{s.submitted_ms, s.job_hex};
+  by_submitted_.insert(key);
+  by_submitter_[s.submitter_hex].insert(key);
+  if (!s.worker_hex.empty()) by_worker_[s.worker_hex].insert(key);
+  by_state_[std::string(JobStateName(s.state))].insert(key);
   if (s.live) {
     ++live_count_;
     live_by_state_[std::string(JobStateName(s.state))].insert(s.job_hex);
@@ -348,8 +366,18 @@ JobPage LiveState::Recent(const JobQuery& q) const {
     if (!bounded || until < start) start = until;
     bounded = true;
   }
-  auto it = bounded ? by_submitted_.lower_bound(start) : by_submitted_.end();
-  while (it != by_submitted_.begin()) {
+  static const TimeSet kEmpty;
+  const TimeSet* set = &by_submitted_;
+  auto narrow = [&](const std::map<std::string, TimeSet>& m, const std::string& key) {
+    auto f = m.find(key);
+    const TimeSet* cand = f == m.end() ? &kEmpty : &f->second;
+    if (cand->size() < set->size()) set = cand;
+  };
+  if (!q.submitter_hex.empty()) narrow(by_submitter_, q.submitter_hex);
+  if (!q.worker_hex.empty()) narrow(by_worker_, q.worker_hex);
+  if (!q.state.empty() && q.state != "live") narrow(by_state_, q.state);
+  auto it = bounded ? set->lower_bound(start) : set->end();
+  while (it != set->begin()) {
     --it;
     if (q.since_ms && it->first < q.since_ms) break;  // older than the range: done
     ++page.scanned;

@@ -131,7 +131,9 @@ class LiveState {
   // Live jobs in id order (state "", "live", "pending", "claimed"), using the
   // per-state or per-worker set.
   JobPage Live(const JobQuery& q) const;
-  // The live jobs and the window, newest submission first.
+  // The live jobs and the window, newest submission first, walking the
+  // smallest of the per-submitter, per-worker and per-state sets the query
+  // names (all jobs held when it names none).
   JobPage Recent(const JobQuery& q) const;
   // Every worker the policy allows, plus any other key seen.
   std::vector<WorkerSummary> Workers() const;
@@ -161,7 +163,11 @@ class LiveState {
   mutable std::condition_variable cv_;
   Head head_;
   std::unordered_map<std::string, JobSummary> jobs_;
-  std::set<std::pair<int64_t, std::string>> by_submitted_;      // every job held
+  using TimeSet = std::set<std::pair<int64_t, std::string>>;  // (submitted_ms, job hex)
+  TimeSet by_submitted_;                                        // every job held
+  // The same, per submitter, per worker and per state: Recent() walks the
+  // smallest set that holds every match.
+  std::map<std::string, TimeSet> by_submitter_, by_worker_, by_state_;
   std::set<std::pair<int64_t, std::string>> finished_by_seq_;   // eviction order
   std::map<std::string, std::set<std::string>> live_by_state_;  // "pending"/"claimed" -> ids
   std::map<std::string, std::set<std::string>> live_by_worker_;
