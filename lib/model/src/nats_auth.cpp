@@ -62,6 +62,8 @@ std::vector<std::string> WorkerPublishSubjects() {
   return {rpc::kClaim,
           rpc::kRenew,
           rpc::kResult,
+          rpc::kClaimBatch,
+          rpc::kResultBatch,
           "$JS.API.CONSUMER.INFO." + consumer,
           "$JS.API.CONSUMER.MSG.NEXT." + consumer,
           "$JS.ACK." + consumer + ".>"};
