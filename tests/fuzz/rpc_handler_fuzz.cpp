@@ -8,9 +8,9 @@
 //   odd   a well-formed request signed with a key the policy allows, whose
 //         job field, epoch, state or commit text come from the input (raw
 //         bytes, not UTF-8-checked), so the checks behind the signature run
-// Invariants: no crash or sanitizer report; exactly one reply per request,
-// and every reply is a JSON object with a boolean "ok" (a client always
-// learns what happened).
+// Invariants: no crash or sanitizer report; exactly one reply per request
+// (for a batch request, a batch of one reply per entry), and every reply is a
+// JSON object with a boolean "ok" (a client always learns what happened).
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -58,10 +58,23 @@ struct Plane {
     std::vector<gatos::ServiceRequest> reqs{{subject, data, now}};
     std::vector<std::string> replies = service->Handle(reqs);
     if (replies.size() != 1) abort();
-    auto j = nlohmann::json::parse(replies[0], nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean()) {
-      fprintf(stderr, "reply is not a JSON object with ok: %s\n", replies[0].c_str());
-      abort();
+    // A batch request is answered by a batch with one reply per entry (or,
+    // when the batch itself is malformed, by one error reply).
+    std::vector<std::string> each = {replies[0]};
+    if (gatos::rpc::IsBatch(replies[0])) {
+      auto entries = gatos::rpc::DecodeBatch(replies[0]);
+      if (!entries.ok()) {
+        fprintf(stderr, "malformed batch reply: %s\n", entries.status().message().c_str());
+        abort();
+      }
+      each.assign(entries->begin(), entries->end());
+    }
+    for (const std::string& reply : each) {
+      auto j = nlohmann::json::parse(reply, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean()) {
+        fprintf(stderr, "reply is not a JSON object with ok: %s\n", reply.c_str());
+        abort();
+      }
     }
     (void)service->TakeEvents();
     return replies[0];
