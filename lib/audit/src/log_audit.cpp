@@ -1107,7 +1107,6 @@ void Replay::Note(const Transition& t, const std::set<std::string>& parents) {
 void Replay::CompareRefs() {
   // What the replay says the refs are.
   std::map<std::string, std::string> want;
-  std::vector<std::string> prefixes;
   if (!rep_->incremental) {
     want[kPolicyRef] = pol_.commit;
     for (const auto& [job, rec] : jobs_) {
@@ -1116,19 +1115,13 @@ void Replay::CompareRefs() {
       }
     }
     for (const auto& [r, id] : notes_) want[r] = id;
-    auto refs = ledger_.ListRefs("refs/gatos/");
-    if (!refs.ok()) {
-      Problem("refs", "cannot list refs: " + refs.status().message());
-      return;
-    }
+    RefReader reader(ledger_.path());
     std::set<std::string> seen;
-    for (const std::string& r : *refs) {
+    for (const auto& [r, have] : reader.Under("refs/gatos/")) {
       if (r == kLogRef || IsPushTarget(r)) continue;
       seen.insert(r);
       ++rep_->refs_checked;
       auto it = want.find(r);
-      auto v = ledger_.ResolveRef(r);
-      std::string have = v.ok() ? *v : "";
       std::string job, leaf;
       SplitJobRef(r, &job, &leaf);
       if (it == want.end()) {
