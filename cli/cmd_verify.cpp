@@ -118,8 +118,11 @@ const char kVerifyHelp[] =
 
 void PrintLogReport(const LogAuditReport& r) {
   std::cout << "log: ledger " << r.ledger_root.substr(0, 12) << ", head " << r.head.substr(0, 12) << " at sequence "
-            << r.seq << "; " << (r.incremental ? "incremental, " : "") << "verified sequences " << r.from_seq << ".."
-            << r.seq << ": " << r.commits << " log commits, " << r.transitions << " transitions, " << r.results
+            << r.seq << "; "
+            << (r.incremental && r.commits == 0 ? "incremental, nothing new since the recorded head"
+                                                : std::string(r.incremental ? "incremental, " : "") + "verified sequences " +
+                                                      std::to_string(r.from_seq) + ".." + std::to_string(r.seq))
+            << ": " << r.commits << " log commits, " << r.transitions << " transitions, " << r.results
             << " results, " << r.jobs_touched << " jobs, " << r.refs_checked << " refs compared\n";
   for (const auto& j : r.reruns) {
     std::cout << "ran " << j.runs.size() << " times: blake3:" << j.job_hex << "\n";

@@ -418,6 +418,43 @@ TEST(LogAuditTest, WitnessesAgreeOrProveAFork) {
   ASSERT_NE(Find(bad, "witness_invalid"), nullptr) << Problems(bad);
 }
 
+TEST(LogAuditTest, RotationRevocationAndPruningReplay) {
+  LedgerFixture f{false, kLease, [](Policy* p) { p->settings.retention_ms = 1000; }};
+  JobRun a = RunJob(f, f.w1, {.yaml = Yaml(1)});
+  // w2 holds a lease when the policy stops allowing it: the lease is revoked.
+  auto [c_commit, c] = SubmitPair(f, Yaml(2));
+  LeaseGrant g;
+  ASSERT_TRUE(ClaimInto(f, c, f.w2, &g).ok());
+  Policy p = f.W().policy();
+  p.workers_text = "w1 " + f.w1.public_key().ToOpenSsh() + "\n";
+  p.workers = *ParseAllowedSigners(p.workers_text, "workers");
+  OpResult revoked = f.Apply(PolicyOp{p, "gatos: revoke w2", std::nullopt});
+  ASSERT_TRUE(revoked.outcome.ok()) << revoked.outcome.message;
+  ASSERT_EQ(revoked.revoked_jobs.size(), 1u);
+  // The ledger key rotates; later batches are signed by the new key.
+  Ed25519PrivateKey next = *GenerateEd25519Key("ledger-2");
+  ASSERT_TRUE(f.Apply(PolicyOp{p, "gatos: rotate the ledger key", next}).outcome.ok());
+  f.now += 2000;
+  OpResult pruned = f.Apply(PruneOp{a.job_hex});
+  ASSERT_TRUE(pruned.outcome.ok()) << pruned.outcome.message;
+  JobRun b = RunJob(f, f.w1, {.yaml = Yaml(3)});
+  f.Close();
+  auto l = f.Open();
+  EXPECT_TRUE(l->ListRefs(std::string(kJobsPrefix) + a.job_hex + "/")->empty());
+  LogAuditReport r = Audit(*l);
+  EXPECT_TRUE(r.ok()) << Problems(r);
+  EXPECT_EQ(r.by_kind["revoke"], 1);
+  EXPECT_EQ(r.by_kind["prune"], 1);
+  EXPECT_EQ(r.by_kind["policy"], 2);
+  EXPECT_EQ(r.results, 2u);
+  // A log commit after the rotation signed with the retired key.
+  AppendLogCommit(*l, f.ledger_key, "", 1, {}, f.now + 1000, next.public_key().Hex());
+  LogAuditReport old_key = Audit(*l);
+  const LogProblem* bad = Find(old_key, "log_signature");
+  ASSERT_NE(bad, nullptr) << Problems(old_key);
+  EXPECT_TRUE(Has(bad->detail, "not signed by the ledger key in force " + next.public_key().WorkerId())) << bad->detail;
+}
+
 TEST(WitnessFormatTest, RoundTripAndStrictness) {
   Ed25519PrivateKey k = *GenerateEd25519Key("auditor");
   WitnessStatement w{std::string(40, 'a'), 42, std::string(40, 'b'), k.public_key().Hex(), 1'800'000'000'000};
