@@ -111,7 +111,8 @@ const char kVerifyHelp[] =
     "                          only what was added since and fails if the log does not\n"
     "                          descend from it (rewritten or rolled back). Implies\n"
     "                          --all --log-only; created on the first run\n"
-    "  --witnesses             check every witness (refs/gatos/witness*/ and the log's):\n"
+    "  --witnesses             check every witness (refs/gatos/witness*/ and the log's;\n"
+    "                          alone: with the log replay only):\n"
     "                          a witness of another commit at the same sequence proves\n"
     "                          that the ledger showed different histories\n"
     "  --json                  one JSON document with every check of every job\n";
@@ -197,8 +198,10 @@ int RunVerify(const Args& args) {
   auto dir = RepoFlag(flags, "verify", &usage);
   if (!dir) return usage;
   auto state_path = flags.Get("state");
-  bool all = flags.Has("all") || state_path.has_value();
-  bool log_only = flags.Has("log-only") || state_path.has_value();
+  // --witnesses alone: the log replay with the witness checks.
+  bool witnesses_alone = flags.Has("witnesses") && !flags.Has("all") && flags.positional().empty();
+  bool all = flags.Has("all") || state_path.has_value() || witnesses_alone;
+  bool log_only = flags.Has("log-only") || state_path.has_value() || witnesses_alone;
   if (log_only && !flags.positional().empty()) {
     return UsageError("verify", "--log-only and --state replay the whole log; do not name jobs");
   }
