@@ -8,8 +8,18 @@
 #include "gatos/flags.h"
 #include "gatos/attest.h"
 #include "gatos/ledger.h"
+#include "gatos/clock.h"
+#include "gatos/lease.h"
+#include "gatos/log_audit.h"
 #include "gatos/manifest.h"
+#include "gatos/refs.h"
 #include "gatos/verify.h"
+#include "gatos/witness.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 namespace gatos::cli {
 namespace {
@@ -62,7 +72,7 @@ const char kVerifyHelp[] =
     "usage: gatos verify --repo DIR (--all | JOB-ID...) [--allowed-signers FILE]\n"
     "                    [--only-allowed-signers] [--trusted-programs FILE]\n"
     "                    [--ledger-key KEY.pub] [--require-results] [--require-provenance]\n"
-    "                    [--json]\n"
+    "                    [--log-only] [--state FILE] [--witnesses] [--json]\n"
     "\n"
     "Verifies jobs and results offline, from a clone of the ledger alone (git clone\n"
     "--mirror LEDGER, or git fetch LEDGER 'refs/gatos/*:refs/gatos/*'). For each job:\n"
@@ -71,6 +81,14 @@ const char kVerifyHelp[] =
     "hash, every file of the tree, Attest-Sig, the SSH commit signature), made under\n"
     "a ledger-signed claim of the same worker and epoch that was never taken over,\n"
     "by a worker the policy allowed; attestation.intoto.json is checked when present.\n"
+    "\n"
+    "With --all it first replays the ledger log (refs/gatos/log) from its root: every\n"
+    "log commit signed by the ledger key in force, sequence numbers without gaps,\n"
+    "every transition (submit, claim, renew, takeover, result, retried attempt,\n"
+    "cancel, re-run, abort, revoke, prune, policy change, witness) valid under the\n"
+    "policy in force at that point, and the replayed state equal to the refs present:\n"
+    "a deleted, added or moved ref is reported by name. Jobs that ran more than once\n"
+    "are listed with every attempt.\n"
     "\n"
     "Prints one line per job ('ok blake3:<id> <state>' or 'FAIL blake3:<id> <check>:\n"
     "<reason>') and a summary. Exit status: 0 when every job verifies, 1 when one does\n"
@@ -87,7 +105,71 @@ const char kVerifyHelp[] =
     "                          signed by it\n"
     "  --require-results       a job without a result fails\n"
     "  --require-provenance    a result without attestation.intoto.json fails\n"
+    "  --log-only              with --all: the log replay alone (it verifies every\n"
+    "                          result once), not the second pass over each job's refs\n"
+    "  --state FILE            remember the log head verified; the next run replays\n"
+    "                          only what was added since and fails if the log does not\n"
+    "                          descend from it (rewritten or rolled back). Implies\n"
+    "                          --all --log-only; created on the first run\n"
+    "  --witnesses             check every witness (refs/gatos/witness*/ and the log's;\n"
+    "                          alone: with the log replay only):\n"
+    "                          a witness of another commit at the same sequence proves\n"
+    "                          that the ledger showed different histories\n"
     "  --json                  one JSON document with every check of every job\n";
+
+void PrintLogReport(const LogAuditReport& r) {
+  std::cout << "log: ledger " << r.ledger_root.substr(0, 12) << ", head " << r.head.substr(0, 12) << " at sequence "
+            << r.seq << "; "
+            << (r.incremental && r.commits == 0 ? "incremental, nothing new since the recorded head"
+                                                : std::string(r.incremental ? "incremental, " : "") + "verified sequences " +
+                                                      std::to_string(r.from_seq) + ".." + std::to_string(r.seq))
+            << ": " << r.commits << " log commits, " << r.transitions << " transitions, " << r.results
+            << " results, " << r.jobs_touched << " jobs, " << r.refs_checked << " refs compared\n";
+  for (const auto& j : r.reruns) {
+    std::cout << "ran " << j.runs.size() << " times: blake3:" << j.job_hex << "\n";
+    for (const auto& x : j.runs) {
+      std::cout << "  attempt " << x.attempt << " epoch " << x.epoch << " worker ed25519:" << x.worker_hex.substr(0, 16)
+                << "… " << (x.status.empty() ? "no result" : x.status)
+                << (x.result_commit.empty() ? "" : " " + x.result_commit.substr(0, 12)) << (x.final ? " (final)" : "")
+                << "\n";
+    }
+  }
+  for (const auto& w : r.witnesses) {
+    std::cout << (w.ok ? "ok" : "FAIL") << " witness " << w.ref << " "
+              << (w.key_hex.empty() ? "" : "ed25519:" + w.key_hex.substr(0, 16) + "… ")
+              << (w.seq ? "sequence " + std::to_string(w.seq) + " " : "") << w.detail << "\n";
+  }
+  for (const auto& p : r.problems) {
+    std::cout << "FAIL log " << p.check << (p.seq ? " (sequence " + std::to_string(p.seq) + ")" : "") << ": "
+              << p.detail << "\n";
+  }
+  if (r.forked) std::cout << "FORKED HISTORY: witnesses prove that the ledger showed different logs\n";
+  std::cout << "log: " << (r.ok() ? "ok" : std::to_string(r.problems.size()) + " problem(s)") << "\n";
+}
+
+// Writes the state file atomically (temporary file + rename).
+Status WriteStateFile(const std::string& path, const AuditState& s) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    out << EncodeAuditState(s);
+    out.flush();
+    if (!out) return UnavailableError("cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return UnavailableError("cannot rename " + tmp + " to " + path);
+  return OkStatus();
+}
+
+// Reads --state FILE: nullopt when it does not exist yet.
+Result<std::optional<AuditState>> ReadStateFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::optional<AuditState>();
+  auto text = ReadTextFile(path, "--state");
+  if (!text.ok()) return text.status();
+  auto s = ParseAuditState(*text);
+  if (!s.ok()) return InvalidArgumentError("--state " + path + ": " + s.status().message());
+  return std::optional<AuditState>(*s);
+}
 
 }  // namespace
 
@@ -102,6 +184,9 @@ int RunVerify(const Args& args) {
                           {"ledger-key"},
                           {"require-results", 0, false},
                           {"require-provenance", 0, false},
+                          {"log-only", 0, false},
+                          {"state"},
+                          {"witnesses", 0, false},
                           {"json", 0, false}})) {
     return UsageError("verify", flags.error());
   }
@@ -112,7 +197,14 @@ int RunVerify(const Args& args) {
   int usage = kExitUsage;
   auto dir = RepoFlag(flags, "verify", &usage);
   if (!dir) return usage;
-  bool all = flags.Has("all");
+  auto state_path = flags.Get("state");
+  // --witnesses alone: the log replay with the witness checks.
+  bool witnesses_alone = flags.Has("witnesses") && !flags.Has("all") && flags.positional().empty();
+  bool all = flags.Has("all") || state_path.has_value() || witnesses_alone;
+  bool log_only = flags.Has("log-only") || state_path.has_value() || witnesses_alone;
+  if (log_only && !flags.positional().empty()) {
+    return UsageError("verify", "--log-only and --state replay the whole log; do not name jobs");
+  }
   if (all == !flags.positional().empty()) {
     return UsageError("verify", all ? "give --all or JOB-IDs, not both"
                                     : "name the jobs to verify (JOB-ID...) or give --all");
@@ -160,6 +252,42 @@ int RunVerify(const Args& args) {
 
   auto ledger = Ledger::Open(*dir);
   if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
+
+  // ---- the log replay ----
+  std::optional<LogAuditReport> log;
+  std::optional<AuditState> prior;
+  if (all || flags.Has("witnesses")) {
+    LogAuditOptions lo;
+    lo.verify = opt;
+    lo.witnesses = flags.Has("witnesses");
+    if (state_path) {
+      auto st = ReadStateFile(*state_path);
+      if (!st.ok()) return ReportError(st.status().message(), kExitUsage);
+      prior = *st;
+      lo.since = prior;
+    }
+    auto r = AuditLog(**ledger, lo);
+    if (!r.ok()) return ReportError(r.status().message(), kExitFailure);
+    log = std::move(*r);
+    if (state_path && log->ok()) {
+      AuditState next = log->state();
+      next.verified_at_ms = SystemNowMs();
+      Status w = WriteStateFile(*state_path, next);
+      if (!w.ok()) return ReportError(w.message(), kExitFailure);
+    }
+  }
+  if (log_only) {
+    if (flags.Has("json")) {
+      json out = LogAuditReportToJson(*log);
+      out["repo"] = *dir;
+      if (state_path) out["state_file"] = *state_path;
+      std::cout << Dump(out) << '\n';
+    } else {
+      PrintLogReport(*log);
+    }
+    return log->ok() ? kExitOk : kExitFailure;
+  }
+
   Auditor auditor(ledger->get(), opt);
   AuditSummary summary;
   if (all) {
@@ -194,15 +322,120 @@ int RunVerify(const Args& args) {
                   {"dev_mode", dev}}},
                 {"jobs", json::array()}};
     for (const auto& r : summary.jobs) out["jobs"].push_back(AuditReportToJson(r));
+    if (log) {
+      out["log"] = LogAuditReportToJson(*log);
+      out["ok"] = summary.ok() && log->ok();
+    }
     std::cout << Dump(out) << '\n';
   } else {
+    if (log) PrintLogReport(*log);
     for (const auto& r : summary.jobs) std::cout << Line(r) << '\n';
     std::cout << summary.jobs.size() << " jobs: " << summary.verified << " results verified, "
               << summary.without_result << " without a result, " << summary.failed << " failed";
     if (dev) std::cout << "; " << dev << " accepted only in DEV MODE";
     std::cout << '\n';
   }
-  return summary.ok() ? kExitOk : kExitFailure;
+  return summary.ok() && (!log || log->ok()) ? kExitOk : kExitFailure;
+}
+
+int RunWitness(const Args& args) {
+  const char* help =
+      "usage: gatos witness --repo DIR --key KEY [--state FILE] [--push REMOTE] [--json]\n"
+      "\n"
+      "Verifies the ledger log of DIR (a mirror kept with git fetch) as 'gatos verify\n"
+      "--all --log-only' does (incrementally with --state FILE), then signs with KEY\n"
+      "(an OpenSSH Ed25519 private key: the auditor's) the statement \"the log of\n"
+      "ledger L at sequence N is commit C\" as a git commit, stores it in DIR at\n"
+      "refs/gatos/witnesses/<key hex> and prints it. Push it to the ledger with\n"
+      "  git -C DIR push LEDGER refs/gatos/witnesses/<key hex>\n"
+      "(or --push REMOTE): the ledger checks it and records it in its log at\n"
+      "refs/gatos/witness/<key hex>. 'gatos verify --witnesses' compares witnesses:\n"
+      "two of them naming different commits at one sequence prove that the ledger\n"
+      "showed different histories. Nothing is signed when the log does not verify.\n";
+  Flags flags;
+  if (!flags.Parse(args, {{"repo"}, {"ledger"}, {"key"}, {"state"}, {"push"}, {"ledger-key"}, {"json", 0, false}})) {
+    return UsageError("witness", flags.error());
+  }
+  if (flags.help()) {
+    std::cout << help;
+    return kExitOk;
+  }
+  int usage = kExitUsage;
+  auto dir = RepoFlag(flags, "witness", &usage);
+  if (!dir) return usage;
+  if (!flags.positional().empty()) return UsageError("witness", "takes no positional arguments");
+  auto key_path = flags.Get("key");
+  if (!key_path) return UsageError("witness", "--key KEY is required (the auditor's SSH Ed25519 private key)");
+  auto key = ReadPrivateKeyFile(*key_path);
+  if (!key.ok()) return ReportError("--key: " + key.status().message(), kExitUsage);
+  LogAuditOptions lo;
+  if (auto path = flags.Get("ledger-key")) {
+    auto lk = ReadPublicKeyFile(*path);
+    if (!lk.ok()) return ReportError("--ledger-key: " + lk.status().message(), kExitUsage);
+    lo.verify.ledger_key = *lk;
+  }
+  auto state_path = flags.Get("state");
+  if (state_path) {
+    auto st = ReadStateFile(*state_path);
+    if (!st.ok()) return ReportError(st.status().message(), kExitUsage);
+    lo.since = *st;
+  }
+  auto ledger = Ledger::Open(*dir);
+  if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
+  auto log = AuditLog(**ledger, lo);
+  if (!log.ok()) return ReportError(log.status().message(), kExitFailure);
+  if (!log->ok()) {
+    if (!flags.Has("json")) PrintLogReport(*log);
+    return ReportError("the log does not verify; no witness is signed", kExitFailure);
+  }
+  WitnessStatement w;
+  w.ledger_root = log->ledger_root;
+  w.seq = log->seq;
+  w.log_commit = log->head;
+  w.time_ms = SystemNowMs();
+  auto commit = BuildWitnessCommit(w, *key);
+  if (!commit.ok()) return ReportError(commit.status().message(), kExitFailure);
+  auto written = (*ledger)->WriteRawObject(commit->type, commit->data);
+  if (!written.ok()) return ReportError(written.status().message(), kExitFailure);
+  std::string hex = key->public_key().Hex();
+  std::string ref = WitnessPushRef(hex);
+  auto cur = (*ledger)->ResolveRef(ref);
+  if (!cur.ok()) return ReportError(cur.status().message(), kExitFailure);
+  Status moved = (*ledger)->UpdateRefs({{ref, *cur, commit->id}}, "gatos witness");
+  if (!moved.ok()) return ReportError(moved.message(), kExitFailure);
+  if (state_path) {
+    AuditState next = log->state();
+    next.verified_at_ms = w.time_ms;
+    Status ws = WriteStateFile(*state_path, next);
+    if (!ws.ok()) return ReportError(ws.message(), kExitFailure);
+  }
+  int rc = kExitOk;
+  std::string pushed;
+  if (auto remote = flags.Get("push")) {
+    std::string cmd = "git -C '" + *dir + "' push -q '" + *remote + "' '" + ref + ":" + ref + "'";
+    if (dir->find('\'') != std::string::npos || remote->find('\'') != std::string::npos) {
+      return ReportError("--push: paths with a single quote are not supported", kExitUsage);
+    }
+    rc = std::system(cmd.c_str()) == 0 ? kExitOk : kExitFailure;
+    pushed = rc == kExitOk ? "pushed" : "push failed";
+  }
+  if (flags.Has("json")) {
+    std::cout << Dump({{"witness", commit->id},
+                       {"ref", ref},
+                       {"ledger", w.ledger_root},
+                       {"seq", w.seq},
+                       {"log_commit", w.log_commit},
+                       {"key", key->public_key().WorkerId()},
+                       {"pushed", pushed}})
+              << '\n';
+  } else {
+    std::cout << "witness " << commit->id << ": log of ledger " << w.ledger_root << " at " << w.seq << " is "
+              << w.log_commit << "\n";
+    std::cout << "stored at " << ref << " in " << *dir << "; "
+              << (pushed.empty() ? "push it with: git -C " + *dir + " push LEDGER " + ref : pushed) << "\n";
+  }
+  if (rc != kExitOk) return ReportError("git push of the witness failed", kExitFailure);
+  return kExitOk;
 }
 
 int RunAttest(const Args& args) {

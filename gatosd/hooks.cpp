@@ -15,6 +15,7 @@
 #include "gatos/manifest.h"
 #include "gatos/refs.h"
 #include "gatos/rpc.h"
+#include "gatos/witness.h"
 
 namespace gatos::gatosd {
 namespace {
@@ -50,9 +51,15 @@ std::string RefRule(const Update& u, std::string* job_hex) {
     if (IsZero(u.new_id)) return "results cannot be deleted";
     return "";
   }
+  if (StartsWith(u.ref, kWitnessPushPrefix)) {
+    *job_hex = u.ref.substr(std::strlen(kWitnessPushPrefix));  // the witness key
+    if (!IsLowerHex(*job_hex, 64)) return "push a witness to refs/gatos/witnesses/<your key, 64 hex>";
+    if (IsZero(u.new_id)) return "witnesses cannot be deleted";
+    return "";
+  }
   if (StartsWith(u.ref, "refs/gatos/")) {
-    return "refs under refs/gatos/ are written by the ledger only; push jobs to refs/gatos/submit/<name> "
-           "and results to refs/gatos/results/<job>";
+    return "refs under refs/gatos/ are written by the ledger only; push jobs to refs/gatos/submit/<name>, "
+           "results to refs/gatos/results/<job> and witnesses to refs/gatos/witnesses/<key>";
   }
   return "this is a GATOS ledger: push job commits to refs/gatos/submit/<name> "
          "(e.g. git push LEDGER HEAD:refs/gatos/submit/my-job)";
@@ -125,7 +132,15 @@ int RunPreReceive(std::istream& in, std::ostream& err) {
     std::string job_hex;
     std::string why = RefRule(u, &job_hex);
     std::string reason = why.empty() ? "" : "forbidden_ref";
-    if (why.empty() && StartsWith(u.ref, kResultsPushPrefix)) {
+    if (why.empty() && StartsWith(u.ref, kWitnessPushPrefix)) {
+      reason = "bad_witness";
+      auto w = CheckWitnessCommit(lookup, u.new_id);
+      if (!w.ok()) {
+        why = w.status().message();
+      } else if (w->key_hex != job_hex) {
+        why = "the witness is signed by ed25519:" + w->key_hex + "; push it to refs/gatos/witnesses/" + w->key_hex;
+      }
+    } else if (why.empty() && StartsWith(u.ref, kResultsPushPrefix)) {
       reason = "bad_result";
       ParsedResult parsed;
       Outcome o = CheckResultContent(lookup, u.new_id, *policy, &parsed);
@@ -185,12 +200,15 @@ int RunProcReceive(std::istream& in, std::ostream& out, std::ostream& err) {
       continue;
     }
     bool result = StartsWith(u.ref, kResultsPushPrefix);
+    bool witness = StartsWith(u.ref, kWitnessPushPrefix);
     nlohmann::json req = {{"commit", u.new_id}};
     if (result) req["job"] = job_hex;
+    if (witness) req["key"] = job_hex;
     LocalOptions lo;
     bool via_gatosd = false;
-    auto reply = LocalLedgerRequest(dir, result ? rpc::kLocalPushResult : rpc::kLocalPushSubmit, rpc::Dump(req), lo,
-                                    &via_gatosd);
+    auto reply = LocalLedgerRequest(dir, witness ? rpc::kLocalPushWitness
+                                             : result ? rpc::kLocalPushResult : rpc::kLocalPushSubmit,
+                                    rpc::Dump(req), lo, &via_gatosd);
     rpc::ReplyError e;
     auto body = reply.ok() ? rpc::ParseReply(*reply, "push", &e) : Result<nlohmann::json>(reply.status());
     if (!reply.ok()) {
@@ -204,7 +222,10 @@ int RunProcReceive(std::istream& in, std::ostream& out, std::ostream& err) {
       continue;
     }
     const std::string job = body->value("job", "");
-    if (result) {
+    if (witness) {
+      err << "gatos: witness " << u.new_id.substr(0, 12) << " recorded at " << WitnessRef(job_hex)
+          << (body->value("existing", false) ? " (already recorded)" : "") << "\n";
+    } else if (result) {
       err << "gatos: result of job " << job << " recorded (" << body->value("state", "") << ")\n";
     } else if (body->value("existing", false)) {
       err << "gatos: job " << job << " already exists; nothing to do (no-op)\n";

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "gatos/attest.h"
@@ -29,6 +30,7 @@
 #include "gatos/manifest.h"
 #include "gatos/result.h"
 #include "gatos/verify.h"
+#include "gatos/log_audit.h"
 #include "gatos/signed_request.h"
 
 namespace gatos {
@@ -71,13 +73,17 @@ std::string SelfDir() {
 
 // A ledger made by gatosd init and filled through the ledger's real write
 // path (bench/support/populate.h).
-Population Populate(const std::string& path, int n) {
-  std::string init = "'" + SelfDir() + "/gatosd' init '" + path + "' >/dev/null";
-  if (std::system(init.c_str()) != 0) Die("gatosd init", InternalError(init));
+Population Populate(const std::string& path, int n, int64_t first = 0, bool provenance = true, int batch = 500) {
+  if (first == 0) {
+    std::string init = "'" + SelfDir() + "/gatosd' init '" + path + "' >/dev/null";
+    if (std::system(init.c_str()) != 0) Die("gatosd init", InternalError(init));
+  }
   auto keys = Must(bench::EnsureBenchKeys(path), "bench keys");
   bench::PopulateOptions o;
   o.jobs = n;
-  o.batch = 500;
+  o.first = first;
+  o.provenance = provenance;
+  o.batch = batch;
   auto done = Must(bench::Populate(path, keys, o), "populate");
   return {done.seconds, static_cast<size_t>(done.jobs)};
 }
@@ -128,6 +134,40 @@ double CheckResultsOnly(const std::string& path, size_t* count) {
   return wall;
 }
 
+struct LogRun {
+  double seconds = 0;
+  double cpu_seconds = 0;
+  LogAuditReport report;
+};
+
+// The log replay (gatos verify --all --log-only, or --state when `since`).
+LogRun ReplayLog(const std::string& path, std::optional<AuditState> since) {
+  auto ledger = Must(Ledger::Open(path), "open " + path);
+  LogAuditOptions o;
+  o.since = std::move(since);
+  auto start = Clock::now();
+  double cpu = ThreadCpuSeconds();
+  LogRun r;
+  r.report = Must(AuditLog(*ledger, o), "log replay");
+  r.seconds = Seconds(start);
+  r.cpu_seconds = ThreadCpuSeconds() - cpu;
+  if (!r.report.ok()) {
+    std::cerr << "verify_bench: the genuine log does not verify: " << r.report.problems[0].check << ": "
+              << r.report.problems[0].detail << "\n";
+    std::exit(1);
+  }
+  return r;
+}
+
+void ReportLog(const char* what, const LogRun& r) {
+  const LogAuditReport& s = r.report;
+  std::printf(
+      "%-36s %6zu log commits %7zu transitions %6zu results %6zu refs | wall %6.3f s %6.0f results/s "
+      "| cpu %6.3f s %6.0f results/s %7.1f us/transition\n",
+      what, s.commits, s.transitions, s.results, s.refs_checked, r.seconds, s.results / r.seconds, r.cpu_seconds,
+      s.results / r.cpu_seconds, 1e6 * r.cpu_seconds / std::max<size_t>(1, s.transitions));
+}
+
 void Report(const char* what, const Run& r) {
   const AuditSummary& s = r.summary;
   size_t v = std::max<size_t>(1, s.verified);
@@ -144,13 +184,27 @@ void Report(const char* what, const Run& r) {
 int main(int argc, char** argv) {
   using namespace gatos;
   int n = 10'000;
+  int add = 1'000;
+  bool per_job = true;
+  bool provenance = true;
+  int batch = 500;
   std::string keep;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--keep" && i + 1 < argc) {
       keep = argv[++i];
+    } else if (a == "--new" && i + 1 < argc) {
+      add = std::atoi(argv[++i]);
+    } else if (a == "--batch" && i + 1 < argc) {
+      batch = std::atoi(argv[++i]);
+    } else if (a == "--no-per-job") {
+      per_job = false;
+    } else if (a == "--no-provenance") {
+      provenance = false;
     } else if (a == "-h" || a == "--help") {
-      std::cout << "usage: verify_bench [N] [--keep DIR]\n";
+      std::cout << "usage: verify_bench [N] [--new M] [--batch B] [--no-per-job] [--no-provenance] [--keep DIR]\n"
+                   "  N jobs with results (default 10000); then the log replay of the mirror,\n"
+                   "  M more jobs (default 1000), git fetch, and the incremental replay (--state)\n";
       return 0;
     } else {
       n = std::atoi(a.c_str());
@@ -186,13 +240,16 @@ int main(int argc, char** argv) {
 
   std::printf("verify_bench: %d results, policy not in dev mode, %s\n", n,
               pinned ? "pinned to CPU 0" : "NOT pinned (sched_setaffinity failed)");
-  Population pop = Populate(ledger, n);
-  std::printf("%-36s %6zu results in %.2f s (%.0f/s: submit+claim+build+accept)\n",
-              "populate (ledger writer, batches of 500)", pop.results, pop.seconds,
-              pop.results / pop.seconds);
+  Population pop = Populate(ledger, n, 0, provenance, batch);
+  std::printf("%-36s %6zu results in %.2f s (%.0f/s: submit+claim+build+accept)%s\n",
+              "populate (ledger writer)", pop.results, pop.seconds,
+              pop.results / pop.seconds, provenance ? "" : ", no provenance");
 
-  Run loose = VerifyEverything(ledger);
-  Report("verify --all, ledger as written", loose);
+  Run loose;
+  if (per_job) {
+    loose = VerifyEverything(ledger);
+    Report("verify --all, ledger as written", loose);
+  }
 
   std::string cmd = "git clone -q --mirror '" + ledger + "' '" + mirror + "'";
   auto t = std::chrono::steady_clock::now();
@@ -202,15 +259,35 @@ int main(int argc, char** argv) {
   }
   std::printf("%-36s %.2f s\n", "git clone --mirror",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
-  Run packed = VerifyEverything(mirror);
-  Report("verify --all, mirror clone (packed)", packed);
-  size_t count = 0;
-  CheckResultsOnly(mirror, &count);
+  Run packed;
+  if (per_job) {
+    packed = VerifyEverything(mirror);
+    Report("verify --all, mirror clone (packed)", packed);
+    size_t count = 0;
+    CheckResultsOnly(mirror, &count);
+  }
+  LogRun full = ReplayLog(mirror, std::nullopt);
+  ReportLog("log replay (--log-only), mirror", full);
+  bool ok = full.report.results == static_cast<size_t>(n);
+
+  if (add > 0) {
+    Population more = Populate(ledger, add, n, provenance, batch);
+    std::printf("%-36s %6zu results in %.2f s\n", "populate more", more.results, more.seconds);
+    auto t0 = std::chrono::steady_clock::now();
+    std::string fetch = "git -C '" + mirror + "' fetch -q";
+    if (std::system(fetch.c_str()) != 0) Die("git fetch", InternalError(fetch));
+    std::printf("%-36s %.2f s\n", "git fetch (mirror)",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    LogRun inc = ReplayLog(mirror, full.report.state());
+    ReportLog("incremental (--state), mirror", inc);
+    ok = ok && inc.report.results == static_cast<size_t>(add) && inc.report.incremental;
+  }
 
   if (keep.empty()) std::filesystem::remove_all(dir);
-  bool ok = loose.summary.ok() && packed.summary.ok() &&
-            loose.summary.verified == static_cast<size_t>(n) &&
-            packed.summary.verified == static_cast<size_t>(n);
+  if (per_job) {
+    ok = ok && loose.summary.ok() && packed.summary.ok() && loose.summary.verified == static_cast<size_t>(n) &&
+         packed.summary.verified == static_cast<size_t>(n);
+  }
   if (!ok) std::cerr << "verify_bench: the genuine ledger did not verify completely\n";
   return ok ? 0 : 1;
 }

@@ -6,6 +6,7 @@
 
 #include "audit_fixture.h"
 #include "gatos/encoding.h"
+#include "gatos/log_format.h"
 #include "gatos/sha256.h"
 #include "test_util.h"
 
@@ -154,6 +155,43 @@ TEST(AuditInteropTest, MirrorCloneAndRefspecFetchVerifyOffline) {
   auto plain = Ledger::Open(t.f.dir.Join("plain"));
   ASSERT_TRUE(plain.ok()) << plain.status().message();
   EXPECT_EQ(VerifyAll(**plain, {}).status().code(), StatusCode::kNotFound);
+}
+
+
+// docs/auditor-guide.md section 11: the log chain with stock git, as written;
+// then a log commit signed by another key and a sequence gap are reported.
+constexpr char kLogChain[] = R"SH(
+git -C ledger.git log --format=%H refs/gatos/policy | while read -r c; do
+  echo "ledger namespaces=\"git\" $(git -C ledger.git show "$c:ledger.pub")"; done | sort -u > ledger.allowed
+git -C ledger.git -c gpg.ssh.allowedSignersFile="$PWD/ledger.allowed" log --first-parent \
+  --format='%G? %H %(trailers:key=Log-Seq,valueonly,separator=)' refs/gatos/log |
+  awk 'NF < 3 { exit } $1 != "G" { print "BAD SIGNATURE", $2; bad = 1 }
+       prev && $3 != prev - 1 { print "GAP before", $2; bad = 1 } { prev = $3 }
+       END { if (prev != 1) { print "NO ROOT (Log-Seq 1)"; bad = 1 } exit bad }'
+git -C ledger.git show refs/gatos/log:batch
+)SH";
+
+TEST(AuditInteropTest, LogChainWithStockGit) {
+  Interop t;
+  t.f.Close();
+  RunResult r = t.Sh(kLogChain);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("result " + t.b.job_hex + " refs/gatos/jobs/" + t.b.job_hex + "/result - "),
+            std::string::npos)
+      << r.out;
+  // A commit on top of the log signed by a worker key, with a skipped sequence.
+  std::string head = *t.l->ResolveRef(kLogRef);
+  CommitInfo c = *t.l->ReadCommit(head);
+  LogCommitInfo info = *ParseLogMessage(c.message);
+  info.seq += 2;
+  auto forged = t.l->WriteCommit(c.tree, {head}, EncodeLogMessage(info), &t.f.w1, "gatos ledger",
+                                 "ledger@gatos.invalid", t.f.now);
+  ASSERT_TRUE(forged.ok());
+  ASSERT_TRUE(t.l->UpdateRefs({{kLogRef, head, *forged}}, "tamper").ok());
+  RunResult bad = t.Sh(kLogChain);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("BAD SIGNATURE " + *forged), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("GAP before " + head), std::string::npos) << bad.out;
 }
 
 }  // namespace

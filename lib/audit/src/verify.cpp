@@ -590,32 +590,47 @@ void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job) {
 }
 
 void Auditor::State::CheckProvenance(AuditReport* rep, const ParsedResult& p) {
-  auto add = [rep](bool ok, std::string detail) {
-    rep->checks.push_back({"provenance", ok, std::move(detail)});
+  bool present = false;
+  rep->checks.push_back(CheckResultProvenance(*ledger, p, rep->job_commit, result_limits.max_file_bytes,
+                                              opt.require_provenance, &present));
+  rep->has_provenance = present;
+}
+
+ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p, const std::string& job_commit,
+                                  size_t max_file_bytes, bool require, bool* present_out) {
+  Ledger* ledger = &ledger_ref;
+  ResultCheck out{"provenance", false, ""};
+  auto add = [&out](bool ok, std::string detail) {
+    out.ok = ok;
+    out.detail = std::move(detail);
   };
+  const std::string job_hex = p.job_hex;
+  const std::string worker_id = "ed25519:" + p.worker_hex;
+  const std::string& result_commit = p.commit_id;
+  *present_out = false;
   bool present = std::any_of(p.tree_files.begin(), p.tree_files.end(),
                              [](const PoeOutput& o) { return o.path == kProvenanceFileName; });
   if (!present) {
-    add(!opt.require_provenance,
+    add(!require,
         std::string("no ") + kProvenanceFileName + " in the result" +
-            (opt.require_provenance ? "; provenance is required (--require-provenance)" : ""));
-    return;
+            (require ? "; provenance is required (--require-provenance)" : ""));
+    return out;
   }
-  rep->has_provenance = true;
-  auto bytes = ledger->ReadFileAtCommit(rep->result_commit, kProvenanceFileName, kMaxEnvelopeBytes);
+  *present_out = true;
+  auto bytes = ledger->ReadFileAtCommit(result_commit, kProvenanceFileName, kMaxEnvelopeBytes);
   if (!bytes.ok()) {
     add(false, std::string(kProvenanceFileName) + ": " + bytes.status().message());
-    return;
+    return out;
   }
-  auto key = ParseWorkerId(rep->worker_id);
+  auto key = ParseWorkerId(worker_id);
   if (!key.ok()) {
     add(false, "Worker-Id: " + key.status().message());
-    return;
+    return out;
   }
   auto st = VerifyProvenanceEnvelope(*bytes, *key);
   if (!st.ok()) {
     add(false, std::string(kProvenanceFileName) + ": " + st.status().message());
-    return;
+    return out;
   }
   const Poe& poe = p.poe;
   std::string diff;
@@ -625,15 +640,15 @@ void Auditor::State::CheckProvenance(AuditReport* rep, const ParsedResult& p) {
              want.substr(0, 80) + "\"";
     }
   };
-  differs("job_id", st->job_id, "blake3:" + rep->job_hex);
-  differs("builder.id", st->worker_id, rep->worker_id);
+  differs("job_id", st->job_id, "blake3:" + job_hex);
+  differs("builder.id", st->worker_id, worker_id);
   differs("lease_epoch", std::to_string(st->lease_epoch), std::to_string(p.epoch));
   differs("runner.program", st->runner_program, p.attest_program);
   differs("runner.version", st->runner_version, poe.runner_version);
   differs("runner.platform", st->runner_platform, poe.runner_platform);
   differs("startedOn", st->started_at, poe.started_at);
   differs("finishedOn", st->finished_at, poe.finished_at);
-  if (!st->job_commit.empty()) differs("job commit", st->job_commit, rep->job_commit);
+  if (!st->job_commit.empty()) differs("job commit", st->job_commit, job_commit);
   // Subjects: every tree file but poe.json and the envelope, same digests.
   std::vector<const PoeOutput*> files;
   for (const PoeOutput& o : p.tree_files) {
@@ -651,8 +666,8 @@ void Auditor::State::CheckProvenance(AuditReport* rep, const ParsedResult& p) {
         diff = "subject \"" + subs[j].path + "\" has blake3 " + subs[j].blake3_hex +
                " but the file hashes to " + files[i]->hash.substr(7);
       } else {
-        auto data = ledger->ReadFileAtCommit(rep->result_commit, files[i]->path,
-                                             result_limits.max_file_bytes);
+        auto data = ledger->ReadFileAtCommit(result_commit, files[i]->path,
+                                             max_file_bytes);
         if (!data.ok()) {
           diff = "\"" + files[i]->path + "\": " + data.status().message();
         } else if (std::string sha = SubjectForFile("", *data).sha256_hex;
@@ -667,10 +682,11 @@ void Auditor::State::CheckProvenance(AuditReport* rep, const ParsedResult& p) {
   }
   if (!diff.empty()) {
     add(false, std::string(kProvenanceFileName) + ": " + diff);
-    return;
+    return out;
   }
   add(true, "in-toto statement signed by Worker-Id; " + std::to_string(files.size()) +
                 " subjects match the result's files");
+  return out;
 }
 
 Auditor::Auditor(Ledger* ledger, VerifyOptions options) : state_(std::make_unique<State>()) {

@@ -1,5 +1,7 @@
 #include "gatos/job_service.h"
 
+#include "gatos/witness.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -298,7 +300,7 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     return SubmitOp{std::move(*check), std::move(*objects)};
   }
   if (subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult || subj == rpc::kLocalBatch ||
-      subj == rpc::kLocalPolicy) {
+      subj == rpc::kLocalPolicy || subj == rpc::kLocalPushWitness) {
     p->deferred = true;
     return std::nullopt;
   }
@@ -384,6 +386,22 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
     p->op = NoteOp{LogKind::kBatch, kBatchPrefix + hex, true, std::move(objects)};
     return;
   }
+  if (subj == rpc::kLocalPushWitness) {
+    auto j = rpc::ParseRequest(r.data, subj);
+    if (!j.ok()) return refuse(Invalid(j.status().message()));
+    auto commit = rpc::StringField(*j, "commit");
+    auto key = rpc::StringField(*j, "key");
+    if (!commit.ok() || !IsLowerHex(*commit, 40)) return refuse(Invalid("commit must be a 40-hex id"));
+    if (!key.ok() || !IsLowerHex(*key, 64)) return refuse(Invalid("key must be 64 hex (the ref's name)"));
+    auto w = CheckWitness(*commit, *key);
+    if (!w.ok()) return refuse(ErrorText(Outcome::FromStatus(w.status())));
+    auto raw = writer_->ledger().ReadRawObject(*commit);
+    if (!raw.ok()) return refuse(ErrorText(Outcome::FromStatus(raw.status())));
+    std::vector<GitObject> objects;
+    objects.push_back({raw->first, std::move(raw->second), *commit});
+    p->op = NoteOp{LogKind::kWitness, WitnessRef(*key), false, std::move(objects)};
+    return;
+  }
   if (subj == rpc::kLocalPolicy) {
     auto j = rpc::ParseRequest(r.data, subj);
     if (!j.ok()) return refuse(Invalid(j.status().message()));
@@ -392,6 +410,40 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
   }
   refuse(Invalid("unknown subject " + TruncateUtf8(subj, 80)));
   return;
+}
+
+Result<WitnessStatement> JobService::CheckWitness(const std::string& commit, const std::string& key_hex) {
+  Ledger& ledger = writer_->ledger();
+  GATOS_ASSIGN_OR_RETURN(WitnessStatement w, CheckWitnessCommit(LedgerLookup(&ledger), commit));
+  if (w.key_hex != key_hex) {
+    return PermissionDeniedError("the witness is signed by ed25519:" + w.key_hex +
+                                 "; push it to refs/gatos/witnesses/" + w.key_hex);
+  }
+  // This ledger's identity (its first log commit) and the log commit at the
+  // witnessed sequence: walked down from the head once, then remembered.
+  if (w.seq > writer_->seq()) {
+    return InvalidArgumentError("the witness names sequence " + std::to_string(w.seq) + " but this log ends at " +
+                                std::to_string(writer_->seq()));
+  }
+  if (log_root_.empty() || log_by_seq_.empty() || log_by_seq_.rbegin()->first < writer_->seq()) {
+    std::string cur = writer_->head();
+    for (int64_t s = writer_->seq(); s >= 1 && !cur.empty(); --s) {
+      if (log_by_seq_.count(s) && log_by_seq_[s] == cur) break;
+      log_by_seq_[s] = cur;
+      GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger.ReadCommit(cur));
+      cur = s > 1 && !c.parents.empty() ? c.parents[0] : "";
+    }
+    log_root_ = log_by_seq_.count(1) ? log_by_seq_[1] : "";
+  }
+  if (w.ledger_root != log_root_) {
+    return InvalidArgumentError("the witness is about ledger " + w.ledger_root + ", not this one (" + log_root_ + ")");
+  }
+  const std::string& at = log_by_seq_[w.seq];
+  if (at != w.log_commit) {
+    return InvalidArgumentError("the witness says the log at sequence " + std::to_string(w.seq) + " is " +
+                                w.log_commit + ", but this ledger's log has " + at);
+  }
+  return w;
 }
 
 std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
@@ -551,9 +603,10 @@ void JobService::AfterBatch(std::vector<DecodedRequest>& batch, const std::vecto
                 r.job_hex + ".a"});
         }
       }
-    } else if (subj == rpc::kLocalBatch) {
+    } else if (subj == rpc::kLocalBatch || subj == rpc::kLocalPushWitness) {
       reply["existing"] = r.existing;
       reply["commit"] = r.commit;
+      if (subj == rpc::kLocalPushWitness && !r.existing) Log("witness " + Short(r.commit) + " recorded");
     } else if (subj == rpc::kLocalPolicy) {
       reply["commit"] = r.commit;
       reply["revoked_leases"] = r.revoked_jobs.size();

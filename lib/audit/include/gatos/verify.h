@@ -140,6 +140,11 @@ class Auditor {
   std::unique_ptr<State> state_;
 };
 
+// The "provenance" check of one result (attestation.intoto.json, see above),
+// shared with the log replay (log_audit.h). *present: the result has one.
+ResultCheck CheckResultProvenance(Ledger& ledger, const ParsedResult& p, const std::string& job_commit,
+                                  size_t max_file_bytes, bool require, bool* present);
+
 // One-shot wrappers around Auditor.
 Result<AuditReport> VerifyJob(Ledger& ledger, std::string_view job, const VerifyOptions& options);
 Result<AuditSummary> VerifyAll(Ledger& ledger, const VerifyOptions& options);

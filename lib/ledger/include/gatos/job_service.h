@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "gatos/ledger_writer.h"
+#include "gatos/witness.h"
 
 namespace gatos {
 
@@ -123,6 +124,9 @@ class JobService {
  private:
   void DecodeOnLedgerThread(DecodedRequest* d);
   std::optional<Op> DecodePolicy(const nlohmann::json& j, DecodedRequest* d);
+  // A pushed witness: well formed, signed by `key_hex`, about this ledger
+  // and about the commit its log has at that sequence.
+  Result<WitnessStatement> CheckWitness(const std::string& commit, const std::string& key_hex);
   std::string ReadReply(const ServiceRequest& r);
   void AfterBatch(std::vector<DecodedRequest>& batch, const std::vector<int>& op_of,
                   const std::vector<OpResult>& results);
@@ -152,6 +156,8 @@ class JobService {
   mutable std::mutex policy_mu_;
   std::shared_ptr<const PolicySnapshot> policy_;
   int64_t last_views_sync_ms_ = 0;
+  std::string log_root_;                    // the log commit of sequence 1
+  std::map<int64_t, std::string> log_by_seq_;  // log commits by sequence, as far as walked
 };
 
 }  // namespace gatos

@@ -49,6 +49,8 @@ inline constexpr char kLocalPushSubmit[] = "gatos.local.push-submit";
 inline constexpr char kLocalPushResult[] = "gatos.local.push-result";
 inline constexpr char kLocalPolicy[] = "gatos.local.policy";
 inline constexpr char kLocalBatch[] = "gatos.local.batch";
+// A pushed witness (refs/gatos/witnesses/<key hex>): {"commit", "key"}.
+inline constexpr char kLocalPushWitness[] = "gatos.local.push-witness";
 // A push the pre-receive hook refused: {"reason"} for gatosd's metrics (sent
 // only when gatosd runs; nothing is written).
 inline constexpr char kLocalRejected[] = "gatos.local.rejected";

@@ -1,0 +1,490 @@
+// The auditor's completeness proof (log_audit.h) over real ledgers written by
+// the ledger's writer: the genuine ledger passes, and every way of hiding,
+// re-running or rewriting history fails with its own check.
+#include <gtest/gtest.h>
+
+#include "audit_fixture.h"
+#include "gatos/log_audit.h"
+#include "gatos/log_format.h"
+#include "gatos/witness.h"
+
+namespace gatos::testing {
+namespace {
+
+constexpr int64_t kLease = 10'000;
+
+void Customize(Policy* p) {
+  p->settings.max_attempts = 2;
+  p->settings.retry_base_ms = 1000;
+  p->settings.retry_jitter_pct = 0;
+  p->settings.retention_ms = 0;
+}
+
+// A ledger with every kind of history: A succeeded (renewed twice), B failed
+// on attempt 1, was retried and failed for good on attempt 2, C is pending,
+// D was taken over after its first lease ran out, E was cancelled, and a
+// policy change in between.
+struct History {
+  LedgerFixture f{false, kLease, Customize};
+  JobRun a, b, d;
+  std::string c, e;
+  std::string b_first_result;
+
+  History() {
+    a = RunJob(f, f.w1, {.yaml = Yaml(1), .renewals = 2});
+    // B: attempt 1 fails and is retried.
+    b = RunJob(f, f.w2, {.yaml = Yaml(2), .status = "failed"});
+    b_first_result = b.built.commit_id;
+    EXPECT_EQ(f.Record(b.job_hex).attempt, 2);
+    // A policy change (an operator) between the attempts.
+    Policy p = f.W().policy();
+    p.operators_text = "ops " + f.w2.public_key().ToOpenSsh() + "\n";
+    p.operators = *ParseAllowedSigners(p.operators_text, "operators");
+    EXPECT_TRUE(f.Apply(PolicyOp{p, "gatos: allow an operator", std::nullopt}).outcome.ok());
+    f.now += 2'000;  // past the backoff
+    JobRun b2;
+    b2.job_commit = b.job_commit;
+    b2.job_hex = b.job_hex;
+    EXPECT_TRUE(ClaimInto(f, b.job_hex, f.w1, &b2.grant).ok());
+    b = BuildAndAccept(f, std::move(b2), f.w1, {.yaml = Yaml(2), .status = "failed"});
+    EXPECT_FALSE(f.Record(b.job_hex).result_commit.empty());
+    c = SubmitPair(f, Yaml(3)).second;
+    // D: w1's lease runs out, w2 takes over and reports.
+    d.job_hex = SubmitPair(f, Yaml(4)).second;
+    d.job_commit = f.Record(d.job_hex).job_commit;
+    EXPECT_TRUE(ClaimInto(f, d.job_hex, f.w1, &d.grant).ok());
+    f.now += kLease + 5'000;
+    EXPECT_TRUE(ClaimInto(f, d.job_hex, f.w2, &d.grant).ok());
+    d = BuildAndAccept(f, std::move(d), f.w2, {.yaml = Yaml(4)});
+    e = SubmitPair(f, Yaml(5)).second;
+    EXPECT_TRUE(f.User(e, f.submitter, false).outcome.ok());
+    f.Close();
+  }
+  std::unique_ptr<Ledger> L() { return f.Open(); }
+};
+
+LogAuditReport Audit(Ledger& l, LogAuditOptions o = {}) {
+  auto r = AuditLog(l, o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : LogAuditReport{};
+}
+
+std::string Problems(const LogAuditReport& r) {
+  std::string s;
+  for (const auto& p : r.problems) s += p.check + ": " + p.detail + "\n";
+  return s;
+}
+
+// The first problem with this check, or nullptr.
+const LogProblem* Find(const LogAuditReport& r, const std::string& check) {
+  for (const auto& p : r.problems) {
+    if (p.check == check) return &p;
+  }
+  return nullptr;
+}
+
+bool Has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
+
+void SetRef(Ledger& l, const std::string& ref, const std::string& id) {
+  auto old = l.ResolveRef(ref);
+  ASSERT_TRUE(old.ok());
+  Status s = l.UpdateRefs({{ref, *old, id}}, "tamper");
+  ASSERT_TRUE(s.ok()) << s.message();
+}
+
+// A log commit on top of the head, as someone holding `key` could write it:
+// the head's tree with `batch` as its batch record.
+std::string AppendLogCommit(Ledger& l, const Ed25519PrivateKey& key, const std::string& batch, int64_t seq_delta,
+                            const std::vector<std::string>& extra_parents, int64_t time_ms,
+                            const std::string& ledger_key_hex = "") {
+  std::string head = *l.ResolveRef(kLogRef);
+  CommitInfo c = *l.ReadCommit(head);
+  LogCommitInfo info = *ParseLogMessage(c.message);
+  std::vector<TreeEntry> entries = *l.ReadTree(c.tree);
+  std::string blob = *l.WriteBlob(batch);
+  for (auto& e : entries) {
+    if (e.name == "batch") e.id = blob;
+  }
+  std::string tree = *l.WriteTree(entries);
+  info.seq += seq_delta;
+  info.time_ms = time_ms;
+  if (!ledger_key_hex.empty()) info.ledger_key_hex = ledger_key_hex;
+  std::vector<std::string> parents = {head};
+  parents.insert(parents.end(), extra_parents.begin(), extra_parents.end());
+  auto id = l.WriteCommit(tree, parents, EncodeLogMessage(info), &key, "gatos ledger", "ledger@gatos.invalid", time_ms);
+  EXPECT_TRUE(id.ok()) << id.status().message();
+  SetRef(l, kLogRef, *id);
+  return *id;
+}
+
+TEST(LogAuditTest, GenuineLedgerPassesAndShowsEveryAttempt) {
+  History h;
+  auto l = h.L();
+  LogAuditReport r = Audit(*l);
+  EXPECT_TRUE(r.ok()) << Problems(r);
+  EXPECT_FALSE(r.incremental);
+  EXPECT_EQ(r.from_seq, 1);
+  EXPECT_EQ(r.commits, static_cast<size_t>(r.seq));
+  EXPECT_EQ(r.results, 4u);  // A, B attempt 1, B attempt 2, D
+  EXPECT_EQ(r.jobs_touched, 5u);
+  EXPECT_EQ(r.by_kind["attempt"], 1);
+  EXPECT_EQ(r.by_kind["takeover"], 1);
+  EXPECT_EQ(r.by_kind["renew"], 2);
+  EXPECT_EQ(r.by_kind["policy"], 1);
+  EXPECT_EQ(r.by_kind["cancel"], 1);
+  EXPECT_GT(r.refs_checked, 15u);
+  ASSERT_EQ(r.reruns.size(), 2u);  // B (two attempts) and D (two epochs)
+  for (const JobRuns& j : r.reruns) {
+    ASSERT_EQ(j.runs.size(), 2u);
+    if (j.job_hex == h.b.job_hex) {
+      EXPECT_EQ(j.runs[0].attempt, 1);
+      EXPECT_EQ(j.runs[0].status, "failed");
+      EXPECT_EQ(j.runs[0].result_commit, h.b_first_result);
+      EXPECT_FALSE(j.runs[0].final);
+      EXPECT_EQ(j.runs[1].attempt, 2);
+      EXPECT_EQ(j.runs[1].status, "failed");
+      EXPECT_TRUE(j.runs[1].final);
+    } else {
+      EXPECT_EQ(j.job_hex, h.d.job_hex);
+      EXPECT_EQ(j.runs[0].epoch, 1);
+      EXPECT_EQ(j.runs[0].status, "");  // w1 never reported
+      EXPECT_EQ(j.runs[1].epoch, 2);
+      EXPECT_EQ(j.runs[1].worker_hex, h.f.w2.public_key().Hex());
+      EXPECT_EQ(j.runs[1].status, "succeeded");
+    }
+  }
+  // The pinned ledger key.
+  LogAuditOptions pinned;
+  pinned.verify.ledger_key = h.f.ledger_key.public_key();
+  EXPECT_TRUE(Audit(*l, pinned).ok());
+  pinned.verify.ledger_key = h.f.w1.public_key();
+  LogAuditReport wrong = Audit(*l, pinned);
+  ASSERT_NE(Find(wrong, "log_signature"), nullptr) << Problems(wrong);
+  EXPECT_TRUE(Has(Find(wrong, "log_signature")->detail, "not the pinned key"));
+}
+
+TEST(LogAuditTest, DeletedFailedJobIsReportedRefByRef) {
+  History h;
+  auto l = h.L();
+  auto refs = *l->ListRefs(std::string(kJobsPrefix) + h.b.job_hex + "/");
+  ASSERT_GE(refs.size(), 5u);  // job, lease, claims x2, result, attempts/1
+  for (const auto& r : refs) SetRef(*l, r, "");
+  LogAuditReport r = Audit(*l);
+  EXPECT_FALSE(r.ok());
+  size_t missing = 0;
+  for (const auto& p : r.problems) {
+    EXPECT_EQ(p.check, "ref_missing") << p.detail;
+    EXPECT_EQ(p.job_hex, h.b.job_hex);
+    EXPECT_TRUE(Has(p.detail, "deleted outside the log"));
+    ++missing;
+  }
+  EXPECT_EQ(missing, refs.size());
+  EXPECT_TRUE(Has(Problems(r), JobRef(h.b.job_hex, "attempts/1") + " is missing"));
+}
+
+TEST(LogAuditTest, DeletedResultAndLeaseAreMissing) {
+  History h;
+  auto l = h.L();
+  SetRef(*l, JobRef(h.a.job_hex, "result"), "");
+  SetRef(*l, JobRef(h.a.job_hex, "lease"), "");
+  LogAuditReport r = Audit(*l);
+  ASSERT_EQ(r.problems.size(), 2u) << Problems(r);
+  EXPECT_EQ(r.problems[0].check, "ref_missing");
+  EXPECT_EQ(r.problems[0].ref, JobRef(h.a.job_hex, "lease"));
+  EXPECT_EQ(r.problems[1].ref, JobRef(h.a.job_hex, "result"));
+}
+
+TEST(LogAuditTest, MovedAndExtraRefsAreNamed) {
+  History h;
+  auto l = h.L();
+  // A's result replaced by B's (a genuine commit, of another job).
+  SetRef(*l, JobRef(h.a.job_hex, "result"), h.d.built.commit_id);
+  // A claim ref nobody logged, and a whole job.
+  SetRef(*l, ClaimRef(h.c, h.f.w2.public_key().Hex()), h.a.grant.lease_commit);
+  auto [commit, hex] = WriteJobCommit(h.f, *l, Yaml(99), &h.f.submitter);
+  SetRef(*l, JobRef(hex, "job"), commit);
+  LogAuditReport r = Audit(*l);
+  ASSERT_NE(Find(r, "ref_moved"), nullptr) << Problems(r);
+  EXPECT_EQ(Find(r, "ref_moved")->ref, JobRef(h.a.job_hex, "result"));
+  EXPECT_TRUE(Has(Find(r, "ref_moved")->detail, "moved outside the log"));
+  std::string all = Problems(r);
+  EXPECT_TRUE(Has(all, "ref_extra: " + ClaimRef(h.c, h.f.w2.public_key().Hex())));
+  EXPECT_TRUE(Has(all, "ref_extra: " + JobRef(hex, "job")));
+  EXPECT_EQ(r.problems.size(), 3u) << all;
+}
+
+TEST(LogAuditTest, TruncatedLogLeavesRefsTheLogDoesNotHave) {
+  History h;
+  auto l = h.L();
+  // Back to the commit before the last batch (E's cancel).
+  std::string head = *l->ResolveRef(kLogRef);
+  SetRef(*l, kLogRef, l->ReadCommit(head)->parents[0]);
+  LogAuditReport r = Audit(*l);
+  ASSERT_NE(Find(r, "ref_extra"), nullptr) << Problems(r);
+  EXPECT_EQ(Find(r, "ref_extra")->ref, JobRef(h.e, "cancel"));
+  // A log cut off below its root.
+  SetRef(*l, kLogRef, head);
+}
+
+TEST(LogAuditTest, LogCommitSignedByAnotherKey) {
+  History h;
+  auto l = h.L();
+  std::string head = *l->ResolveRef(kLogRef);
+  AppendLogCommit(*l, h.f.w1, "", 1, {}, h.f.now + 1000);
+  LogAuditReport r = Audit(*l);
+  const LogProblem* p = Find(r, "log_signature");
+  ASSERT_NE(p, nullptr) << Problems(r);
+  EXPECT_TRUE(Has(p->detail, "is not signed by the ledger key in force " + h.f.ledger_key.public_key().WorkerId()));
+  EXPECT_TRUE(Has(p->detail, "signed by " + h.f.w1.public_key().WorkerId()));
+}
+
+TEST(LogAuditTest, SequenceGap) {
+  History h;
+  auto l = h.L();
+  AppendLogCommit(*l, h.f.ledger_key, "", 2, {}, h.f.now + 1000);
+  LogAuditReport r = Audit(*l);
+  const LogProblem* p = Find(r, "log_seq");
+  ASSERT_NE(p, nullptr) << Problems(r);
+  EXPECT_TRUE(Has(p->detail, "sequence numbers are missing (a gap)")) << p->detail;
+}
+
+TEST(LogAuditTest, ForgedAttemptAfterSuccessIsRefused) {
+  History h;
+  auto l = h.L();
+  // A second, genuinely worker-signed result for A (which succeeded),
+  // logged by someone with the ledger key as a retried attempt.
+  JobRun again = h.a;
+  h.f.now += 1000;
+  again = BuildAndAccept(h.f, std::move(again), h.f.w1, {.yaml = Yaml(1), .status = "failed", .accept = false});
+  WriteObjects(*l, again.built.objects);
+  std::string batch = EncodeBatch({{LogKind::kAttempt, h.a.job_hex, JobRef(h.a.job_hex, "attempts/1"), "",
+                                    again.built.commit_id}});
+  AppendLogCommit(*l, h.f.ledger_key, batch, 1, {again.built.commit_id}, h.f.now);
+  SetRef(*l, JobRef(h.a.job_hex, "attempts/1"), again.built.commit_id);
+  LogAuditReport r = Audit(*l);
+  const LogProblem* p = Find(r, "transition");
+  ASSERT_NE(p, nullptr) << Problems(r);
+  EXPECT_EQ(p->job_hex, h.a.job_hex);
+  EXPECT_TRUE(Has(p->detail, "already had its final result")) << p->detail;
+  EXPECT_TRUE(Has(p->detail, "no attempt may follow it")) << p->detail;
+}
+
+TEST(LogAuditTest, ForgedRetryBeyondThePolicy) {
+  History h;
+  auto l = h.L();
+  // D succeeded at epoch 2; a forged log records its result as a retried
+  // attempt instead: the policy never retries a success.
+  std::string head = *l->ResolveRef(kLogRef);
+  // Rewrite the batch that recorded D's result, as a ledger-key holder could.
+  std::string cur = head;
+  while (true) {
+    auto batch = l->ReadFileAtCommit(cur, "batch", 1 << 20);
+    if (batch.ok() && Has(*batch, "result " + h.d.job_hex)) break;
+    cur = l->ReadCommit(cur)->parents[0];
+  }
+  CommitInfo result_batch = *l->ReadCommit(cur);
+  SetRef(*l, kLogRef, result_batch.parents[0]);
+  std::string batch = EncodeBatch({{LogKind::kAttempt, h.d.job_hex, JobRef(h.d.job_hex, "attempts/1"), "",
+                                    h.d.built.commit_id}});
+  AppendLogCommit(*l, h.f.ledger_key, batch, 1, {h.d.built.commit_id}, result_batch.time_s * 1000 + 999);
+  LogAuditReport r = Audit(*l);
+  const LogProblem* p = Find(r, "retry_policy");
+  ASSERT_NE(p, nullptr) << Problems(r);
+  EXPECT_TRUE(Has(p->detail, "allows no retry of a succeeded attempt 1")) << p->detail;
+}
+
+TEST(LogAuditTest, IncrementalVerifiesOnlyWhatIsNewAndCatchesARewrite) {
+  History h;
+  auto l = h.L();
+  LogAuditReport full = Audit(*l);
+  ASSERT_TRUE(full.ok()) << Problems(full);
+  AuditState st = full.state();
+  EXPECT_EQ(st.ledger_root, full.ledger_root);
+  // Nothing new: nothing replayed.
+  LogAuditOptions o;
+  o.since = st;
+  LogAuditReport none = Audit(*l, o);
+  EXPECT_TRUE(none.ok()) << Problems(none);
+  EXPECT_EQ(none.commits, 0u);
+  EXPECT_EQ(none.transitions, 0u);
+  // Three new jobs, one run to a result, and a renewal of nothing else.
+  JobRun n1 = RunJob(h.f, h.f.w1, {.yaml = Yaml(10)});
+  SubmitPair(h.f, Yaml(11));
+  SubmitPair(h.f, Yaml(12));
+  h.f.Close();
+  LogAuditReport inc = Audit(*l, o);
+  EXPECT_TRUE(inc.ok()) << Problems(inc);
+  EXPECT_TRUE(inc.incremental);
+  EXPECT_EQ(inc.from_seq, st.seq + 1);
+  EXPECT_EQ(inc.commits, 5u);       // submit, claim, result, submit, submit
+  EXPECT_EQ(inc.transitions, 5u);
+  EXPECT_EQ(inc.results, 1u);
+  EXPECT_EQ(inc.jobs_touched, 3u);
+  EXPECT_EQ(inc.ledger_root, full.ledger_root);
+  // A ref of a job the new transitions touched, moved: caught incrementally.
+  SetRef(*l, JobRef(n1.job_hex, "result"), h.a.built.commit_id);
+  LogAuditReport moved = Audit(*l, o);
+  ASSERT_NE(Find(moved, "ref_moved"), nullptr) << Problems(moved);
+  SetRef(*l, JobRef(n1.job_hex, "result"), n1.built.commit_id);
+  // Roll the log back below the recorded head: refused.
+  AuditState later = inc.state();
+  std::string head = *l->ResolveRef(kLogRef);
+  SetRef(*l, kLogRef, l->ReadCommit(head)->parents[0]);
+  o.since = later;
+  LogAuditReport back = Audit(*l, o);
+  const LogProblem* p = Find(back, "log_rewritten");
+  ASSERT_NE(p, nullptr) << Problems(back);
+  EXPECT_TRUE(Has(p->detail, "rolled back")) << p->detail;
+  // Rewritten: a different commit at the recorded sequence.
+  SetRef(*l, kLogRef, head);
+  AppendLogCommit(*l, h.f.ledger_key, "", 0, {}, h.f.now);  // same seq as head, another commit
+  LogAuditReport rewritten = Audit(*l, o);
+  p = Find(rewritten, "log_rewritten");
+  ASSERT_NE(p, nullptr) << Problems(rewritten);
+  EXPECT_TRUE(Has(p->detail, "the log was rewritten")) << p->detail;
+}
+
+TEST(LogAuditTest, ReRunAfterRewindingTheLogIsCaughtByTheStateFile) {
+  // The attack the log alone cannot show: the host rewinds refs/gatos/log to
+  // before A's result, lets the job run again, and keeps the new history
+  // consistent. A full replay of the new log passes; an auditor that
+  // recorded the earlier head does not. (No retries: the failure is final.)
+  LedgerFixture f{false, kLease};
+  JobRun a;
+  std::tie(a.job_commit, a.job_hex) = SubmitPair(f, Yaml(1));
+  ASSERT_TRUE(ClaimInto(f, a.job_hex, f.w1, &a.grant).ok());
+  std::string before_result = f.W().head();
+  a = BuildAndAccept(f, std::move(a), f.w1, {.yaml = Yaml(1), .status = "failed", .accept = true});
+  f.Close();
+  auto l = f.Open();
+  LogAuditReport seen = Audit(*l);
+  ASSERT_TRUE(seen.ok()) << Problems(seen);
+  // Rewind and re-run.
+  SetRef(*l, kLogRef, before_result);
+  f.now += kLease + 5'000;
+  JobRun again;
+  again.job_commit = a.job_commit;
+  again.job_hex = a.job_hex;
+  ASSERT_TRUE(ClaimInto(f, a.job_hex, f.w2, &again.grant).ok());
+  again = BuildAndAccept(f, std::move(again), f.w2, {.yaml = Yaml(1)});
+  f.Close();
+  LogAuditReport fresh = Audit(*l);
+  EXPECT_TRUE(fresh.ok()) << Problems(fresh);  // a consistent forgery
+  LogAuditOptions o;
+  o.since = seen.state();
+  LogAuditReport caught = Audit(*l, o);
+  const LogProblem* p = Find(caught, "log_rewritten");
+  ASSERT_NE(p, nullptr) << Problems(caught);
+  EXPECT_TRUE(Has(p->detail, "the log was rewritten")) << p->detail;
+}
+
+TEST(LogAuditTest, WitnessesAgreeOrProveAFork) {
+  History h;
+  auto l = h.L();
+  LogAuditReport r = Audit(*l);
+  ASSERT_TRUE(r.ok());
+  Ed25519PrivateKey alice = *GenerateEd25519Key("auditor-a");
+  Ed25519PrivateKey bob = *GenerateEd25519Key("auditor-b");
+  WitnessStatement w{r.ledger_root, r.seq, r.head, "", h.f.now};
+  GitObject wa = *BuildWitnessCommit(w, alice);
+  WriteObjects(*l, {wa});
+  SetRef(*l, WitnessPushRef(alice.public_key().Hex()), wa.id);
+  LogAuditOptions o;
+  o.witnesses = true;
+  LogAuditReport good = Audit(*l, o);
+  EXPECT_TRUE(good.ok()) << Problems(good);
+  ASSERT_EQ(good.witnesses.size(), 1u);
+  EXPECT_TRUE(good.witnesses[0].ok);
+  EXPECT_EQ(good.witnesses[0].key_hex, alice.public_key().Hex());
+  // Bob was shown another commit at the same sequence.
+  WitnessStatement other = w;
+  other.log_commit = h.a.built.commit_id;
+  GitObject wb = *BuildWitnessCommit(other, bob);
+  WriteObjects(*l, {wb});
+  SetRef(*l, WitnessPushRef(bob.public_key().Hex()), wb.id);
+  LogAuditReport forked = Audit(*l, o);
+  EXPECT_TRUE(forked.forked);
+  std::string all = Problems(forked);
+  EXPECT_TRUE(Has(all, "forked_history: two witnesses disagree at sequence " + std::to_string(r.seq))) << all;
+  EXPECT_TRUE(Has(all, "the ledger showed different histories")) << all;
+  // A witness signed by a key other than the one it names.
+  std::string forged = wa.data;
+  size_t at = forged.find("Witness-Key: ed25519:") + 21;
+  forged.replace(at, 64, bob.public_key().Hex());
+  GitObject fo = Commit(forged);
+  WriteObjects(*l, {fo});
+  SetRef(*l, WitnessPushRef(bob.public_key().Hex()), fo.id);
+  LogAuditReport bad = Audit(*l, o);
+  ASSERT_NE(Find(bad, "witness_invalid"), nullptr) << Problems(bad);
+}
+
+TEST(LogAuditTest, RotationRevocationAndPruningReplay) {
+  LedgerFixture f{false, kLease, [](Policy* p) { p->settings.retention_ms = 1000; }};
+  JobRun a = RunJob(f, f.w1, {.yaml = Yaml(1)});
+  // w2 holds a lease when the policy stops allowing it: the lease is revoked.
+  auto [c_commit, c] = SubmitPair(f, Yaml(2));
+  LeaseGrant g;
+  ASSERT_TRUE(ClaimInto(f, c, f.w2, &g).ok());
+  Policy p = f.W().policy();
+  p.workers_text = "w1 " + f.w1.public_key().ToOpenSsh() + "\n";
+  p.workers = *ParseAllowedSigners(p.workers_text, "workers");
+  OpResult revoked = f.Apply(PolicyOp{p, "gatos: revoke w2", std::nullopt});
+  ASSERT_TRUE(revoked.outcome.ok()) << revoked.outcome.message;
+  ASSERT_EQ(revoked.revoked_jobs.size(), 1u);
+  // The ledger key rotates; later batches are signed by the new key.
+  Ed25519PrivateKey next = *GenerateEd25519Key("ledger-2");
+  ASSERT_TRUE(f.Apply(PolicyOp{p, "gatos: rotate the ledger key", next}).outcome.ok());
+  f.now += 2000;
+  OpResult pruned = f.Apply(PruneOp{a.job_hex});
+  ASSERT_TRUE(pruned.outcome.ok()) << pruned.outcome.message;
+  JobRun b = RunJob(f, f.w1, {.yaml = Yaml(3)});
+  f.Close();
+  auto l = f.Open();
+  EXPECT_TRUE(l->ListRefs(std::string(kJobsPrefix) + a.job_hex + "/")->empty());
+  LogAuditReport r = Audit(*l);
+  EXPECT_TRUE(r.ok()) << Problems(r);
+  EXPECT_EQ(r.by_kind["revoke"], 1);
+  EXPECT_EQ(r.by_kind["prune"], 1);
+  EXPECT_EQ(r.by_kind["policy"], 2);
+  EXPECT_EQ(r.results, 2u);
+  // A log commit after the rotation signed with the retired key.
+  AppendLogCommit(*l, f.ledger_key, "", 1, {}, f.now + 1000, next.public_key().Hex());
+  LogAuditReport old_key = Audit(*l);
+  const LogProblem* bad = Find(old_key, "log_signature");
+  ASSERT_NE(bad, nullptr) << Problems(old_key);
+  EXPECT_TRUE(Has(bad->detail, "not signed by the ledger key in force " + next.public_key().WorkerId())) << bad->detail;
+}
+
+TEST(WitnessFormatTest, RoundTripAndStrictness) {
+  Ed25519PrivateKey k = *GenerateEd25519Key("auditor");
+  WitnessStatement w{std::string(40, 'a'), 42, std::string(40, 'b'), k.public_key().Hex(), 1'800'000'000'000};
+  std::string m = FormatWitnessMessage(w);
+  auto back = ParseWitnessMessage(m);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, w);
+  EXPECT_FALSE(ParseWitnessMessage(m + "Extra: x\n").ok());
+  std::string other_title = m;
+  other_title.replace(other_title.find(" at 42 "), 7, " at 43 ");
+  EXPECT_FALSE(ParseWitnessMessage(other_title).ok());
+  GitObject c = *BuildWitnessCommit(w, k);
+  std::vector<GitObject> objs = {c};
+  auto checked = CheckWitnessCommit(BatchLookup(&objs, nullptr), c.id);
+  ASSERT_TRUE(checked.ok()) << checked.status().message();
+  EXPECT_EQ(checked->seq, 42);
+}
+
+TEST(AuditStateTest, RoundTripAndStrictness) {
+  AuditState s{std::string(40, 'a'), std::string(40, 'b'), 7, 1'800'000'000'123};
+  std::string text = EncodeAuditState(s);
+  auto back = ParseAuditState(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, s);
+  EXPECT_FALSE(ParseAuditState(text + "x").ok());
+  EXPECT_FALSE(ParseAuditState(text.substr(0, text.size() - 1)).ok());
+  std::string zero = text;
+  zero.replace(zero.find("seq 7"), 5, "seq 0");
+  EXPECT_EQ(ParseAuditState(zero).status().message(), "line 4: expected a positive sequence number");
+}
+
+}  // namespace
+}  // namespace gatos::testing
