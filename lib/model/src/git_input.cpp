@@ -307,7 +307,6 @@ bool IsLocalGitUrl(std::string_view url, std::string* path) {
 }
 
 std::string GitUrlKey(std::string_view url) {
-  if (!GitUrlProblem(url).empty()) return std::string(url);
   std::string local;
   if (IsLocalGitUrl(url, &local)) return LocalKey(local);
   const size_t scheme_end = url.find("://");
@@ -319,10 +318,12 @@ std::string GitUrlKey(std::string_view url) {
     if (size_t at = authority.rfind('@'); at != std::string_view::npos) {
       authority = authority.substr(at + 1);
     }
-    return scheme + "://" + Lower(authority) + RemoteKeyPath(std::string(rest.substr(path_start)));
+    const std::string path =
+        path_start == std::string_view::npos ? "" : std::string(rest.substr(path_start));
+    return scheme + "://" + Lower(authority) + RemoteKeyPath(path);
   }
   std::string_view user_host, path;
-  SplitScpLike(url, &user_host, &path);
+  if (!SplitScpLike(url, &user_host, &path)) return std::string(url);  // a relative path
   if (size_t at = user_host.rfind('@'); at != std::string_view::npos) {
     user_host = user_host.substr(at + 1);
   }

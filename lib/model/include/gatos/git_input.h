@@ -93,7 +93,8 @@ bool IsGitInputJson(const nlohmann::json& entry);
 //   /srv/r/, /srv/r/.git, file:///srv/r  -> file:///srv/r
 //   https://Host.Example/team/app.git/   -> https://host.example/team/app
 //   ssh://git@host/team/app, git@host:team/app -> ssh://host/team/app
-// For a url that GitUrlProblem accepts; otherwise the text itself.
+// Any user or password is dropped, also from a url GitUrlProblem refuses (a
+// command line may carry one); a relative path is returned as it is.
 // Used to name mirrors and scan state, never to fetch.
 std::string GitUrlKey(std::string_view url);
 
