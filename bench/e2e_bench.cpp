@@ -1,14 +1,23 @@
 // e2e_bench: the whole job plane on loopback with real processes —
 // nats-server (JetStream, file storage), gatosd serve, N gatos-worker
-// processes (durable SQLite outbox, synchronous=FULL) — running trivial
-// /bin/true jobs submitted through the gatosd RPC.
+// processes (durable SQLite outbox, synchronous=FULL) with their default
+// flags unless told otherwise — running trivial signed jobs.
 //
-// Prints jobs/s (first submit to last result) and submit-to-claim and
-// submit-to-result latency p50/p99, from the JetStream events gatosd emits.
-//   e2e_bench [--jobs 1000] [--workers 2] [--concurrency 4] [--submitters 4]
-//             [--sandbox off|auto] [--rate JOBS/S] [--keep DIR]
-// With --rate the submissions are paced, so latencies show the plane's own
-// delay rather than the queue of an overloaded run.
+// Prints jobs/s (first submission to last result) and submit-to-claim and
+// submit-to-result latency p50/p99.
+//   e2e_bench [--jobs 2000] [--workers 2] [--concurrency N] [--sandbox off|auto]
+//             [--submit push|rpc] [--job sh|true] [--submitters 4]
+//             [--rate JOBS/S] [--keep DIR] [--json]
+// --submit push (default): every job is a signed commit, all pushed with ONE
+// stock `git push` to refs/gatos/submit/*, as a user would. --submit rpc:
+// each job through the gatosd RPC by --submitters connections; with --rate
+// the submissions are paced, so latencies show the plane's own delay rather
+// than the queue of an overloaded run.
+// --job sh (default): `/bin/sh -c 'echo N >> file'` in the job's workspace;
+// --job true: /bin/true.
+// Claims are seen by listening to the claim requests and their replies on
+// the bus (the bench is one more subscriber; gatosd publishes no claim
+// event), results by gatosd's gatos.jobs.finished events.
 #include <signal.h>
 #include <unistd.h>
 
@@ -29,10 +38,11 @@
 #include <nlohmann/json.hpp>
 
 #include "gatos/bus.h"
-#include "gatos/flags.h"
 #include "gatos/clock.h"
+#include "gatos/flags.h"
 #include "gatos/keys.h"
 #include "gatos/manifest.h"
+#include "gatos/pack_writer.h"
 #include "gatos/process.h"
 #include "gatos/result.h"
 #include "gatos/rpc.h"
@@ -83,21 +93,67 @@ double P(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+// The job ids named by a claim request (single or batch form).
+std::vector<std::string> ClaimedJobs(const std::string& data) {
+  std::vector<std::string> out;
+  auto one = [&](std::string_view e) {
+    json j = json::parse(e, nullptr, false);
+    if (j.is_object() && j.contains("job") && j["job"].is_string()) {
+      std::string id = j["job"];
+      out.push_back(id.rfind("blake3:", 0) == 0 ? id : "blake3:" + id);
+    }
+  };
+  if (rpc::IsBatch(data)) {
+    auto entries = rpc::DecodeBatch(data);
+    if (entries.ok()) {
+      for (auto e : *entries) one(e);
+    }
+  } else {
+    one(data);
+  }
+  return out;
+}
+
+// Which entries of a claim reply are grants.
+std::vector<bool> Granted(const std::string& data) {
+  std::vector<bool> out;
+  auto ok = [](std::string_view e) {
+    json j = json::parse(e, nullptr, false);
+    return j.is_object() && j.value("ok", false);
+  };
+  if (rpc::IsBatch(data)) {
+    auto entries = rpc::DecodeBatch(data);
+    if (entries.ok()) {
+      for (auto e : *entries) out.push_back(ok(e));
+    }
+  } else {
+    out.push_back(ok(data));
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int jobs = 1000, workers = 2, concurrency = 4, submitters = 4;
-  std::string sandbox = "off", keep;
+  int jobs = 2000, workers = 2, concurrency = 0, submitters = 4;
+  std::string sandbox, keep, submit = "push", job_kind = "sh";
   double rate = 0;  // jobs/s offered in total; 0 = as fast as gatosd accepts
-  const std::vector<FlagSpec> specs = {{"jobs", 0, true, false, "N"},        {"workers", 0, true, false, "N"},
-                                       {"concurrency", 0, true, false, "N"}, {"submitters", 0, true, false, "N"},
-                                       {"sandbox", 0, true, false, "off|auto"}, {"rate", 0, true, false, "JOBS/S"},
-                                       {"keep", 0, true, false, "DIR"}};
+  const std::vector<FlagSpec> specs = {{"jobs", 0, true, false, "N"},
+                                       {"workers", 0, true, false, "N"},
+                                       {"concurrency", 0, true, false, "N (default: the worker's)"},
+                                       {"submitters", 0, true, false, "N"},
+                                       {"sandbox", 0, true, false, "off|auto (default: the worker's)"},
+                                       {"submit", 0, true, false, "push|rpc"},
+                                       {"job", 0, true, false, "sh|true"},
+                                       {"rate", 0, true, false, "JOBS/S"},
+                                       {"keep", 0, true, false, "DIR"},
+                                       {"json", 0, false}};
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
       !flags.GetInt("jobs", 1, 10'000'000, &jobs) || !flags.GetInt("workers", 1, 64, &workers) ||
       !flags.GetInt("concurrency", 1, 256, &concurrency) || !flags.GetInt("submitters", 1, 256, &submitters) ||
       !flags.GetChoice("sandbox", {"off", "auto", "require"}, &sandbox) ||
+      !flags.GetChoice("submit", {"push", "rpc"}, &submit) || !flags.GetChoice("job", {"sh", "true"}, &job_kind) ||
       !flags.GetDouble("rate", 0, HUGE_VAL, &rate)) {
     Die((flags.error().empty() ? std::string() : flags.error() + "\n") + "usage: e2e_bench " + FlagSynopsis(specs));
   }
@@ -105,10 +161,13 @@ int main(int argc, char** argv) {
     std::printf("usage: e2e_bench %s\n", FlagSynopsis(specs).c_str());
     return 0;
   }
+  if (rate > 0 && submit == "push") Die("--rate paces RPC submissions: give --submit rpc");
+  const bool as_json = flags.Has("json");
   keep = flags.GetOr("keep", "");
   g_bin = fs::canonical("/proc/self/exe").parent_path().string();
   std::string dir = keep.empty() ? "/tmp/gatos-e2e-bench-" + std::to_string(getpid()) : keep;
-  fs::remove_all(dir);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
   fs::create_directories(dir);
   std::string log = dir + "/log";
   int port = FreePort();
@@ -136,10 +195,23 @@ int main(int argc, char** argv) {
   for (int w = 0; w < workers; ++w) {
     std::string k = dir + "/worker" + std::to_string(w);
     std::string wlog = dir + "/worker" + std::to_string(w) + ".log";
-    procs.push_back(Spawn({g_bin + "/gatos-worker", "run", "--nats", url, "--key", k, "--state-dir", k + ".state",
-                           "--concurrency", std::to_string(concurrency), "--sandbox", sandbox},
-                          wlog));
+    std::vector<std::string> argv = {g_bin + "/gatos-worker", "run", "--nats", url, "--key", k, "--ledger-key",
+                                     ledger + "/gatos/ledger_key.pub", "--state-dir", k + ".state"};
+    if (concurrency > 0) argv.insert(argv.end(), {"--concurrency", std::to_string(concurrency)});
+    if (!sandbox.empty()) argv.insert(argv.end(), {"--sandbox", sandbox});
+    procs.push_back(Spawn(argv, wlog));
     if (!WaitForText(wlog, " ready ", 20000)) Die("worker did not start; see " + wlog);
+  }
+  std::string ready_line;
+  {
+    std::ifstream in(dir + "/worker0.log");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find(" ready ") != std::string::npos || line.find("sandbox") != std::string::npos ||
+          line.find("UNSANDBOXED") != std::string::npos) {
+        ready_line += "  " + line + "\n";
+      }
+    }
   }
 
   BusOptions bo;
@@ -148,27 +220,67 @@ int main(int argc, char** argv) {
   if (!bus.ok()) Die(bus.status().message());
   std::mutex mu;
   std::map<std::string, Clock::time_point> submitted, claimed, finished;
+  std::map<std::string, std::vector<std::string>> claim_inbox;  // reply subject -> jobs asked for
+  std::map<std::string, std::pair<Clock::time_point, std::string>> early_replies;
   std::atomic<int> done{0};
-  auto on_event = [&](std::map<std::string, Clock::time_point>* into, bool count) {
-    return [&, into, count](Message m) {
-      json j = json::parse(m.data, nullptr, false);
-      if (!j.is_object()) return;
+  auto s1 = (*bus)->Subscribe(rpc::kFinishedSubject, [&](Message m) {
+    json j = json::parse(m.data, nullptr, false);
+    if (!j.is_object()) return;
+    std::lock_guard<std::mutex> l(mu);
+    if (finished.emplace(j.value("job", ""), Clock::now()).second) ++done;
+  });
+  std::vector<std::unique_ptr<Bus::Subscription>> claim_subs;
+  if (rate > 0) {
+    // Paced runs measure submit->claim: the time a worker's claim is granted.
+    for (const char* subject : {rpc::kClaim, rpc::kClaimBatch}) {
+      auto s = (*bus)->Subscribe(subject, [&](Message m) {
+        std::lock_guard<std::mutex> l(mu);
+        std::vector<std::string> jobs = ClaimedJobs(m.data);
+        auto early = early_replies.find(m.reply);
+        if (early == early_replies.end()) {
+          claim_inbox[m.reply] = std::move(jobs);
+          return;
+        }
+        // Callbacks of two subscriptions run on different threads: the
+        // reply may have been seen first.
+        std::vector<bool> ok = Granted(early->second.second);
+        for (size_t i = 0; i < jobs.size() && i < ok.size(); ++i) {
+          if (ok[i]) claimed.emplace(jobs[i], early->second.first);
+        }
+        early_replies.erase(early);
+      });
+      if (s.ok()) claim_subs.push_back(std::move(*s));
+    }
+    auto s = (*bus)->Subscribe("_INBOX.>", [&](Message m) {
+      auto now = Clock::now();
       std::lock_guard<std::mutex> l(mu);
-      if (into->emplace(j.value("job", ""), Clock::now()).second && count) ++done;
-    };
-  };
-  // gatosd publishes no claim events (a claim is answered to its worker);
-  // submit->claim latency comes from gatosd's gatos_submit_to_claim_seconds.
-  auto s2 = (*bus)->Subscribe(rpc::kFinishedSubject, on_event(&finished, true));
-  (void)(*bus)->Flush(2000);
+      auto it = claim_inbox.find(m.subject);
+      if (it == claim_inbox.end()) {
+        if (m.data.find("lease_commit") != std::string::npos) early_replies[m.subject] = {now, m.data};
+        return;
+      }
+      std::vector<bool> ok = Granted(m.data);
+      for (size_t i = 0; i < it->second.size() && i < ok.size(); ++i) {
+        if (ok[i]) claimed.emplace(it->second[i], now);
+      }
+      claim_inbox.erase(it);
+    });
+    if (s.ok()) claim_subs.push_back(std::move(*s));
+  }
+  (void)(*bus)->Flush(2000);  // best effort: the subscriptions are in place before the first job
 
   // Pre-build signed job commits so the submit loop measures the plane, not us.
   auto key = ReadPrivateKeyFile(dir + "/submitter");
   if (!key.ok()) Die(key.status().message());
   std::string run_tag = std::to_string(SystemNowMs());
   std::vector<std::pair<std::string, std::string>> frames;  // id, frame
+  std::vector<GitObject> all_objects;
+  std::vector<std::string> commits;
   for (int i = 0; i < jobs; ++i) {
-    std::string yaml = "command: [\"/bin/true\"]\nargs: [\"" + run_tag + "-" + std::to_string(i) + "\"]\ntimeout: 60\n";
+    std::string n = run_tag + "-" + std::to_string(i);
+    std::string yaml = job_kind == "sh"
+                           ? "command: [\"/bin/sh\", \"-c\"]\nargs: [\"echo " + n + " >> file\"]\ntimeout: 60\n"
+                           : "command: [\"/bin/true\"]\nargs: [\"" + n + "\"]\ntimeout: 60\n";
     std::string hex = JobIdHex(*ParseManifest(yaml, "job.yaml"));
     std::vector<GitObject> objects;
     std::string tree = *BuildTreeObjects({{"job.yaml", yaml, false}}, &objects);
@@ -176,36 +288,67 @@ int main(int argc, char** argv) {
                                     SystemNowMs(), &*key);
     objects.insert(objects.begin(), *commit);
     frames.emplace_back("blake3:" + hex, rpc::EncodeFrame(json{{"commit", commit->id}}, EncodeObjectBatch(objects)));
+    commits.push_back(commit->id);
+    all_objects.insert(all_objects.end(), objects.begin(), objects.end());
   }
-  std::fprintf(stderr, "e2e_bench: %d jobs, %d workers x concurrency %d, %d submitters, sandbox %s\n", jobs,
-               workers, concurrency, submitters, sandbox.c_str());
+  std::string source = dir + "/jobs.git";
+  if (submit == "push") {
+    // All jobs as branches of one repository, written as one pack.
+    if (RunWait({"git", "init", "-q", "--bare", source}, log) != 0) Die("git init failed; see " + log);
+    std::vector<const GitObject*> ptrs;
+    for (const auto& o : all_objects) ptrs.push_back(&o);
+    auto pack = WritePack(source, ptrs, PackWriteOptions{});
+    if (!pack.ok()) Die(pack.status().message());
+    std::string updates;
+    for (int i = 0; i < jobs; ++i) updates += "create refs/heads/j" + std::to_string(i) + " " + commits[i] + "\n";
+    std::ofstream(dir + "/updates") << updates;
+    if (std::system(("git --git-dir " + source + " update-ref --stdin < " + dir + "/updates").c_str()) != 0) {
+      Die("git update-ref failed");
+    }
+  }
+  std::fprintf(stderr, "e2e_bench: %d jobs (%s), %d workers, concurrency %s, sandbox %s, submitted by %s\n%s", jobs,
+               job_kind.c_str(), workers, concurrency ? std::to_string(concurrency).c_str() : "default",
+               sandbox.empty() ? "default" : sandbox.c_str(),
+               submit == "push" ? "one git push" : (std::to_string(submitters) + " RPC connections").c_str(),
+               ready_line.c_str());
   auto t0 = Clock::now();
-  std::atomic<int> next{0};
-  std::vector<std::thread> threads;
-  for (int s = 0; s < submitters; ++s) {
-    threads.emplace_back([&] {
-      BusOptions o;
-      o.url = url;
-      auto b = Bus::Connect(o);
-      if (!b.ok()) Die(b.status().message());
-      int i;
-      while ((i = next++) < jobs) {
-        if (rate > 0) {  // open-loop pacing: job i is due at t0 + i / rate
-          auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(i / rate));
-          std::this_thread::sleep_until(due);
+  if (submit == "push") {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      for (const auto& [id, frame] : frames) submitted[id] = t0;
+    }
+    if (RunWait({"git", "--git-dir", source, "push", "-q", ledger, "refs/heads/*:refs/gatos/submit/*"},
+                dir + "/push.log") != 0) {
+      Die("git push failed; see " + dir + "/push.log");
+    }
+  } else {
+    std::atomic<int> next{0};
+    std::vector<std::thread> threads;
+    for (int s = 0; s < submitters; ++s) {
+      threads.emplace_back([&] {
+        BusOptions o;
+        o.url = url;
+        auto b = Bus::Connect(o);
+        if (!b.ok()) Die(b.status().message());
+        int i;
+        while ((i = next++) < jobs) {
+          if (rate > 0) {  // open-loop pacing: job i is due at t0 + i / rate
+            auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(i / rate));
+            std::this_thread::sleep_until(due);
+          }
+          {
+            std::lock_guard<std::mutex> l(mu);
+            submitted[frames[i].first] = Clock::now();
+          }
+          auto r = (*b)->Request(rpc::kSubmit, frames[i].second, 30000);
+          if (!r.ok() || !json::parse(r->data).value("ok", false)) {
+            Die("submit failed: " + (r.ok() ? r->data : r.status().message()));
+          }
         }
-        {
-          std::lock_guard<std::mutex> l(mu);
-          submitted[frames[i].first] = Clock::now();
-        }
-        auto r = (*b)->Request(rpc::kSubmit, frames[i].second, 30000);
-        if (!r.ok() || !json::parse(r->data).value("ok", false)) {
-          Die("submit failed: " + (r.ok() ? r->data : r.status().message()));
-        }
-      }
-    });
+      });
+    }
+    for (auto& t : threads) t.join();
   }
-  for (auto& t : threads) t.join();
   double submit_s = std::chrono::duration<double>(Clock::now() - t0).count();
   auto deadline = Clock::now() + std::chrono::minutes(10);
   while (done < jobs && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -219,15 +362,33 @@ int main(int argc, char** argv) {
       if (finished.count(id)) to_result.push_back(std::chrono::duration<double, std::milli>(finished[id] - t).count());
     }
   }
+  double jps = done / total_s;
   std::printf("jobs %d finished %d in %.2f s: %.0f jobs/s (submission alone %.0f jobs/s)\n", jobs, done.load(),
-              total_s, done / total_s, jobs / submit_s);
-  std::printf("submit->claim   p50 %7.1f ms  p99 %7.1f ms\n", P(to_claim, 0.5), P(to_claim, 0.99));
+              total_s, jps, jobs / submit_s);
+  if (!to_claim.empty()) {
+    std::printf("submit->claim   p50 %7.1f ms  p99 %7.1f ms\n", P(to_claim, 0.5), P(to_claim, 0.99));
+  }
   std::printf("submit->result  p50 %7.1f ms  p99 %7.1f ms\n", P(to_result, 0.5), P(to_result, 0.99));
+  if (as_json) {
+    json j = {{"jobs", jobs},
+              {"finished", done.load()},
+              {"seconds", total_s},
+              {"jobs_per_s", jps},
+              {"submit_to_result_p50_ms", P(to_result, 0.5)},
+              {"submit_to_result_p99_ms", P(to_result, 0.99)}};
+    if (!to_claim.empty()) {
+      j["submit_to_claim_p50_ms"] = P(to_claim, 0.5);
+      j["submit_to_claim_p99_ms"] = P(to_claim, 0.99);
+    }
+    std::printf("%s\n", j.dump().c_str());
+  }
   std::fflush(stdout);
 
-  s2->reset();
+  claim_subs.clear();
+  s1->reset();
   bus->reset();
   for (auto it = procs.rbegin(); it != procs.rend(); ++it) it->Stop(SIGTERM, std::chrono::seconds(60));
-  if (keep.empty()) fs::remove_all(dir);
+  // A repack gatosd started may still be finishing: remove what can be removed.
+  if (keep.empty()) fs::remove_all(dir, ec);
   return done == jobs ? 0 : 1;
 }

@@ -6,27 +6,277 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 
 namespace gatos::gatosd {
 
-Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& addr, Handler handler) {
+namespace {
+
+struct HostPort {
+  std::string host;
+  long port = 0;
+};
+
+Result<HostPort> SplitAddress(const std::string& addr) {
   size_t colon = addr.rfind(':');
   if (colon == std::string::npos) return InvalidArgumentError("--http " + addr + ": expected HOST:PORT");
-  std::string host = addr.substr(0, colon);
+  HostPort hp;
+  hp.host = addr.substr(0, colon);
   char* end = nullptr;
-  long port = std::strtol(addr.c_str() + colon + 1, &end, 10);
-  if (*end || colon + 1 == addr.size() || port < 0 || port > 65535) {
+  hp.port = std::strtol(addr.c_str() + colon + 1, &end, 10);
+  if (*end || colon + 1 == addr.size() || hp.port < 0 || hp.port > 65535) {
     return InvalidArgumentError("--http " + addr + ": port must be 0..65535");
   }
+  if (hp.host == "localhost") hp.host = "127.0.0.1";
+  return hp;
+}
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool IsTokenChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+}
+
+const char* Reason(int code) {
+  switch (code) {
+    case 200: return "OK";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
+    case 421: return "Misdirected Request";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Bad Request";
+  }
+}
+
+bool SendAll(int fd, std::string_view data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string PercentDecode(std::string_view s, bool plus_is_space, bool* ok) {
+  std::string out;
+  out.reserve(s.size());
+  *ok = true;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '+' && plus_is_space) {
+      out.push_back(' ');
+    } else if (c == '%') {
+      int hi = i + 1 < s.size() ? HexValue(s[i + 1]) : -1;
+      int lo = i + 2 < s.size() ? HexValue(s[i + 2]) : -1;
+      if (hi < 0 || lo < 0) {
+        *ok = false;
+        out.push_back(c);
+        continue;
+      }
+      out.push_back(static_cast<char>(hi * 16 + lo));
+      i += 2;
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::string PercentEncode(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == ':') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ParseQuery(std::string_view query) {
+  std::map<std::string, std::string> out;
+  size_t pairs = 0;
+  while (!query.empty() && pairs < 32) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    ++pairs;
+    size_t eq = pair.find('=');
+    bool ok = true;
+    std::string key = PercentDecode(pair.substr(0, eq), true, &ok);
+    std::string value = eq == std::string_view::npos ? "" : PercentDecode(pair.substr(eq + 1), true, &ok);
+    out.emplace(std::move(key), std::move(value));
+  }
+  return out;
+}
+
+Result<HttpRequest> ParseHttpRequest(std::string_view bytes) {
+  size_t end = bytes.find("\r\n\r\n");
+  if (end == std::string_view::npos) {
+    if (bytes.size() >= kMaxHttpHeaderBytes) return InvalidArgumentError("request headers too large");
+    return UnavailableError("incomplete request");
+  }
+  if (end + 4 > kMaxHttpHeaderBytes) return InvalidArgumentError("request headers too large");
+  std::string_view head = bytes.substr(0, end);
+  size_t eol = head.find("\r\n");
+  std::string_view line = head.substr(0, eol);
+  HttpRequest req;
+  // Request line: METHOD SP origin-form-target SP HTTP/1.x
+  size_t sp1 = line.find(' ');
+  if (sp1 == std::string_view::npos || sp1 == 0) return InvalidArgumentError("bad request line");
+  size_t sp2 = line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos) {
+    return InvalidArgumentError("bad request line");
+  }
+  std::string_view method = line.substr(0, sp1);
+  for (char c : method) {
+    if (!IsTokenChar(c)) return InvalidArgumentError("bad method");
+  }
+  std::string_view version = line.substr(sp2 + 1);
+  if (version != "HTTP/1.0" && version != "HTTP/1.1") return InvalidArgumentError("bad HTTP version");
+  std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  if (target.empty() || target[0] != '/') return InvalidArgumentError("target must be a path");
+  for (unsigned char c : target) {
+    if (c <= 0x20 || c >= 0x7f) return InvalidArgumentError("bad character in the target");
+  }
+  req.method = std::string(method);
+  size_t q = target.find('?');
+  std::string_view raw_path = target.substr(0, q);
+  if (q != std::string_view::npos) req.query = std::string(target.substr(q + 1));
+  size_t hash = req.query.find('#');
+  if (hash != std::string::npos) req.query.resize(hash);
+  bool ok = true;
+  req.path = PercentDecode(raw_path, false, &ok);
+  if (!ok) return InvalidArgumentError("bad %-escape in the path");
+  for (unsigned char c : req.path) {
+    if (c < 0x20 || c == 0x7f) return InvalidArgumentError("control character in the path");
+  }
+  // Headers.
+  size_t pos = eol == std::string_view::npos ? head.size() : eol + 2;
+  size_t count = 0;
+  while (pos < head.size()) {
+    size_t next = head.find("\r\n", pos);
+    std::string_view h = head.substr(pos, next == std::string_view::npos ? std::string_view::npos : next - pos);
+    pos = next == std::string_view::npos ? head.size() : next + 2;
+    if (++count > kMaxHttpHeaders) return InvalidArgumentError("too many headers");
+    size_t colon = h.find(':');
+    if (colon == std::string_view::npos || colon == 0) return InvalidArgumentError("bad header line");
+    std::string_view name = h.substr(0, colon);
+    for (char c : name) {
+      if (!IsTokenChar(c)) return InvalidArgumentError("bad header name");
+    }
+    std::string_view value = Trim(h.substr(colon + 1));
+    for (unsigned char c : value) {
+      if ((c < 0x20 && c != '\t') || c == 0x7f) return InvalidArgumentError("control character in a header");
+    }
+    req.headers.emplace(Lower(name), std::string(value));
+  }
+  // Body: only with Content-Length (no chunked requests).
+  if (req.headers.count("transfer-encoding")) return InvalidArgumentError("Transfer-Encoding is not supported");
+  size_t body_len = 0;
+  auto cl = req.headers.find("content-length");
+  if (cl != req.headers.end()) {
+    const std::string& v = cl->second;
+    if (v.empty() || v.size() > 9 || !std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return InvalidArgumentError("bad Content-Length");
+    }
+    body_len = std::stoul(v);
+    if (body_len > kMaxHttpBodyBytes) return InvalidArgumentError("body too large");
+  }
+  std::string_view rest = bytes.substr(end + 4);
+  if (rest.size() < body_len) return UnavailableError("incomplete body");
+  if (rest.size() > body_len) return InvalidArgumentError("bytes after the body");
+  req.body = std::string(rest);
+  return req;
+}
+
+Result<bool> IsLoopbackAddress(const std::string& addr) {
+  GATOS_ASSIGN_OR_RETURN(HostPort hp, SplitAddress(addr));
+  in_addr a{};
+  if (inet_pton(AF_INET, hp.host.c_str(), &a) != 1) {
+    return InvalidArgumentError("--http " + addr + ": \"" + hp.host + "\" is not an IPv4 address");
+  }
+  return (ntohl(a.s_addr) >> 24) == 127;
+}
+
+std::string FormatHttpResponse(const HttpResponse& r) {
+  std::string out = "HTTP/1.0 " + std::to_string(r.code) + " " + Reason(r.code) +
+                    "\r\nContent-Type: " + r.content_type;
+  if (!r.stream) out += "\r\nContent-Length: " + std::to_string(r.body.size());
+  // Every response: nothing is cached, sniffed, framed or allowed to run
+  // from anywhere but our own static files (no inline script can run even if
+  // escaping were ever missed).
+  out +=
+      "\r\nCache-Control: no-store"
+      "\r\nX-Content-Type-Options: nosniff"
+      "\r\nX-Frame-Options: DENY"
+      "\r\nReferrer-Policy: no-referrer"
+      "\r\nContent-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; "
+      "img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+  for (const auto& [k, v] : r.headers) out += "\r\n" + k + ": " + v;
+  out += "\r\nConnection: close\r\n\r\n";
+  if (!r.stream) out += r.body;
+  return out;
+}
+
+bool HttpStream::Write(std::string_view data) {
+  if (stop_->load()) return false;
+  return SendAll(fd_, data);
+}
+
+bool HttpStream::ClientClosed(int ms) {
+  pollfd p{fd_, POLLIN, 0};
+  int n = ::poll(&p, 1, ms);
+  if (n <= 0) return false;
+  // Readable: EOF or an error means the client left; bytes are ignored.
+  char buf[256];
+  ssize_t got = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+  return got <= 0 && !(got < 0 && (errno == EAGAIN || errno == EINTR));
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& addr, Handler handler) {
+  GATOS_ASSIGN_OR_RETURN(HostPort hp, SplitAddress(addr));
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (host == "localhost") host = "127.0.0.1";
-  if (inet_pton(AF_INET, host.c_str(), &sa.sin_addr) != 1) {
-    return InvalidArgumentError("--http " + addr + ": \"" + host + "\" is not an IPv4 address");
+  sa.sin_port = htons(static_cast<uint16_t>(hp.port));
+  if (inet_pton(AF_INET, hp.host.c_str(), &sa.sin_addr) != 1) {
+    return InvalidArgumentError("--http " + addr + ": \"" + hp.host + "\" is not an IPv4 address");
   }
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
@@ -50,20 +300,10 @@ HttpServer::HttpServer(int fd, int port, Handler handler)
 HttpServer::~HttpServer() {
   stop_ = true;
   thread_.join();
+  std::unique_lock<std::mutex> l(streams_mu_);
+  streams_cv_.wait(l, [&] { return active_streams_ == 0; });
   ::close(fd_);
 }
-
-namespace {
-const char* Reason(int code) {
-  switch (code) {
-    case 200: return "OK";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 503: return "Service Unavailable";
-    default: return "Bad Request";
-  }
-}
-}  // namespace
 
 void HttpServer::Loop() {
   while (!stop_) {
@@ -71,41 +311,74 @@ void HttpServer::Loop() {
     if (::poll(&p, 1, 200) <= 0) continue;
     int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) continue;
-    std::string req;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    char buf[2048];
-    while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192 &&
-           std::chrono::steady_clock::now() < deadline) {
-      pollfd cp{c, POLLIN, 0};
-      if (::poll(&cp, 1, 100) <= 0) continue;
-      ssize_t n = ::recv(c, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      req.append(buf, static_cast<size_t>(n));
-    }
-    HttpResponse resp;
-    size_t sp1 = req.find(' ');
-    size_t sp2 = sp1 == std::string::npos ? sp1 : req.find(' ', sp1 + 1);
-    if (sp2 == std::string::npos) {
-      resp = {400, "text/plain; charset=utf-8", "bad request\n"};
-    } else if (req.compare(0, sp1, "GET") != 0) {
-      resp = {405, "text/plain; charset=utf-8", "only GET\n"};
-    } else {
-      std::string path = req.substr(sp1 + 1, sp2 - sp1 - 1);
-      path = path.substr(0, path.find('?'));
-      resp = handler_(path);
-    }
-    std::string out = "HTTP/1.0 " + std::to_string(resp.code) + " " + Reason(resp.code) +
-                      "\r\nContent-Type: " + resp.content_type +
-                      "\r\nContent-Length: " + std::to_string(resp.body.size()) +
-                      "\r\nConnection: close\r\n\r\n" + resp.body;
-    size_t off = 0;
-    while (off < out.size()) {
-      ssize_t n = ::send(c, out.data() + off, out.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    ::close(c);
+    Serve(c);
   }
+}
+
+void HttpServer::Serve(int c) {
+  std::string req;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  char buf[2048];
+  Result<HttpRequest> parsed = UnavailableError("no request");
+  while (std::chrono::steady_clock::now() < deadline) {
+    parsed = ParseHttpRequest(req);
+    if (parsed.ok() || parsed.status().code() != StatusCode::kUnavailable) break;
+    pollfd cp{c, POLLIN, 0};
+    if (::poll(&cp, 1, 100) <= 0) continue;
+    ssize_t n = ::recv(c, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    req.append(buf, static_cast<size_t>(n));
+  }
+  HttpResponse resp;
+  if (!parsed.ok()) {
+    if (req.empty()) {
+      ::close(c);
+      return;
+    }
+    resp = {400, "text/plain; charset=utf-8", "bad request: " + parsed.status().message() + "\n"};
+  } else {
+    try {
+      resp = handler_(*parsed);
+    } catch (const std::exception& e) {
+      // A handler bug must not take the daemon down; the message is ours.
+      resp = {500, "text/plain; charset=utf-8", "internal error\n"};
+    }
+    if (parsed->method == "HEAD") {
+      resp.body.clear();
+      resp.stream = nullptr;
+    }
+  }
+  if (resp.stream) {
+    std::unique_lock<std::mutex> l(streams_mu_);
+    if (active_streams_ >= kMaxStreams) {
+      resp = {503, "text/plain; charset=utf-8", "too many event streams\n"};
+    } else {
+      ++active_streams_;
+      l.unlock();
+      auto stream = std::move(resp.stream);
+      resp.stream = [](HttpStream&) {};  // headers only, no Content-Length
+      std::string head = FormatHttpResponse(resp);
+      // Detached, counted: the destructor waits for every stream to notice
+      // stop_ (they poll it at least every second).
+      std::thread([this, c, head = std::move(head), stream = std::move(stream)] {
+        if (SendAll(c, head)) {
+          HttpStream s(c, &stop_);
+          try {
+            stream(s);
+          } catch (const std::exception&) {
+            // The client sees the stream end and reconnects.
+          }
+        }
+        ::close(c);
+        std::lock_guard<std::mutex> g(streams_mu_);
+        --active_streams_;
+        streams_cv_.notify_all();
+      }).detach();
+      return;
+    }
+  }
+  SendAll(c, FormatHttpResponse(resp));
+  ::close(c);
 }
 
 }  // namespace gatos::gatosd

@@ -9,7 +9,9 @@
 
 #include "gatos/encoding.h"
 #include "gatos/flags.h"
+#include "dashboard.h"
 #include "hooks.h"
+#include "http.h"
 #include "ledger_setup.h"
 #include "server.h"
 
@@ -23,7 +25,10 @@ constexpr char kUsage[] =
     "                                    ledger key and first policy commit\n"
     "  serve --ledger DIR [--nats URL] [--http HOST:PORT] [--republish-s N]\n"
     "                                    run the daemon: worker RPC, JetStream publication,\n"
-    "                                    /metrics and /healthz (default NATS nats://127.0.0.1:4222)\n"
+    "                                    the dashboard, /metrics and /healthz on --http\n"
+    "                                    (default NATS nats://127.0.0.1:4222)\n"
+    "        [--http-token-file FILE]    bearer token of the dashboard and /metrics; required\n"
+    "                                    when --http is not a loopback address\n"
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
@@ -80,7 +85,7 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
   gatos::Flags flags;
   if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"http"}, {"republish-s"}, {"sweep-ms"}, {"nats-wait-s"},
-                          {"max-batch"}, {"no-fsync", 0, false}})) {
+                          {"max-batch"}, {"no-fsync", 0, false}, {"http-token-file"}})) {
     return Usage("serve", flags.error());
   }
   if (flags.help()) {
@@ -106,6 +111,22 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (flags.Has("republish-s")) opts.republish_ms = republish_s * 1000;
   if (flags.Has("nats-wait-s")) opts.nats_wait_ms = nats_wait_s * 1000;
   if (opts.ledger_dir.empty()) return Usage("serve", "--ledger DIR is required");
+  if (auto token_file = flags.Get("http-token-file")) {
+    auto token = gatos::gatosd::LoadHttpToken(*token_file);
+    if (!token.ok()) return Usage("serve", token.status().message());
+    opts.http_token = std::move(*token);
+  }
+  if (!opts.http_addr.empty()) {
+    // Off loopback, the dashboard and /metrics are for whoever reaches the
+    // port: never without a token.
+    auto loopback = gatos::gatosd::IsLoopbackAddress(opts.http_addr);
+    if (!loopback.ok()) return Usage("serve", loopback.status().message());
+    if (!*loopback && opts.http_token.empty()) {
+      return Usage("serve", "--http " + opts.http_addr +
+                                " is not a loopback address: refusing to serve the dashboard without a token "
+                                "(give --http-token-file FILE, or bind 127.0.0.1)");
+    }
+  }
   return gatos::gatosd::Serve(opts);
 }
 

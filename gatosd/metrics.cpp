@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "gatos/clock.h"
 #include "gatos/lease.h"
 
 namespace gatos::gatosd {
@@ -58,8 +59,64 @@ double Histogram::Quantile(double q) const {
   return bounds_.empty() ? 0 : bounds_.back();
 }
 
+Metrics::Minute::Minute() : latency(std::vector<double>{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}) {}
+
 Metrics::Metrics()
-    : claim_(LatencyBounds()), submit_to_claim_(LatencyBounds()), batch_seconds_(LatencyBounds()) {}
+    : claim_(LatencyBounds()), submit_to_claim_(LatencyBounds()), batch_seconds_(LatencyBounds()),
+      minutes_(kSeriesMinutes) {}
+
+Metrics::Minute* Metrics::MinuteAt(int64_t now_ms) {
+  int64_t minute = now_ms / 60000;
+  Minute& m = minutes_[static_cast<size_t>(minute % kSeriesMinutes)];
+  if (m.minute > minute) return nullptr;  // a late count for a minute out of the window
+  if (m.minute != minute) {
+    m = Minute();
+    m.minute = minute;
+  }
+  return &m;
+}
+
+void Metrics::CountSeries(const std::string& name, uint64_t n, int64_t now_ms) {
+  if (now_ms <= 0) now_ms = SystemNowMs();
+  std::lock_guard<std::mutex> l(mu_);
+  if (Minute* m = MinuteAt(now_ms)) m->counts[name] += n;
+}
+
+std::vector<SeriesPoint> Metrics::Series(int64_t now_ms) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<SeriesPoint> out;
+  int64_t last = now_ms / 60000;
+  for (int64_t minute = last - kSeriesMinutes + 1; minute <= last; ++minute) {
+    SeriesPoint p;
+    p.start_ms = minute * 60000;
+    const Minute& m = minutes_[static_cast<size_t>(((minute % kSeriesMinutes) + kSeriesMinutes) % kSeriesMinutes)];
+    if (m.minute == minute) {
+      p.counts = m.counts;
+      p.latency_count = m.latency.count();
+      p.latency_p50_s = m.latency.Quantile(0.5);
+      p.latency_p95_s = m.latency.Quantile(0.95);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+MetricsSnapshot Metrics::Snapshot() const {
+  std::lock_guard<std::mutex> l(mu_);
+  MetricsSnapshot s;
+  s.jobs = jobs_;
+  s.backlog = backlog_;
+  s.published = published_;
+  s.nats_up = nats_up_;
+  s.heartbeat_ms = heartbeat_ms_;
+  s.rejected = rejected_;
+  s.batches = batches_;
+  s.batched_requests = batched_requests_;
+  s.claims = claim_.count();
+  s.claim_p50_s = claim_.Quantile(0.5);
+  s.claim_p99_s = claim_.Quantile(0.99);
+  return s;
+}
 
 void Metrics::ObserveBatch(size_t requests, double seconds) {
   std::lock_guard<std::mutex> l(mu_);
@@ -85,8 +142,10 @@ void Metrics::ObserveClaim(double seconds) {
   claim_.Observe(seconds);
 }
 void Metrics::ObserveSubmitToClaim(double seconds) {
+  int64_t now = SystemNowMs();
   std::lock_guard<std::mutex> l(mu_);
   submit_to_claim_.Observe(seconds);
+  if (Minute* m = MinuteAt(now)) m->latency.Observe(seconds);
 }
 void Metrics::ObserveTransition(const std::string& kind, double seconds) {
   std::lock_guard<std::mutex> l(mu_);
@@ -97,8 +156,10 @@ void Metrics::CountRequest(const std::string& kind, const std::string& outcome) 
   ++requests_[{kind, outcome}];
 }
 void Metrics::CountRejected(const std::string& source, const std::string& reason) {
+  int64_t now = SystemNowMs();
   std::lock_guard<std::mutex> l(mu_);
   ++rejected_[{source, reason}];
+  if (Minute* m = MinuteAt(now)) ++m->counts["rejected"];
 }
 void Metrics::CountPublished() {
   std::lock_guard<std::mutex> l(mu_);

@@ -1,4 +1,6 @@
-// gatosd's metrics, rendered in the Prometheus text format for /metrics.
+// gatosd's metrics, rendered in the Prometheus text format for /metrics,
+// and the last hour per minute (counts and latency quantiles) for the
+// dashboard's charts.
 //
 // Thread-safety: every method is thread-safe (one mutex; the ledger thread
 // writes, the HTTP thread reads).
@@ -31,8 +33,30 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// One minute of the dashboard's time series.
+struct SeriesPoint {
+  int64_t start_ms = 0;                     // the minute's start (unix ms)
+  std::map<std::string, uint64_t> counts;   // e.g. "submit", "claim", "succeeded", "failed", "rejected"
+  uint64_t latency_count = 0;               // submit -> first claim observations
+  double latency_p50_s = 0, latency_p95_s = 0;  // bucket upper bounds (Histogram::Quantile)
+};
+
+// What the dashboard's overview shows besides the series.
+struct MetricsSnapshot {
+  std::array<size_t, 6> jobs{};
+  size_t backlog = 0;
+  uint64_t published = 0;
+  bool nats_up = false;
+  int64_t heartbeat_ms = 0;
+  std::map<std::pair<std::string, std::string>, uint64_t> rejected;  // (source, reason) -> count
+  uint64_t batches = 0, batched_requests = 0;
+  double claim_p50_s = 0, claim_p99_s = 0;
+  uint64_t claims = 0;
+};
+
 class Metrics {
  public:
+  static constexpr int kSeriesMinutes = 60;
   Metrics();
   void SetJobCounts(const std::array<size_t, 6>& by_state);
   void SetPublishBacklog(size_t n);
@@ -49,6 +73,12 @@ class Metrics {
   bool nats_connected() const;
   std::string Render() const;
 
+  // Adds `n` to this minute's count `name` (now_ms 0 = the system clock).
+  void CountSeries(const std::string& name, uint64_t n = 1, int64_t now_ms = 0);
+  // The last kSeriesMinutes minutes up to now_ms, oldest first, zero-filled.
+  std::vector<SeriesPoint> Series(int64_t now_ms) const;
+  MetricsSnapshot Snapshot() const;
+
  private:
   mutable std::mutex mu_;
   std::array<size_t, 6> jobs_{};
@@ -64,6 +94,16 @@ class Metrics {
   uint64_t batches_ = 0;
   uint64_t batched_requests_ = 0;
   int64_t heartbeat_ms_ = 0;
+  // A ring of minutes: slot = minute % kSeriesMinutes; a slot whose minute
+  // is not the one asked for is stale (zero).
+  struct Minute {
+    int64_t minute = -1;
+    std::map<std::string, uint64_t> counts;
+    Histogram latency;
+    Minute();
+  };
+  Minute* MinuteAt(int64_t now_ms);  // mu_ held; nullptr for a minute older than its slot's
+  std::vector<Minute> minutes_;
 };
 
 }  // namespace gatos::gatosd

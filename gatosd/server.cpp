@@ -29,6 +29,8 @@
 #include "gatos/local_ledger.h"
 #include "gatos/maintenance.h"
 #include "gatos/rpc.h"
+#include "dashboard.h"
+#include "dashboard_state.h"
 #include "http.h"
 #include "metrics.h"
 
@@ -278,7 +280,12 @@ class LocalServer {
 
 class MetricsObserver : public ServiceObserver {
  public:
-  explicit MetricsObserver(Metrics* m) : m_(m) {}
+  MetricsObserver(Metrics* m, LiveState* live, LedgerWriter* w) : m_(m), live_(live), w_(w) {}
+  // The dashboard's live state and event stream, and the per-minute series.
+  void OnCommitted(int64_t seq, const std::string& log_commit, const std::vector<LogEntry>& entries) override {
+    int64_t now = SystemNowMs();
+    for (const auto& [name, n] : live_->Committed(*w_, seq, log_commit, entries, now)) m_->CountSeries(name, n, now);
+  }
   void OnRequest(std::string_view kind, std::string_view outcome, double seconds) override {
     m_->CountRequest(std::string(kind), std::string(outcome));
     if (outcome == "ok") m_->ObserveTransition(std::string(kind), seconds);
@@ -295,6 +302,8 @@ class MetricsObserver : public ServiceObserver {
 
  private:
   Metrics* m_;
+  LiveState* live_;
+  LedgerWriter* w_;
 };
 
 std::atomic<bool> g_stop{false};
@@ -396,7 +405,9 @@ int Serve(const ServeOptions& opts) {
   }
 
   Publisher publisher(bus.get(), &metrics);
-  MetricsObserver observer(&metrics);
+  LiveState live;  // what the dashboard shows without reading the ledger
+  live.Seed(w);
+  MetricsObserver observer(&metrics, &live, &w);
   ServiceOptions so;
   so.republish_ms = opts.republish_ms;
   JobService service(&w, so, &observer);
@@ -405,8 +416,8 @@ int Serve(const ServeOptions& opts) {
   UpdateCounts(&metrics, w);
 
   std::vector<std::unique_ptr<Bus::Subscription>> subs;
-  for (const char* subject : {rpc::kClaim, rpc::kRenew, rpc::kResult, rpc::kCancel, rpc::kRetry, rpc::kSubmit,
-                              rpc::kStatus, rpc::kList}) {
+  for (const char* subject : {rpc::kClaim, rpc::kRenew, rpc::kResult, rpc::kClaimBatch, rpc::kResultBatch,
+                              rpc::kCancel, rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList}) {
     auto sub = bus->QueueSubscribe(subject, rpc::kQueueGroup, [&queue](Message m) {
       Request r;
       r.req = {m.subject, m.data, SystemNowMs()};
@@ -421,25 +432,21 @@ int Serve(const ServeOptions& opts) {
   }
   (void)bus->Flush(2000);  // best effort: a slow server only delays the first requests
 
+  // The dashboard reads through a libgit2 handle of its own, on the HTTP
+  // thread; it never sees the writer.
+  Dashboard dashboard({dir, opts.http_token}, &live, &metrics);
+  std::unique_ptr<WindowBackfill> backfill;  // the filters' window, from the newest log batches
   std::unique_ptr<HttpServer> http;
   if (!opts.http_addr.empty()) {
-    auto h = HttpServer::Start(opts.http_addr, [&metrics](const std::string& path) {
-      if (path == "/metrics") return HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", metrics.Render()};
-      if (path == "/healthz") {
-        int64_t age = SystemNowMs() - metrics.last_heartbeat_ms();
-        if (age > 5000) return HttpResponse{503, "text/plain; charset=utf-8", "ledger thread stalled for " + std::to_string(age) + " ms\n"};
-        if (!metrics.nats_connected()) return HttpResponse{503, "text/plain; charset=utf-8", "NATS disconnected\n"};
-        return HttpResponse{200, "text/plain; charset=utf-8", "ok\n"};
-      }
-      return HttpResponse{404, "text/plain; charset=utf-8", "try /metrics or /healthz\n"};
-    });
+    backfill = std::make_unique<WindowBackfill>(dir, &live);
+    auto h = HttpServer::Start(opts.http_addr, [&dashboard](const HttpRequest& r) { return dashboard.Handle(r); });
     if (!h.ok()) {
       std::cerr << "gatosd serve: " << h.status().message() << "\n";
       return 1;
     }
     http = std::move(*h);
-    Log("metrics on http://" + opts.http_addr.substr(0, opts.http_addr.rfind(':')) + ":" +
-        std::to_string(http->port()) + "/metrics");
+    Log("dashboard and metrics on http://" + opts.http_addr.substr(0, opts.http_addr.rfind(':')) + ":" +
+        std::to_string(http->port()) + "/ (" + (opts.http_token.empty() ? "no token" : "bearer token required") + ")");
   }
 
   std::thread signals([&queue, set] {

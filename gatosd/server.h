@@ -9,7 +9,8 @@
 //   NATS library threads: decode and enqueue requests, never touch git.
 //   publisher thread: publishes job events on JetStream, retrying while NATS
 //     is away; the refs are its outbox, so losing its queue loses nothing.
-//   HTTP thread: /metrics and /healthz.
+//   HTTP thread: the dashboard, /metrics and /healthz (dashboard.h); its
+//     event streams run on threads of their own.
 //   signal thread: SIGINT/SIGTERM start a clean shutdown.
 #ifndef GATOS_GATOSD_SERVER_H_
 #define GATOS_GATOSD_SERVER_H_
@@ -23,6 +24,7 @@ struct ServeOptions {
   std::string ledger_dir;
   std::string nats_url = "nats://127.0.0.1:4222";
   std::string http_addr;             // "" = no HTTP endpoint
+  std::string http_token;            // dashboard bearer token ("" = none; required off loopback)
   int64_t republish_ms = 30'000;     // pending jobs unclaimed this long are published again
   int64_t sweep_ms = 200;            // inbox poll and expiry sweep interval
   int64_t nats_wait_ms = 30'000;     // how long to wait for NATS at start

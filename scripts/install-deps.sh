@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package GATOS needs to build, test and run.
 # Idempotent; needs root (or sudo). Set GATOS_SKIP_APT=1 to skip.
+# chromium and chromium-driver: the dashboard's browser tests
+# (tests/dashboard/browser_test.cpp) drive Debian's headless Chromium over
+# WebDriver; nothing is downloaded at test time.
 set -euo pipefail
 [ "${GATOS_SKIP_APT:-0}" = 1 ] && exit 0
 
@@ -12,6 +15,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
   libssl-dev zlib1g-dev python3 python3-jsonschema git-secrets hyperfine procps jq openssl
+  redis-server python3-celery python3-rq python3-redis
+  chromium chromium-driver
 )
 
 missing=()

@@ -3,10 +3,14 @@
 // signs the result (result.h) and delivers it through a durable outbox
 // (outbox.h). docs/worker.md is the operator's view.
 //
-// Threads: the caller's thread fetches and claims; one thread per running
-// job (at most `concurrency`) supervises it and renews its lease; one
-// delivery thread drains the outbox; NATS library threads only set flags
-// (cancel requests). The Outbox is thread-safe.
+// Threads (docs/worker-execution.md, "The worker's pipeline"): the caller's
+// thread fetches job offers and claims them, several per request; one
+// runner thread per concurrent job (`concurrency` of them) starts it on the
+// JobLauncher, waits for it and builds its signed result; one renewer thread
+// renews the leases of all running jobs; one reporter thread stores every
+// result ready at that moment in one outbox transaction and sends them in
+// one request. NATS library threads only set flags and stop jobs (verified
+// cancel notices). The Outbox and the JobLauncher are thread-safe.
 #ifndef GATOS_WORKER_WORKER_H_
 #define GATOS_WORKER_WORKER_H_
 
@@ -19,12 +23,22 @@
 
 namespace gatos::worker {
 
+// Default --concurrency: kConcurrencyPerCpu x the CPUs this process may run
+// on, within [kMinDefaultConcurrency, kMaxDefaultConcurrency]. A job slot
+// mostly waits (for the process start, the ledger's replies, the job's own
+// I/O), so several per CPU keep the CPUs busy with trivial jobs; a machine
+// full of CPU-bound jobs should pass --concurrency = its CPU count.
+inline constexpr int kConcurrencyPerCpu = 4;
+inline constexpr int kMinDefaultConcurrency = 4;
+inline constexpr int kMaxDefaultConcurrency = 64;
+int DefaultConcurrency();
+
 struct WorkerOptions {
   std::string nats_url;
   std::string key_path;
   std::string ledger_key_path;  // the ledger's public key(s), one per line: grants must be signed by one
   std::string state_dir;
-  int concurrency = 1;
+  int concurrency = DefaultConcurrency();
   ExecSpec::Sandbox sandbox = ExecSpec::Sandbox::kAuto;
   int64_t kill_grace_ms = 2000;
   std::vector<std::string> ro_binds;  // host paths jobs may read in the sandbox (e.g. repositories to scan)

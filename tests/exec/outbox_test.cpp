@@ -540,5 +540,121 @@ TEST(OutboxCrash, SigkillDuringWritesLeavesAConsistentDatabase) {
   EXPECT_LE(h->delivered_retained, 20 + 10 + 1);  // cap plus at most one prune interval
 }
 
+
+// ---- batch calls and size caps ----
+
+TEST(OutboxBatch, EnqueueResultsStoresEveryEntryAndMovesTheirLeasesToReporting) {
+  TempDir d;
+  auto ob = MustOpen(d.path());
+  ASSERT_TRUE(ob->RecordLeases({{"a", 1, 5000, "/ws/a", LeaseState::kRunning, 0},
+                                {"b", 2, 5000, "/ws/b", LeaseState::kRunning, 0}},
+                               100)
+                  .ok());
+  auto held = ob->HeldLeases();
+  ASSERT_TRUE(held.ok());
+  ASSERT_EQ(held->size(), 2u);
+  auto stored = ob->EnqueueResults({{"a", 1, "ca", Payload(1)}, {"b", 2, "cb", Payload(2)}}, 200);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_EQ(stored->size(), 2u);
+  EXPECT_EQ((*stored)[0].state, OutboxItemState::kPending);
+  EXPECT_NE((*stored)[0].id, (*stored)[1].id);
+  EXPECT_EQ(Sql(ob->path(), "SELECT group_concat(state) FROM leases ORDER BY job_hex"), "reporting,reporting");
+  EXPECT_EQ(ob->PendingBytes(), static_cast<int64_t>(Payload(1).size() + Payload(2).size()));
+  // Idempotent, like Enqueue: the same results again are the same rows.
+  auto again = ob->EnqueueResults({{"a", 1, "ca", Payload(1)}}, 300);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)[0].id, (*stored)[0].id);
+  EXPECT_EQ(ob->PendingBytes(), static_cast<int64_t>(Payload(1).size() + Payload(2).size()));
+  // An entry without ids refuses the whole call; nothing is written.
+  auto bad = ob->EnqueueResults({{"c", 1, "cc", "p"}, {"", 1, "x", "p"}}, 400);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Sql(ob->path(), "SELECT count(*) FROM outbox"), "2");
+}
+
+TEST(OutboxBatch, SettleDeliveriesDeliversRetriesAndRefusesInOneCall) {
+  TempDir d;
+  OutboxOptions o;
+  o.max_attempts = 2;
+  auto ob = MustOpen(d.path(), o);
+  ASSERT_TRUE(ob->RecordLeases({{"a", 1, 5000, "", LeaseState::kRunning, 0},
+                                {"b", 1, 5000, "", LeaseState::kRunning, 0},
+                                {"c", 1, 5000, "", LeaseState::kRunning, 0}},
+                               0)
+                  .ok());
+  auto stored = ob->EnqueueResults({{"a", 1, "ca", "pa"}, {"b", 1, "cb", "pb"}, {"c", 1, "cc", "pc"}}, 0);
+  ASSERT_TRUE(stored.ok());
+  using D = Outbox::Delivery;
+  auto states = ob->SettleDeliveries({{(*stored)[0].id, D::Outcome::kDelivered, ""},
+                                      {(*stored)[1].id, D::Outcome::kRetry, "retry: no ledger"},
+                                      {(*stored)[2].id, D::Outcome::kRefused, "stale_owner: lease lost"},
+                                      {999, D::Outcome::kDelivered, ""}},
+                                     1000);
+  ASSERT_TRUE(states.ok()) << states.status().ToString();
+  EXPECT_EQ(*states, (std::vector<OutboxItemState>{OutboxItemState::kDelivered, OutboxItemState::kPending,
+                                                   OutboxItemState::kDead, OutboxItemState::kDelivered}));
+  EXPECT_EQ(Sql(ob->path(), "SELECT group_concat(state) FROM (SELECT state FROM leases ORDER BY job_hex)"),
+            "done,reporting,abandoned");
+  EXPECT_EQ(Sql(ob->path(), "SELECT last_error FROM outbox WHERE job_hex = 'c'"), "stale_owner: lease lost");
+  EXPECT_EQ(ob->PendingBytes(), 2);  // "pb"
+  auto next = ob->NextDueMs();
+  ASSERT_TRUE(next.ok());
+  ASSERT_TRUE(next->has_value());
+  EXPECT_GE(**next, 1000 + o.backoff_base_ms / 2);
+  // A settled row is left alone by a second settle; the retried one dies at max_attempts.
+  states = ob->SettleDeliveries({{(*stored)[0].id, D::Outcome::kRefused, "late"},
+                                 {(*stored)[1].id, D::Outcome::kRetry, "retry: still no ledger"}},
+                                5000);
+  ASSERT_TRUE(states.ok());
+  EXPECT_EQ(*states, (std::vector<OutboxItemState>{OutboxItemState::kDelivered, OutboxItemState::kDead}));
+  EXPECT_EQ(ob->PendingBytes(), 0);
+  auto h = ob->Health(6000);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->dead_letter, 2);
+  EXPECT_NE(h->last_dead_error.find("gave up after 2 attempts"), std::string::npos) << h->last_dead_error;
+}
+
+TEST(OutboxBatch, ResultsOverTheSizeCapsAreDeadLettersWithoutPayload) {
+  TempDir d;
+  OutboxOptions o;
+  o.max_payload_bytes = 100;
+  o.max_pending_bytes = 250;
+  auto ob = MustOpen(d.path(), o);
+  auto stored = ob->EnqueueResults({{"big", 1, "c1", std::string(101, 'x')},
+                                    {"a", 1, "c2", std::string(100, 'a')},
+                                    {"b", 1, "c3", std::string(100, 'b')},
+                                    {"full", 1, "c4", std::string(100, 'c')}},
+                                   0);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ((*stored)[0].state, OutboxItemState::kDead);
+  EXPECT_NE((*stored)[0].dead_reason.find("over the outbox's cap of 100 bytes per result"), std::string::npos)
+      << (*stored)[0].dead_reason;
+  EXPECT_EQ((*stored)[1].state, OutboxItemState::kPending);
+  EXPECT_EQ((*stored)[2].state, OutboxItemState::kPending);
+  EXPECT_EQ((*stored)[3].state, OutboxItemState::kDead);
+  EXPECT_NE((*stored)[3].dead_reason.find("the outbox is full (200 bytes pending, cap 250)"), std::string::npos)
+      << (*stored)[3].dead_reason;
+  EXPECT_EQ(ob->PendingBytes(), 200);
+  // The dead letters hold no payload, and the reason is what status shows.
+  EXPECT_EQ(Sql(ob->path(), "SELECT sum(length(payload)) FROM outbox WHERE state = 'dead'"), "0");
+  auto h = ob->Health(1);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->state, OutboxLifecycle::kDeadLetter);
+  EXPECT_EQ(h->pending_bytes, 200);
+  EXPECT_NE(OutboxHealthJson(*h).find("\"pending_bytes\":200"), std::string::npos) << OutboxHealthJson(*h);
+  // The single Enqueue applies the same caps; a requeue has nothing to send for them.
+  auto single = ob->Enqueue("big2", 1, "c5", std::string(101, 'x'), 2);
+  ASSERT_TRUE(single.ok());
+  auto item = ob->Get(*single);
+  ASSERT_TRUE(item.ok());
+  EXPECT_EQ(item->state, OutboxItemState::kDead);
+  EXPECT_EQ(*ob->RetryDead(3), 0);
+  // Delivering frees room; the count survives a reopen.
+  ASSERT_TRUE(ob->MarkDelivered((*stored)[1].id, 4).ok());
+  EXPECT_EQ(ob->PendingBytes(), 100);
+  ob.reset();
+  ob = MustOpen(d.path(), o);
+  EXPECT_EQ(ob->PendingBytes(), 100);
+}
+
 }  // namespace
 }  // namespace gatos

@@ -34,9 +34,12 @@ NatsServer::NatsServer(Options options)
       store_dir_(dir_.Join("jetstream")),
       log_path_(dir_.Join("nats-server.log")),
       port_(FreePort()) {
-  if (options_.max_payload_bytes > 0) {
+  std::string config;
+  if (options_.max_payload_bytes > 0) config += "max_payload: " + std::to_string(options_.max_payload_bytes) + "\n";
+  config += options_.extra_config;
+  if (!config.empty()) {
     config_path_ = dir_.Join("nats-server.conf");
-    WriteFile(config_path_, "max_payload: " + std::to_string(options_.max_payload_bytes) + "\n");
+    WriteFile(config_path_, config);
   }
 }
 
@@ -96,6 +99,13 @@ std::string NatsServer::log() const { return ReadFile(log_path_); }
 ::testing::AssertionResult NatsServer::Stop() { return Signal(SIGTERM, 10000); }
 
 ::testing::AssertionResult NatsServer::Kill() { return Signal(SIGKILL, 10000); }
+
+::testing::AssertionResult NatsServer::Reload() {
+  if (!running()) return ::testing::AssertionFailure() << "nats-server is not running";
+  if (!proc_.running()) return Failure("nats-server died");
+  proc_.Signal(SIGHUP);
+  return ::testing::AssertionSuccess();
+}
 
 ::testing::AssertionResult NatsServer::Restart() {
   if (running()) {

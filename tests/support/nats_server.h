@@ -27,6 +27,9 @@ class NatsServer {
     int64_t max_payload_bytes = 0;
     // Bound on waiting for the port to accept connections.
     int start_timeout_ms = 10000;
+    // Appended to the config file (e.g. an `include` of an authorization
+    // block). Non-empty: a config file is written.
+    std::string extra_config;
   };
 
   NatsServer() : NatsServer(Options()) {}
@@ -45,12 +48,17 @@ class NatsServer {
   ::testing::AssertionResult Kill();
   // Stop() if running, then Start() on the same port and store directory.
   ::testing::AssertionResult Restart();
+  // SIGHUP: the server reloads its config file (and what it includes).
+  ::testing::AssertionResult Reload();
 
   // True from Start() until Stop()/Kill() (even if the server died meanwhile).
   bool running() const { return proc_.pid() > 0; }
   int port() const { return port_; }
   std::string url() const;
   const std::string& store_dir() const { return store_dir_; }
+  const std::string& config_path() const { return config_path_; }
+  // The directory the config file lives in (for included files).
+  std::string dir() const { return dir_.path(); }
   std::string log() const;  // everything the server wrote so far
 
  private:

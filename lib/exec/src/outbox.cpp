@@ -11,6 +11,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <unordered_map>
 
 #include "gatos/lease.h"
 
@@ -54,8 +55,12 @@ CREATE INDEX leases_state ON leases (state, expires_ms);
 struct DbCloser {
   void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
 };
+// Statements come from Impl's cache: "freeing" one resets it for the next use.
 struct StmtFinalizer {
-  void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
+  void operator()(sqlite3_stmt* s) const {
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+  }
 };
 using DbPtr = std::unique_ptr<sqlite3, DbCloser>;
 using StmtPtr = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
@@ -208,6 +213,7 @@ std::string OutboxHealthJson(const OutboxHealth& h) {
   nlohmann::json j;
   j["state"] = OutboxLifecycleName(h.state);
   j["queue_depth"] = h.queue_depth;
+  j["pending_bytes"] = h.pending_bytes;
   j["retrying"] = h.retrying;
   j["dead_letter"] = h.dead_letter;
   j["delivered_retained"] = h.delivered_retained;
@@ -228,7 +234,7 @@ std::string OutboxHealthText(const OutboxHealth& h) {
   std::string out;
   out += "state:              " + std::string(OutboxLifecycleName(h.state)) + "\n";
   out += "queue depth:        " + std::to_string(h.queue_depth) + " pending (" +
-         std::to_string(h.retrying) + " retrying)\n";
+         std::to_string(h.retrying) + " retrying, " + std::to_string(h.pending_bytes) + " bytes)\n";
   out += "dead letters:       " + std::to_string(h.dead_letter) + "\n";
   out += "leases held:        " + std::to_string(h.leases_held) + " (" +
          std::to_string(h.stale_leases) + " stale)\n";
@@ -266,10 +272,16 @@ struct Outbox::Impl {
   DbPtr db;
   std::mutex mu;
   std::mt19937_64 rng{std::random_device{}()};
+  int64_t pending_bytes = 0;  // payload bytes of pending rows; guarded by mu
 
   Status Error(int rc, std::string_view what) const { return SqlError(db.get(), rc, what, path); }
 
-  Status Exec(const char* sql) {
+  ~Impl() {
+    for (auto& [sql, stmt] : statements) sqlite3_finalize(stmt);
+  }
+
+  // Several statements (the schema): parsed every time.
+  Status ExecScript(const char* sql) {
     char* err = nullptr;
     int rc = sqlite3_exec(db.get(), sql, nullptr, nullptr, &err);
     std::string msg = err ? err : "";
@@ -278,12 +290,29 @@ struct Outbox::Impl {
     return OkStatus();
   }
 
+  // One statement that returns no row (BEGIN, COMMIT, a PRAGMA).
+  Status Exec(const char* sql) {
+    GATOS_ASSIGN_OR_RETURN(StmtPtr s, Prepare(sql));
+    int rc;
+    while ((rc = sqlite3_step(s.get())) == SQLITE_ROW) {
+    }
+    if (rc != SQLITE_DONE) return Error(rc, sql);
+    return OkStatus();
+  }
+
+  // A prepared statement, compiled once per connection and kept (parsing
+  // SQL was a tenth of the worker's CPU per job). The caller holds the mutex;
+  // the returned handle resets the statement when it goes out of scope.
   Result<StmtPtr> Prepare(const char* sql) {
+    auto it = statements.find(sql);
+    if (it != statements.end()) return StmtPtr(it->second);
     sqlite3_stmt* s = nullptr;
-    int rc = sqlite3_prepare_v2(db.get(), sql, -1, &s, nullptr);
+    int rc = sqlite3_prepare_v3(db.get(), sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr);
     if (rc != SQLITE_OK) return Error(rc, "prepare");
+    statements.emplace(sql, s);
     return StmtPtr(s);
   }
+  std::unordered_map<std::string, sqlite3_stmt*> statements;  // finalized before db closes
 };
 
 namespace {
@@ -375,6 +404,89 @@ class Txn {
   bool open_ = false;
 };
 
+Result<OutboxItem> GetLocked(Outbox::Impl* m, int64_t id) {
+  GATOS_ASSIGN_OR_RETURN(
+      StmtPtr s,
+      m->Prepare((std::string("SELECT ") + kItemCols + " FROM outbox WHERE id = ?").c_str()));
+  BindAll(s.get(), id);
+  int rc = sqlite3_step(s.get());
+  if (rc == SQLITE_DONE) {
+    return NotFoundError("outbox: no result with id " + std::to_string(id) +
+                         " (it may have been pruned)");
+  }
+  if (rc != SQLITE_ROW) return m->Error(rc, "read result");
+  return ReadItem(s.get());
+}
+
+// Recounts Impl::pending_bytes from the table (length() of a blob reads no
+// overflow page). Call with the mutex held, inside the writing transaction.
+Status CountPending(Outbox::Impl* m) {
+  GATOS_ASSIGN_OR_RETURN(StmtPtr s,
+                         m->Prepare("SELECT total(length(payload)) FROM outbox WHERE state = 'pending'"));
+  int rc = sqlite3_step(s.get());
+  if (rc != SQLITE_ROW) return m->Error(rc, "count pending bytes");
+  m->pending_bytes = static_cast<int64_t>(sqlite3_column_double(s.get(), 0));
+  return OkStatus();
+}
+
+// Inserts one result (idempotent per job, epoch, commit) and returns its id
+// and state. Over a size cap the row is dead, without its payload.
+// `*pending` is the pending payload bytes so far in this transaction.
+Result<Outbox::Enqueued> InsertResult(Outbox::Impl* m, const Outbox::Entry& e, int64_t now_ms,
+                                      int64_t* pending) {
+  if (e.job_hex.empty() || e.commit_id.empty()) {
+    return InvalidArgumentError("outbox: Enqueue needs a job id and a result commit id");
+  }
+  Outbox::Enqueued out;
+  const int64_t size = static_cast<int64_t>(e.payload.size());
+  if (size > m->opts.max_payload_bytes) {
+    out.state = OutboxItemState::kDead;
+    out.dead_reason = "the result is " + std::to_string(size) + " bytes, over the outbox's cap of " +
+                      std::to_string(m->opts.max_payload_bytes) + " bytes per result; it was not stored";
+  } else if (*pending + size > m->opts.max_pending_bytes) {
+    out.state = OutboxItemState::kDead;
+    out.dead_reason = "the outbox is full (" + std::to_string(*pending) + " bytes pending, cap " +
+                      std::to_string(m->opts.max_pending_bytes) +
+                      "); the result was not stored; is the ledger reachable?";
+  }
+  static const std::string kNoPayload;
+  bool dead = out.state == OutboxItemState::kDead;
+  GATOS_ASSIGN_OR_RETURN(
+      StmtPtr ins,
+      m->Prepare("INSERT INTO outbox (job_hex, epoch, commit_id, payload, state, attempts, "
+                 "next_attempt_ms, created_ms, last_error, dead_ms) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?) "
+                 "ON CONFLICT (job_hex, epoch, commit_id) DO NOTHING"));
+  BindAll(ins.get(), e.job_hex, e.epoch, e.commit_id, Blob{dead ? kNoPayload : e.payload},
+          ItemStateSql(out.state), now_ms, now_ms, out.dead_reason, dead ? now_ms : int64_t{0});
+  int rc = sqlite3_step(ins.get());
+  if (rc != SQLITE_DONE) return m->Error(rc, "enqueue result");
+  bool inserted = sqlite3_changes(m->db.get()) > 0;
+  GATOS_ASSIGN_OR_RETURN(
+      StmtPtr sel, m->Prepare("SELECT id, state, last_error FROM outbox WHERE job_hex = ? AND epoch = ? AND commit_id = ?"));
+  BindAll(sel.get(), e.job_hex, e.epoch, e.commit_id);
+  rc = sqlite3_step(sel.get());
+  if (rc != SQLITE_ROW) return m->Error(rc, "read enqueued id");
+  out.id = sqlite3_column_int64(sel.get(), 0);
+  if (!inserted) {  // an earlier Enqueue of the same result: report that row as it is
+    out.state = ParseItemState(ColText(sel.get(), 1)).value_or(OutboxItemState::kDead);
+    out.dead_reason = out.state == OutboxItemState::kDead ? ColText(sel.get(), 2) : "";
+  } else if (!dead) {
+    *pending += size;
+  }
+  return out;
+}
+
+// Moves a lease to `state`; a lease that is not recorded is no error here.
+Status SetLeaseState(Outbox::Impl* m, const std::string& job_hex, int64_t epoch, LeaseState state,
+                     int64_t now_ms) {
+  GATOS_ASSIGN_OR_RETURN(StmtPtr s, m->Prepare("UPDATE leases SET state = ?, updated_ms = ? "
+                                               "WHERE job_hex = ? AND epoch = ?"));
+  BindAll(s.get(), LeaseStateName(state), now_ms, job_hex, epoch);
+  int rc = sqlite3_step(s.get());
+  if (rc != SQLITE_DONE) return m->Error(rc, "set lease state");
+  return OkStatus();
+}
+
 }  // namespace
 
 Outbox::Outbox(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -388,6 +500,9 @@ Result<std::unique_ptr<Outbox>> Outbox::Open(const std::string& state_dir, Outbo
   }
   if (options.prune_enabled && options.keep_delivered < 1) {
     return InvalidArgumentError("outbox: keep_delivered must be >= 1 (use ResolveOutboxKeep)");
+  }
+  if (options.max_payload_bytes < 1 || options.max_pending_bytes < options.max_payload_bytes) {
+    return InvalidArgumentError("outbox: max_payload_bytes must be >= 1 and max_pending_bytes >= it");
   }
   if (options.max_attempts < 1 || options.backoff_base_ms < 1 ||
       options.backoff_cap_ms < options.backoff_base_ms) {
@@ -438,7 +553,7 @@ Result<std::unique_ptr<Outbox>> Outbox::Open(const std::string& state_dir, Outbo
     version = sqlite3_column_int64(s.get(), 0);
   }
   if (version == 0) {
-    GATOS_RETURN_IF_ERROR(m->Exec(kSchemaV1));
+    GATOS_RETURN_IF_ERROR(m->ExecScript(kSchemaV1));
     GATOS_RETURN_IF_ERROR(m->Exec("PRAGMA user_version=1"));
   } else if (version != kSchemaVersion) {
     return FailedPreconditionError(
@@ -446,6 +561,7 @@ Result<std::unique_ptr<Outbox>> Outbox::Open(const std::string& state_dir, Outbo
         " is unknown to this gatos-worker (it understands " + std::to_string(kSchemaVersion) +
         "); run the worker version that wrote it, or use a fresh --state-dir");
   }
+  GATOS_RETURN_IF_ERROR(CountPending(m.get()));
   GATOS_RETURN_IF_ERROR(txn.Commit());
   return std::unique_ptr<Outbox>(new Outbox(std::move(m)));
 }
@@ -465,6 +581,28 @@ Status Outbox::RecordLease(const std::string& job_hex, int64_t epoch, int64_t ex
   int rc = sqlite3_step(s.get());
   if (rc != SQLITE_DONE) return impl_->Error(rc, "record lease");
   return OkStatus();
+}
+
+Status Outbox::RecordLeases(const std::vector<LocalLease>& leases, int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (leases.empty()) return OkStatus();
+  Txn txn(impl_.get());
+  GATOS_RETURN_IF_ERROR(txn.Begin());
+  GATOS_ASSIGN_OR_RETURN(
+      StmtPtr s,
+      impl_->Prepare(
+          "INSERT INTO leases (job_hex, epoch, expires_ms, workspace, state, updated_ms) "
+          "VALUES (?, ?, ?, ?, 'running', ?) "
+          "ON CONFLICT (job_hex, epoch) DO UPDATE SET expires_ms = excluded.expires_ms, "
+          "workspace = excluded.workspace, state = 'running', "
+          "updated_ms = excluded.updated_ms"));
+  for (const LocalLease& l : leases) {
+    sqlite3_reset(s.get());
+    BindAll(s.get(), l.job_hex, l.epoch, l.expires_ms, l.workspace, now_ms);
+    int rc = sqlite3_step(s.get());
+    if (rc != SQLITE_DONE) return impl_->Error(rc, "record lease");
+  }
+  return txn.Commit();
 }
 
 Status Outbox::UpdateLeaseExpiry(const std::string& job_hex, int64_t epoch, int64_t expires_ms,
@@ -531,26 +669,106 @@ Result<int64_t> Outbox::Enqueue(const std::string& job_hex, int64_t epoch,
                                 const std::string& commit_id, const std::string& payload,
                                 int64_t now_ms) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  if (job_hex.empty() || commit_id.empty()) {
-    return InvalidArgumentError("outbox: Enqueue needs a job id and a result commit id");
+  Txn txn(impl_.get());
+  GATOS_RETURN_IF_ERROR(txn.Begin());
+  int64_t pending = impl_->pending_bytes;
+  GATOS_ASSIGN_OR_RETURN(Enqueued e, InsertResult(impl_.get(), {job_hex, epoch, commit_id, payload}, now_ms, &pending));
+  GATOS_RETURN_IF_ERROR(txn.Commit());
+  impl_->pending_bytes = pending;
+  return e.id;
+}
+
+Result<std::vector<Outbox::Enqueued>> Outbox::EnqueueResults(const std::vector<Entry>& entries,
+                                                             int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<Enqueued> out;
+  if (entries.empty()) return out;
+  Txn txn(impl_.get());
+  GATOS_RETURN_IF_ERROR(txn.Begin());
+  int64_t pending = impl_->pending_bytes;
+  for (const Entry& e : entries) {
+    GATOS_ASSIGN_OR_RETURN(Enqueued r, InsertResult(impl_.get(), e, now_ms, &pending));
+    GATOS_RETURN_IF_ERROR(SetLeaseState(impl_.get(), e.job_hex, e.epoch, LeaseState::kReporting, now_ms));
+    out.push_back(std::move(r));
   }
-  // One statement: either inserts, or (same job, epoch, commit) leaves the
-  // existing row as it is; the SELECT below returns its id in both cases.
-  GATOS_ASSIGN_OR_RETURN(
-      StmtPtr ins,
-      impl_->Prepare("INSERT INTO outbox (job_hex, epoch, commit_id, payload, state, attempts, "
-                     "next_attempt_ms, created_ms) VALUES (?, ?, ?, ?, 'pending', 0, ?, ?) "
-                     "ON CONFLICT (job_hex, epoch, commit_id) DO NOTHING"));
-  BindAll(ins.get(), job_hex, epoch, commit_id, Blob{payload}, now_ms, now_ms);
-  int rc = sqlite3_step(ins.get());
-  if (rc != SQLITE_DONE) return impl_->Error(rc, "enqueue result");
-  GATOS_ASSIGN_OR_RETURN(
-      StmtPtr sel,
-      impl_->Prepare("SELECT id FROM outbox WHERE job_hex = ? AND epoch = ? AND commit_id = ?"));
-  BindAll(sel.get(), job_hex, epoch, commit_id);
-  rc = sqlite3_step(sel.get());
-  if (rc != SQLITE_ROW) return impl_->Error(rc, "read enqueued id");
-  return static_cast<int64_t>(sqlite3_column_int64(sel.get(), 0));
+  GATOS_RETURN_IF_ERROR(txn.Commit());
+  impl_->pending_bytes = pending;
+  return out;
+}
+
+Result<std::vector<OutboxItemState>> Outbox::SettleDeliveries(const std::vector<Delivery>& deliveries,
+                                                              int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<OutboxItemState> out;
+  if (deliveries.empty()) return out;
+  Txn txn(impl_.get());
+  GATOS_RETURN_IF_ERROR(txn.Begin());
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (const Delivery& d : deliveries) {
+    auto it = GetLocked(impl_.get(), d.id);
+    if (!it.ok()) {
+      if (it.status().code() != StatusCode::kNotFound) return it.status();
+      out.push_back(OutboxItemState::kDelivered);  // pruned: it was delivered long ago
+      continue;
+    }
+    if (it->state != OutboxItemState::kPending) {
+      out.push_back(it->state);
+      continue;
+    }
+    OutboxItemState next = OutboxItemState::kDelivered;
+    std::string reason = d.error_text.substr(0, 4096);
+    int attempts = it->attempts;
+    int64_t next_ms = it->next_attempt_ms;
+    if (d.outcome == Delivery::Outcome::kRetry) {
+      ++attempts;
+      next = OutboxItemState::kPending;
+      if (attempts >= impl_->opts.max_attempts) {
+        next = OutboxItemState::kDead;
+        reason = "gave up after " + std::to_string(attempts) + " attempts; last error: " + reason;
+      }
+      next_ms = now_ms + OutboxBackoffMs(attempts, unit(impl_->rng), impl_->opts);
+    } else if (d.outcome == Delivery::Outcome::kRefused) {
+      ++attempts;
+      next = OutboxItemState::kDead;
+    }
+    if (next == OutboxItemState::kDelivered) {
+      GATOS_ASSIGN_OR_RETURN(StmtPtr s, impl_->Prepare("UPDATE outbox SET state = 'delivered', delivered_ms = ?, "
+                                                       "payload = X'' WHERE id = ?"));
+      BindAll(s.get(), now_ms, d.id);
+      int rc = sqlite3_step(s.get());
+      if (rc != SQLITE_DONE) return impl_->Error(rc, "mark delivered");
+      GATOS_RETURN_IF_ERROR(SetLeaseState(impl_.get(), it->job_hex, it->epoch, LeaseState::kDone, now_ms));
+    } else {
+      GATOS_ASSIGN_OR_RETURN(
+          StmtPtr s, impl_->Prepare("UPDATE outbox SET state = ?, attempts = ?, next_attempt_ms = ?, "
+                                    "last_error = ?, dead_ms = ? WHERE id = ?"));
+      BindAll(s.get(), ItemStateSql(next), attempts, next_ms, reason,
+              next == OutboxItemState::kDead ? now_ms : int64_t{0}, d.id);
+      int rc = sqlite3_step(s.get());
+      if (rc != SQLITE_DONE) return impl_->Error(rc, "mark failed");
+      if (d.outcome == Delivery::Outcome::kRefused) {
+        GATOS_RETURN_IF_ERROR(SetLeaseState(impl_.get(), it->job_hex, it->epoch, LeaseState::kAbandoned, now_ms));
+      }
+    }
+    out.push_back(next);
+  }
+  GATOS_RETURN_IF_ERROR(CountPending(impl_.get()));
+  GATOS_RETURN_IF_ERROR(txn.Commit());
+  return out;
+}
+
+int64_t Outbox::PendingBytes() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->pending_bytes;
+}
+
+Result<std::optional<int64_t>> Outbox::NextDueMs() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  GATOS_ASSIGN_OR_RETURN(StmtPtr s, impl_->Prepare("SELECT min(next_attempt_ms) FROM outbox WHERE state = 'pending'"));
+  int rc = sqlite3_step(s.get());
+  if (rc != SQLITE_ROW) return impl_->Error(rc, "read next due time");
+  if (sqlite3_column_type(s.get(), 0) == SQLITE_NULL) return std::optional<int64_t>();
+  return std::optional<int64_t>(sqlite3_column_int64(s.get(), 0));
 }
 
 Result<std::vector<OutboxItem>> Outbox::Due(int64_t now_ms, int limit) {
@@ -568,21 +786,6 @@ Result<std::vector<OutboxItem>> Outbox::Due(int64_t now_ms, int limit) {
   return out;
 }
 
-namespace {
-Result<OutboxItem> GetLocked(Outbox::Impl* m, int64_t id) {
-  GATOS_ASSIGN_OR_RETURN(
-      StmtPtr s,
-      m->Prepare((std::string("SELECT ") + kItemCols + " FROM outbox WHERE id = ?").c_str()));
-  BindAll(s.get(), id);
-  int rc = sqlite3_step(s.get());
-  if (rc == SQLITE_DONE) {
-    return NotFoundError("outbox: no result with id " + std::to_string(id) +
-                         " (it may have been pruned)");
-  }
-  if (rc != SQLITE_ROW) return m->Error(rc, "read result");
-  return ReadItem(s.get());
-}
-}  // namespace
 
 Result<OutboxItem> Outbox::Get(int64_t id) {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -606,6 +809,7 @@ Status Outbox::MarkDelivered(int64_t id, int64_t now_ms) {
   BindAll(s.get(), now_ms, id);
   int rc = sqlite3_step(s.get());
   if (rc != SQLITE_DONE) return impl_->Error(rc, "mark delivered");
+  GATOS_RETURN_IF_ERROR(CountPending(impl_.get()));
   return txn.Commit();
 }
 
@@ -638,19 +842,28 @@ Result<OutboxItemState> Outbox::MarkFailed(int64_t id, const std::string& error_
           next == OutboxItemState::kDead ? now_ms : int64_t{0}, id);
   int rc = sqlite3_step(s.get());
   if (rc != SQLITE_DONE) return impl_->Error(rc, "mark failed");
+  GATOS_RETURN_IF_ERROR(CountPending(impl_.get()));
   GATOS_RETURN_IF_ERROR(txn.Commit());
   return next;
 }
 
 Result<int64_t> Outbox::RetryDead(int64_t now_ms) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  Txn txn(impl_.get());
+  GATOS_RETURN_IF_ERROR(txn.Begin());
+  // A dead letter stored without its payload (refused by a size cap) has
+  // nothing to send: it stays dead.
   GATOS_ASSIGN_OR_RETURN(StmtPtr s,
                          impl_->Prepare("UPDATE outbox SET state = 'pending', attempts = 0, "
-                                        "next_attempt_ms = ?, dead_ms = 0 WHERE state = 'dead'"));
+                                        "next_attempt_ms = ?, dead_ms = 0 WHERE state = 'dead' "
+                                        "AND length(payload) > 0"));
   BindAll(s.get(), now_ms);
   int rc = sqlite3_step(s.get());
   if (rc != SQLITE_DONE) return impl_->Error(rc, "requeue dead letters");
-  return static_cast<int64_t>(sqlite3_changes(impl_->db.get()));
+  int64_t n = sqlite3_changes(impl_->db.get());
+  GATOS_RETURN_IF_ERROR(CountPending(impl_.get()));
+  GATOS_RETURN_IF_ERROR(txn.Commit());
+  return n;
 }
 
 Result<PruneReport> Outbox::Prune() {
@@ -712,6 +925,7 @@ Result<OutboxHealth> Outbox::Health(int64_t now_ms) {
     int rc = sqlite3_step(s.get());
     if (rc != SQLITE_ROW) return impl_->Error(rc, "read health");
     h.queue_depth = sqlite3_column_int64(s.get(), 0);
+    h.pending_bytes = impl_->pending_bytes;
     h.retrying = sqlite3_column_int64(s.get(), 1);
     h.dead_letter = sqlite3_column_int64(s.get(), 2);
     h.delivered_retained = sqlite3_column_int64(s.get(), 3);

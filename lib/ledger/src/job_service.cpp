@@ -77,18 +77,68 @@ std::vector<ServiceEvent> JobService::TakeEvents() {
 }
 
 std::vector<std::string> JobService::Handle(const std::vector<ServiceRequest>& requests) {
+  // A batch request (claim-batch, result-batch) becomes one request of the
+  // single form per entry, applied in the same log batch as everything
+  // else; its entries' replies are joined into one batch reply below. A
+  // message that is not a well-formed batch is refused as a whole.
+  std::vector<ServiceRequest> flat;
+  flat.reserve(requests.size());
+  struct Span {
+    size_t first = 0, count = 0;
+    bool batch = false;
+    std::optional<std::string> refused;
+  };
+  std::vector<Span> spans(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const ServiceRequest& r = requests[i];
+    Span& sp = spans[i];
+    sp.first = flat.size();
+    const char* single = r.subject == rpc::kClaimBatch    ? rpc::kClaim
+                         : r.subject == rpc::kResultBatch ? rpc::kResult
+                                                          : nullptr;
+    if (!single) {
+      flat.push_back(r);
+      sp.count = 1;
+      continue;
+    }
+    sp.batch = true;
+    auto entries = rpc::DecodeBatch(r.data);
+    if (!entries.ok()) {
+      sp.refused = Invalid(KindOf(r.subject) + ": " + entries.status().message());
+      observer_->OnRequest(KindOf(r.subject), "invalid", 0);
+      continue;
+    }
+    for (std::string_view e : *entries) flat.push_back({single, std::string(e), r.received_ms});
+    sp.count = entries->size();
+  }
+
   auto snap = policy_snapshot();
   int64_t now = writer_->Now();
-  std::vector<DecodedRequest> batch(requests.size());
+  std::vector<DecodedRequest> batch(flat.size());
   auto work = [&](size_t from, size_t step) {
-    for (size_t i = from; i < requests.size(); i += step) batch[i] = Predecode(requests[i], *snap, now);
+    for (size_t i = from; i < flat.size(); i += step) batch[i] = Predecode(std::move(flat[i]), *snap, now);
   };
-  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), requests.size() / 8 + 1);
+  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), flat.size() / 8 + 1);
   std::vector<std::thread> helpers;
   for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work, t, threads);
   work(0, threads);
   for (auto& h : helpers) h.join();
-  return Handle(std::move(batch));
+  std::vector<std::string> flat_replies = batch.empty() ? std::vector<std::string>() : Handle(std::move(batch));
+
+  std::vector<std::string> replies(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const Span& sp = spans[i];
+    if (sp.refused) {
+      replies[i] = *sp.refused;
+    } else if (!sp.batch) {
+      replies[i] = std::move(flat_replies[sp.first]);
+    } else {
+      std::vector<std::string> entries(std::make_move_iterator(flat_replies.begin() + sp.first),
+                                       std::make_move_iterator(flat_replies.begin() + sp.first + sp.count));
+      replies[i] = rpc::EncodeBatch(entries);
+    }
+  }
+  return replies;
 }
 
 std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {

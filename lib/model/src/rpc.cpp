@@ -252,6 +252,61 @@ Status DecodeFrame(std::string_view data, size_t max_header, nlohmann::json* hea
   return OkStatus();
 }
 
+namespace {
+constexpr std::string_view kBatchMagic = "GATOSRB1";
+
+void PutU32(std::string* out, uint32_t n) {
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>((n >> shift) & 0xff));
+}
+
+uint32_t GetU32(std::string_view data, size_t at) {
+  uint32_t n = 0;
+  for (size_t i = 0; i < 4; ++i) n = (n << 8) | static_cast<uint8_t>(data[at + i]);
+  return n;
+}
+}  // namespace
+
+std::string EncodeBatch(const std::vector<std::string>& entries) {
+  size_t total = kBatchMagic.size() + 4;
+  for (const auto& e : entries) total += 4 + e.size();
+  std::string out;
+  out.reserve(total);
+  out += kBatchMagic;
+  PutU32(&out, static_cast<uint32_t>(entries.size()));
+  for (const auto& e : entries) {
+    PutU32(&out, static_cast<uint32_t>(e.size()));
+    out += e;
+  }
+  return out;
+}
+
+bool IsBatch(std::string_view data) { return data.substr(0, kBatchMagic.size()) == kBatchMagic; }
+
+Result<std::vector<std::string_view>> DecodeBatch(std::string_view data, size_t max_entries) {
+  if (!IsBatch(data) || data.size() < kBatchMagic.size() + 4) {
+    return InvalidArgumentError("not a batch (it must start with GATOSRB1 and a u32 entry count)");
+  }
+  size_t at = kBatchMagic.size();
+  uint32_t count = GetU32(data, at);
+  at += 4;
+  if (count == 0 || count > max_entries) {
+    return InvalidArgumentError("a batch holds 1 to " + std::to_string(max_entries) + " entries, not " +
+                                std::to_string(count));
+  }
+  std::vector<std::string_view> out;
+  out.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (data.size() - at < 4) return InvalidArgumentError("batch entry " + std::to_string(i) + " is truncated");
+    uint32_t n = GetU32(data, at);
+    at += 4;
+    if (n > data.size() - at) return InvalidArgumentError("batch entry " + std::to_string(i) + " is truncated");
+    out.push_back(data.substr(at, n));
+    at += n;
+  }
+  if (at != data.size()) return InvalidArgumentError("trailing bytes after the batch's last entry");
+  return out;
+}
+
 }  // namespace gatos::rpc
 
 namespace gatos {

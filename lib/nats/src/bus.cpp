@@ -21,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -216,6 +217,29 @@ struct Bus::Impl {
     self->closed = true;
     self->cv.notify_all();
   }
+  static void OnAsyncError(natsConnection* nc, natsSubscription*, natsStatus err, void* closure) {
+    auto* self = static_cast<Impl*>(closure);
+    if (self->shutting_down || !self->options.on_async_error) return;
+    const char* text = nullptr;
+    natsConnection_GetLastError(nc, &text);
+    std::string message = natsStatus_GetText(err);
+    if (text && *text) message += std::string(": ") + text;
+    self->options.on_async_error(message);
+  }
+  // nats.c frees the signature it is given (malloc'ed here).
+  static natsStatus SignNonce(char** err, unsigned char** sig, int* len, const char* nonce, void* closure) {
+    auto* self = static_cast<Impl*>(closure);
+    std::string s = self->options.sign_nonce(nonce ? std::string_view(nonce) : std::string_view());
+    if (s.empty()) {
+      *err = strdup("no signature for the server's nonce");
+      return NATS_ERR;
+    }
+    *sig = static_cast<unsigned char*>(std::malloc(s.size()));
+    if (!*sig) return NATS_NO_MEMORY;
+    std::memcpy(*sig, s.data(), s.size());
+    *len = static_cast<int>(s.size());
+    return NATS_OK;
+  }
 };
 
 Result<std::unique_ptr<Bus>> Bus::Connect(const BusOptions& options) {
@@ -239,6 +263,18 @@ Result<std::unique_ptr<Bus>> Bus::Connect(const BusOptions& options) {
     s = natsOptions_SetDisconnectedCB(opts.get(), &Impl::OnDisconnected, impl.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(opts.get(), &Impl::OnReconnected, impl.get());
   if (s == NATS_OK) s = natsOptions_SetClosedCB(opts.get(), &Impl::OnClosed, impl.get());
+  if (s == NATS_OK) s = natsOptions_SetErrorHandler(opts.get(), &Impl::OnAsyncError, impl.get());
+  if (s == NATS_OK && !options.nkey_public.empty() && options.sign_nonce) {
+    s = natsOptions_SetNKey(opts.get(), options.nkey_public.c_str(), &Impl::SignNonce, impl.get());
+  }
+  if (s == NATS_OK && !options.inbox_prefix.empty()) {
+    s = natsOptions_SetCustomInboxPrefix(opts.get(), options.inbox_prefix.c_str());
+  }
+  bool tls = options.url.find("tls://") != std::string::npos;
+  if (s == NATS_OK && tls) s = natsOptions_SetSecure(opts.get(), true);
+  if (s == NATS_OK && tls && !options.tls_ca_file.empty()) {
+    s = natsOptions_LoadCATrustedCertificates(opts.get(), options.tls_ca_file.c_str());
+  }
   if (s != NATS_OK) return FromNats(s, what + ": invalid options");
 
   natsConnection* raw_conn = nullptr;
@@ -718,6 +754,11 @@ Result<std::unique_ptr<Bus::PullConsumer>> Bus::PullSubscribe(const ConsumerConf
                                       config.durable.c_str(), nullptr, &jerr);
     ConsumerInfoPtr info(raw_info);
     if (jerr == JSStreamNotFoundErr) return FromNats(s, what + ": lookup", jerr);
+    if (config.bind_only) {
+      if (s != NATS_OK) return FromNats(s, what + ": lookup (bind only: gatosd creates this consumer)", jerr);
+      ready = true;
+      break;
+    }
     if (s == NATS_NOT_FOUND || jerr == JSConsumerNotFoundErr) {
       jsConsumerInfo* raw_added = nullptr;
       jerr = static_cast<jsErrCode>(0);

@@ -39,8 +39,16 @@ struct OutboxOptions {
   int busy_timeout_ms = 5000;      // wait this long for another connection's lock
   // synchronous=FULL (default): an Enqueue that returned survives power loss,
   // not only a process crash; NORMAL in WAL mode may lose the last commits on
-  // power loss. The cost is one fsync per write, small next to running a job.
+  // power loss. The cost is one fsync per transaction; the batch calls below
+  // (EnqueueResults, SettleDeliveries, RecordLeases) make it one per batch.
   bool sync_full = true;
+  // Size caps. A result whose payload is larger than max_payload_bytes, or
+  // that would take the payload bytes of pending rows above
+  // max_pending_bytes, is stored as a dead letter without its payload, with
+  // the reason; it never grows the database. The worker stops claiming
+  // jobs while the pending bytes are above half the cap.
+  int64_t max_payload_bytes = 64LL << 20;
+  int64_t max_pending_bytes = 256LL << 20;
 };
 
 // Where the prune cap came from, for one log line at start.
@@ -96,6 +104,7 @@ std::string_view OutboxLifecycleName(OutboxLifecycle s);
 struct OutboxHealth {
   OutboxLifecycle state = OutboxLifecycle::kIdle;
   int64_t queue_depth = 0;  // pending rows
+  int64_t pending_bytes = 0;  // payload bytes of the pending rows
   int64_t retrying = 0;     // pending rows with attempts > 0
   int64_t dead_letter = 0;  // dead rows
   int64_t delivered_retained = 0;
@@ -150,11 +159,56 @@ class Outbox {
   // Running or reporting leases, oldest first.
   Result<std::vector<LocalLease>> HeldLeases();
 
+  // Records several leases as running (as RecordLease) in one transaction.
+  Status RecordLeases(const std::vector<LocalLease>& leases, int64_t now_ms);
+
   // --- outbox ---
   // Stores a result as pending and returns its id. Enqueuing the same
   // (job, epoch, commit) again returns the existing id and changes nothing.
+  // Over a size cap (OutboxOptions) the row is stored dead, without payload.
   Result<int64_t> Enqueue(const std::string& job_hex, int64_t epoch, const std::string& commit_id,
                           const std::string& payload, int64_t now_ms);
+
+  struct Entry {
+    std::string job_hex;
+    int64_t epoch = 0;
+    std::string commit_id;
+    std::string payload;
+  };
+  struct Enqueued {
+    int64_t id = 0;
+    OutboxItemState state = OutboxItemState::kPending;  // kDead: refused by a size cap
+    std::string dead_reason;
+  };
+  // Group commit: stores every entry as Enqueue does, and moves each one's
+  // lease (job, epoch; if recorded) to reporting, in ONE transaction (one
+  // fsync). Returns one Enqueued per entry, in order. InvalidArgument for an
+  // entry without job or commit id (nothing is written then).
+  Result<std::vector<Enqueued>> EnqueueResults(const std::vector<Entry>& entries, int64_t now_ms);
+
+  // What one delivery attempt came to, for SettleDeliveries.
+  struct Delivery {
+    enum class Outcome {
+      kDelivered,  // the ledger acknowledged it
+      kRetry,      // Retryable: as MarkFailed(retryable=true)
+      kRefused,    // Permanent or StaleOwner: dead at once
+    };
+    int64_t id = 0;
+    Outcome outcome = Outcome::kDelivered;
+    std::string error_text;  // the ledger's reply message (kRetry, kRefused)
+  };
+  // Settles several deliveries in ONE transaction: delivered rows drop their
+  // payload and their lease becomes done; retried rows back off (dead after
+  // max_attempts); refused rows become dead and their lease abandoned.
+  // Returns each row's state afterwards, in order. A row that is not
+  // pending (already settled, or pruned: NotFound is not an error here) is
+  // left as it is and reported in its current state (kDelivered if gone).
+  Result<std::vector<OutboxItemState>> SettleDeliveries(const std::vector<Delivery>& deliveries,
+                                                        int64_t now_ms);
+  // Payload bytes of the pending rows (kept in memory; exact).
+  int64_t PendingBytes();
+  // Earliest next_attempt_ms of a pending row, if any (to sleep until then).
+  Result<std::optional<int64_t>> NextDueMs();
   // Pending rows with next_attempt_ms <= now_ms, earliest first, at most limit.
   Result<std::vector<OutboxItem>> Due(int64_t now_ms, int limit);
   // NotFound for an unknown id.

@@ -34,6 +34,13 @@ inline constexpr char kRetry[] = "gatos.rpc.retry";
 inline constexpr char kSubmit[] = "gatos.rpc.submit";
 inline constexpr char kStatus[] = "gatos.rpc.status";
 inline constexpr char kList[] = "gatos.rpc.list";
+// Batch forms of claim and result (EncodeBatch): several requests of the
+// single form in one message, applied in one log batch. The reply is a batch
+// of one reply per entry, in order; an entry that is malformed or refused
+// gets its own error reply and the others are unaffected. A message that is
+// not a batch at all gets one plain error reply.
+inline constexpr char kClaimBatch[] = "gatos.rpc.claim-batch";
+inline constexpr char kResultBatch[] = "gatos.rpc.result-batch";
 inline constexpr char kQueueGroup[] = "gatosd";
 // Only over the ledger's local socket (<ledger>/gatos/gatosd.sock), which
 // only the ledger host's users that can open the socket reach: hooks hand
@@ -168,6 +175,16 @@ Result<int64_t> IntField(const nlohmann::json& j, const char* name);
 std::string EncodeFrame(const nlohmann::json& header, std::string_view batch);
 Status DecodeFrame(std::string_view data, size_t max_header, nlohmann::json* header,
                    std::string_view* batch);
+
+// Batch of requests or replies: "GATOSRB1", u32 BE count, then per entry u32
+// BE length and the entry's bytes (a single-form request or reply).
+inline constexpr size_t kMaxBatchEntries = 1024;
+std::string EncodeBatch(const std::vector<std::string>& entries);
+bool IsBatch(std::string_view data);
+// InvalidArgument for a missing magic, a truncated entry, trailing bytes, or
+// more than max_entries entries. The views point into `data`.
+Result<std::vector<std::string_view>> DecodeBatch(std::string_view data,
+                                                  size_t max_entries = kMaxBatchEntries);
 
 }  // namespace gatos::rpc
 

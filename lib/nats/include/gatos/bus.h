@@ -50,6 +50,20 @@ struct BusOptions {
   // final close in ~Bus.
   std::function<void()> on_disconnected;
   std::function<void()> on_reconnected;
+  // Optional; run on a library thread with the server's asynchronous error
+  // (a permissions violation, a slow consumer): log it, do not block.
+  std::function<void(const std::string& error)> on_async_error;
+  // Authentication with an nkey (an Ed25519 key): its public form ("U...")
+  // and a function that signs the server's nonce with it (raw 64 bytes).
+  // bus_identity.h fills both from a key. Empty: connect anonymously.
+  std::string nkey_public;
+  std::function<std::string(std::string_view nonce)> sign_nonce;
+  // Replies to this client's requests arrive under this prefix (its NATS
+  // permissions allow subscribing only there). Empty: the library default.
+  std::string inbox_prefix;
+  // For tls:// URLs: the CA certificates that sign the servers' certificates
+  // (PEM). Empty: the system's trust store.
+  std::string tls_ca_file;
 };
 
 struct Message {
@@ -220,6 +234,9 @@ class Bus {
     int64_t ack_wait_ms = 30000;
     int64_t max_deliver = -1;  // -1: unlimited
     int max_ack_pending = 1000;
+    // Only bind to a consumer someone else created (never create or change
+    // it): what a client with restricted NATS permissions can do.
+    bool bind_only = false;
   };
   // Creates the durable consumer (explicit ack, deliver all) or updates it
   // when its settings differ, then binds a pull subscription to it.
