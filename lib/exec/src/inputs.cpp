@@ -313,8 +313,12 @@ Result<ResolvedInput> InputResolver::ResolveOnce(const GitInput& in,
       return NotFoundError("repository not found (no such directory on this worker)");
     }
     source = canonical.string();
+    // Only inside the worker's state is refused: a repository that merely
+    // contains it (a project checkout with `gatos up`'s ./gatos-local) is
+    // fetched with `git fetch`, which reads committed objects, never the
+    // work tree where the state lives.
     for (const std::string& root : options_.forbidden_roots) {
-      if (Under(source, root) || Under(root, source)) {
+      if (Under(source, root)) {
         return PermissionDeniedError(
             "this path holds the worker's own state and is never an input");
       }
