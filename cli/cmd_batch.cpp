@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -14,9 +15,12 @@
 #include "gatos/flags.h"
 #include "gatos/blake3.h"
 #include "gatos/canonical_json.h"
+#include "gatos/encoding.h"
+#include "gatos/git_input.h"
 #include "gatos/ledger.h"
 #include "gatos/ledger_writer.h"
 #include "gatos/manifest.h"
+#include "gatos/process.h"
 #include "gatos/rpc.h"
 #include "ledger_client.h"
 
@@ -71,6 +75,91 @@ Result<json> ReadBatch(const std::string& target, const std::string& batch_hex) 
 std::string Bar(size_t done, size_t total, int width) {
   size_t filled = total ? done * static_cast<size_t>(width) / total : 0;
   return "[" + std::string(filled, '#') + std::string(static_cast<size_t>(width) - filled, '.') + "]";
+}
+
+// A relative local path in the repository list, made absolute (the worker
+// cannot know the submitter's directory; a git input's url must be absolute).
+// Anything else is returned as it is.
+std::string AbsoluteIfLocal(const std::string& repo) {
+  if (repo.empty() || repo[0] == '/' || repo.find("://") != std::string::npos) return repo;
+  std::error_code ec;
+  if (!std::filesystem::exists(repo, ec)) return repo;  // scp-like host:path, or a typo
+  std::filesystem::path p = std::filesystem::canonical(repo, ec);
+  return ec ? repo : p.string();
+}
+
+// The commit `ref` names in the repository at `url`, by `git ls-remote`
+// (the submitter's own git and credentials; never a prompt). "" when it
+// cannot be resolved from here: the worker then resolves the ref at run
+// time. `why` says what went wrong.
+std::string LsRemote(const std::string& url, const std::string& ref, std::string* why) {
+  SpawnOptions so;
+  so.env = Environment::CurrentWith({{"GIT_TERMINAL_PROMPT", "0"}, {"GIT_ASKPASS", "/bin/false"},
+                                     {"SSH_ASKPASS", "/bin/false"}, {"LC_ALL", "C"}});
+  so.new_process_group = true;
+  auto r = RunAndCapture({"git", "ls-remote", "--", url, ref}, so, {}, std::chrono::seconds(30));
+  if (!r.ok()) {
+    *why = r.status().message();
+    return "";
+  }
+  if (r->timed_out) {
+    *why = "git ls-remote took longer than 30 s";
+    return "";
+  }
+  if (!r->status.ok()) {
+    std::string err = r->err;
+    while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
+    if (size_t nl = err.rfind('\n'); nl != std::string::npos) err = err.substr(nl + 1);
+    *why = "git ls-remote failed: " + TruncateUtf8(err, 200);
+    return "";
+  }
+  // git's order for a short name: tags before branches; an annotated tag's
+  // commit is its peeled line ("^{}").
+  std::map<std::string, std::string> refs;
+  std::istringstream lines(r->out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    refs[line.substr(tab + 1)] = line.substr(0, tab);
+  }
+  std::vector<std::string> candidates;
+  if (ref == "HEAD" || ref.rfind("refs/", 0) == 0) {
+    candidates = {ref + "^{}", ref};
+  } else {
+    candidates = {"refs/tags/" + ref + "^{}", "refs/tags/" + ref, "refs/heads/" + ref};
+  }
+  for (const std::string& c : candidates) {
+    auto it = refs.find(c);
+    if (it != refs.end() && IsGitCommitId(it->second)) return it->second;
+  }
+  *why = "ref " + ref + " not found by git ls-remote";
+  return "";
+}
+
+// Pins every git input of `m` that names a ref but no commit to the commit
+// the ref names now, so that the job id names exactly what is read: an
+// unchanged repository is the same job, a new commit a new job. Returns a
+// line per input saying what was done.
+std::vector<std::string> PinGitInputs(Manifest* m) {
+  std::vector<std::string> notes;
+  if (!m->inputs || !m->inputs->is_array()) return notes;
+  for (size_t i = 0; i < m->inputs->size(); ++i) {
+    json& in = (*m->inputs)[i];
+    if (!IsGitInputJson(in) || in.contains("commit") || !in.contains("ref")) continue;
+    if (!in["url"].is_string() || !in["ref"].is_string()) continue;
+    const std::string url = in["url"], ref = in["ref"];
+    std::string why;
+    std::string commit = LsRemote(url, ref, &why);
+    if (commit.empty()) {
+      notes.push_back("input " + std::to_string(i) + " " + GitUrlKey(url) + ": not pinned (" + why +
+                      "); the worker resolves " + ref + " when the job runs");
+      continue;
+    }
+    in["commit"] = commit;
+    notes.push_back("input " + std::to_string(i) + " " + GitUrlKey(url) + ": pinned " + ref + " at " + commit);
+  }
+  return notes;
 }
 
 }  // namespace
@@ -140,19 +229,31 @@ int RunFindings(const Args& args) {
 
 int RunBatchSubmit(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"template"}, {"repos"}, {"ledger"}, {"sign-key"}, {"json", 0, false}})) {
+  if (!flags.Parse(args, {{"template"}, {"repos"}, {"ledger"}, {"sign-key"}, {"json", 0, false}, {"no-pin", 0, false}, {"nonce"}})) {
     return UsageError("batch submit", flags.error());
   }
   if (flags.help()) {
     std::cout << "usage: gatos batch submit --template T.yaml --repos FILE --ledger DIR|nats://...|GIT-URL\n"
-                 "                          [--sign-key KEY] [--json]\n\n"
+                 "                          [--sign-key KEY] [--no-pin] [--nonce TEXT] [--json]\n\n"
                  "Creates one job per repository listed in FILE (one per line; blank lines and\n"
                  "'#' comments ignored): every {{repo}} in the template is replaced by the\n"
                  "repository, and each job is submitted as 'gatos submit' does. Then a batch\n"
                  "record (batch.json: template hash, repo -> job) is written to\n"
                  "refs/gatos/batches/<batch-id> when --ledger is a directory. The batch id is\n"
                  "the BLAKE3 of that record, so submitting the same batch again is a no-op;\n"
-                 "one repository's failure never blocks the others. Prints the batch id.\n";
+                 "one repository's failure never blocks the others. Prints the batch id.\n\n"
+                 "A relative local path in FILE is made absolute. The template should\n"
+                 "declare the repository as a git input (docs/inputs.md), e.g.\n"
+                 "  inputs: [{kind: git, url: \"{{repo}}\", ref: HEAD}]\n"
+                 "so the worker fetches it and the sandboxed job reads it without network\n"
+                 "(examples/templates/scan.yaml). Each git input with a ref and no commit is pinned to\n"
+                 "the commit the ref names now (git ls-remote, with your git credentials),\n"
+                 "so the job id names exactly what is read: submitting again an unchanged\n"
+                 "repository is the same job, a new commit a new job. When it cannot be\n"
+                 "resolved from here, the worker resolves the ref at run time; each input's\n"
+                 "outcome is said on stderr. --no-pin leaves refs to the worker. --nonce TEXT\n"
+                 "sets every git input's nonce: a scheduled re-run (e.g. --nonce $(date +%F))\n"
+                 "is a new set of jobs even when nothing was pinned.\n";
     return kExitOk;
   }
   auto tmpl_path = flags.Get("template");
@@ -177,7 +278,7 @@ int RunBatchSubmit(const Args& args) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
     size_t start = line.find_first_not_of(" \t");
     if (start == std::string::npos || line[start] == '#') continue;
-    repos.push_back(line.substr(start));
+    repos.push_back(AbsoluteIfLocal(line.substr(start)));
   }
   std::sort(repos.begin(), repos.end());
   repos.erase(std::unique(repos.begin(), repos.end()), repos.end());
@@ -192,6 +293,7 @@ int RunBatchSubmit(const Args& args) {
   }
   json jobs = json::array();
   int failures = 0;
+  bool warned_no_input = false;
   for (size_t i = 0; i < repos.size(); ++i) {
     std::string bytes = Render(*tmpl, repos[i]);
     auto m = ParseManifest(bytes, "template for " + repos[i], ManifestFormat::kYaml);
@@ -200,6 +302,40 @@ int RunBatchSubmit(const Args& args) {
       ++failures;
       jobs.push_back({{"repo", repos[i]}, {"job", nullptr}, {"error", m.status().message()}});
       continue;
+    }
+    auto git_inputs = GitInputs(*m);
+    if (git_inputs.ok() && git_inputs->empty() && !warned_no_input) {
+      warned_no_input = true;
+      std::cerr << "gatos batch: note: the template declares no git input; a sandboxed job cannot read a "
+                   "repository path it is only given as an argument. Declare it: inputs: [{kind: git, "
+                   "url: \"{{repo}}\", ref: HEAD}] (docs/inputs.md)\n";
+    }
+    if (git_inputs.ok() && !git_inputs->empty()) {
+      bool changed = false;
+      if (auto nonce = flags.Get("nonce")) {
+        for (auto& in : *m->inputs) {
+          if (IsGitInputJson(in)) in["nonce"] = *nonce;
+        }
+        changed = true;
+      }
+      if (!flags.Has("no-pin")) {
+        std::vector<std::string> notes = PinGitInputs(&*m);
+        for (const std::string& n : notes) std::cerr << "gatos batch: " << n << "\n";
+        changed |= std::any_of(notes.begin(), notes.end(),
+                               [](const std::string& n) { return n.find(": pinned ") != std::string::npos; });
+      }
+      if (changed) {
+        // The pinned manifest, as its normalized JSON (YAML reads it too).
+        bytes = ManifestJson(*m).dump(2) + "\n";
+        auto again = ParseManifest(bytes, "pinned manifest for " + repos[i], ManifestFormat::kYaml);
+        if (!again.ok()) {
+          std::cerr << "gatos batch: " << repos[i] << ": " << again.status().message() << "\n";
+          ++failures;
+          jobs.push_back({{"repo", repos[i]}, {"job", nullptr}, {"error", again.status().message()}});
+          continue;
+        }
+        m = std::move(again);
+      }
     }
     std::string hex = JobIdHex(*m);
     SubmitOutcome out;

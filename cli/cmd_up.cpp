@@ -125,19 +125,25 @@ void StopAll(std::vector<Child>& children) {
 
 int RunUp(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"workers"}, {"dir"}, {"nats-port"}, {"http-port"}, {"concurrency"}, {"sandbox"}})) {
+  if (!flags.Parse(args, {{"workers"}, {"dir"}, {"nats-port"}, {"http-port"}, {"concurrency"}, {"sandbox"},
+                          {"local-inputs", 0, true, true}, {"credentials"}})) {
     return UsageError("up", flags.error());
   }
   if (flags.help()) {
     std::cout << "usage: gatos up [--workers N] [--dir DIR] [--concurrency N] [--sandbox auto|require|off]\n"
-                 "                [--nats-port P] [--http-port P]\n\n"
+                 "                [--nats-port P] [--http-port P] [--local-inputs DIR]... [--credentials FILE]\n\n"
                  "Starts a local job plane on loopback and keeps it running until Ctrl-C:\n"
                  "nats-server with JetStream (store in DIR/nats), a ledger at DIR/ledger.git\n"
                  "(created on first use: gatosd init, a submitter key DIR/keys/submitter, N worker\n"
                  "keys, all allowed by its policy), gatosd serve with /metrics, and N workers.\n"
                  "Prints how to push a job. DIR defaults to ./gatos-local; N to 2. Writes\n"
                  "DIR/up.json (URLs, paths) once everything is ready. Ctrl-C or SIGTERM stops\n"
-                 "workers, gatosd and nats-server in that order.\n";
+                 "workers, gatosd and nats-server in that order.\n\n"
+                 "Git inputs (docs/inputs.md): workers fetch the repositories a job declares\n"
+                 "and show them to it read-only. Local repositories (paths, file:// URLs) may\n"
+                 "be inputs under each --local-inputs DIR (default: /, any repository you can\n"
+                 "read; only its git objects reach the job). --credentials FILE is passed to\n"
+                 "every worker: a token file or SSH key per URL prefix for private remotes.\n";
     return kExitOk;
   }
   int workers = 2, concurrency = 2, nats_port = 4222, http_port = 9464;
@@ -157,6 +163,19 @@ int RunUp(const Args& args) {
   if (ec) return ReportError("cannot create " + dir.string() + ": " + ec.message(), kExitFailure);
   std::string d = dir.string();
   fs::remove(d + "/up.json", ec);
+  std::vector<std::string> input_flags;
+  std::vector<std::string> local_inputs = flags.GetAll("local-inputs");
+  if (local_inputs.empty()) local_inputs = {"/"};
+  for (const std::string& l : local_inputs) {
+    fs::path p = fs::absolute(l, ec);
+    if (ec || !fs::is_directory(p, ec)) return UsageError("up", "--local-inputs " + l + ": not an existing directory");
+    input_flags.insert(input_flags.end(), {"--local-inputs", p.string()});
+  }
+  if (auto creds = flags.Get("credentials")) {
+    fs::path p = fs::absolute(*creds, ec);
+    if (ec || !fs::is_regular_file(p, ec)) return UsageError("up", "--credentials " + *creds + ": not a readable file");
+    input_flags.insert(input_flags.end(), {"--credentials", p.string()});
+  }
 
   // SIGINT/SIGTERM only tell us to stop, so children are stopped in order.
   SignalWatcher signals;
@@ -235,10 +254,10 @@ int RunUp(const Args& args) {
   for (int i = 0; i < workers; ++i) {
     std::string name = "worker" + std::to_string(i);
     std::string log = d + "/logs/" + name + ".log";
-    if (!start("gatos-worker " + name,
-               {Tool("gatos-worker"), "run", "--nats", nats_url, "--key", d + "/keys/" + name, "--ledger-key", ledger + "/gatos/ledger_key.pub", "--state-dir",
-                d + "/" + name, "--name", name, "--concurrency", std::to_string(concurrency), "--sandbox", sandbox},
-               log, " ready ", 30000)) {
+    std::vector<std::string> argv = {Tool("gatos-worker"), "run", "--nats", nats_url, "--key", d + "/keys/" + name, "--ledger-key", ledger + "/gatos/ledger_key.pub", "--state-dir",
+                d + "/" + name, "--name", name, "--concurrency", std::to_string(concurrency), "--sandbox", sandbox};
+    argv.insert(argv.end(), input_flags.begin(), input_flags.end());
+    if (!start("gatos-worker " + name, argv, log, " ready ", 30000)) {
       return kExitFailure;
     }
     if (LogHas(log, "UNSANDBOXED")) std::cerr << "gatos up: WARNING: " << name << " runs jobs unsandboxed (see its log)\n";

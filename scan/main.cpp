@@ -17,6 +17,7 @@
 
 #include "gatos/encoding.h"
 #include "gatos/flags.h"
+#include "gatos/git_input.h"
 #include "gatos/scan/baseline.h"
 #include "gatos/scan/examples.h"
 #include "gatos/scan/fingerprint.h"
@@ -32,6 +33,7 @@ constexpr int kExitFindings = 3;  // --fail-on-findings and at least one finding
 constexpr int kExitBudget = 4;    // partial only because a budget ran out
 
 constexpr const char* kUsage = R"(usage: gatos-scan --repo PATH|file://URL|URL [options]
+       gatos-scan --input N [options]        (as a job with git inputs)
        gatos-scan --check-rules FILE [--rules FILE]... [--no-default-rules]
 
 Scans every blob reachable from the selected refs of a git repository for
@@ -42,6 +44,10 @@ span and a keyed fingerprint; never the secret itself. A line holding
 
 options:
   --repo PATH|URL        repository to scan (local path, file:// or remote URL)
+  --input N              scan the job's git input N, which the worker fetched
+                         ($GATOS_INPUT_N, at $GATOS_INPUT_N_COMMIT; see
+                         docs/inputs.md): no mirror, no network. The default
+                         when neither is given and the job has one input
   --ref REF              ref to scan: full name, short branch/tag name or glob
                          (repeatable; default: refs/heads/* and refs/tags/*)
   --state-dir DIR        mirrors, done-ledger and watermarks (or GATOS_STATE_DIR)
@@ -138,12 +144,38 @@ int CheckRules(const std::string& file, const std::vector<std::string>& more_fil
   return rep->ok() ? kExitOk : kExitFailure;
 }
 
+// The git input `n` the worker fetched for this job, from the variables
+// it sets (gatos/inputs.h ExposeInputs).
+gatos::Result<gatos::scan::PreparedRepo> InputRepo(const std::string& n) {
+  const std::string var = "GATOS_INPUT_" + n;
+  gatos::scan::PreparedRepo p;
+  p.path = Env(var.c_str());
+  p.commit = Env((var + "_COMMIT").c_str());
+  const std::string url = Env((var + "_URL").c_str());
+  const std::string ref = Env((var + "_REF").c_str());
+  if (p.path.empty() || p.commit.empty() || url.empty()) {
+    const std::string have = Env("GATOS_INPUTS");
+    return gatos::NotFoundError("--input " + n + ": this job has no git input " + n + " (" + var +
+                                " is not set; " +
+                                (have.empty() ? std::string("the job declares no git inputs")
+                                              : "its inputs are: " + have) +
+                                "); declare it in the manifest's inputs (docs/inputs.md)");
+  }
+  if (!gatos::IsGitCommitId(p.commit)) {
+    return gatos::InvalidArgumentError(var + "_COMMIT is not a commit id");
+  }
+  p.key = gatos::GitUrlKey(url);
+  // Watermarks are kept per ref: the input's ref, or HEAD for a bare commit.
+  p.ref = ref.empty() ? "HEAD" : ref;
+  return p;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace gatos::scan;
   std::vector<std::string> args(argv + 1, argv + argc);
-  std::optional<std::string> repo, state_dir, output_dir, allowlist, key_file, baseline,
+  std::optional<std::string> repo, input, state_dir, output_dir, allowlist, key_file, baseline,
       write_baseline, check_rules;
   std::vector<std::string> refs, rule_files;
   std::optional<double> max_seconds;
@@ -155,7 +187,7 @@ int main(int argc, char** argv) {
   // Value flags are repeatable so that, as always, the last one counts; the
   // few that must be given once say why below.
   gatos::Flags flags;
-  if (!flags.Parse(args, {{"repo", 0, true, true}, {"ref", 0, true, true}, {"state-dir", 0, true, true},
+  if (!flags.Parse(args, {{"repo", 0, true, true}, {"input", 0, true, true}, {"ref", 0, true, true}, {"state-dir", 0, true, true},
                           {"output-dir", 0, true, true}, {"rules", 0, true, true}, {"allowlist", 0, true, true},
                           {"fingerprint-key", 0, true, true}, {"baseline", 0, true, true},
                           {"write-baseline", 0, true, true}, {"check-rules", 0, true, true},
@@ -178,7 +210,9 @@ int main(int argc, char** argv) {
   if (flags.GetAll("allowlist").size() > 1) return Usage("--allowlist given twice; merge the files");
   if (flags.GetAll("baseline").size() > 1) return Usage("--baseline given twice; merge the files");
   if (flags.GetAll("check-rules").size() > 1) return Usage("--check-rules given twice; check one file per run");
+  if (flags.GetAll("input").size() > 1) return Usage("--input given twice; scan one repository per run");
   repo = flags.Get("repo");
+  input = flags.Get("input");
   refs = flags.GetAll("ref");
   state_dir = flags.Get("state-dir");
   output_dir = flags.Get("output-dir");
@@ -201,7 +235,26 @@ int main(int argc, char** argv) {
   fail_on_findings = flags.Has("fail-on-findings");
   default_rules = !flags.Has("no-default-rules");
   if (check_rules) return CheckRules(*check_rules, rule_files, default_rules);
-  if (!repo) return Usage("--repo is required");
+  if (repo && input) return Usage("give --repo or --input, not both");
+  if (!repo && !input) {
+    // As a job with exactly one git input, that input is the repository.
+    const std::string inputs = Env("GATOS_INPUTS");
+    if (!inputs.empty() && inputs.find(' ') == std::string::npos) input = inputs;
+  }
+  if (!repo && !input) return Usage("--repo is required (or --input N when run as a job with git inputs)");
+  if (input && !refs.empty()) {
+    return Usage("--ref does not apply to --input: the input names its commit (set ref or commit in the "
+                 "manifest's input)");
+  }
+  std::optional<PreparedRepo> prepared;
+  if (input) {
+    if (input->empty() || input->find_first_not_of("0123456789") != std::string::npos) {
+      return Usage("--input expects an input index (0, 1, ...), got \"" + gatos::TruncateUtf8(*input, 64) + "\"");
+    }
+    gatos::Result<PreparedRepo> p = InputRepo(*input);
+    if (!p.ok()) return Fail(p.status().message());
+    prepared = std::move(*p);
+  }
   if (!state_dir) state_dir = Env("GATOS_STATE_DIR");
   if (state_dir->empty()) {
     return Usage(
@@ -218,7 +271,11 @@ int main(int argc, char** argv) {
   }
 
   ScanOptions opts;
-  opts.repo = *repo;
+  if (prepared) {
+    opts.prepared = std::move(prepared);
+  } else {
+    opts.repo = *repo;
+  }
   opts.refs = refs;
   opts.state_dir = *state_dir;
   opts.max_seconds = max_seconds;

@@ -6,7 +6,9 @@
 # with a submitter's SSH key and pushed with stock `git push`; we wait for
 # them, check that each ends in the state it should, and verify every result
 # with `gatos verify` (when built) and with stock `git verify-commit`. A bad
-# push is shown to be refused. Everything stops cleanly at the end.
+# push is shown to be refused. A scan job of a repository made here (a git
+# input of the job) shows its findings with `gatos findings`. Everything
+# stops cleanly at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -102,6 +104,32 @@ if GATOS_NATS_KEY= gatos ls --ledger "$nats" 2> "$work/anon.err"; then
   exit 1
 fi
 sed 's/^/  /' "$work/anon.err"
+
+echo "== a scan job: a repository declared as a git input, scanned in the sandbox"
+# A repository whose history holds a (randomly made, fake) AWS access key.
+# The scan template declares {{repo}} as a git input: the worker fetches it
+# and shows it read-only to gatos-scan, which needs no network; the batch
+# pins the repository's current commit (docs/inputs.md).
+demo="$work/demo-repo"
+git init -q -b main "$demo"
+fake=$(python3 -c 'import secrets; a="ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"; print("AK" + "IA" + "".join(secrets.choice(a) for _ in range(16)))')
+printf 'AWS_ACCESS_KEY_ID=%s\n' "$fake" > "$demo/deploy.env"
+git -C "$demo" add deploy.env
+git -C "$demo" commit -q -m "add deploy settings"
+git -C "$demo" rm -q deploy.env
+git -C "$demo" commit -q -m "remove them again"
+echo "$demo" > "$work/repos.txt"
+batch=$(gatos batch submit --template examples/templates/scan.yaml --repos "$work/repos.txt" --ledger "$ledger" --sign-key "$key")
+gatos batch status "$batch" --ledger "$ledger" --wait || { echo "run.sh: the scan job did not succeed" >&2; exit 1; }
+scan_job=$(gatos batch status "$batch" --ledger "$ledger" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["jobs"][0]["job"])')
+gatos findings "$scan_job" --repo "$ledger"
+gatos findings "$scan_job" --repo "$ledger" --json | python3 -c '
+import json, sys
+f = json.load(sys.stdin)["findings"]
+assert len(f) == 1 and f[0]["rule"] == "aws-access-token" and f[0]["path"] == "deploy.env", f
+' || { echo "run.sh: the scan job did not find the planted key" >&2; exit 1; }
+echo "  scanned commit (result trailer): $(git --git-dir "$ledger" log -1 --format=%B "refs/gatos/jobs/${scan_job#blake3:}/result" | sed -n 's/^Input-Commit: //p')"
+ids+=("$scan_job")
 
 echo "== verify every result offline"
 if gatos verify --help >/dev/null 2>&1; then

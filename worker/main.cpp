@@ -17,6 +17,7 @@ namespace {
 constexpr char kUsage[] =
     "usage: gatos-worker run --nats URL --key KEY --ledger-key FILE --state-dir DIR [--concurrency N]\n"
     "                        [--sandbox auto|require|off] [--ro-bind PATH]... [--name NAME]\n"
+    "                        [--local-inputs DIR]... [--credentials FILE]\n"
     "       gatos-worker status --state-dir DIR [--json]\n"
     "\n"
     "run      takes jobs from gatosd (JetStream consumer gatos-workers on\n"
@@ -39,6 +40,15 @@ constexpr char kUsage[] =
     "         shipped with the worker (gatos-scan) on their PATH. Only scan\n"
     "         jobs (command gatos-scan) see the scan state (DIR/scan, as\n"
     "         GATOS_STATE_DIR); no other job can read or write it.\n"
+    "         Git inputs (docs/inputs.md): before a job starts, the worker fetches\n"
+    "         each repository its manifest declares ({kind: git, url, ref|commit})\n"
+    "         into DIR/inputs, outside the sandbox, and shows it to the job\n"
+    "         read-only at /gatos/inputs/<n> ($GATOS_INPUT_<n>, with\n"
+    "         $GATOS_INPUT_<n>_COMMIT); the job needs no network.\n"
+    "         --local-inputs DIR: local repositories (absolute paths, file://\n"
+    "         URLs) may be inputs when they are under DIR (repeatable; default:\n"
+    "         none). --credentials FILE: per URL prefix, a token file or an SSH\n"
+    "         key the worker fetches with; jobs never see them.\n"
     "         SIGINT/SIGTERM: stop taking jobs, let\n"
     "         running ones finish (10 s), then stop.\n"
     "status   queue depth, leases, retries, dead letters and ONE lifecycle state\n"
@@ -55,6 +65,7 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
     specs.push_back({"json", 0, false});
   } else {
     specs.insert(specs.end(), {{"nats"}, {"ledger"}, {"key"}, {"ledger-key"}, {"ro-bind", 0, true, true}, {"name"},
+                               {"local-inputs", 0, true, true}, {"credentials"},
                                {"concurrency"}, {"sandbox"}, {"nats-ca"}});
   }
   auto usage = [&cmd](const std::string& message) {
@@ -86,6 +97,8 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   opts.key_path = flags.GetOr("key", "");
   opts.ledger_key_path = flags.GetOr("ledger-key", "");
   opts.ro_binds = flags.GetAll("ro-bind");
+  opts.local_inputs = flags.GetAll("local-inputs");
+  opts.credentials_path = flags.GetOr("credentials", "");
   opts.name = flags.GetOr("name", "");
   std::string sandbox = "auto";
   if (!flags.GetInt("concurrency", 1, 256, &opts.concurrency) ||

@@ -33,6 +33,8 @@
 #include "gatos/encoding.h"
 #include "gatos/exec.h"
 #include "gatos/grant.h"
+#include "gatos/input_credentials.h"
+#include "gatos/inputs.h"
 #include "gatos/job_stream.h"
 #include "gatos/keys.h"
 #include "gatos/log.h"
@@ -119,6 +121,7 @@ struct Job {
   std::string ws;       // the runner slot's directory: work/ (HOME) and out/
   std::atomic<bool> cancel{false};
   std::atomic<bool> stale{false};  // the lease was lost: stop, report nothing
+  std::atomic<bool> halt{false};   // any Stop(): ends an input fetch too
   std::mutex mu;
   Execution* exec = nullptr;  // guarded by mu; set while the command runs
   // The renewer's (guarded by the renewer's mutex).
@@ -127,6 +130,7 @@ struct Job {
   int failures = 0;
 
   void Stop() {
+    halt = true;
     std::lock_guard<std::mutex> l(mu);
     if (exec) exec->Stop();
   }
@@ -208,6 +212,8 @@ class Worker {
     } else {
       Log("WARNING: jobs run UNSANDBOXED (--sandbox off)");
     }
+
+    if (Status s = CreateInputResolver(); !s.ok()) return Fail(s.message());
 
     // Connected as the worker's own key: the server lets it claim and report,
     // and nothing else; replies come back on an inbox only it can read.
@@ -307,6 +313,65 @@ class Worker {
     // Before SetLogProgram the line still names the program (the binary's name).
     Log(m);
     return 1;
+  }
+
+  // Git inputs are fetched into <state>/inputs with the credentials file
+  // named by --credentials (read now; the secrets stay in their files).
+  Status CreateInputResolver() {
+    InputResolverOptions io;
+    std::error_code ec;
+    io.cache_dir = fs::absolute(opts_.state_dir + "/inputs", ec).lexically_normal().string();
+    io.local_roots = opts_.local_inputs;
+    // Never an input: the worker's own state (keys, outbox, other jobs'
+    // private mirrors) and its key file.
+    io.forbidden_roots = {fs::absolute(opts_.state_dir, ec).lexically_normal().string(),
+                          fs::absolute(opts_.key_path, ec).lexically_normal().string()};
+    if (!opts_.credentials_path.empty()) {
+      auto creds = LoadInputCredentialsFile(opts_.credentials_path);
+      if (!creds.ok()) return Status(creds.status().code(), "--credentials: " + creds.status().message());
+      for (const auto& w : creds->warnings()) Log("warning: --credentials: " + w);
+      Log("git input credentials: " + std::to_string(creds->entries().size()) + " URL prefix(es) from " +
+          opts_.credentials_path);
+      io.credentials = std::move(*creds);
+    }
+    auto resolver = InputResolver::Create(std::move(io));
+    if (!resolver.ok()) return resolver.status();
+    resolver_ = std::move(*resolver);
+    return OkStatus();
+  }
+
+  // Fetches the job's git inputs before it starts (the lease is renewed
+  // meanwhile). Failures become the job's `failed` result: a permanent one
+  // (not found, authentication refused, ref or commit missing, a refused
+  // url) at once; a transient one after a few attempts with backoff, saying
+  // so, so that the ledger's retry policy (PROTOCOL section 12) may run it
+  // again later.
+  bool ResolveInputs(const std::shared_ptr<Job>& job, const std::vector<GitInput>& inputs,
+                     std::vector<ResolvedInput>* resolved, Poe* poe) {
+    InputRetryPolicy policy;
+    policy.deadline_ms = SystemNowMs() + std::max<int64_t>(60000, job->grant.lease.lease_ms * 4);
+    Renewing(job, true);
+    if (job->cancel || job->stale || shutting_down_) job->halt = true;
+    InputResolution res = resolver_->ResolveAll(inputs, policy, &job->halt, [&](const std::string& m) {
+      Log("job " + Short(job->hex) + ": " + m);
+    });
+    Renewing(job, false);
+    *resolved = std::move(res.inputs);
+    poe->inputs = PoeInputsOf(*resolved);
+    if (res.status.ok()) {
+      for (const ResolvedInput& r : *resolved) {
+        Log("job " + Short(job->hex) + ": input " + std::to_string(r.input.index) + " at " + Short(r.commit));
+      }
+      return true;
+    }
+    if (res.status.code() == StatusCode::kAborted) return false;  // the caller sees why
+    const bool transient = IsTransientInputError(res.status);
+    poe->status = "failed";
+    poe->reason = TruncateUtf8(res.status.message() + (transient ? " [transient: may succeed when retried]"
+                                                                   : " [permanent: not retried by the worker]"),
+                               2000);
+    Log("job " + Short(job->hex) + ": " + poe->reason);
+    return false;
   }
 
   int Active() {
@@ -581,52 +646,28 @@ class Worker {
       poe.reason = "cancelled by the ledger before it started";
     } else {
       bool scan = IsScanJob(*manifest);
-      ExecSpec spec;
-      spec.argv = manifest->command;
-      if (scan) spec.argv[0] = self_dir_ + "/gatos-scan";
-      spec.argv.insert(spec.argv.end(), manifest->args.begin(), manifest->args.end());
-      spec.env = manifest->env.value_or(std::map<std::string, std::string>{});
-      if (scan) std::erase_if(spec.env, [](const auto& kv) { return LoaderVariable(kv.first); });
-      // Programs shipped with the worker (gatos-scan) are found by name;
-      // a manifest that sets PATH decides for itself.
-      if (!spec.env.count("PATH")) spec.env["PATH"] = self_dir_ + ":/usr/local/bin:/usr/bin:/bin";
-      spec.binds = JobBinds(scan);
-      spec.workspace = job->ws + "/work";  // empty: ResetSlot
-      spec.cwd = manifest->cwd.value_or("");
-      spec.output_dir = job->ws + "/out";
-      spec.timeout_ms = manifest->timeout_seconds * 1000;
-      spec.kill_grace_ms = opts_.kill_grace_ms;
-      spec.output_cap_bytes = static_cast<size_t>(poe.stdout_cap);
-      spec.sandbox = opts_.sandbox;
-      spec.allow_network = lease.allow_network;
-      spec.extra_env = {{"GATOS_JOB_ID", "blake3:" + job->hex}, {"GATOS_LEASE_EPOCH", std::to_string(job->epoch)}};
-      auto started = launcher_->Start(spec);
-      if (!started.ok()) {
-        poe.status = "failed";  // Permanent: the command cannot start
-        poe.reason = started.status().message();
-      } else {
-        std::unique_ptr<Execution> exec = std::move(*started);
-        {
-          std::lock_guard<std::mutex> l(job->mu);
-          job->exec = exec.get();
+      std::vector<ResolvedInput> resolved;
+      auto git_inputs = GitInputs(*manifest);
+      bool inputs_ok = true;
+      if (!git_inputs.ok()) {
+        poe.status = "failed";  // Permanent: the ledger accepted it, but this worker cannot read its inputs
+        poe.reason = "the job's inputs cannot be read: " + git_inputs.status().message();
+        inputs_ok = false;
+      } else if (!git_inputs->empty()) {
+        inputs_ok = ResolveInputs(job, *git_inputs, &resolved, &poe);
+        if (!inputs_ok && poe.status.empty()) {  // stopped while fetching
+          if (job->stale || !job->cancel) {
+            Log(job->stale ? "job " + Short(job->hex) + ": lease lost while fetching its inputs; discarded"
+                           : "job " + Short(job->hex) + ": stopped by shutdown while fetching its inputs");
+            Abandon(*job);
+            return;
+          }
+          poe.status = "aborted";
+          poe.reason = "cancelled by the ledger while its inputs were fetched";
         }
-        Renewing(job, true);
-        if (job->cancel || job->stale || shutting_down_) exec->Stop();  // arrived before exec was set
-        Result<ExecResult> result = exec->Wait();
-        Renewing(job, false);
-        {
-          std::lock_guard<std::mutex> l(job->mu);
-          job->exec = nullptr;
-        }
-        if (job->stale || (result.ok() && result->stopped && !job->cancel)) {
-          // StaleOwner (stop at once, discard, write nothing), or stopped by shutdown.
-          Log(job->stale ? "job " + Short(job->hex) + ": lease lost (stale owner); its run was discarded"
-                         : "job " + Short(job->hex) + ": stopped by shutdown; its lease will run out");
-          Abandon(*job);
-          return;
-        }
-        FillFromExec(result, job->cancel, &poe, &files);
       }
+      if (inputs_ok) RunCommand(job, *manifest, scan, resolved, &poe, &files);
+      if (poe.status.empty()) return;  // abandoned (stale lease or shutdown)
     }
     if (poe.finished_at.empty()) poe.finished_at = FormatRfc3339Millis(SystemNowMs());
     if (files.empty()) files = {{"stdout", ""}, {"stderr", ""}};
@@ -637,6 +678,63 @@ class Worker {
       to_report_.push_back(std::move(f));
     }
     report_cv_.notify_one();
+  }
+
+  // Runs the job's command and fills `poe` and `files` from how it ended;
+  // leaves poe->status empty when the run was abandoned (its lease was lost,
+  // or the worker is shutting down).
+  void RunCommand(const std::shared_ptr<Job>& job, const Manifest& m, bool scan,
+                  const std::vector<ResolvedInput>& inputs, Poe* poe_out, std::vector<ResultFile>* files) {
+    Poe& poe = *poe_out;
+    const LeaseCommitInfo& lease = job->grant.lease;
+    ExecSpec spec;
+    spec.argv = m.command;
+    if (scan) spec.argv[0] = self_dir_ + "/gatos-scan";
+    spec.argv.insert(spec.argv.end(), m.args.begin(), m.args.end());
+    spec.env = m.env.value_or(std::map<std::string, std::string>{});
+    if (scan) std::erase_if(spec.env, [](const auto& kv) { return LoaderVariable(kv.first); });
+    // Programs shipped with the worker (gatos-scan) are found by name;
+    // a manifest that sets PATH decides for itself.
+    if (!spec.env.count("PATH")) spec.env["PATH"] = self_dir_ + ":/usr/local/bin:/usr/bin:/bin";
+    spec.binds = JobBinds(scan);
+    spec.workspace = job->ws + "/work";  // empty: ResetSlot
+    spec.cwd = m.cwd.value_or("");
+    spec.output_dir = job->ws + "/out";
+    spec.timeout_ms = m.timeout_seconds * 1000;
+    spec.kill_grace_ms = opts_.kill_grace_ms;
+    spec.output_cap_bytes = static_cast<size_t>(poe.stdout_cap);
+    spec.sandbox = opts_.sandbox;
+    spec.allow_network = lease.allow_network;
+    spec.extra_env = {{"GATOS_JOB_ID", "blake3:" + job->hex}, {"GATOS_LEASE_EPOCH", std::to_string(job->epoch)}};
+    // Each fetched repository, read-only at /gatos/inputs/<n> ($GATOS_INPUT_<n>).
+    ExposeInputs(inputs, &spec);
+    auto started = launcher_->Start(spec);
+    if (!started.ok()) {
+      poe.status = "failed";  // Permanent: the command cannot start
+      poe.reason = started.status().message();
+    } else {
+      std::unique_ptr<Execution> exec = std::move(*started);
+      {
+        std::lock_guard<std::mutex> l(job->mu);
+        job->exec = exec.get();
+      }
+      Renewing(job, true);
+      if (job->cancel || job->stale || shutting_down_) exec->Stop();  // arrived before exec was set
+      Result<ExecResult> result = exec->Wait();
+      Renewing(job, false);
+      {
+        std::lock_guard<std::mutex> l(job->mu);
+        job->exec = nullptr;
+      }
+      if (job->stale || (result.ok() && result->stopped && !job->cancel)) {
+        // StaleOwner (stop at once, discard, write nothing), or stopped by shutdown.
+        Log(job->stale ? "job " + Short(job->hex) + ": lease lost (stale owner); its run was discarded"
+                       : "job " + Short(job->hex) + ": stopped by shutdown; its lease will run out");
+        Abandon(*job);
+        return;
+      }
+      FillFromExec(result, job->cancel, &poe, files);
+    }
   }
 
   void Abandon(const Job& job) {
@@ -788,6 +886,7 @@ class Worker {
       p.started_at = poe.started_at;
       p.finished_at = poe.finished_at;
       p.subjects = SubjectsForFiles(files);
+      p.inputs = poe.inputs;  // resolvedDependencies: the commits the job was shown
       auto envelope = BuildProvenanceEnvelope(p, *key_);
       if (envelope.ok()) {
         files.push_back({kProvenanceFileName, *envelope, false});
@@ -1122,6 +1221,7 @@ class Worker {
   int64_t outbox_soft_cap_ = 0;
   bool outbox_full_logged_ = false;
   std::unique_ptr<JobLauncher> launcher_;
+  std::unique_ptr<InputResolver> resolver_;
 
   // Claimed jobs: mu_ guards running_, ready_, active_ and the stop flags.
   std::mutex mu_;

@@ -43,6 +43,11 @@ struct WorkerOptions {
   ExecSpec::Sandbox sandbox = ExecSpec::Sandbox::kAuto;
   int64_t kill_grace_ms = 2000;
   std::vector<std::string> ro_binds;  // host paths jobs may read in the sandbox (e.g. repositories to scan)
+  // Git inputs (docs/inputs.md): the credentials file (per URL prefix; ""
+  // = none) and the directories local repositories may be inputs from
+  // (none: local repositories are refused).
+  std::string credentials_path;
+  std::vector<std::string> local_inputs;
   std::string name;  // for logs and the NATS connection; default: worker-<key prefix>
 };
 

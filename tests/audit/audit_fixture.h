@@ -68,6 +68,8 @@ struct RunSpec {
   bool accept = true;
   // Renewals before the result.
   int renewals = 0;
+  // Git inputs the worker says it resolved (poe.json and the provenance).
+  std::vector<PoeInput> inputs = {};
 };
 
 inline ResultBuildInput MakeInput(const LedgerFixture& f, const JobRun& r,
@@ -117,6 +119,7 @@ inline std::string ProvenanceFor(const ResultBuildInput& in, const std::string& 
   p.started_at = in.poe.started_at;
   p.finished_at = in.poe.finished_at;
   p.subjects = SubjectsForFiles(in.files);
+  p.inputs = in.poe.inputs;
   auto env = BuildProvenanceEnvelope(p, w);
   EXPECT_TRUE(env.ok()) << env.status().message();
   return env.ok() ? *env : "";
@@ -131,6 +134,7 @@ inline void AddProvenance(ResultBuildInput* in, const std::string& yaml,
 // Builds (and unless spec.accept is false, has the ledger accept) a result.
 inline JobRun BuildAndAccept(LedgerFixture& f, JobRun r, const Ed25519PrivateKey& w, const RunSpec& spec) {
   r.input = MakeInput(f, r, w, spec.status);
+  r.input.poe.inputs = spec.inputs;
   if (spec.provenance) AddProvenance(&r.input, spec.yaml, w);
   auto built = BuildResult(r.input, w);
   EXPECT_TRUE(built.ok()) << built.status().message();

@@ -254,6 +254,92 @@ TEST(AuditGenuineTest, ExtraAllowedSignersAndTrustedProgramsFiles) {
 
 // ------------------------------------------------------------ tamper corpus
 
+// A scan job whose manifest pins one repository and names another by ref.
+std::string InputsYaml(int n) {
+  return Yaml(n) + "inputs:\n  - {kind: git, url: /srv/a, commit: " + std::string(40, 'a') +
+         "}\n  - {kind: blobptr, hash: x}\n  - {kind: git, url: \"https://h/b\", ref: main}\n";
+}
+
+std::vector<PoeInput> ResolvedInputs() {
+  return {{0, "/srv/a", "", std::string(40, 'a')}, {2, "https://h/b", "main", std::string(40, 'b')}};
+}
+
+TEST(AuditInputsTest, ResolvedCommitsAreReportedAndChecked) {
+  LedgerFixture f;
+  auto l = f.Open();
+  JobRun run = RunJob(f, f.w1, {.yaml = InputsYaml(1), .inputs = ResolvedInputs()});
+  auto rep = VerifyJob(*l, run.job_hex, {});
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_TRUE(rep->ok()) << rep->first_failure()->name << ": " << rep->first_failure()->detail;
+  EXPECT_EQ(rep->inputs, ResolvedInputs());
+  const ResultCheck* c = FindCheck(*rep, "inputs");
+  ASSERT_NE(c, nullptr);
+  EXPECT_NE(c->detail.find("https://h/b at " + std::string(40, 'b')), std::string::npos) << c->detail;
+  nlohmann::json j = AuditReportToJson(*rep);
+  EXPECT_EQ(j["inputs"][1]["commit"], std::string(40, 'b'));
+  // The provenance names the same commits.
+  std::string env = *l->ReadFileAtCommit(run.built.commit_id, kProvenanceFileName, kMaxEnvelopeBytes);
+  auto st = VerifyProvenanceEnvelope(env, f.w1.public_key());
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(st->inputs, ResolvedInputs());
+  EXPECT_EQ(st->job_commit, run.job_commit);
+}
+
+TEST(AuditInputsTest, ACommitOtherThanThePinnedOneFails) {
+  LedgerFixture f;
+  auto l = f.Open();
+  std::vector<PoeInput> wrong = ResolvedInputs();
+  wrong[0].commit = std::string(40, 'c');
+  JobRun run = RunJob(f, f.w1, {.yaml = InputsYaml(1), .inputs = wrong});
+  auto rep = VerifyJob(*l, run.job_hex, {});
+  ASSERT_TRUE(rep.ok());
+  ASSERT_NE(rep->first_failure(), nullptr);
+  EXPECT_EQ(rep->first_failure()->name, "inputs");
+  EXPECT_NE(rep->first_failure()->detail.find("job.yaml pins " + std::string(40, 'a')),
+            std::string::npos)
+      << rep->first_failure()->detail;
+}
+
+TEST(AuditInputsTest, AJobThatRanWithoutAnInputFails) {
+  LedgerFixture f;
+  auto l = f.Open();
+  JobRun run = RunJob(f, f.w1, {.yaml = InputsYaml(1), .inputs = {ResolvedInputs()[0]}});
+  auto rep = VerifyJob(*l, run.job_hex, {});
+  ASSERT_TRUE(rep.ok());
+  ASSERT_NE(rep->first_failure(), nullptr);
+  EXPECT_EQ(rep->first_failure()->detail, "the job ran but poe.json records 1 of 2 git inputs");
+  // A job that failed before it ran (an input could not be fetched) may
+  // record fewer: that is the failure's story, not tampering.
+  JobRun early = RunJob(f, f.w1, {.yaml = InputsYaml(2), .status = "aborted",
+                                  .inputs = {ResolvedInputs()[0]}});
+  auto ok = VerifyJob(*l, early.job_hex, {});
+  ASSERT_TRUE(ok.ok());
+  EXPECT_TRUE(ok->ok()) << ok->first_failure()->detail;
+}
+
+TEST(AuditInputsTest, ProvenanceInputsThatDifferFromThePoeFail) {
+  LedgerFixture f;
+  auto l = f.Open();
+  JobRun r;
+  std::tie(r.job_commit, r.job_hex) = SubmitPair(f, InputsYaml(1));
+  ASSERT_TRUE(ClaimInto(f, r.job_hex, f.w1, &r.grant).ok());
+  r.input = MakeInput(f, r, f.w1, "succeeded");
+  // The provenance says one commit, poe.json another.
+  r.input.poe.inputs = ResolvedInputs();
+  r.input.poe.inputs[1].commit = std::string(40, 'd');
+  std::string env = ProvenanceFor(r.input, InputsYaml(1), f.w1);
+  r.input.poe.inputs = ResolvedInputs();
+  r.input.files.push_back({kProvenanceFileName, env});
+  auto built = BuildResult(r.input, f.w1);
+  ASSERT_TRUE(built.ok());
+  ASSERT_TRUE(f.Report(built->objects, built->commit_id).outcome.ok());
+  auto rep = VerifyJob(*l, r.job_hex, {});
+  ASSERT_TRUE(rep.ok());
+  ASSERT_NE(rep->first_failure(), nullptr);
+  EXPECT_EQ(rep->first_failure()->name, "provenance");
+  EXPECT_NE(rep->first_failure()->detail.find("resolvedDependencies"), std::string::npos);
+}
+
 TEST(AuditTamperTest, ChangedStdoutByte) {
   Corpus c;
   auto files = FilesWithPoe(c.a);

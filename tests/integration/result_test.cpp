@@ -217,5 +217,27 @@ TEST(ResultTest, CheckFindsTamperingInTheBatch) {
   EXPECT_EQ(rep.checks.back().name, "commit_signature");
 }
 
+TEST(ResultTest, InputCommitTrailersNameTheInputsAndMustAgreeWithPoe) {
+  LedgerFixture f;
+  Claimed c = SubmitAndClaim(f, f.w1);
+  ResultBuildInput in = Input(f, c, f.w1);
+  const std::string c0(40, 'a'), c1(40, 'b');
+  in.poe.inputs = {{0, "/srv/repos/app", "HEAD", c0}, {1, "https://git.example.com/lib", "", c1}};
+  auto built = BuildResult(in, f.w1);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  const std::string& commit = built->objects[0].data;
+  EXPECT_NE(commit.find("Input-Commit: 0 " + c0 + "\nInput-Commit: 1 " + c1 + "\n"), std::string::npos) << commit;
+  std::vector<GitObject> objs = built->objects;
+  ResultReport ok = CheckResultCommit(BatchLookup(&objs, nullptr), objs[0].id);
+  EXPECT_EQ(ok.first_failure(), nullptr) << ok.first_failure()->detail;
+  // A trailer that disagrees with poe.json is refused.
+  std::string& data = objs[0].data;
+  data.replace(data.find("Input-Commit: 1 " + c1), 16 + 40, "Input-Commit: 1 " + std::string(40, 'c'));
+  objs[0].id = GitObjectId(ObjectType::kCommit, data);
+  ResultReport bad = CheckResultCommit(BatchLookup(&objs, nullptr), objs[0].id);
+  ASSERT_NE(bad.first_failure(), nullptr);
+  EXPECT_EQ(bad.first_failure()->name, "poe_matches_trailers");
+}
+
 }  // namespace
 }  // namespace gatos

@@ -133,6 +133,64 @@ TEST_F(SchemaTest, ParserAndSchemaAgreeOnRejections) {
   }
 }
 
+TEST_F(SchemaTest, GitInputsAgreeWithTheParser) {
+  const std::string sha(40, 'a');
+  const std::vector<nlohmann::json> good = {
+      {{"kind", "git"}, {"url", "https://git.example.com/team/app"}, {"ref", "main"}},
+      {{"kind", "git"}, {"url", "/srv/r"}, {"commit", sha}},
+      {{"kind", "git"}, {"url", "git@host:team/r.git"}, {"ref", "HEAD"}, {"commit", sha}, {"nonce", "n"}},
+      {{"kind", "blobptr"}, {"anything", 1}},
+  };
+  const std::vector<nlohmann::json> bad = {
+      {{"kind", "git"}, {"url", "/srv/r"}},
+      {{"kind", "git"}, {"url", "https://u:p@h/r"}, {"ref", "main"}},
+      {{"kind", "git"}, {"url", "ext::sh -c x"}, {"ref", "main"}},
+      {{"kind", "git"}, {"url", "-oProxyCommand=x"}, {"ref", "main"}},
+      {{"kind", "git"}, {"url", "https://h/r?token=x"}, {"ref", "main"}},
+      {{"kind", "git"}, {"url", "/r"}, {"ref", "a..b"}},
+      {{"kind", "git"}, {"url", "/r"}, {"ref", "refs/heads/*"}},
+      {{"kind", "git"}, {"url", "/r"}, {"commit", "ABC"}},
+      {{"kind", "git"}, {"url", "/r"}, {"ref", "main"}, {"branch", "x"}},
+  };
+  std::vector<nlohmann::json> docs;
+  for (const auto* set : {&good, &bad}) {
+    for (const auto& input : *set) {
+      nlohmann::json doc = {{"command", {"x"}}, {"args", nlohmann::json::array()}, {"timeout", 1},
+                            {"inputs", {input}}};
+      // The parser decides the same way as the schema.
+      EXPECT_EQ(ParseManifest(doc.dump(), "job.json").ok(), set == &good) << doc.dump();
+      docs.push_back(doc);
+    }
+  }
+  std::vector<std::string> results = ValidateAll("job_manifest.schema.json", docs);
+  for (size_t i = 0; i < docs.size(); ++i) {
+    if (i < good.size()) {
+      EXPECT_EQ(results[i], "valid") << docs[i].dump();
+    } else {
+      EXPECT_EQ(results[i].rfind("invalid: ", 0), 0u) << docs[i].dump() << " -> " << results[i];
+    }
+  }
+}
+
+TEST_F(SchemaTest, ProofOfExecutionEnvelopeWithInputs) {
+  nlohmann::json poe = SamplePoe();
+  poe["inputs"] = {{{"index", 0}, {"url", "/srv/r"}, {"ref", "main"}, {"commit", std::string(40, 'a')}},
+                   {{"index", 1}, {"url", "https://h/r"}, {"commit", std::string(64, 'b')}}};
+  Result<Poe> parsed = ParsePoe(*CanonicalJson(poe));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  ASSERT_EQ(parsed->inputs.size(), 2u);
+  nlohmann::json bad_commit = poe;
+  bad_commit["inputs"][0]["commit"] = "main";
+  nlohmann::json extra = poe;
+  extra["inputs"][0]["secret"] = "x";
+  std::vector<std::string> results = ValidateAll("proof_of_execution_envelope.schema.json", {poe, bad_commit, extra});
+  EXPECT_EQ(results[0], "valid");
+  EXPECT_EQ(results[1].rfind("invalid: ", 0), 0u) << results[1];
+  EXPECT_EQ(results[2].rfind("invalid: ", 0), 0u) << results[2];
+  EXPECT_FALSE(ParsePoe(*CanonicalJson(bad_commit)).ok());
+  EXPECT_FALSE(ParsePoe(*CanonicalJson(extra)).ok());
+}
+
 TEST_F(SchemaTest, ProofOfExecutionEnvelope) {
   const nlohmann::json poe = SamplePoe();
   ASSERT_TRUE(CanonicalJson(poe).ok());

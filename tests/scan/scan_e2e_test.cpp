@@ -418,6 +418,43 @@ TEST_F(ScanE2E, RunsLikeAWorkerJobWithEnvironmentAndGeneratedKey) {
   EXPECT_EQ(r.err.find(HexEncode(key->data(), key->size())), std::string::npos);
 }
 
+TEST_F(ScanE2E, InputModeScansTheFetchedCommitInPlace) {
+  const std::string gh = mk_.GithubPat();
+  const std::string c1 = Commit({{"a.txt", gh + "\n"}}, "c1");
+  const std::string aws = mk_.Aws();
+  Commit({{"b.txt", aws + "\n"}}, "c2");  // after the input's commit: not scanned
+  // What the worker shows a job: a bare mirror and the variables naming it.
+  const std::string mirror = tmp_.Join("mirror.git");
+  ASSERT_EQ(Exec({"git", "clone", "-q", "--bare", src_, mirror}).exit_code, 0);
+  RunOptions o;
+  o.env = {{"GATOS_OUTPUT_DIR", out_}, {"GATOS_STATE_DIR", state_}, {"GATOS_INPUTS", "0"},
+           {"GATOS_INPUT_0", mirror}, {"GATOS_INPUT_0_COMMIT", c1}, {"GATOS_INPUT_0_URL", src_ + "/"},
+           {"GATOS_INPUT_0_REF", "main"}};
+  // No --repo, one input: that input.
+  RunResult r = Exec({BinaryPath("gatos-scan"), "--fingerprint-key", key_file_, "--json"}, o);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json summary = json::parse(ReadFile(out_ + "/summary.json"));
+  EXPECT_EQ(summary["status"], "complete");
+  EXPECT_EQ(summary["repo"], "file://" + src_) << summary.dump();
+  EXPECT_EQ(summary["refs"][0]["tip"], c1) << summary.dump();
+  EXPECT_EQ(summary["refs"][0]["ref"], "main");
+  const std::string findings = ReadFile(out_ + "/findings.jsonl");
+  EXPECT_NE(findings.find(Fingerprint(key_, gh)), std::string::npos) << findings;
+  EXPECT_EQ(findings.find(Fingerprint(key_, aws)), std::string::npos) << findings;
+  EXPECT_FALSE(fs::exists(state_ + "/mirrors")) << "an input needs no mirror of the scanner's own";
+  // Misuse is explained.
+  RunResult missing = Exec({BinaryPath("gatos-scan"), "--input", "1", "--fingerprint-key", key_file_}, o);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("this job has no git input 1"), std::string::npos) << missing.err;
+  RunResult with_ref =
+      Exec({BinaryPath("gatos-scan"), "--input", "0", "--ref", "main", "--fingerprint-key", key_file_}, o);
+  EXPECT_EQ(with_ref.exit_code, 2);
+  RunResult both = Exec({BinaryPath("gatos-scan"), "--input", "0", "--repo", src_}, o);
+  EXPECT_EQ(both.exit_code, 2);
+  RunResult bad = Exec({BinaryPath("gatos-scan"), "--input", "x"}, o);
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
 TEST_F(ScanE2E, SarifListsEveryFindingWithRuleMetadataAndNoSecret) {
   BuildStandardRepo();
   ScanRun s = Scan({});

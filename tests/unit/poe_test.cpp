@@ -71,5 +71,33 @@ TEST(PoeTest, FieldChecksNameTheField) {
   EXPECT_EQ(SerializePoe(p).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(PoeTest, ResolvedInputsAreSignedAndOptional) {
+  // Without inputs poe.json has no "inputs" key: earlier envelopes are unchanged.
+  EXPECT_EQ(SerializePoe(Sample())->find("\"inputs\""), std::string::npos);
+  Poe p = Sample();
+  p.inputs = {{0, "https://git.example.com/app", "main", std::string(40, 'e')},
+              {2, "/srv/r", "", std::string(64, 'f')}};
+  auto bytes = SerializePoe(p);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  EXPECT_NE(bytes->find(R"("inputs":[{"commit":")" + std::string(40, 'e') +
+                        R"(","index":0,"ref":"main","url":"https://git.example.com/app"},{"commit":")"),
+            std::string::npos)
+      << *bytes;
+  auto back = ParsePoe(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->inputs, p.inputs);
+
+  p.inputs[1].commit = "HEAD";
+  EXPECT_NE(SerializePoe(p).status().message().find("inputs[1].commit"), std::string::npos);
+  p.inputs[1].commit = std::string(40, 'a');
+  p.inputs[1].index = 0;
+  EXPECT_NE(SerializePoe(p).status().message().find("inputs[1].index"), std::string::npos);
+  // An empty ref is written by leaving the key out; "ref":"" is not canonical.
+  std::string with_empty_ref = *bytes;
+  const std::string tail = R"("url":"/srv/r"})";
+  with_empty_ref.insert(with_empty_ref.find(tail), R"("ref":"",)");
+  EXPECT_EQ(ParsePoe(with_empty_ref).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gatos

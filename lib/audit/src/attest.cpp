@@ -6,6 +6,7 @@
 #include "gatos/blake3.h"
 #include "gatos/canonical_json.h"
 #include "gatos/encoding.h"
+#include "gatos/git_input.h"
 #include "gatos/lease.h"
 #include "gatos/poe.h"
 #include "gatos/sha256.h"
@@ -267,11 +268,29 @@ Result<std::string> BuildProvenanceStatement(const ProvenanceInput& in) {
           {"version", in.runner_version},
           {"platform", in.runner_platform}}}}},
   };
+  json deps = json::array();
   if (!in.job_commit.empty()) {
-    build_definition["resolvedDependencies"] =
-        json::array({{{"uri", "gatos:refs/gatos/jobs/" + job_hex + "/job"},
-                      {"digest", {{"gitCommit", in.job_commit}}}}});
+    deps.push_back({{"uri", "gatos:refs/gatos/jobs/" + job_hex + "/job"},
+                    {"digest", {{"gitCommit", in.job_commit}}}});
   }
+  for (size_t i = 0; i < in.inputs.size(); ++i) {
+    const PoeInput& d = in.inputs[i];
+    const std::string where = "inputs[" + std::to_string(i) + "]";
+    if (d.index < 0 || (i > 0 && d.index <= in.inputs[i - 1].index)) {
+      return bad(where, "indexes must be >= 0 and increasing");
+    }
+    if (d.url.empty() || !IsGitCommitId(d.commit)) {
+      return bad(where, "expected a url and a 40 or 64 hex commit");
+    }
+    // The uri is for people and tools; annotations say the same unambiguously.
+    json annotations = {{"url", d.url}};
+    if (!d.ref.empty()) annotations["ref"] = d.ref;
+    deps.push_back({{"name", "inputs[" + std::to_string(d.index) + "]"},
+                    {"uri", "git+" + d.url + "@" + (d.ref.empty() ? d.commit : d.ref)},
+                    {"digest", {{"gitCommit", d.commit}}},
+                    {"annotations", std::move(annotations)}});
+  }
+  if (!deps.empty()) build_definition["resolvedDependencies"] = std::move(deps);
   json statement = {
       {"_type", kInTotoStatementType},
       {"subject", subjects},
@@ -362,12 +381,40 @@ Result<ProvenanceStatement> VerifyProvenanceEnvelope(std::string_view envelope_j
   if (bd->contains("resolvedDependencies")) {
     const json* deps = r.Array(*bd, "resolvedDependencies", "$.predicate.buildDefinition");
     GATOS_RETURN_IF_ERROR(r.status());
-    for (const json& d : *deps) {
+    const std::string job_uri =
+        out.job_id.size() > 7 ? "gatos:refs/gatos/jobs/" + out.job_id.substr(7) + "/job" : "";
+    for (size_t i = 0; i < deps->size(); ++i) {
+      const json& d = (*deps)[i];
+      const std::string path = "$.predicate.buildDefinition.resolvedDependencies[" +
+                               std::to_string(i) + "]";
       if (!d.is_object() || !d.contains("digest") || !d["digest"].is_object()) continue;
-      if (d["digest"].contains("gitCommit") && d["digest"]["gitCommit"].is_string()) {
-        out.job_commit = d["digest"]["gitCommit"].get<std::string>();
+      const json& digest = d["digest"];
+      if (d.contains("uri") && d["uri"] == job_uri) {
+        out.job_commit = r.String(digest, "gitCommit", path + ".digest");
+        continue;
       }
+      if (!d.contains("name") || !d["name"].is_string() ||
+          !d["name"].get<std::string>().starts_with("inputs[")) {
+        continue;  // a dependency of another kind: not ours to judge
+      }
+      const std::string name = d["name"].get<std::string>();
+      PoeInput in;
+      const std::string digits = name.substr(7, name.size() > 8 ? name.size() - 8 : 0);
+      if (!name.ends_with("]") || digits.empty() || digits.size() > 6 ||
+          digits.find_first_not_of("0123456789") != std::string::npos) {
+        r.Fail(path + ".name: \"" + name.substr(0, 40) + "\" is not inputs[<index>]");
+        break;
+      }
+      in.index = std::stoll(digits);
+      in.commit = r.String(digest, "gitCommit", path + ".digest");
+      const json* annotations = r.Object(d, "annotations", path);
+      GATOS_RETURN_IF_ERROR(r.status());
+      in.url = r.String(*annotations, "url", path + ".annotations");
+      if (annotations->contains("ref")) in.ref = r.String(*annotations, "ref", path + ".annotations");
+      GATOS_RETURN_IF_ERROR(r.status());
+      out.inputs.push_back(std::move(in));
     }
+    GATOS_RETURN_IF_ERROR(r.status());
   }
   const json* builder = r.Object(*rd, "builder", "$.predicate.runDetails");
   const json* meta = r.Object(*rd, "metadata", "$.predicate.runDetails");

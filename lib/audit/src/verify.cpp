@@ -151,7 +151,10 @@ struct Auditor::State {
     return "policy " + Short(e.commit) + " (" + TimeText(e.time_s) + ")";
   }
   Result<AuditReport> Verify(const std::string& job_hex);
-  void CheckResult(AuditReport* rep, const CommitInfo& job);
+  // `git_inputs`: the manifest's, or nullptr when it did not parse.
+  void CheckResult(AuditReport* rep, const CommitInfo& job,
+                   const std::vector<GitInput>* git_inputs);
+  void CheckInputs(AuditReport* rep, const Poe& poe, const std::vector<GitInput>& git_inputs);
   void CheckProvenance(AuditReport* rep, const ParsedResult& p);
 };
 
@@ -362,11 +365,59 @@ Result<AuditReport> Auditor::State::Verify(const std::string& job_hex) {
     return rep;
   }
   rep.has_result = true;
-  CheckResult(&rep, *job);
+  std::optional<std::vector<GitInput>> git_inputs;
+  if (manifest.ok()) {
+    if (auto g = GitInputs(*manifest); g.ok()) git_inputs = std::move(*g);
+  }
+  CheckResult(&rep, *job, git_inputs ? &*git_inputs : nullptr);
   return rep;
 }
 
-void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job) {
+void Auditor::State::CheckInputs(AuditReport* rep, const Poe& poe,
+                                 const std::vector<GitInput>& git_inputs) {
+  rep->inputs = poe.inputs;
+  if (git_inputs.empty() && poe.inputs.empty()) return;
+  std::string problem;
+  size_t next = 0;  // both lists are in index order
+  for (const PoeInput& got : poe.inputs) {
+    while (next < git_inputs.size() && git_inputs[next].index < static_cast<size_t>(got.index)) {
+      ++next;
+    }
+    const GitInput* want = next < git_inputs.size() &&
+                                   git_inputs[next].index == static_cast<size_t>(got.index)
+                               ? &git_inputs[next]
+                               : nullptr;
+    const std::string where = "poe.json inputs[" + std::to_string(got.index) + "]";
+    if (!want) {
+      problem = where + " is not a git input of job.yaml";
+    } else if (got.url != want->url || got.ref != want->ref.value_or("")) {
+      problem = where + " names " + got.url.substr(0, 200) + " " + got.ref.substr(0, 80) +
+                ", but job.yaml's input is " + want->url.substr(0, 200) + " " +
+                want->ref.value_or("").substr(0, 80);
+    } else if (want->commit && got.commit != *want->commit) {
+      problem = where + " was commit " + got.commit + ", but job.yaml pins " + *want->commit;
+    }
+    if (!problem.empty()) break;
+  }
+  // A job that ran (it has an exit code or signal) was shown every input.
+  const bool ran = poe.exit_code || poe.signal;
+  if (problem.empty() && ran && poe.inputs.size() != git_inputs.size()) {
+    problem = "the job ran but poe.json records " + std::to_string(poe.inputs.size()) + " of " +
+              std::to_string(git_inputs.size()) + " git inputs";
+  }
+  std::string summary;
+  for (const PoeInput& in : poe.inputs) {
+    summary += (summary.empty() ? "" : ", ") + in.url.substr(0, 200) + " at " + in.commit;
+  }
+  rep->checks.push_back(
+      {"inputs", problem.empty(),
+       problem.empty() ? (summary.empty() ? "no input was resolved (" + poe.reason.substr(0, 200) + ")"
+                                          : "the job read " + summary)
+                       : problem});
+}
+
+void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job,
+                                 const std::vector<GitInput>* git_inputs) {
   auto add = [rep](const char* name, bool ok, std::string detail) {
     rep->checks.push_back({name, ok, std::move(detail)});
     return ok;
@@ -586,6 +637,7 @@ void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job) {
     add("attest_program", true, "not checked (no trusted programs list given)");
   }
 
+  if (git_inputs) CheckInputs(rep, p.poe, *git_inputs);
   CheckProvenance(rep, p);
 }
 
@@ -649,6 +701,10 @@ ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p, con
   differs("startedOn", st->started_at, poe.started_at);
   differs("finishedOn", st->finished_at, poe.finished_at);
   if (!st->job_commit.empty()) differs("job commit", st->job_commit, job_commit);
+  if (diff.empty() && st->inputs != poe.inputs) {
+    diff = "its resolvedDependencies name " + std::to_string(st->inputs.size()) +
+           " input commit(s) that differ from poe.json's " + std::to_string(poe.inputs.size());
+  }
   // Subjects: every tree file but poe.json and the envelope, same digests.
   std::vector<const PoeOutput*> files;
   for (const PoeOutput& o : p.tree_files) {
@@ -770,6 +826,10 @@ Result<std::set<std::string>> ParseTrustedPrograms(std::string_view text,
 }
 
 nlohmann::json AuditReportToJson(const AuditReport& r) {
+  nlohmann::json inputs = nlohmann::json::array();
+  for (const auto& in : r.inputs) {
+    inputs.push_back({{"index", in.index}, {"url", in.url}, {"ref", in.ref}, {"commit", in.commit}});
+  }
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& c : r.checks) {
     checks.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
@@ -785,6 +845,7 @@ nlohmann::json AuditReportToJson(const AuditReport& r) {
           {"claim_commit", r.claim_commit},
           {"policy_commit", r.policy_commit},
           {"worker_id", r.worker_id},
+          {"inputs", inputs},
           {"checks", checks}};
 }
 

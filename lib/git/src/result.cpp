@@ -202,6 +202,11 @@ Result<BuiltResult> BuildResult(const ResultBuildInput& in, const Ed25519Private
       {"Status", poe.status},
       {"Lease-Epoch", std::to_string(poe.lease_epoch)},
   };
+  // The commit each git input resolved to (also in poe.json), so that
+  // `git log` of the ledger says what a job read.
+  for (const PoeInput& in : poe.inputs) {
+    msg.trailers.push_back({"Input-Commit", std::to_string(in.index) + " " + in.commit});
+  }
   GATOS_ASSIGN_OR_RETURN(GitObject commit,
                          BuildCommitObject(tree, {in.job_commit, in.lease_commit}, FormatCommitMessage(msg),
                                            in.committer_name, in.committer_email, in.time_ms, &worker_key));
@@ -377,6 +382,15 @@ ResultReport CheckResultCommit(const ObjectLookup& lookup, const std::string& co
   else if (p.poe.lease_epoch != p.epoch) mismatch = "poe.json lease_epoch " + std::to_string(p.poe.lease_epoch) + " differs from Lease-Epoch " + t["Lease-Epoch"];
   else if (p.poe.status != p.status) mismatch = "poe.json status " + p.poe.status + " differs from Status " + p.status;
   else if (p.poe.runner_program != p.attest_program) mismatch = "poe.json runner.program differs from Attest-Program";
+  else {
+    // Input-Commit trailers, when present, say exactly what poe.json's inputs say.
+    std::vector<std::string> said, listed;
+    for (const Trailer& tr : msg->trailers) {
+      if (tr.key == "Input-Commit") said.push_back(tr.value);
+    }
+    for (const PoeInput& in : p.poe.inputs) listed.push_back(std::to_string(in.index) + " " + in.commit);
+    if (!said.empty() && said != listed) mismatch = "the Input-Commit trailers differ from poe.json inputs";
+  }
   add("poe_matches_trailers", mismatch.empty(), mismatch.empty() ? "poe.json agrees with the trailers" : mismatch);
 
   // 5. Tree files == PoE outputs.

@@ -13,6 +13,7 @@
 #include "gatos/blake3.h"
 #include "gatos/canonical_json.h"
 #include "gatos/encoding.h"
+#include "gatos/git_input.h"
 #include "gatos/yaml_tree.h"
 
 namespace gatos {
@@ -431,15 +432,66 @@ class Checker {
       return;
     }
     nlohmann::json inputs = nlohmann::json::array();
+    size_t git_inputs = 0;
     for (size_t i = 0; i < n.items.size(); ++i) {
       const std::string field = "inputs[" + std::to_string(i) + "]";
       if (n.items[i].kind != Kind::kMap) {
         Add(n.items[i], field, "is " + Describe(n.items[i]) + "; expected an object");
         continue;
       }
+      if (IsGitInput(n.items[i])) {
+        if (++git_inputs == kMaxGitInputs + 1) {
+          Add(n.items[i], field,
+              "is git input number " + std::to_string(git_inputs) + "; a job may declare at most " +
+                  std::to_string(kMaxGitInputs) + " (split the work into several jobs)");
+        }
+        inputs.push_back(CheckGitInput(n.items[i], field));
+        continue;
+      }
       inputs.push_back(ToJson(n.items[i], field));
     }
     *out = std::move(inputs);
+  }
+
+  // `kind: git` (plain or quoted) selects the strict rules of git_input.h;
+  // any other entry stays opaque data.
+  static bool IsGitInput(const YamlNode& entry) {
+    for (const auto& e : entry.entries) {
+      if (e.key.value == "kind") {
+        return e.value.kind == Kind::kScalar && e.value.value == kGitInputKind;
+      }
+    }
+    return false;
+  }
+
+  // Every field of a git input is a string position (a plain 40-digit commit
+  // id stays a string, never a number).
+  nlohmann::json CheckGitInput(const YamlNode& entry, const std::string& field) {
+    nlohmann::json o = nlohmann::json::object();
+    std::map<std::string, std::string> fields;
+    std::map<std::string, const YamlNode*> nodes;
+    for (const auto& e : entry.entries) {
+      const std::string& name = e.key.value;
+      const std::string sub = field + "." + name;
+      if (name != "kind" && name != "url" && name != "ref" && name != "commit" && name != "nonce") {
+        Add(e.key, sub, "unknown field of a git input; expected one of " +
+                            std::string(kGitInputFields));
+        continue;
+      }
+      std::string value;
+      if (!GetString(e.value, sub, &value)) continue;
+      o[name] = value;
+      if (name != "kind") {
+        fields[name] = std::move(value);
+        nodes[name] = &e.value;
+      }
+    }
+    for (const GitInputProblem& p : CheckGitInputFields(fields)) {
+      auto at = nodes.find(p.field);
+      const YamlNode& where = at == nodes.end() ? entry : *at->second;
+      Add(where, p.field.empty() ? field : field + "." + p.field, p.what);
+    }
+    return o;
   }
 
   // Opaque data: typed by YAML 1.2 core rules (or JSON's own), floats refused.
@@ -796,6 +848,8 @@ Status ValidateManifest(const Manifest& m, const ManifestLimits& limits) {
       }
       Result<std::string> c = CanonicalJson(*m.inputs);
       if (!c.ok()) add("inputs", c.status().message());
+      Result<std::vector<GitInput>> git = GitInputsOf(*m.inputs);
+      if (!git.ok()) errors.push_back(git.status().message());
     }
   }
   if (m.policy_root) add("policy_root", PolicyRootProblem(*m.policy_root));
@@ -804,6 +858,11 @@ Status ValidateManifest(const Manifest& m, const ManifestLimits& limits) {
   std::string joined;
   for (const auto& e : errors) joined += (joined.empty() ? "" : "\n") + e;
   return InvalidArgumentError(joined);
+}
+
+Result<std::vector<GitInput>> GitInputs(const Manifest& m) {
+  if (!m.inputs) return std::vector<GitInput>{};
+  return GitInputsOf(*m.inputs);
 }
 
 nlohmann::json ManifestCoreJson(const Manifest& m) {

@@ -5,6 +5,7 @@
 #include "gatos/blake3.h"
 #include "gatos/canonical_json.h"
 #include "gatos/encoding.h"
+#include "gatos/git_input.h"
 #include "gatos/lease.h"
 
 namespace gatos {
@@ -59,6 +60,20 @@ Status CheckFields(const Poe& p) {
     if (i > 0 && !(prev < o.path)) return InvalidArgumentError(where + ".path: outputs must be sorted by path without duplicates");
     prev = o.path;
   }
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const PoeInput& in = p.inputs[i];
+    std::string where = "poe.json: inputs[" + std::to_string(i) + "]";
+    if (in.index < 0 || (i > 0 && in.index <= p.inputs[i - 1].index)) {
+      return InvalidArgumentError(where + ".index: expected integers >= 0 in increasing order");
+    }
+    if (in.url.empty() || in.url.size() > kMaxGitUrlBytes) {
+      return InvalidArgumentError(where + ".url: expected 1 to " + std::to_string(kMaxGitUrlBytes) + " bytes");
+    }
+    if (in.ref.size() > kMaxGitRefBytes) return InvalidArgumentError(where + ".ref: too long");
+    if (!IsGitCommitId(in.commit)) {
+      return InvalidArgumentError(where + ".commit: expected 40 or 64 lowercase hex");
+    }
+  }
   return OkStatus();
 }
 
@@ -86,6 +101,15 @@ Result<std::string> SerializePoe(const Poe& p) {
       {"finished_at", p.finished_at},
       {"outputs", outputs},
   };
+  if (!p.inputs.empty()) {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const auto& in : p.inputs) {
+      nlohmann::json e = {{"index", in.index}, {"url", in.url}, {"commit", in.commit}};
+      if (!in.ref.empty()) e["ref"] = in.ref;
+      inputs.push_back(std::move(e));
+    }
+    j["inputs"] = std::move(inputs);
+  }
   return CanonicalJson(j);
 }
 
@@ -96,7 +120,8 @@ Result<Poe> ParsePoe(std::string_view bytes) {
   Poe p;
   try {
     static const char* kKeys[] = {"job_id", "worker_id", "lease_epoch", "status", "runner", "exit", "reason",
-                                  "stdout_cap", "truncated", "started_at", "finished_at", "outputs"};
+                                  "stdout_cap", "truncated", "started_at", "finished_at", "outputs",
+                                  "inputs"};
     for (auto it = j.begin(); it != j.end(); ++it) {
       bool known = false;
       for (const char* k : kKeys) known |= it.key() == k;
@@ -123,6 +148,16 @@ Result<Poe> ParsePoe(std::string_view bytes) {
     for (const auto& o : j.at("outputs")) {
       p.outputs.push_back({o.at("path").get<std::string>(), o.at("size").get<uint64_t>(),
                            o.at("hash").get<std::string>()});
+    }
+    if (j.contains("inputs")) {
+      for (const auto& in : j.at("inputs")) {
+        PoeInput e;
+        e.index = in.at("index").get<int64_t>();
+        e.url = in.at("url").get<std::string>();
+        e.commit = in.at("commit").get<std::string>();
+        if (in.contains("ref")) e.ref = in.at("ref").get<std::string>();
+        p.inputs.push_back(std::move(e));
+      }
     }
   } catch (const nlohmann::json::exception& ex) {
     return InvalidArgumentError(std::string("poe.json: missing or mistyped field: ") + ex.what());

@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "gatos/blake3.h"
+#include "gatos/git_input.h"
 #include "git/git_util.h"
 
 namespace gatos::scan {
@@ -32,10 +33,6 @@ std::string Lower(std::string s) {
   return s;
 }
 
-void StripTrailingSlashes(std::string* s) {
-  while (s->size() > 1 && s->back() == '/') s->pop_back();
-}
-
 Result<RepoTarget> NormalizeLocal(const std::string& path_text) {
   std::error_code ec;
   fs::path p = fs::canonical(fs::path(path_text), ec);
@@ -50,10 +47,7 @@ Result<RepoTarget> NormalizeLocal(const std::string& path_text) {
   RepoTarget t;
   t.local = true;
   t.fetch_url = p.string();
-  std::string key = p.string();
-  StripTrailingSlashes(&key);
-  if (p.filename() == ".git") key = p.parent_path().string();
-  t.key = "file://" + key;
+  t.key = GitUrlKey(p.string());
   return t;
 }
 
@@ -93,16 +87,9 @@ Result<RepoTarget> NormalizeRepo(std::string_view arg_view) {
     std::error_code ec;
     if (colon != std::string::npos && (slash == std::string::npos || colon < slash) &&
         !fs::exists(arg, ec)) {
-      std::string host = arg.substr(0, colon);
-      if (size_t at = host.rfind('@'); at != std::string::npos) host = host.substr(at + 1);
-      std::string path = arg.substr(colon + 1);
-      StripTrailingSlashes(&path);
-      if (path.size() > 4 && path.ends_with(".git")) path.resize(path.size() - 4);
-      StripTrailingSlashes(&path);
-      if (!path.starts_with("/")) path = "/" + path;
       RepoTarget t;
       t.fetch_url = arg;
-      t.key = "ssh://" + Lower(host) + path;
+      t.key = GitUrlKey(arg);
       return t;
     }
     return NormalizeLocal(arg);
@@ -121,19 +108,12 @@ Result<RepoTarget> NormalizeRepo(std::string_view arg_view) {
                                 "\" is not supported (use https, http, ssh, git, file or a "
                                 "local path)");
   }
-  const size_t path_start = rest.find('/');
-  std::string authority = rest.substr(0, path_start);
-  std::string path = path_start == std::string::npos ? "/" : rest.substr(path_start);
-  if (size_t at = authority.rfind('@'); at != std::string::npos) {
-    authority = authority.substr(at + 1);  // credentials never reach the key
-  }
+  std::string authority = rest.substr(0, rest.find('/'));
+  if (size_t at = authority.rfind('@'); at != std::string::npos) authority = authority.substr(at + 1);
   if (authority.empty()) return InvalidArgumentError("repository URL has no host");
-  StripTrailingSlashes(&path);
-  if (path.size() > 4 && path.ends_with(".git")) path.resize(path.size() - 4);
-  StripTrailingSlashes(&path);
   RepoTarget t;
   t.fetch_url = arg;
-  t.key = scheme + "://" + Lower(authority) + path;
+  t.key = GitUrlKey(arg);  // credentials never reach the key
   return t;
 }
 

@@ -532,7 +532,22 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
                             ec.message());
   }
   GATOS_ASSIGN_OR_RETURN(std::unique_ptr<Detector> detector, Detector::Create(opts.rules, opts.state_dir + "/hs-cache"));
-  GATOS_ASSIGN_OR_RETURN(RepoTarget target, NormalizeRepo(opts.repo));
+  RepoTarget target;
+  if (opts.prepared) {
+    if (!opts.refs.empty()) {
+      return InvalidArgumentError("a prepared repository names its own commit; --ref does not apply");
+    }
+    if (opts.prepared->key.empty() || opts.prepared->ref.empty()) {
+      return InvalidArgumentError("a prepared repository needs a key and a ref name");
+    }
+    target.key = opts.prepared->key;
+    target.local = true;
+    // The worker's mirror belongs to the worker, not to the (sandboxed) job
+    // user; it is read-only here, so ownership adds nothing.
+    git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
+  } else {
+    GATOS_ASSIGN_OR_RETURN(target, NormalizeRepo(opts.repo));
+  }
 
   RunState run;
   if (opts.max_seconds) {
@@ -547,8 +562,8 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
   const std::string& policy = report.policy_hash;
 
   MirrorLock lock;
-  GATOS_RETURN_IF_ERROR(SyncMirror(target, opts.state_dir, &lock));
-  const std::string mirror = MirrorPath(target, opts.state_dir);
+  if (!opts.prepared) GATOS_RETURN_IF_ERROR(SyncMirror(target, opts.state_dir, &lock));
+  const std::string mirror = opts.prepared ? opts.prepared->path : MirrorPath(target, opts.state_dir);
   const std::string db_path = opts.state_dir + "/scan.sqlite";
   GATOS_ASSIGN_OR_RETURN(std::unique_ptr<DoneLedger> ledger, DoneLedger::Open(db_path));
 
@@ -558,8 +573,20 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
   }
   RepoPtr repo(raw);
   std::vector<std::string> notes;
-  GATOS_ASSIGN_OR_RETURN(std::vector<SelectedRef> refs,
-                         SelectRefs(repo.get(), target.key, opts.refs, &notes));
+  std::vector<SelectedRef> refs;
+  if (opts.prepared) {
+    GATOS_ASSIGN_OR_RETURN(git_oid tip, git::ParseOid(opts.prepared->commit));
+    git_object* o = nullptr;
+    if (git_object_lookup(&o, repo.get(), &tip, GIT_OBJECT_COMMIT) != 0) {
+      git_error_clear();
+      return NotFoundError("commit " + opts.prepared->commit + " is not in the repository of " +
+                           target.key);
+    }
+    git_object_free(o);
+    refs.push_back({opts.prepared->ref, tip});
+  } else {
+    GATOS_ASSIGN_OR_RETURN(refs, SelectRefs(repo.get(), target.key, opts.refs, &notes));
+  }
   for (std::string& n : notes) run.Problem(std::move(n));
   const size_t note_count = run.problems.size();
 

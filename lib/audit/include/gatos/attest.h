@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "gatos/keys.h"
+#include "gatos/poe.h"
 #include "gatos/result.h"
 #include "gatos/status.h"
 
@@ -102,6 +103,7 @@ struct ProvenanceInput {
   std::string started_at;       // RFC 3339 UTC, = poe started_at
   std::string finished_at;      // RFC 3339 UTC, = poe finished_at
   std::vector<ProvenanceSubject> subjects;  // SubjectsForFiles(result files)
+  std::vector<PoeInput> inputs;  // = poe inputs: the git inputs resolved for the job
 };
 
 // The in-toto Statement v1 (canonical JSON), predicateType SLSA provenance v1:
@@ -109,9 +111,11 @@ struct ProvenanceInput {
 //   predicate.buildDefinition: buildType kGatosBuildType,
 //     externalParameters {job_id, manifest (the JSON object)},
 //     internalParameters {lease_epoch, runner {program, version, platform}},
-//     resolvedDependencies [{uri: "gatos:refs/gatos/jobs/<hex>/job",
-//       digest: {gitCommit}}]
-//       (only when job_commit is set)
+//     resolvedDependencies (only when job_commit or inputs are set):
+//       [{uri: "gatos:refs/gatos/jobs/<hex>/job", digest: {gitCommit}}]
+//       (when job_commit is set), then per input, in index order:
+//       {name: "inputs[<index>]", uri: "git+<url>@<ref, or commit>",
+//        digest: {gitCommit: <commit>}, annotations: {url, ref?}}
 //   predicate.runDetails: builder {id: worker_id, version {gatos-worker},
 //     builderDependencies [{uri: "gatos:worker-program", digest {blake3}}]},
 //     metadata {invocationId: job_id, startedOn, finishedOn}
@@ -135,6 +139,7 @@ struct ProvenanceStatement {
   std::string started_at, finished_at;
   std::string manifest_json;  // canonical JSON of externalParameters.manifest
   std::vector<ProvenanceSubject> subjects;
+  std::vector<PoeInput> inputs;  // the "inputs[<n>]" resolvedDependencies, in order
 };
 
 // Parses the envelope, checks its DSSE signature by `worker` (VerifyDsse),

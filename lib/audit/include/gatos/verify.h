@@ -36,10 +36,14 @@
 //                     claim (a takeover after the claim means a stale result)
 //   attest_program    Attest-Program is in VerifyOptions::trusted_programs
 //                     (always ok, "not checked", when no list is given)
+//   inputs            only when job.yaml declares git inputs or poe.json
+//                     records some: each recorded input is a git input of
+//                     job.yaml with the same url and ref, at the pinned commit
+//                     when job.yaml pins one; a job that ran records all of them
 //   provenance        attestation.intoto.json, when present (or required):
 //                     DSSE by Worker-Id, subjects == the tree's files with the
-//                     same digests, job, worker, program, epoch and times equal
-//                     the result's
+//                     same digests, job, worker, program, epoch, times and
+//                     input commits equal the result's
 //
 // The policy in force for a commit is the newest commit on the first-parent
 // chain of refs/gatos/policy whose committer time is <= that commit's
@@ -70,6 +74,7 @@
 #include "gatos/allowed_signers.h"
 #include "gatos/keys.h"
 #include "gatos/ledger.h"
+#include "gatos/poe.h"
 #include "gatos/result.h"
 #include "gatos/status.h"
 
@@ -103,6 +108,7 @@ struct AuditReport {
   std::string job_commit, result_commit, claim_commit;
   std::string policy_commit;  // policy in force for the job commit
   std::string worker_id;      // "ed25519:<hex>" of the result, "" without one
+  std::vector<PoeInput> inputs;  // the commits the job read (poe.json), by input index
   std::vector<ResultCheck> checks;
 
   bool ok() const;                           // no check failed
@@ -157,7 +163,7 @@ Result<std::set<std::string>> ParseTrustedPrograms(std::string_view text,
 
 // The report as JSON: {job_id, state, ok, dev_mode, has_result,
 // has_provenance, job_commit, result_commit, claim_commit, policy_commit,
-// worker_id, checks: [{name, ok, detail}]}.
+// worker_id, inputs: [{index, url, ref, commit}], checks: [{name, ok, detail}]}.
 nlohmann::json AuditReportToJson(const AuditReport& report);
 
 }  // namespace gatos

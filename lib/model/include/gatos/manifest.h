@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gatos/git_input.h"
 #include "gatos/status.h"
 
 namespace gatos {
@@ -52,7 +53,9 @@ struct Manifest {
   int64_t timeout_seconds = 0;       // normalized; 0 <= t <= max_timeout_seconds
   std::optional<std::map<std::string, std::string>> env;  // POSIX names
   std::optional<std::string> cwd;                         // relative to the workspace, no ".."
-  std::optional<nlohmann::json> inputs;                   // array of objects; no floats
+  // Array of objects; no floats. Entries with `kind: git` follow the rules
+  // of git_input.h (GitInputs); any other entry is opaque.
+  std::optional<nlohmann::json> inputs;
   std::optional<std::string> policy_root;                 // "sha256:<64 lowercase hex>"
   std::optional<std::string> ulid;                        // 26 Crockford base32; not hashed
 
@@ -76,6 +79,10 @@ Result<Manifest> LoadManifestFile(const std::string& path, const ManifestLimits&
 // Checks a Manifest built in code against the same rules as ParseManifest
 // (without positions: errors read "FIELD: what is wrong; what is expected").
 Status ValidateManifest(const Manifest& manifest, const ManifestLimits& limits = {});
+
+// The git inputs of `manifest`, in order (empty without inputs).
+// InvalidArgument only for a manifest that ValidateManifest refuses.
+Result<std::vector<GitInput>> GitInputs(const Manifest& manifest);
 
 // The hashed core as JSON: command, args (always present), timeout, and the
 // optional fields that are set, except ulid.

@@ -28,6 +28,16 @@ struct PoeOutput {
   bool operator==(const PoeOutput&) const = default;
 };
 
+// A git input the worker resolved before the job ran (git_input.h): the
+// exact commit the job was shown, so an auditor knows what it read.
+struct PoeInput {
+  int64_t index = 0;   // position in the manifest's `inputs`
+  std::string url;     // as in the manifest (credential-free by its rules)
+  std::string ref;     // the ref the manifest named; "" when it named only a commit
+  std::string commit;  // 40 or 64 lowercase hex
+  bool operator==(const PoeInput&) const = default;
+};
+
 struct Poe {
   std::string job_id;     // "blake3:<hex>"
   std::string worker_id;  // "ed25519:<hex>"
@@ -46,6 +56,9 @@ struct Poe {
   std::string started_at;   // RFC 3339 UTC
   std::string finished_at;  // RFC 3339 UTC
   std::vector<PoeOutput> outputs;  // sorted by path; every file of the result tree but poe.json
+  // Sorted by index, no duplicates. Absent from poe.json when empty, so
+  // envelopes of jobs without git inputs are unchanged.
+  std::vector<PoeInput> inputs;
 };
 
 // Canonical bytes of poe.json. InvalidArgument if a field is malformed.

@@ -55,8 +55,19 @@ struct ScanCounters {
   uint64_t findings_new = 0;       // confirmed in blobs scanned by this run
 };
 
+// A repository someone else fetched (the worker, for a job's git input;
+// gatos/inputs.h): scanned in place and read-only, without a mirror of its
+// own or any network access.
+struct PreparedRepo {
+  std::string path;    // its git directory
+  std::string key;     // repo key for the done-ledger, watermarks and reports (GitUrlKey)
+  std::string commit;  // the one tip scanned (with its history)
+  std::string ref;     // the name its watermark is kept under (e.g. the input's ref)
+};
+
 struct ScanOptions {
-  std::string repo;               // local path, file:// URL or remote URL
+  std::string repo;               // local path, file:// URL or remote URL (unless `prepared`)
+  std::optional<PreparedRepo> prepared;  // instead of `repo`; `refs` must then be empty
   std::vector<std::string> refs;  // full names, short names or globs; empty: heads and tags
   std::string state_dir;          // required
   RuleSet rules;                  // the merged rule set to scan with

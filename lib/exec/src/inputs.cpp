@@ -1,0 +1,532 @@
+#include "gatos/inputs.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "gatos/blake3.h"
+#include "gatos/clock.h"
+#include "gatos/encoding.h"
+#include "gatos/process.h"
+
+namespace gatos {
+namespace fs = std::filesystem;
+namespace {
+
+// The ref a `ref: HEAD` input is fetched into: the mirror's own HEAD is a
+// local symbolic ref, not the remote's default branch.
+constexpr char kRemoteHeadRef[] = "refs/gatos-input/HEAD";
+constexpr size_t kStderrKeep = 16384;
+
+bool Cancelled(const std::atomic<bool>* cancel) { return cancel && cancel->load(); }
+
+// Holds flock(LOCK_EX) on a file for its lifetime.
+class FileLock {
+ public:
+  FileLock() = default;
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+  // Polls so that a cancel is seen while another resolve holds the lock.
+  Status Acquire(const std::string& path, const std::atomic<bool>* cancel) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0) return UnavailableError("cannot open lock " + path + ": " + std::strerror(errno));
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) {
+        return UnavailableError("cannot lock " + path + ": " + std::strerror(errno));
+      }
+      if (Cancelled(cancel)) return AbortedError("cancelled while waiting for " + path);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return OkStatus();
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+bool Under(const std::string& path, const std::string& root) {
+  if (root == "/") return true;
+  return path == root || (path.size() > root.size() && path.starts_with(root) &&
+                          path[root.size()] == '/');
+}
+
+// The last lines of git's stderr, safe for a message: control characters
+// replaced, at most ~300 bytes, any occurrence of `secret` removed.
+std::string Tail(std::string_view text, const std::string& secret) {
+  std::string t(text);
+  if (!secret.empty()) {
+    for (size_t at = t.find(secret); at != std::string::npos; at = t.find(secret, at)) {
+      t.replace(at, secret.size(), "[redacted]");
+    }
+  }
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
+  size_t start = t.size() > 300 ? t.size() - 300 : 0;
+  std::string out;
+  for (char c : t.substr(start)) {
+    const auto u = static_cast<unsigned char>(c);
+    out += u == '\n' ? ' ' : (u < 0x20 || u == 0x7f) ? '?' : c;
+  }
+  return TruncateUtf8(out, 320);
+}
+
+// The one line of a token file, for redaction only.
+std::string ReadToken(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string line;
+  std::getline(in, line);
+  if (line.size() > kMaxTokenBytes) line.clear();
+  return line;
+}
+
+std::string ShellQuote(const std::string& s) {
+  // Paths were checked to hold no single quote (input_credentials.cpp).
+  return "'" + s + "'";
+}
+
+struct GitRun {
+  ExitStatus status;
+  std::string out;
+  std::string err;
+  bool timed_out = false;
+  bool cancelled = false;
+};
+
+bool Contains(std::string_view text, std::string_view needle) {
+  return text.find(needle) != std::string_view::npos;
+}
+
+}  // namespace
+
+bool IsTransientInputError(const Status& s) {
+  return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded;
+}
+
+Status ClassifyGitFetchError(std::string_view err, bool has_credentials) {
+  // git 2.39 (LANG=C) and OpenSSH wording; the first match wins.
+  if (Contains(err, "Host key verification failed") ||
+      Contains(err, "REMOTE HOST IDENTIFICATION HAS CHANGED") ||
+      Contains(err, "No ED25519 host key is known") || Contains(err, "host key is known for")) {
+    return PermissionDeniedError(
+        "authentication refused: the server's SSH host key is not known to this worker or does "
+        "not match (add it to the known_hosts of this URL's credentials entry)");
+  }
+  if (Contains(err, "Authentication failed") || Contains(err, "Permission denied (") ||
+      Contains(err, "terminal prompts disabled") || Contains(err, "could not read Username") ||
+      Contains(err, "could not read Password") || Contains(err, "returned error: 401") ||
+      Contains(err, "returned error: 403") || Contains(err, "Invalid username or password")) {
+    return PermissionDeniedError(
+        has_credentials
+            ? "authentication refused by the server with this worker's credentials for this URL "
+              "(check the token or key named in its --credentials file)"
+            : "authentication refused: the server requires credentials and this worker has none "
+              "for this URL (add an entry to its --credentials file)");
+  }
+  if (Contains(err, "couldn't find remote ref")) {
+    return NotFoundError("ref not found in the repository");
+  }
+  if (Contains(err, "not our ref") || Contains(err, "unadvertised object") ||
+      Contains(err, "no such remote ref")) {
+    return NotFoundError("commit not found in the repository");
+  }
+  if ((Contains(err, "repository '") && Contains(err, "' not found")) ||
+      Contains(err, "does not appear to be a git repository") ||
+      Contains(err, "Repository not found") || Contains(err, "returned error: 404") ||
+      Contains(err, "not a git repository") || Contains(err, "No such file or directory")) {
+    return NotFoundError("repository not found");
+  }
+  return UnavailableError("the repository could not be fetched (transient; will be retried)");
+}
+
+InputResolver::InputResolver(InputResolverOptions options) : options_(std::move(options)) {}
+
+Result<std::unique_ptr<InputResolver>> InputResolver::Create(InputResolverOptions o) {
+  if (o.cache_dir.empty() || o.cache_dir[0] != '/') {
+    return InvalidArgumentError("input cache " + o.cache_dir + " must be an absolute path");
+  }
+  std::error_code ec;
+  for (const char* sub : {"mirrors", "tmp", "home"}) {
+    fs::create_directories(o.cache_dir + "/" + sub, ec);
+    if (ec) {
+      return InternalError("cannot create the input cache " + o.cache_dir + "/" + sub + ": " +
+                           ec.message());
+    }
+  }
+  ::chmod(o.cache_dir.c_str(), 0700);
+  o.cache_dir = fs::canonical(o.cache_dir, ec).string();
+  for (std::string& root : o.local_roots) {
+    fs::path c = fs::canonical(root, ec);
+    if (ec || !fs::is_directory(c, ec)) {
+      return InvalidArgumentError("--local-inputs " + root + ": not an existing directory");
+    }
+    root = c.string();
+  }
+  // The cache itself holds other jobs' (possibly private) mirrors.
+  o.forbidden_roots.push_back(o.cache_dir);
+  for (std::string& root : o.forbidden_roots) {
+    fs::path c = fs::weakly_canonical(fs::absolute(root, ec), ec);
+    if (!ec) root = c.string();
+  }
+  return std::unique_ptr<InputResolver>(new InputResolver(std::move(o)));
+}
+
+namespace {
+
+// Runs git with `args` and the resolver's environment. Output goes to files
+// (no pipe can fill up); the process group is killed on cancel or timeout.
+Result<GitRun> RunGit(const InputResolverOptions& o, const InputCredential* cred,
+                      const std::vector<std::string>& args, const std::atomic<bool>* cancel,
+                      uint64_t serial) {
+  Environment env;
+  env.Set("PATH", "/usr/local/bin:/usr/bin:/bin")
+      .Set("HOME", o.cache_dir + "/home")
+      .Set("LANG", "C")
+      .Set("LC_ALL", "C")
+      .Set("GIT_TERMINAL_PROMPT", "0")
+      .Set("GIT_CONFIG_NOSYSTEM", "1")
+      .Set("GIT_CONFIG_GLOBAL", "/dev/null")
+      .Set("GIT_ALLOW_PROTOCOL", "https:http:ssh:git:file")
+      .Set("GIT_PROTOCOL_FROM_USER", "0");
+  std::string ssh = "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none"
+                    " -o StrictHostKeyChecking=yes -o ConnectTimeout=30";
+  if (cred && !cred->ssh_key.empty()) {
+    ssh += " -o IdentityFile=" + ShellQuote(cred->ssh_key);
+    if (!cred->known_hosts.empty()) {
+      ssh += " -o UserKnownHostsFile=" + ShellQuote(cred->known_hosts) +
+             " -o GlobalKnownHostsFile=/dev/null";
+    }
+  } else {
+    // Never the worker user's own keys: only configured credentials are used.
+    ssh += " -o IdentityFile=none";
+  }
+  env.Set("GIT_SSH_COMMAND", ssh);
+
+  std::vector<std::string> argv = {o.git_program,
+                                   "-c", "credential.helper=",
+                                   "-c", "core.askPass=",
+                                   "-c", "http.followRedirects=false",
+                                   "-c", "http.lowSpeedLimit=1",
+                                   "-c", "http.lowSpeedTime=120",
+                                   "-c", "gc.auto=0",
+                                   "-c", "maintenance.auto=false",
+                                   "-c", "fetch.writeCommitGraph=false",
+                                   "-c", "core.hooksPath=/dev/null"};
+  if (cred && cred->is_token()) {
+    // git asks the helper; the helper prints the file's line into git's pipe.
+    // The token is in no argument, no environment and no file of ours.
+    argv.insert(argv.end(),
+                {"-c", "credential.helper=!f() { test \"$1\" = get || exit 0; echo username=" +
+                           cred->username + "; printf password=; head -n 1 " +
+                           ShellQuote(cred->token_file) + "; }; f"});
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+
+  const std::string base = o.cache_dir + "/tmp/git-" + std::to_string(::getpid()) + "-" +
+                           std::to_string(serial);
+  SpawnOptions so;
+  so.env = env;
+  so.in = Stdio::Null();
+  so.out = Stdio::File(base + ".out", false);
+  so.err = Stdio::File(base + ".err", false);
+  so.new_process_group = true;
+  so.parent_death_signal = SIGKILL;
+  struct Cleanup {
+    std::string base;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove(base + ".out", ec);
+      fs::remove(base + ".err", ec);
+    }
+  } cleanup{base};
+  GATOS_ASSIGN_OR_RETURN(Process p, Process::Spawn(argv, so));
+  GitRun run;
+  const int64_t deadline = SystemNowMs() + o.fetch_timeout_ms;
+  while (true) {
+    if (auto st = p.WaitFor(std::chrono::milliseconds(100))) {
+      run.status = *st;
+      break;
+    }
+    if (Cancelled(cancel)) {
+      run.cancelled = true;
+      run.status = p.Kill();
+      break;
+    }
+    if (SystemNowMs() > deadline) {
+      run.timed_out = true;
+      run.status = p.Kill();
+      break;
+    }
+  }
+  auto read_capped = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return data.size() > kStderrKeep ? data.substr(data.size() - kStderrKeep) : data;
+  };
+  run.out = read_capped(base + ".out");
+  run.err = read_capped(base + ".err");
+  return run;
+}
+
+}  // namespace
+
+Result<ResolvedInput> InputResolver::Resolve(const GitInput& in, const std::atomic<bool>* cancel) {
+  Result<ResolvedInput> r = ResolveOnce(in, cancel);
+  if (r.ok()) return r;
+  return Status(r.status().code(), "input " + std::to_string(in.index) + " (" +
+                                       TruncateUtf8(in.url, 300) + "): " + r.status().message());
+}
+
+Result<ResolvedInput> InputResolver::ResolveOnce(const GitInput& in,
+                                                 const std::atomic<bool>* cancel) {
+  if (Cancelled(cancel)) return AbortedError("cancelled");
+  if (std::string p = GitUrlProblem(in.url); !p.empty()) return InvalidArgumentError(p);
+  if (in.ref && !GitRefProblem(*in.ref).empty()) {
+    return InvalidArgumentError("ref: " + GitRefProblem(*in.ref));
+  }
+  if (in.commit && !IsGitCommitId(*in.commit)) {
+    return InvalidArgumentError("commit: not a commit id");
+  }
+  if (!in.ref && !in.commit) return InvalidArgumentError("has neither ref nor commit");
+
+  std::string source, key;
+  const InputCredential* cred = nullptr;
+  std::string local;
+  if (IsLocalGitUrl(in.url, &local)) {
+    std::error_code ec;
+    fs::path canonical = fs::canonical(local, ec);
+    if (ec || !fs::is_directory(canonical, ec)) {
+      return NotFoundError("repository not found (no such directory on this worker)");
+    }
+    source = canonical.string();
+    // Only inside the worker's state is refused: a repository that merely
+    // contains it (a project checkout with `gatos up`'s ./gatos-local) is
+    // fetched with `git fetch`, which reads committed objects, never the
+    // work tree where the state lives.
+    for (const std::string& root : options_.forbidden_roots) {
+      if (Under(source, root)) {
+        return PermissionDeniedError(
+            "this path holds the worker's own state and is never an input");
+      }
+    }
+    const bool allowed = std::any_of(options_.local_roots.begin(), options_.local_roots.end(),
+                                     [&](const std::string& root) { return Under(source, root); });
+    if (!allowed) {
+      return PermissionDeniedError(
+          std::string("local repositories are inputs on this worker only under its "
+                      "--local-inputs directories") +
+          (options_.local_roots.empty() ? " (it has none)" : ""));
+    }
+    key = GitUrlKey(source);
+  } else {
+    source = in.url;
+    key = GitUrlKey(in.url);
+    cred = options_.credentials.Match(in.url);
+  }
+
+  const std::string mirror = options_.cache_dir + "/mirrors/" + DigestHex(Blake3(key));
+  FileLock lock;
+  GATOS_RETURN_IF_ERROR(lock.Acquire(mirror + ".lock", cancel));
+  std::error_code ec;
+  const bool fresh = !fs::exists(mirror + "/HEAD", ec);
+  const std::string dir = fresh ? mirror + ".new" : mirror;
+
+  auto git = [&](const std::vector<std::string>& args) {
+    return RunGit(options_, cred, args, cancel, ++counter_);
+  };
+  auto has_commit = [&](const std::string& commit) -> Result<bool> {
+    GATOS_ASSIGN_OR_RETURN(GitRun r, git({"--git-dir=" + dir, "cat-file", "-e", commit + "^{commit}"}));
+    if (r.cancelled) return AbortedError("cancelled");
+    return r.status.ok();
+  };
+  // A commit already in the cache needs no network: objects never change.
+  if (!fresh && in.commit) {
+    GATOS_ASSIGN_OR_RETURN(bool have, has_commit(*in.commit));
+    if (have) return ResolvedInput{in, *in.commit, mirror};
+  }
+  if (fresh) {
+    fs::remove_all(dir, ec);
+    std::vector<std::string> init = {"init", "--bare", "--quiet"};
+    if (in.commit && in.commit->size() == 64) init.push_back("--object-format=sha256");
+    init.push_back(dir);
+    GATOS_ASSIGN_OR_RETURN(GitRun r, git(init));
+    if (!r.status.ok()) {
+      return UnavailableError("cannot create a mirror in the input cache: " + Tail(r.err, ""));
+    }
+  }
+  auto cleanup_fresh = [&] {
+    if (fresh) fs::remove_all(dir, ec);
+  };
+  auto fetch = [&](const std::vector<std::string>& refspecs) -> Status {
+    std::vector<std::string> args = {"--git-dir=" + dir, "fetch", "--quiet", "--prune",
+                                     "--no-tags", "--no-write-fetch-head",
+                                     "--no-recurse-submodules", "--no-auto-maintenance", "--",
+                                     source};
+    args.insert(args.end(), refspecs.begin(), refspecs.end());
+    GATOS_ASSIGN_OR_RETURN(GitRun r, git(args));
+    if (r.cancelled) return AbortedError("cancelled");
+    if (r.timed_out) {
+      return DeadlineExceededError("fetching took longer than " +
+                                   std::to_string(options_.fetch_timeout_ms / 1000) +
+                                   " s (transient; will be retried)");
+    }
+    if (r.status.ok()) return OkStatus();
+    Status s = ClassifyGitFetchError(r.err, cred != nullptr);
+    if (s.code() == StatusCode::kUnavailable) {
+      // Unknown trouble: say what git said, without the token if a server echoed it.
+      const std::string token = cred && cred->is_token() ? ReadToken(cred->token_file) : "";
+      s = UnavailableError(s.message() + ": git " + r.status.ToString() + ": " + Tail(r.err, token));
+    }
+    return s;
+  };
+
+  std::vector<std::string> refspecs = {"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"};
+  if (in.ref && *in.ref == "HEAD") {
+    refspecs.push_back(std::string("+HEAD:") + kRemoteHeadRef);
+  } else if (in.ref && in.ref->starts_with("refs/") && !in.ref->starts_with("refs/heads/") &&
+             !in.ref->starts_with("refs/tags/")) {
+    refspecs.push_back("+" + *in.ref + ":" + *in.ref);
+  }
+  if (Status s = fetch(refspecs); !s.ok()) {
+    cleanup_fresh();
+    if (s.message() == "ref not found in the repository" && in.ref) {
+      return NotFoundError("ref " + *in.ref + " not found in the repository");
+    }
+    return s;
+  }
+
+  std::string commit;
+  if (in.commit) {
+    GATOS_ASSIGN_OR_RETURN(bool have, has_commit(*in.commit));
+    if (!have) {
+      // Not reachable from a branch or tag: ask for it by id (servers with
+      // protocol v2 usually allow it for reachable commits).
+      Status s = fetch({*in.commit});
+      GATOS_ASSIGN_OR_RETURN(have, has_commit(*in.commit));
+      if (!have) {
+        cleanup_fresh();
+        if (s.code() == StatusCode::kAborted || IsTransientInputError(s)) return s;
+        return NotFoundError("commit " + *in.commit + " not found in the repository");
+      }
+    }
+    commit = *in.commit;
+  } else {
+    std::vector<std::string> candidates;
+    if (*in.ref == "HEAD") {
+      candidates = {kRemoteHeadRef};
+    } else if (in.ref->starts_with("refs/")) {
+      candidates = {*in.ref};
+    } else {
+      candidates = {"refs/tags/" + *in.ref, "refs/heads/" + *in.ref};  // git's order
+    }
+    for (const std::string& ref : candidates) {
+      GATOS_ASSIGN_OR_RETURN(GitRun r, git({"--git-dir=" + dir, "rev-parse", "--verify", "--quiet",
+                                            "--end-of-options", ref + "^{commit}"}));
+      if (r.cancelled) return AbortedError("cancelled");
+      std::string out = r.out;
+      while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+      if (r.status.ok() && IsGitCommitId(out)) {
+        commit = out;
+        break;
+      }
+    }
+    if (commit.empty()) {
+      cleanup_fresh();
+      return NotFoundError("ref " + *in.ref + " not found in the repository");
+    }
+  }
+  if (fresh) {
+    fs::rename(dir, mirror, ec);
+    if (ec) {
+      cleanup_fresh();
+      return UnavailableError("cannot move the new mirror into place: " + ec.message());
+    }
+  }
+  return ResolvedInput{in, commit, mirror};
+}
+
+InputResolution InputResolver::ResolveAll(const std::vector<GitInput>& inputs,
+                                          const InputRetryPolicy& policy,
+                                          const std::atomic<bool>* cancel,
+                                          const std::function<void(const std::string&)>& log) {
+  InputResolution out;
+  std::mt19937_64 rng(std::random_device{}());
+  for (const GitInput& in : inputs) {
+    int64_t backoff = std::max<int64_t>(1, policy.first_backoff_ms);
+    for (int attempt = 1;; ++attempt) {
+      Result<ResolvedInput> r = Resolve(in, cancel);
+      if (r.ok()) {
+        out.inputs.push_back(std::move(*r));
+        break;
+      }
+      const bool transient = IsTransientInputError(r.status());
+      // Jitter in [backoff/2, backoff] keeps workers from retrying in step.
+      const int64_t wait = backoff / 2 + static_cast<int64_t>(rng() % (backoff / 2 + 1));
+      const bool past_deadline =
+          policy.deadline_ms > 0 && SystemNowMs() + wait >= policy.deadline_ms;
+      if (!transient || attempt >= policy.max_attempts || past_deadline) {
+        out.status = transient ? Status(r.status().code(),
+                                        r.status().message() + " (gave up after " +
+                                            std::to_string(attempt) + " attempt" +
+                                            (attempt == 1 ? "" : "s") + ")")
+                               : r.status();
+        return out;
+      }
+      ++out.retries;
+      if (log) {
+        log(r.status().message() + "; retrying in " + std::to_string(wait) + " ms (attempt " +
+            std::to_string(attempt + 1) + " of " + std::to_string(policy.max_attempts) + ")");
+      }
+      const int64_t until = SystemNowMs() + wait;
+      while (SystemNowMs() < until) {
+        if (Cancelled(cancel)) {
+          out.status = AbortedError("input " + std::to_string(in.index) + ": cancelled");
+          return out;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(
+            std::min<int64_t>(50, std::max<int64_t>(1, until - SystemNowMs()))));
+      }
+      backoff = std::min(policy.max_backoff_ms, backoff * 2);
+    }
+  }
+  return out;
+}
+
+void ExposeInputs(const std::vector<ResolvedInput>& inputs, ExecSpec* spec) {
+  std::string indexes;
+  for (const ResolvedInput& r : inputs) {
+    const std::string n = std::to_string(r.input.index);
+    const std::string var = "GATOS_INPUT_" + n;
+    spec->binds.push_back({r.repository, std::string(kInputsMountDir) + "/" + n, false, var});
+    spec->extra_env[var + "_COMMIT"] = r.commit;
+    spec->extra_env[var + "_URL"] = r.input.url;
+    if (r.input.ref) spec->extra_env[var + "_REF"] = *r.input.ref;
+    indexes += (indexes.empty() ? "" : " ") + n;
+  }
+  if (!inputs.empty()) spec->extra_env["GATOS_INPUTS"] = indexes;
+}
+
+std::vector<PoeInput> PoeInputsOf(const std::vector<ResolvedInput>& inputs) {
+  std::vector<PoeInput> out;
+  for (const ResolvedInput& r : inputs) {
+    out.push_back({static_cast<int64_t>(r.input.index), r.input.url, r.input.ref.value_or(""),
+                   r.commit});
+  }
+  return out;
+}
+
+}  // namespace gatos
