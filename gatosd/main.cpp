@@ -29,6 +29,10 @@ constexpr char kUsage[] =
     "                                    (default NATS nats://127.0.0.1:4222)\n"
     "        [--http-token-file FILE]    bearer token of the dashboard and /metrics; required\n"
     "                                    when --http is not a loopback address\n"
+    "        [--stream-replicas N]       copies of the GATOS_JOBS stream in a JetStream cluster\n"
+    "                                    (1..5, default 1; 3 on a three-node cluster). --nats\n"
+    "                                    takes every member: nats://a:4222,nats://b:4222,...\n"
+    "                                    (tls://... for TLS)\n"
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
@@ -85,7 +89,7 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
   gatos::Flags flags;
   if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"http"}, {"republish-s"}, {"sweep-ms"}, {"nats-wait-s"},
-                          {"max-batch"}, {"no-fsync", 0, false}, {"http-token-file"}})) {
+                          {"max-batch"}, {"no-fsync", 0, false}, {"http-token-file"}, {"stream-replicas"}})) {
     return Usage("serve", flags.error());
   }
   if (flags.help()) {
@@ -107,6 +111,9 @@ int ServeCommand(const std::vector<std::string>& args) {
   int64_t max_batch = static_cast<int64_t>(opts.max_batch);
   if (!flags.GetInt("max-batch", 1, 65536, &max_batch)) return Usage("serve", flags.error());
   opts.max_batch = static_cast<size_t>(max_batch);
+  int64_t replicas = opts.stream_replicas;
+  if (!flags.GetInt("stream-replicas", 1, 5, &replicas)) return Usage("serve", flags.error());
+  opts.stream_replicas = static_cast<int>(replicas);
   opts.fsync = !flags.Has("no-fsync");
   if (flags.Has("republish-s")) opts.republish_ms = republish_s * 1000;
   if (flags.Has("nats-wait-s")) opts.nats_wait_ms = nats_wait_s * 1000;
