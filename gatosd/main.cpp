@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gatos/config_file.h"
 #include "gatos/encoding.h"
 #include "gatos/flags.h"
 #include "dashboard.h"
@@ -36,6 +37,9 @@ constexpr char kUsage[] =
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
+    "        [--config FILE]             settings from a YAML file: every flag above by its\n"
+    "                                    name (ledger: DIR, stream-replicas: 3, ...);\n"
+    "                                    flags on the command line win\n"
     "  hook pre-receive|proc-receive     run a git hook (installed by init; git calls it)\n"
     "\n"
     "--dev accepts unsigned job commits; every start says so.\n";
@@ -87,11 +91,15 @@ int Init(const std::vector<std::string>& args) {
 int ServeCommand(const std::vector<std::string>& args) {
   gatos::gatosd::ServeOptions opts;
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
+  const std::vector<gatos::FlagSpec> specs = {{"ledger"},      {"nats"},           {"http"},
+                                              {"republish-s"}, {"sweep-ms"},       {"nats-wait-s"},
+                                              {"max-batch"},   {"no-fsync", 0, false}, {"http-token-file"},
+                                              {"stream-replicas"}, {"config"}};
+  // --config FILE: the same settings as YAML (docs/deployment.md); flags win.
+  auto full = gatos::WithConfigFile(args, specs);
+  if (!full.ok()) return Usage("serve", full.status().message());
   gatos::Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"http"}, {"republish-s"}, {"sweep-ms"}, {"nats-wait-s"},
-                          {"max-batch"}, {"no-fsync", 0, false}, {"http-token-file"}, {"stream-replicas"}})) {
-    return Usage("serve", flags.error());
-  }
+  if (!flags.Parse(*full, specs)) return Usage("serve", flags.error());
   if (flags.help()) {
     std::cout << kUsage;
     return 0;
