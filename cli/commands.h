@@ -48,6 +48,7 @@ int RunWait(const Args& args);
 int RunCancel(const Args& args);
 int RunUp(const Args& args);
 int RunNatsConfig(const Args& args);
+int RunDoctor(const Args& args);
 int RunFindings(const Args& args);
 int RunVerify(const Args& args);
 int RunAttest(const Args& args);

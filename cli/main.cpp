@@ -32,6 +32,7 @@ const std::vector<Command>& AllCommands() {
       {{"findings"}, "print the secret-scan findings of a scan job's result", RunFindings},
       {{"batch", "submit"}, "one job per repository from a template, plus a batch record", RunBatchSubmit},
       {{"batch", "status"}, "done/total and per-repository state of a batch", RunBatchStatus},
+      {{"doctor"}, "check this node of a deployment (NATS, keys, ledger, clock, sandbox)", RunDoctor},
       {{"nats-config"}, "print nats-server's configuration (one server or a cluster node) from the policy", RunNatsConfig},
       {{"up"}, "run a local stack (nats-server, gatosd, workers) until Ctrl-C", RunUp},
       {{"cancel"}, "cancel a job (pending: aborted now; running: told to stop)", RunCancel},
