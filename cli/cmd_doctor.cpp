@@ -3,7 +3,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -151,7 +153,7 @@ std::optional<Ed25519PrivateKey> CheckKeyFile(Report* r, const std::string& chec
 int RunDoctor(const Args& args) {
   constexpr char kHelp[] =
       "usage: gatos doctor [--config FILE] [--nats URLS] [--key KEY] [--ledger DIR]\n"
-      "                    [--ledger-key FILE] [--tls-ca FILE] [--sandbox] [--json]\n\n"
+      "                    [--ledger-key FILE] [--nats-ca FILE] [--sandbox] [--json]\n\n"
       "Checks this node of a deployment and says what to fix:\n"
       "  git          installed, 2.34 or later (SSH-signed commits)\n"
       "  key          KEY (or the ledger key on the ledger host) is an Ed25519 key\n"
@@ -168,7 +170,7 @@ int RunDoctor(const Args& args) {
       "--config reads a gatosd or gatos-worker settings file (YAML) for nats, key,\n"
       "ledger and ledger-key; flags win. Exit status 0 when nothing failed, 1 else.\n";
   const std::vector<FlagSpec> specs = {{"config"}, {"nats"},   {"key"},    {"ledger"}, {"ledger-key"},
-                                       {"tls-ca"}, {"sandbox", 0, false}, {"json", 0, false}};
+                                       {"nats-ca"}, {"sandbox", 0, false}, {"json", 0, false}};
   // A settings file of gatosd or of a worker: take what doctor needs, ignore the rest.
   std::vector<std::string> full = args;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -180,14 +182,14 @@ int RunDoctor(const Args& args) {
                                      {"sweep-ms"},    {"nats-wait-s"}, {"max-batch"},    {"no-fsync", 0, false},
                                      {"http-token-file"}, {"stream-replicas"}, {"state-dir"}, {"key"},
                                      {"ledger-key"},  {"ro-bind", 0, true, true}, {"name"}, {"concurrency"},
-                                     {"sandbox"}, {"tls-ca"}, {"nats-auth-file"}, {"nats-pid-file"}, {"config"}};
+                                     {"sandbox"}, {"nats-ca"}, {"require-nats-auth", 0, false}, {"nats-auth-file"}, {"nats-pid-file"}, {"config"}};
     auto text = ReadSmallFile(path, 1 << 20);
     if (!text.ok()) return UsageError("doctor", text.status().message());
     auto extra = ConfigArgs(*text, path, service, args);
     if (!extra.ok()) return UsageError("doctor", extra.status().message());
     for (size_t k = 0; k + 1 < extra->size(); ++k) {
       const std::string& f = (*extra)[k];
-      if (f == "--nats" || f == "--key" || f == "--ledger" || f == "--ledger-key" || f == "--tls-ca") {
+      if (f == "--nats" || f == "--key" || f == "--ledger" || f == "--ledger-key" || f == "--nats-ca") {
         full.push_back(f);
         full.push_back((*extra)[++k]);
       } else if (f == "--sandbox") {
@@ -276,7 +278,7 @@ int RunDoctor(const Args& args) {
 
   // NATS: each member reachable and closed to anonymous clients; the key
   // authenticates; JetStream and gatosd answer.
-  std::string tls_ca = flags.GetOr("tls-ca", "");
+  std::string tls_ca = flags.GetOr("nats-ca", "");
   if (auto urls_flag = flags.Get("nats")) {
     auto urls = SplitNatsUrls(*urls_flag);
     if (!urls.ok()) {
@@ -304,6 +306,10 @@ int RunDoctor(const Args& args) {
         BusOptions bo;
         bo.url = *urls_flag;
         bo.name = "gatos doctor";
+        auto denied = std::make_shared<std::atomic<bool>>(false);
+        bo.on_async_error = [denied](const std::string& e) {
+          if (e.find("ermission") != std::string::npos) *denied = true;
+        };
         bo.max_reconnect = 0;
         bo.tls_ca_file = tls_ca;
         SetBusIdentity(&bo, *key);
@@ -333,7 +339,11 @@ int RunDoctor(const Args& args) {
             auto reply = (*bus)->Request(rpc::kList, rpc::Dump(rpc::ListRequestJson({std::nullopt, "", 1})), 5000);
             int64_t back = SystemNowMs();
             json j = reply.ok() ? json::parse(reply->data, nullptr, false) : json();
-            if (!reply.ok()) {
+            if (!reply.ok() && *denied) {
+              report.Add("clock", Outcome::kSkip,
+                         "this key may not ask gatosd the time (a worker's); run gatos doctor on the ledger host, "
+                         "and NTP here");
+            } else if (!reply.ok()) {
               report.Add("gatosd", Outcome::kFail, "no reply on " + std::string(rpc::kList) + ": " + reply.status().message(),
                          "start gatosd (systemctl start gatosd) with the same NATS URLs");
             } else if (!j.is_object() || !j.contains("now_ms")) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gatos/keys.h"
+#include "gatos/status.h"
 
 namespace gatos::cli {
 
@@ -47,13 +48,23 @@ int RunLs(const Args& args);
 int RunWait(const Args& args);
 int RunCancel(const Args& args);
 int RunUp(const Args& args);
-int RunNatsConfig(const Args& args);
 int RunDoctor(const Args& args);
+// gatos nats-config --cluster ... --node NAME (cmd_nats_config.cpp).
+int RunNatsClusterConfig(const Args& args);
 int RunFindings(const Args& args);
 int RunVerify(const Args& args);
 int RunAttest(const Args& args);
 int RunBatchSubmit(const Args& args);
 int RunBatchStatus(const Args& args);
+int RunNatsConfig(const Args& args);
+
+// The files `gatos nats-config --dir` writes (and `gatos up` uses).
+struct NatsConfigFiles {
+  std::string config, auth, pid, store;
+  size_t users = 0;
+};
+Result<NatsConfigFiles> WriteNatsConfig(const std::string& ledger_dir, const std::string& out_dir,
+                                        const std::string& host, int port);
 
 struct SubmitOutcome {
   bool existing = false;

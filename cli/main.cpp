@@ -33,7 +33,7 @@ const std::vector<Command>& AllCommands() {
       {{"batch", "submit"}, "one job per repository from a template, plus a batch record", RunBatchSubmit},
       {{"batch", "status"}, "done/total and per-repository state of a batch", RunBatchStatus},
       {{"doctor"}, "check this node of a deployment (NATS, keys, ledger, clock, sandbox)", RunDoctor},
-      {{"nats-config"}, "print nats-server's configuration (one server or a cluster node) from the policy", RunNatsConfig},
+      {{"nats-config"}, "nats-server configuration that admits only the policy's keys (one server or a cluster node)", RunNatsConfig},
       {{"up"}, "run a local stack (nats-server, gatosd, workers) until Ctrl-C", RunUp},
       {{"cancel"}, "cancel a job (pending: aborted now; running: told to stop)", RunCancel},
       {{"retry"}, "re-run a job that ended failed or timed-out (same id, next attempt)", RunRetry},

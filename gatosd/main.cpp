@@ -37,12 +37,20 @@ constexpr char kUsage[] =
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
+    "        [--nats-auth-file FILE]     keep nats-server's authorization block in FILE in step\n"
+    "        [--nats-pid-file FILE]      with the policy, and SIGHUP the nats-server in FILE\n"
+    "                                    after each change (see gatos nats-config)\n"
+    "        [--nats-ca FILE] [--require-nats-auth]\n"
+    "                                    CA of a tls:// server; refuse to serve on a NATS that\n"
+    "                                    lets clients in without a key (else a loud warning)\n"
     "        [--config FILE]             settings from a YAML file: every flag above by its\n"
     "                                    name (ledger: DIR, stream-replicas: 3, ...);\n"
     "                                    flags on the command line win\n"
     "  hook pre-receive|proc-receive     run a git hook (installed by init; git calls it)\n"
     "\n"
-    "--dev accepts unsigned job commits; every start says so.\n";
+    "--dev accepts unsigned job commits; every start says so.\n"
+    "gatosd connects to NATS as the ledger key; workers and users connect as\n"
+    "the keys the policy names (docs/threat-model.md).\n";
 
 std::string SelfPath() {
   char buf[PATH_MAX];
@@ -94,7 +102,8 @@ int ServeCommand(const std::vector<std::string>& args) {
   const std::vector<gatos::FlagSpec> specs = {{"ledger"},      {"nats"},           {"http"},
                                               {"republish-s"}, {"sweep-ms"},       {"nats-wait-s"},
                                               {"max-batch"},   {"no-fsync", 0, false}, {"http-token-file"},
-                                              {"stream-replicas"}, {"config"}};
+                                              {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
+                                              {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"}};
   // --config FILE: the same settings as YAML (docs/deployment.md); flags win.
   auto full = gatos::WithConfigFile(args, specs);
   if (!full.ok()) return Usage("serve", full.status().message());
@@ -123,6 +132,13 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (!flags.GetInt("stream-replicas", 1, 5, &replicas)) return Usage("serve", flags.error());
   opts.stream_replicas = static_cast<int>(replicas);
   opts.fsync = !flags.Has("no-fsync");
+  opts.nats_auth_file = flags.GetOr("nats-auth-file", "");
+  opts.nats_pid_file = flags.GetOr("nats-pid-file", "");
+  opts.nats_ca_file = flags.GetOr("nats-ca", "");
+  opts.require_nats_auth = flags.Has("require-nats-auth");
+  if (!opts.nats_pid_file.empty() && opts.nats_auth_file.empty()) {
+    return Usage("serve", "--nats-pid-file needs --nats-auth-file (the file nats-server reloads)");
+  }
   if (flags.Has("republish-s")) opts.republish_ms = republish_s * 1000;
   if (flags.Has("nats-wait-s")) opts.nats_wait_ms = nats_wait_s * 1000;
   if (opts.ledger_dir.empty()) return Usage("serve", "--ledger DIR is required");

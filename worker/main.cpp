@@ -27,6 +27,7 @@ constexpr char kUsage[] =
     "         KEY is an OpenSSH Ed25519 private key allowed as a worker by the\n"
     "         ledger's policy (gatos policy allow-worker). --ledger nats://... is\n"
     "         accepted as a synonym of --nats. GATOS_NATS_URL is the default URL.\n"
+    "         The worker connects to NATS as KEY (tls:// URLs: --nats-ca FILE).\n"
     "         FILE holds the ledger's public key (one OpenSSH key per line; several\n"
     "         during a key rotation): the worker runs a job only when its grant is\n"
     "         a lease commit signed by that key for this worker's own request, and\n"
@@ -59,7 +60,7 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   // (status uses state-dir only).
   std::vector<gatos::FlagSpec> specs = {{"state-dir"}, {"json", 0, false}, {"nats"}, {"ledger"}, {"key"},
                                         {"ledger-key"}, {"ro-bind", 0, true, true}, {"name"}, {"concurrency"},
-                                        {"sandbox"}};
+                                        {"sandbox"}, {"nats-ca"}};
   specs.push_back({"config"});
   auto usage = [&cmd](const std::string& message) {
     std::cerr << "gatos-worker " << cmd << ": " << message << "\n";
@@ -90,6 +91,7 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
     opts.nats_url = *ledger;
   }
   opts.nats_url = flags.GetOr("nats", opts.nats_url);
+  opts.nats_ca_file = flags.GetOr("nats-ca", "");
   opts.key_path = flags.GetOr("key", "");
   opts.ledger_key_path = flags.GetOr("ledger-key", "");
   opts.ro_binds = flags.GetAll("ro-bind");

@@ -161,11 +161,7 @@ class MultiHostTest : public ::testing::Test {
       r = Gatos({"nats-config", "--ledger", ledger_, "--cluster", cluster, "--node", n, "--store-dir",
                  dir_.Join(n + ".js"), "--route-secret-file", dir_.Join("route.secret")});
       if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatos nats-config --node " << n << ": " << r.err;
-      std::string conf = r.out;
-      // TODO(auth): until gatosd and the workers authenticate, leave the
-      // authorization block out.
-      conf = conf.substr(0, conf.find("# nats-server authorization"));
-      WriteFile(dir_.Join(n + ".conf"), conf, 0600);
+      WriteFile(dir_.Join(n + ".conf"), r.out, 0600);
     }
     return ::testing::AssertionSuccess();
   }
@@ -189,7 +185,7 @@ class MultiHostTest : public ::testing::Test {
     if (!Proc("gatosd")->Start(lab_.In("ledger", {BinaryPath("gatosd"), "serve", "--ledger", ledger_, "--nats",
                                                   urls_, "--stream-replicas", "3", "--republish-s",
                                                   std::to_string(options_.republish_s), "--sweep-ms", "50",
-                                                  "--nats-wait-s", "60"}),
+                                                  "--nats-wait-s", "60", "--require-nats-auth"}),
                                env_, log, &error)) {
       return ::testing::AssertionFailure() << error;
     }
@@ -366,6 +362,23 @@ TEST_F(MultiHostTest, ThreeHundredJobsRunOnceAcrossHostsThroughANatsNodeCrashAnd
   ASSERT_TRUE(StartWorker(2));
   EXPECT_TRUE(Proc("gatosd")->WaitForLog("kept with 3 replicas", 1000)) << Proc("gatosd")->log();
   std::string effects = dir_.Join("effects");
+  // A worker host's view of the deployment: every member reachable and
+  // closed to anonymous clients, the worker's key authenticated, JetStream
+  // holding the stream and the workers' consumer.
+  RunResult doctor = Gatos({"doctor", "--nats", urls_, "--key", worker_keys_[0], "--ledger-key",
+                            ledger_ + "/gatos/ledger_key.pub", "--json"},
+                           "worker1");
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.out << doctor.err;
+  json checks = json::parse(doctor.out, nullptr, false);
+  ASSERT_TRUE(checks.is_object()) << doctor.out;
+  int closed = 0;
+  for (const auto& c : checks["checks"]) {
+    if (c.value("check", "") == "nats" && c.value("status", "") == "ok") ++closed;
+    if (c.value("check", "") == "nats-auth" || c.value("check", "") == "jetstream") {
+      EXPECT_EQ(c.value("status", ""), "ok") << c.dump();
+    }
+  }
+  EXPECT_EQ(closed, 3) << doctor.out;
   auto started = Clock::now();
 
   // First third, all nodes up.

@@ -93,6 +93,19 @@ TEST(NatsServerConfigTest, SingleServerHasNoClusterBlock) {
   EXPECT_NE(c->find("authorization {"), std::string::npos);
 }
 
+TEST(NatsServerConfigTest, AuthorizationIncludedFromAFileGatosdRewrites) {
+  auto o = ClusterOptions();
+  o.auth_include = "gatos-auth.conf";
+  o.pid_file = "/run/nats/nats.pid";
+  auto c = NatsServerConfig(o, TestPolicy());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_NE(c->find("\ninclude gatos-auth.conf\n"), std::string::npos) << *c;
+  EXPECT_NE(c->find("pid_file: \"/run/nats/nats.pid\""), std::string::npos) << *c;
+  EXPECT_EQ(c->find("authorization {\n  users"), std::string::npos) << *c;
+  o.auth_include = "../etc/shadow";
+  EXPECT_FALSE(NatsServerConfig(o, TestPolicy()).ok());
+}
+
 TEST(NatsServerConfigTest, TlsBlocks) {
   auto o = ClusterOptions();
   o.route_password.clear();

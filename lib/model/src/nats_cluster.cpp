@@ -177,11 +177,17 @@ std::string NatsClientUrls(const std::vector<NatsNode>& nodes, bool tls) {
 Result<std::string> NatsServerConfig(const NatsServerConfigOptions& o, const Policy& policy) {
   for (const std::string* s : {&o.store_dir, &o.listen_host, &o.cluster_name, &o.route_user, &o.route_password,
                                &o.tls_cert, &o.tls_key, &o.tls_ca, &o.route_tls_cert, &o.route_tls_key,
-                               &o.route_tls_ca}) {
+                               &o.route_tls_ca, &o.pid_file}) {
     if (!Quotable(*s)) {
       return InvalidArgumentError("nats-server configuration: " + Show(*s) +
                                   " contains a quote, backslash, '$' or control character");
     }
+  }
+  if (!o.auth_include.empty() &&
+      (o.auth_include[0] == '.' || !std::all_of(o.auth_include.begin(), o.auth_include.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+      }))) {
+    return InvalidArgumentError("the authorization file must be a plain file name next to the configuration");
   }
   if (o.store_dir.empty()) return InvalidArgumentError("nats-server configuration: the JetStream store directory is empty");
   if (!ValidHost(o.listen_host)) return InvalidArgumentError("listen address " + Show(o.listen_host) + " is not a host");
@@ -231,6 +237,7 @@ Result<std::string> NatsServerConfig(const NatsServerConfigOptions& o, const Pol
   out += "server_name: " + Q(name) + "\n";
   out += "listen: " + Q(o.listen_host + ":" + std::to_string(client_port)) + "\n";
   out += "max_payload: " + std::to_string(o.max_payload_bytes) + "\n";
+  if (!o.pid_file.empty()) out += "pid_file: " + Q(o.pid_file) + "\n";
   out += "jetstream {\n  store_dir: " + Q(o.store_dir) + "\n}\n";
   if (!o.tls_cert.empty()) {
     out += "tls {\n  cert_file: " + Q(o.tls_cert) + "\n  key_file: " + Q(o.tls_key) + "\n";
@@ -256,7 +263,12 @@ Result<std::string> NatsServerConfig(const NatsServerConfigOptions& o, const Pol
     }
     out += "  ]\n}\n";
   }
-  out += NatsAuthorizationConfig(policy);
+  if (o.auth_include.empty()) {
+    out += NatsAuthorizationConfig(policy);
+  } else {
+    out += "# One NATS user per key of the policy (gatosd --nats-auth-file keeps it in step).\n";
+    out += "include " + o.auth_include + "\n";
+  }
   return out;
 }
 

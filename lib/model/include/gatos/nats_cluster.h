@@ -59,11 +59,18 @@ struct NatsServerConfigOptions {
   // TLS for the routes, with verification of the peer's certificate
   // against route_tls_ca (mutual TLS). Empty: plain routes.
   std::string route_tls_cert, route_tls_key, route_tls_ca;
+  // Written as pid_file when set (what gatosd --nats-pid-file reads).
+  std::string pid_file;
+  // When set, the authorization block is not written inline but included
+  // from this file next to the configuration (a plain file name), so that
+  // gatosd --nats-auth-file can keep it in step with the policy.
+  std::string auth_include;
 };
 
 // The whole nats-server configuration of one node: identity, client listener,
 // JetStream, the cluster block with routes to every other node, and the
-// `authorization` block of NatsAuthorizationConfig(policy). Deterministic.
+// `authorization` block of NatsAuthorizationConfig(policy) (inline, or an
+// include of options.auth_include). Deterministic.
 // InvalidArgument when the options do not make a working server (unknown
 // node, a cluster without route authentication, half a TLS pair, a value
 // that would break the file's syntax).
