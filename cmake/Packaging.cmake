@@ -10,17 +10,15 @@ install(FILES packaging/systemd/gatosd.service packaging/systemd/gatos-worker.se
 install(FILES packaging/config/gatosd.yaml packaging/config/worker.yaml
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 install(FILES README.md docs/deployment.md docs/install.md docs/operations.md docs/auditor-guide.md
-              docs/protocol.md docs/keys.md docs/limits.md
+              docs/protocol.md docs/keys.md docs/limits.md docs/threat-model.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 set(CPACK_PACKAGE_NAME "gatos")
 set(CPACK_PACKAGE_VENDOR "GATOS")
 set(CPACK_PACKAGE_CONTACT "GATOS maintainers <gatos@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Git-native job plane: ledger daemon, workers, CLI and auditor")
-set(CPACK_PACKAGE_DESCRIPTION
-    "GATOS runs jobs recorded in a git ledger: gatosd keeps the ledger and serves\n"
-    "workers over NATS JetStream, gatos-worker runs jobs in a sandbox and signs\n"
-    "their results, and gatos submits, waits for and verifies them offline.")
+set(CPACK_DEBIAN_PACKAGE_DESCRIPTION
+    "Git-native job plane: ledger daemon, workers, CLI and auditor\n GATOS runs jobs recorded in a git ledger: gatosd keeps the ledger and serves\n workers over NATS JetStream, gatos-worker runs jobs in a sandbox and signs\n their results, and gatos submits, waits for and verifies them offline.")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_GENERATOR "DEB")
 set(CPACK_PACKAGING_INSTALL_PREFIX "/usr")
