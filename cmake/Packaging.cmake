@@ -7,7 +7,7 @@ install(TARGETS gatos gatosd gatos-worker gatos-supervise gatos-scan
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES packaging/systemd/gatosd.service packaging/systemd/gatos-worker.service
         DESTINATION lib/systemd/system)
-install(FILES packaging/config/gatosd.yaml packaging/config/worker.yaml
+install(FILES packaging/config/gatosd.yaml packaging/config/worker.yaml packaging/systemd/nats-server-gatos.conf
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 install(FILES README.md docs/deployment.md docs/install.md docs/operations.md docs/auditor-guide.md
               docs/protocol.md docs/keys.md docs/limits.md docs/threat-model.md

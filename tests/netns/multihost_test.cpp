@@ -384,13 +384,20 @@ TEST_F(MultiHostTest, ThreeHundredJobsRunOnceAcrossHostsThroughANatsNodeCrashAnd
   // First third, all nodes up.
   std::vector<std::string> yamls;
   for (int i = 0; i < 300; ++i) yamls.push_back(EffectJob(effects, "job" + std::to_string(i), "; sleep 0.05"));
-  std::vector<std::string> ids = Submit({yamls.begin(), yamls.begin() + 100});
+  double submit_s = 0;
+  auto timed_submit = [&](auto begin, auto end) {
+    auto t = Clock::now();
+    auto out = Submit({begin, end});
+    submit_s += Seconds(Clock::now() - t);
+    return out;
+  };
+  std::vector<std::string> ids = timed_submit(yamls.begin(), yamls.begin() + 100);
   ASSERT_TRUE(PollUntil([&] { return Results().size() >= 50; }, 60s)) << Results().size() << " results";
 
   // The node everybody connected to first dies mid-run; the others carry on
   // (R3 stream, clients reconnect to another member). It comes back later.
   ASSERT_EQ(Proc("nats1")->Stop(SIGKILL), -SIGKILL);
-  auto more = Submit({yamls.begin() + 100, yamls.begin() + 200});
+  auto more = timed_submit(yamls.begin() + 100, yamls.begin() + 200);
   ids.insert(ids.end(), more.begin(), more.end());
   ASSERT_TRUE(PollUntil([&] { return Results().size() >= 150; }, 60s))
       << Results().size() << " results with nats1 down";
@@ -398,11 +405,13 @@ TEST_F(MultiHostTest, ThreeHundredJobsRunOnceAcrossHostsThroughANatsNodeCrashAnd
 
   // gatosd crashes with work pending and running; on restart it offers the
   // pending jobs again and the workers' requests reach it once more.
-  more = Submit({yamls.begin() + 200, yamls.end()});
+  more = timed_submit(yamls.begin() + 200, yamls.end());
   ids.insert(ids.end(), more.begin(), more.end());
   ASSERT_EQ(Proc("gatosd")->Stop(SIGKILL), -SIGKILL);
   size_t at_crash = Results().size();
+  auto crash = Clock::now();
   ASSERT_TRUE(StartGatosd());
+  double gatosd_restart_s = Seconds(Clock::now() - crash);
   ASSERT_TRUE(PollUntil([&] { return Results().size() >= 300; }, 120s, 200ms))
       << Results().size() << " of 300 results; " << at_crash << " at the gatosd crash";
   double elapsed = Seconds(Clock::now() - started);
@@ -446,7 +455,8 @@ TEST_F(MultiHostTest, ThreeHundredJobsRunOnceAcrossHostsThroughANatsNodeCrashAnd
   for (const auto& line : Lines(audit.out)) verified += line.rfind("ok blake3:", 0) == 0 && line.find(" succeeded") != std::string::npos;
   EXPECT_EQ(verified, 300) << audit.out.substr(0, 2000);
   std::cout << "[figures] 300 jobs across 2 worker hosts in " << elapsed << " s ("
-            << 300 / elapsed << " jobs/s, with a NATS node and gatosd SIGKILLed); worker1 "
+            << 300 / elapsed << " jobs/s, with a NATS node and gatosd SIGKILLed; 300 `gatos submit` processes took "
+            << submit_s << " s of it; gatosd back " << gatosd_restart_s << " s after its SIGKILL); worker1 "
             << by_worker[worker_ids_[0]] << ", worker2 " << by_worker[worker_ids_[1]] << ", takeovers " << takeovers
             << "\n";
 }

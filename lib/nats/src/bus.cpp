@@ -83,6 +83,9 @@ StatusCode CodeFor(natsStatus s, jsErrCode jerr) {
     case JSNotEnabledErr:
     case JSNotEnabledForAccountErr:
     case JSClusterNotAvailErr:
+    // Too few cluster members known for the replicas asked: a cluster still
+    // forming, or one that lost nodes. Retry.
+    case JSClusterNoPeersErr:
       return StatusCode::kUnavailable;
     default:
       break;
