@@ -223,7 +223,11 @@ TEST_F(PackageTest, DebInstallsProgramsUnitsAndSettingsThatStartAWorkingStack) {
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
   RunResult wait = Installed("gatos", {"wait", Trim(sub.out), "--ledger", url, "--timeout", "60"},
                              {{"GATOS_NATS_KEY", submitter_key}}, 90);
-  EXPECT_EQ(wait.exit_code, 0) << wait.out << wait.err << worker_.log() << gatosd_.log();
+  if (wait.exit_code != 0) {
+    RunResult st = Installed("gatos", {"status", Trim(sub.out), "--ledger", ledger, "--json"});
+    ADD_FAILURE() << "wait: " << wait.exit_code << "\n" << wait.out << wait.err << "\nstatus: " << st.out << st.err
+                  << "\n--- worker ---\n" << worker_.log() << "\n--- gatosd ---\n" << gatosd_.log();
+  }
   std::cout << "[figures] cpack -G DEB: " << pack_s << " s; systemd-analyze security exposure: gatosd "
             << exposure["gatosd.service"] << ", gatos-worker " << exposure["gatos-worker.service"] << "\n";
 }
