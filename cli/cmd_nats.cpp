@@ -48,6 +48,10 @@ Result<NatsConfigFiles> WriteNatsConfig(const std::string& ledger_dir, const std
 }
 
 int RunNatsConfig(const Args& args) {
+  // A node of a cluster has a configuration of its own (cmd_nats_config.cpp).
+  for (const auto& a : args) {
+    if (a == "--cluster" || a.rfind("--cluster=", 0) == 0) return RunNatsClusterConfig(args);
+  }
   Flags flags;
   if (!flags.Parse(args, {{"ledger"}, {"dir"}, {"host"}, {"port"}, {"json", 0, false}})) {
     return UsageError("nats-config", flags.error());
@@ -65,7 +69,10 @@ int RunNatsConfig(const Args& args) {
                  "gatosd rewrites gatos-auth.conf on every policy change and makes\n"
                  "nats-server reload it, so a revoked key is disconnected at once.\n"
                  "Clients connect as their own key: workers with --key, `gatos submit\n"
-                 "--sign-key`, other commands with GATOS_NATS_KEY=FILE.\n";
+                 "--sign-key`, other commands with GATOS_NATS_KEY=FILE.\n\n"
+                 "For a JetStream cluster, each node's configuration:\n"
+                 "  gatos nats-config --ledger DIR --cluster NAME=HOST,... --node NAME ...\n"
+                 "(see gatos nats-config --cluster x --help).\n";
     return kExitOk;
   }
   auto ledger = flags.Get("ledger");

@@ -48,6 +48,9 @@ int RunLs(const Args& args);
 int RunWait(const Args& args);
 int RunCancel(const Args& args);
 int RunUp(const Args& args);
+int RunDoctor(const Args& args);
+// gatos nats-config --cluster ... --node NAME (cmd_nats_config.cpp).
+int RunNatsClusterConfig(const Args& args);
 int RunFindings(const Args& args);
 int RunVerify(const Args& args);
 int RunAttest(const Args& args);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gatos/config_file.h"
 #include "gatos/encoding.h"
 #include "gatos/flags.h"
 #include "dashboard.h"
@@ -29,6 +30,10 @@ constexpr char kUsage[] =
     "                                    (default NATS nats://127.0.0.1:4222)\n"
     "        [--http-token-file FILE]    bearer token of the dashboard and /metrics; required\n"
     "                                    when --http is not a loopback address\n"
+    "        [--stream-replicas N]       copies of the GATOS_JOBS stream in a JetStream cluster\n"
+    "                                    (1..5, default 1; 3 on a three-node cluster). --nats\n"
+    "                                    takes every member: nats://a:4222,nats://b:4222,...\n"
+    "                                    (tls://... for TLS)\n"
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
@@ -38,6 +43,9 @@ constexpr char kUsage[] =
     "        [--nats-ca FILE] [--require-nats-auth]\n"
     "                                    CA of a tls:// server; refuse to serve on a NATS that\n"
     "                                    lets clients in without a key (else a loud warning)\n"
+    "        [--config FILE]             settings from a YAML file: every flag above by its\n"
+    "                                    name (ledger: DIR, stream-replicas: 3, ...);\n"
+    "                                    flags on the command line win\n"
     "  hook pre-receive|proc-receive     run a git hook (installed by init; git calls it)\n"
     "\n"
     "--dev accepts unsigned job commits; every start says so.\n"
@@ -91,12 +99,16 @@ int Init(const std::vector<std::string>& args) {
 int ServeCommand(const std::vector<std::string>& args) {
   gatos::gatosd::ServeOptions opts;
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
+  const std::vector<gatos::FlagSpec> specs = {{"ledger"},      {"nats"},           {"http"},
+                                              {"republish-s"}, {"sweep-ms"},       {"nats-wait-s"},
+                                              {"max-batch"},   {"no-fsync", 0, false}, {"http-token-file"},
+                                              {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
+                                              {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"}};
+  // --config FILE: the same settings as YAML (docs/deployment.md); flags win.
+  auto full = gatos::WithConfigFile(args, specs);
+  if (!full.ok()) return Usage("serve", full.status().message());
   gatos::Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"http"}, {"republish-s"}, {"sweep-ms"}, {"nats-wait-s"},
-                          {"max-batch"}, {"no-fsync", 0, false}, {"http-token-file"}, {"nats-auth-file"},
-                          {"nats-pid-file"}, {"nats-ca"}, {"require-nats-auth", 0, false}})) {
-    return Usage("serve", flags.error());
-  }
+  if (!flags.Parse(*full, specs)) return Usage("serve", flags.error());
   if (flags.help()) {
     std::cout << kUsage;
     return 0;
@@ -116,6 +128,9 @@ int ServeCommand(const std::vector<std::string>& args) {
   int64_t max_batch = static_cast<int64_t>(opts.max_batch);
   if (!flags.GetInt("max-batch", 1, 65536, &max_batch)) return Usage("serve", flags.error());
   opts.max_batch = static_cast<size_t>(max_batch);
+  int64_t replicas = opts.stream_replicas;
+  if (!flags.GetInt("stream-replicas", 1, 5, &replicas)) return Usage("serve", flags.error());
+  opts.stream_replicas = static_cast<int>(replicas);
   opts.fsync = !flags.Has("no-fsync");
   opts.nats_auth_file = flags.GetOr("nats-auth-file", "");
   opts.nats_pid_file = flags.GetOr("nats-pid-file", "");

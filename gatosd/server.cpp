@@ -431,7 +431,16 @@ int Serve(const ServeOptions& opts) {
   sc.name = rpc::kStream;
   sc.subjects = {rpc::kStreamSubjects};
   sc.max_age_ms = opts.stream_max_age_ms;
+  sc.replicas = opts.stream_replicas;
+  // A cluster that has just formed answers JetStream calls only once it has
+  // elected a leader: wait for that as for the server itself.
   Status st = bus->EnsureStream(sc);
+  for (bool said = false; st.code() == StatusCode::kUnavailable && Clock::now() < deadline;
+       st = bus->EnsureStream(sc)) {
+    if (!said) Log("waiting for JetStream: " + st.message());
+    said = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
   if (!st.ok()) {
     std::cerr << "gatosd serve: JetStream stream " << rpc::kStream << ": " << st.message()
               << " (nats-server must run with -js)\n";
@@ -500,6 +509,9 @@ int Serve(const ServeOptions& opts) {
     queue.Close();
   });
 
+  if (opts.stream_replicas > 1) {
+    Log("stream " + std::string(rpc::kStream) + " kept with " + std::to_string(opts.stream_replicas) + " replicas");
+  }
   Log("serving ledger " + dir + " on " + opts.nats_url + " (pid " + std::to_string(getpid()) + ")");
   auto next_sweep = Clock::now();
   Repacker repacker(dir);

@@ -22,7 +22,8 @@ namespace gatos::gatosd {
 
 struct ServeOptions {
   std::string ledger_dir;
-  std::string nats_url = "nats://127.0.0.1:4222";
+  std::string nats_url = "nats://127.0.0.1:4222";  // comma-separated cluster members allowed
+  int stream_replicas = 1;           // copies of GATOS_JOBS in a JetStream cluster (1..5)
   std::string http_addr;             // "" = no HTTP endpoint
   std::string http_token;            // dashboard bearer token ("" = none; required off loopback)
   int64_t republish_ms = 30'000;     // pending jobs unclaimed this long are published again

@@ -4,6 +4,8 @@
 # chromium and chromium-driver: the dashboard's browser tests
 # (tests/dashboard/browser_test.cpp) drive Debian's headless Chromium over
 # WebDriver; nothing is downloaded at test time.
+# iproute2: the multi-host test's network namespaces; dpkg-dev, file and
+# systemd (systemd-analyze): building and checking the Debian package.
 set -euo pipefail
 [ "${GATOS_SKIP_APT:-0}" = 1 ] && exit 0
 
@@ -17,6 +19,7 @@ PACKAGES=(
   libssl-dev zlib1g-dev python3 python3-jsonschema git-secrets hyperfine procps jq openssl
   redis-server python3-celery python3-rq python3-redis
   chromium chromium-driver
+  iproute2 dpkg-dev file systemd
 )
 
 missing=()

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gatos/config_file.h"
 #include "gatos/encoding.h"
 #include "gatos/flags.h"
 #include "gatos/log.h"
@@ -17,8 +18,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: gatos-worker run --nats URL --key KEY --ledger-key FILE --state-dir DIR [--concurrency N]\n"
     "                        [--sandbox auto|require|off] [--ro-bind PATH]... [--name NAME]\n"
-    "                        [--local-inputs DIR]... [--credentials FILE]\n"
-    "       gatos-worker status --state-dir DIR [--json]\n"
+    "                        [--local-inputs DIR]... [--credentials FILE] [--config FILE]\n"
+    "       gatos-worker status --state-dir DIR [--json] [--config FILE]\n"
     "\n"
     "run      takes jobs from gatosd (JetStream consumer gatos-workers on\n"
     "         gatos.jobs.pending), claims them with the ledger RPC, runs them and\n"
@@ -51,6 +52,10 @@ constexpr char kUsage[] =
     "         key the worker fetches with; jobs never see them.\n"
     "         SIGINT/SIGTERM: stop taking jobs, let\n"
     "         running ones finish (10 s), then stop.\n"
+    "         --config FILE: settings from a YAML file, every flag by its name\n"
+    "         (nats: URLS, key: FILE, ro-bind: [A, B], ...); flags on the command\n"
+    "         line win. GATOS_NATS_URL and --nats take comma-separated cluster\n"
+    "         members (nats://a:4222,nats://b:4222, or tls://...).\n"
     "status   queue depth, leases, retries, dead letters and ONE lifecycle state\n"
     "         (idle, draining, retrying backlog, dead-letter, stale lease).\n"
     "\n"
@@ -60,24 +65,27 @@ constexpr char kUsage[] =
 int Command(const std::string& cmd, const std::vector<std::string>& args) {
   gatos::worker::WorkerOptions opts;
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
-  std::vector<gatos::FlagSpec> specs = {{"state-dir"}};
-  if (cmd == "status") {
-    specs.push_back({"json", 0, false});
-  } else {
-    specs.insert(specs.end(), {{"nats"}, {"ledger"}, {"key"}, {"ledger-key"}, {"ro-bind", 0, true, true}, {"name"},
-                               {"local-inputs", 0, true, true}, {"credentials"},
-                               {"concurrency"}, {"sandbox"}, {"nats-ca"}});
-  }
+  // One list for both commands, so one configuration file serves both
+  // (status uses state-dir only).
+  std::vector<gatos::FlagSpec> specs = {{"state-dir"}, {"json", 0, false}, {"nats"}, {"ledger"}, {"key"},
+                                        {"ledger-key"}, {"ro-bind", 0, true, true}, {"name"},
+                                        {"local-inputs", 0, true, true}, {"credentials"}, {"concurrency"},
+                                        {"sandbox"}, {"nats-ca"}};
+  specs.push_back({"config"});
   auto usage = [&cmd](const std::string& message) {
     std::cerr << "gatos-worker " << cmd << ": " << message << "\n";
     return gatos::kExitUsage;
   };
+  // --config FILE: the same settings as YAML (docs/deployment.md); flags win.
+  auto full = gatos::WithConfigFile(args, specs);
+  if (!full.ok()) return usage(full.status().message());
   gatos::Flags flags;
-  if (!flags.Parse(args, specs)) return usage(flags.error());
+  if (!flags.Parse(*full, specs)) return usage(flags.error());
   if (flags.help()) {
     std::cout << kUsage;
     return 0;
   }
+  if (cmd == "run" && flags.Has("json")) return usage("--json is for gatos-worker status");
   if (!flags.positional().empty()) {
     return usage("unexpected argument '" + gatos::TruncateUtf8(flags.positional()[0], 64) + "' (see --help)");
   }

@@ -647,7 +647,11 @@ std::string JobService::ReadReply(const ServiceRequest& r) {
   }
   auto req = rpc::ParseListRequest(*j);
   if (!req.ok()) return Invalid(req.status().message());
-  return rpc::Dump(ListReply(writer_->index(), writer_->stats(), writer_->live(), *req, now));
+  json reply = ListReply(writer_->index(), writer_->stats(), writer_->live(), *req, now);
+  // The ledger's clock, so that a client can tell how far its own is off
+  // (leases are judged by it; gatos doctor checks).
+  reply["now_ms"] = now;
+  return rpc::Dump(reply);
 }
 
 json ListReply(StateIndex& index, const IndexStats& st, const std::map<std::string, JobRecord>& live,

@@ -13,6 +13,7 @@
 //    handler closure.
 //  - Concurrent natsSubscription_Fetch on one subscription is an error.
 #include "gatos/bus.h"
+#include "gatos/nats_cluster.h"
 
 #include <nats/nats.h>
 
@@ -82,6 +83,9 @@ StatusCode CodeFor(natsStatus s, jsErrCode jerr) {
     case JSNotEnabledErr:
     case JSNotEnabledForAccountErr:
     case JSClusterNotAvailErr:
+    // Too few cluster members known for the replicas asked: a cluster still
+    // forming, or one that lost nodes. Retry.
+    case JSClusterNoPeersErr:
       return StatusCode::kUnavailable;
     default:
       break;
@@ -252,7 +256,14 @@ Result<std::unique_ptr<Bus>> Bus::Connect(const BusOptions& options) {
   natsStatus s = natsOptions_Create(&raw_opts);
   if (s != NATS_OK) return FromNats(s, what + ": natsOptions_Create");
   OptionsPtr opts(raw_opts);
-  s = natsOptions_SetURL(opts.get(), options.url.c_str());
+  auto urls = SplitNatsUrls(options.url);
+  if (!urls.ok()) return InvalidArgumentError("Bus::Connect: " + urls.status().message());
+  std::vector<const char*> servers;
+  for (const auto& u : *urls) servers.push_back(u.c_str());
+  s = natsOptions_SetServers(opts.get(), servers.data(), static_cast<int>(servers.size()));
+  // Try the members in the order given (the first is the nearest, say), not
+  // shuffled; reconnects go to any member that answers.
+  if (s == NATS_OK) s = natsOptions_SetNoRandomize(opts.get(), true);
   if (s == NATS_OK && !options.name.empty())
     s = natsOptions_SetName(opts.get(), options.name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(opts.get(), options.connect_timeout_ms);
@@ -492,6 +503,10 @@ Status Bus::EnsureStream(const StreamConfig& config) {
   cfg.Duplicates = config.duplicate_window_ms * kNanosPerMilli;
   cfg.MaxMsgSize = static_cast<int32_t>(config.max_msg_size);
   cfg.MaxAge = config.max_age_ms * kNanosPerMilli;
+  if (config.replicas < 1 || config.replicas > 5) {
+    return InvalidArgumentError(what + ": replicas must be 1..5, not " + std::to_string(config.replicas));
+  }
+  cfg.Replicas = config.replicas;
 
   // Two rounds: a concurrent creator can win between our lookup and add.
   for (int round = 0; round < 2; ++round) {
@@ -521,7 +536,7 @@ Status Bus::EnsureStream(const StreamConfig& config) {
     const bool same = Sorted(have_subjects) == Sorted(config.subjects) &&
                       have->Retention == cfg.Retention && have->Storage == cfg.Storage &&
                       have->Duplicates == cfg.Duplicates && have->MaxMsgSize == cfg.MaxMsgSize &&
-                      have->MaxAge == cfg.MaxAge;
+                      have->MaxAge == cfg.MaxAge && std::max<int64_t>(have->Replicas, 1) == cfg.Replicas;
     if (same) return OkStatus();
 
     jsStreamInfo* raw_updated = nullptr;
@@ -554,6 +569,13 @@ Result<Bus::StreamState> Bus::GetStreamState(const std::string& stream) {
   state.first_sequence = info->State.FirstSeq;
   state.last_sequence = info->State.LastSeq;
   state.consumers = info->State.Consumers;
+  if (info->Config) state.replicas = std::max<int64_t>(info->Config->Replicas, 1);
+  if (info->Cluster) {
+    if (info->Cluster->Leader) state.leader = info->Cluster->Leader;
+    for (int i = 0; i < info->Cluster->ReplicasLen; ++i) {
+      if (info->Cluster->Replicas[i] && info->Cluster->Replicas[i]->Current) ++state.current_replicas;
+    }
+  }
   return state;
 }
 

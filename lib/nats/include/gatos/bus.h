@@ -38,7 +38,11 @@
 namespace gatos {
 
 struct BusOptions {
-  std::string url;   // "nats://host:port"; several may be given, comma separated
+  // "nats://host:port"; the members of a cluster comma separated
+  // ("nats://a:4222,nats://b:4222"), tls:// for TLS. The client connects to
+  // one of them and, when it goes away, reconnects to any other (and to
+  // members the cluster announces).
+  std::string url;
   std::string name;  // connection name shown by the server (monitoring)
   int connect_timeout_ms = 2000;
   int max_reconnect = -1;  // -1: reconnect forever
@@ -144,6 +148,9 @@ class Bus {
     bool file_storage = true;
     int64_t max_msg_size = -1;  // -1: the server's max_payload
     int64_t max_age_ms = 0;     // 0: keep messages forever (limits retention)
+    // Copies kept by a JetStream cluster (1..5; 3 on a 3-node cluster
+    // survives the loss of one node). An existing stream is scaled to it.
+    int replicas = 1;
   };
   // Creates the stream, or updates it when it exists with other settings.
   // Idempotent. FailedPrecondition when the server refuses the change (for
@@ -156,6 +163,9 @@ class Bus {
     uint64_t first_sequence = 0;
     uint64_t last_sequence = 0;
     int64_t consumers = 0;
+    int64_t replicas = 1;          // as configured
+    std::string leader;            // the server leading the stream ("" on a single server)
+    int64_t current_replicas = 0;  // followers caught up with the leader
   };
   // NotFound when the stream does not exist.
   Result<StreamState> GetStreamState(const std::string& stream);

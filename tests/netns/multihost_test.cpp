@@ -1,0 +1,497 @@
+// GATOS across hosts: every host is a Linux network namespace of its own
+// (netns_lab.h), cabled to a private bridge. A three-node nats-server cluster
+// (JetStream R3, authenticated routes and clients) runs on nats1..nats3,
+// gatosd and a git daemon on `ledger`, one worker on each of worker1 and
+// worker2, submissions come from `client`, and `auditor` mirrors the ledger
+// over the git protocol and verifies it. Crashes are real SIGKILLs; a host
+// cut off is its cable pulled at the switch.
+//
+// Needs root (CI runs as root). Without network namespaces the test fails
+// with a message saying so; it never skips.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "child_process.h"
+#include "netns_lab.h"
+#include "test_util.h"
+
+namespace gatos::testing {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr int kNatsPort = 4222;
+constexpr int kRoutePort = 6222;
+constexpr int kGitPort = 9418;
+const std::vector<std::string> kNats = {"nats1", "nats2", "nats3"};
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+template <typename Pred>
+bool PollUntil(Pred pred, std::chrono::milliseconds timeout, std::chrono::milliseconds every = 50ms) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    if (pred()) return true;
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(every);
+  }
+}
+
+struct ClusterOptions {
+  int64_t lease_ms = 4000;
+  int republish_s = 5;
+};
+
+class MultiHostTest : public ::testing::Test {
+ protected:
+  // Members are destroyed in reverse: every process first, then the files,
+  // then the lab's namespaces.
+  NetLab lab_{{"nats1", "nats2", "nats3", "ledger", "worker1", "worker2", "client", "auditor"}};
+  TempDir dir_;
+  std::map<std::string, std::string> env_;
+  std::string ledger_, submitter_key_, urls_;
+  std::vector<std::string> worker_keys_, worker_ids_;
+  std::map<std::string, std::unique_ptr<ChildProcess>> procs_;
+  ClusterOptions options_;
+  int submitted_ = 0;
+
+  void TearDown() override {
+    for (auto& [name, p] : procs_) {
+      if (p && p->running()) p->Stop(SIGKILL, 5000);
+    }
+    if (HasFailure()) {
+      for (const auto& name : {"nats1", "nats2", "nats3", "gatosd", "worker1", "worker2"}) {
+        auto it = procs_.find(name);
+        if (it == procs_.end()) continue;
+        std::string log = it->second->log();
+        if (log.size() > 3000) log = "..." + log.substr(log.size() - 3000);
+        std::cerr << "---- " << name << " log (tail) ----\n" << log << "\n";
+      }
+    }
+  }
+
+  ChildProcess* Proc(const std::string& name) {
+    auto& p = procs_[name];
+    if (!p) p = std::make_unique<ChildProcess>();
+    return p.get();
+  }
+
+  RunResult Gatos(std::vector<std::string> args, const std::string& host = "", int timeout_s = 120) {
+    args.insert(args.begin(), BinaryPath("gatos"));
+    RunOptions ro;
+    ro.env = env_;
+    ro.timeout_seconds = timeout_s;
+    return host.empty() ? testing::Run(args, ro) : lab_.Run(host, args, ro);
+  }
+
+  RunResult Git(const std::vector<std::string>& args) {
+    std::vector<std::string> argv = {"git", "--git-dir", ledger_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    RunOptions ro;
+    ro.env = env_;
+    return testing::Run(argv, ro);
+  }
+
+  // The ledger, its keys and policy; the cluster's configuration files.
+  ::testing::AssertionResult Prepare() {
+    auto ok = lab_.Start();
+    if (!ok) return ok;
+    env_ = {{"HOME", dir_.path()},
+            {"GIT_CONFIG_NOSYSTEM", "1"},
+            {"GIT_AUTHOR_NAME", "Alice"},
+            {"GIT_AUTHOR_EMAIL", "alice@example.com"},
+            {"GIT_COMMITTER_NAME", "Alice"},
+            {"GIT_COMMITTER_EMAIL", "alice@example.com"}};
+    ledger_ = dir_.Join("ledger.git");
+    RunOptions ro;
+    ro.env = env_;
+    RunResult r = testing::Run({BinaryPath("gatosd"), "init", ledger_, "--lease-ms", std::to_string(options_.lease_ms)}, ro);
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatosd init: " << r.err;
+    submitter_key_ = dir_.Join("alice");
+    r = Gatos({"keygen", "-f", submitter_key_});
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << "keygen: " << r.err;
+    r = Gatos({"policy", "allow-submitter", "--ledger", ledger_, submitter_key_ + ".pub"});
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << "allow-submitter: " << r.err;
+    for (int i = 1; i <= 2; ++i) {
+      std::string k = dir_.Join("worker" + std::to_string(i));
+      r = Gatos({"keygen", "-f", k});
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << "keygen: " << r.err;
+      r = Gatos({"policy", "allow-worker", "--ledger", ledger_, k + ".pub"});
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << "allow-worker: " << r.err;
+      worker_keys_.push_back(k);
+      worker_ids_.push_back(Trim(Gatos({"key", "show", k + ".pub"}).out));
+    }
+    std::string cluster;
+    for (const auto& n : kNats) {
+      cluster += (cluster.empty() ? "" : ",") + n + "=" + lab_.Address(n) + ":" + std::to_string(kNatsPort) + ":" +
+                 std::to_string(kRoutePort);
+      urls_ += (urls_.empty() ? "" : ",") + std::string("nats://") + lab_.Address(n) + ":" + std::to_string(kNatsPort);
+    }
+    WriteFile(dir_.Join("route.secret"), "lab-route-secret-0123456789\n", 0600);
+    for (const auto& n : kNats) {
+      r = Gatos({"nats-config", "--ledger", ledger_, "--cluster", cluster, "--node", n, "--store-dir",
+                 dir_.Join(n + ".js"), "--route-secret-file", dir_.Join("route.secret")});
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatos nats-config --node " << n << ": " << r.err;
+      WriteFile(dir_.Join(n + ".conf"), r.out, 0600);
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult StartNats(const std::string& node) {
+    std::string error;
+    if (!Proc(node)->Start(lab_.In(node, {"nats-server", "-c", dir_.Join(node + ".conf")}), {},
+                           dir_.Join(node + ".log"), &error)) {
+      return ::testing::AssertionFailure() << error;
+    }
+    if (!lab_.WaitForPort("ledger", lab_.Address(node), kNatsPort, 20000)) {
+      return ::testing::AssertionFailure() << node << " does not accept connections:\n" << Proc(node)->log();
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult StartGatosd() {
+    std::string error;
+    std::string log = dir_.Join("gatosd.log");
+    size_t before = ReadFile(log).size();
+    if (!Proc("gatosd")->Start(lab_.In("ledger", {BinaryPath("gatosd"), "serve", "--ledger", ledger_, "--nats",
+                                                  urls_, "--stream-replicas", "3", "--republish-s",
+                                                  std::to_string(options_.republish_s), "--sweep-ms", "50",
+                                                  "--nats-wait-s", "60", "--require-nats-auth"}),
+                               env_, log, &error)) {
+      return ::testing::AssertionFailure() << error;
+    }
+    bool up = PollUntil(
+        [&] {
+          std::string text = ReadFile(log);
+          return text.find("serving ledger", before) != std::string::npos || !Proc("gatosd")->running();
+        },
+        60s);
+    if (!up || !Proc("gatosd")->running()) {
+      return ::testing::AssertionFailure() << "gatosd did not start:\n" << ReadFile(log).substr(before);
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult StartGitDaemon() {
+    std::string error;
+    if (!Proc("git-daemon")->Start(
+            lab_.In("ledger", {"git", "daemon", "--reuseaddr", "--export-all", "--base-path=" + dir_.path(),
+                               "--listen=" + lab_.Address("ledger"), "--port=" + std::to_string(kGitPort),
+                               "--informative-errors", dir_.path()}),
+            env_, dir_.Join("git-daemon.log"), &error)) {
+      return ::testing::AssertionFailure() << error;
+    }
+    if (!lab_.WaitForPort("auditor", lab_.Address("ledger"), kGitPort, 10000)) {
+      return ::testing::AssertionFailure() << "git daemon does not listen:\n" << Proc("git-daemon")->log();
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // Worker i (1 or 2) on host worker<i>; waits until it is ready.
+  ::testing::AssertionResult StartWorker(int i) {
+    std::string host = "worker" + std::to_string(i);
+    std::string log = dir_.Join(host + ".log");
+    size_t before = ReadFile(log).size();
+    std::string error;
+    if (!Proc(host)->Start(lab_.In(host, {BinaryPath("gatos-worker"), "run", "--nats", urls_, "--key",
+                                          worker_keys_[i - 1], "--ledger-key", ledger_ + "/gatos/ledger_key.pub",
+                                          "--state-dir", dir_.Join(host + ".state"), "--name", host, "--sandbox",
+                                          "off", "--concurrency", "4"}),
+                           env_, log, &error)) {
+      return ::testing::AssertionFailure() << error;
+    }
+    bool ready = PollUntil(
+        [&] {
+          std::string text = ReadFile(log);
+          return text.find(" ready ", before) != std::string::npos || !Proc(host)->running();
+        },
+        30s);
+    if (!ready || !Proc(host)->running()) {
+      return ::testing::AssertionFailure() << host << " did not start:\n" << ReadFile(log).substr(before);
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult StartAll() {
+    for (const auto& n : kNats) {
+      auto ok = StartNats(n);
+      if (!ok) return ok;
+    }
+    auto ok = StartGatosd();
+    if (!ok) return ok;
+    return StartGitDaemon();
+  }
+
+  // Writes job manifests and submits them from the client host through
+  // gatosd, `parallel` submissions at a time. Returns the job ids in order.
+  std::vector<std::string> Submit(const std::vector<std::string>& yamls, int parallel = 4) {
+    std::vector<std::string> files, ids(yamls.size());
+    for (const auto& y : yamls) {
+      files.push_back(dir_.Join("job" + std::to_string(submitted_++) + ".yaml"));
+      WriteFile(files.back(), y);
+    }
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(parallel);
+    for (int t = 0; t < parallel; ++t) {
+      threads.emplace_back([&, t] {
+        for (size_t i = t; i < files.size(); i += parallel) {
+          // A submission may meet a NATS node or gatosd that is restarting:
+          // the client retries as a user would.
+          for (int attempt = 0; attempt < 20; ++attempt) {
+            RunResult r = Gatos({"submit", files[i], "--ledger", urls_, "--sign-key", submitter_key_}, "client", 60);
+            if (r.exit_code == 0) {
+              ids[i] = Trim(r.out);
+              break;
+            }
+            errors[t] = r.err;
+            std::this_thread::sleep_for(250ms);
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(ids[i].rfind("blake3:", 0), 0u) << "submission " << i << " failed: " << errors[i % parallel];
+    }
+    return ids;
+  }
+
+  // job hex -> result commit, from the ledger's refs.
+  std::map<std::string, std::string> Results() {
+    std::map<std::string, std::string> out;
+    RunResult r = Git({"for-each-ref", "--format=%(refname) %(objectname)", "refs/gatos/jobs/"});
+    for (const auto& line : Lines(r.out)) {
+      size_t sp = line.find(' ');
+      std::string ref = line.substr(0, sp);
+      if (ref.size() > 7 && ref.compare(ref.size() - 7, 7, "/result") == 0) {
+        out[ref.substr(16, 64)] = line.substr(sp + 1);
+      }
+    }
+    return out;
+  }
+
+  // The poe.json of each result commit, read with one git cat-file.
+  std::map<std::string, json> Poes(const std::map<std::string, std::string>& results) {
+    std::string input;
+    std::vector<std::string> order;
+    for (const auto& [hex, commit] : results) {
+      input += commit + ":poe.json\n";
+      order.push_back(hex);
+    }
+    RunOptions ro;
+    ro.env = env_;
+    ro.stdin_data = input;
+    RunResult r = testing::Run({"git", "--git-dir", ledger_, "cat-file", "--batch"}, ro);
+    std::map<std::string, json> out;
+    size_t pos = 0;
+    for (const auto& hex : order) {
+      size_t nl = r.out.find('\n', pos);
+      if (nl == std::string::npos) break;
+      std::string header = r.out.substr(pos, nl - pos);
+      size_t size = std::stoul(header.substr(header.rfind(' ') + 1));
+      out[hex] = json::parse(r.out.substr(nl + 1, size), nullptr, false);
+      pos = nl + 1 + size + 1;
+    }
+    return out;
+  }
+
+  // The auditor's host mirrors the ledger with git over the network and
+  // verifies every job (incrementally when the mirror was verified before).
+  RunResult Audit(std::string* out_dir = nullptr) {
+    std::string mirror = dir_.Join("auditor-mirror.git");
+    std::string url = "git://" + lab_.Address("ledger") + ":" + std::to_string(kGitPort) + "/ledger.git";
+    RunOptions ro;
+    ro.env = env_;
+    RunResult fetch = ReadFile(mirror + "/HEAD").empty()
+                          ? lab_.Run("auditor", {"git", "clone", "-q", "--mirror", url, mirror}, ro)
+                          : lab_.Run("auditor", {"git", "--git-dir", mirror, "remote", "update", "--prune"}, ro);
+    if (fetch.exit_code != 0) return fetch;
+    if (out_dir) *out_dir = mirror;
+    // The ledger key, pinned out of band (here: copied from the ledger host).
+    return Gatos({"verify", "--repo", mirror, "--all", "--require-results", "--ledger-key",
+                  ledger_ + "/gatos/ledger_key.pub"},
+                 "auditor", 300);
+  }
+
+  // Lines of the shared effects file: what the jobs really did.
+  std::map<std::string, int> Effects(const std::string& path) {
+    std::map<std::string, int> count;
+    for (const auto& l : Lines(ReadFile(path))) ++count[l];
+    return count;
+  }
+};
+
+std::string EffectJob(const std::string& effects, const std::string& tag, const std::string& extra = "") {
+  return "command: [\"/bin/sh\", \"-c\"]\nargs: ['echo " + tag + " >> " + effects + extra +
+         "']\ntimeout: 60\n";
+}
+
+TEST_F(MultiHostTest, ThreeHundredJobsRunOnceAcrossHostsThroughANatsNodeCrashAndAGatosdCrash) {
+  ASSERT_TRUE(Prepare());
+  ASSERT_TRUE(StartAll());
+  ASSERT_TRUE(StartWorker(1));
+  ASSERT_TRUE(StartWorker(2));
+  EXPECT_TRUE(Proc("gatosd")->WaitForLog("kept with 3 replicas", 1000)) << Proc("gatosd")->log();
+  std::string effects = dir_.Join("effects");
+  // A worker host's view of the deployment: every member reachable and
+  // closed to anonymous clients, the worker's key authenticated, JetStream
+  // holding the stream and the workers' consumer.
+  RunResult doctor = Gatos({"doctor", "--nats", urls_, "--key", worker_keys_[0], "--ledger-key",
+                            ledger_ + "/gatos/ledger_key.pub", "--json"},
+                           "worker1");
+  EXPECT_EQ(doctor.exit_code, 0) << doctor.out << doctor.err;
+  json checks = json::parse(doctor.out, nullptr, false);
+  ASSERT_TRUE(checks.is_object()) << doctor.out;
+  int closed = 0;
+  for (const auto& c : checks["checks"]) {
+    if (c.value("check", "") == "nats" && c.value("status", "") == "ok") ++closed;
+    if (c.value("check", "") == "nats-auth" || c.value("check", "") == "jetstream") {
+      EXPECT_EQ(c.value("status", ""), "ok") << c.dump();
+    }
+  }
+  EXPECT_EQ(closed, 3) << doctor.out;
+  auto started = Clock::now();
+
+  // First third, all nodes up.
+  std::vector<std::string> yamls;
+  for (int i = 0; i < 300; ++i) yamls.push_back(EffectJob(effects, "job" + std::to_string(i), "; sleep 0.05"));
+  double submit_s = 0;
+  auto timed_submit = [&](auto begin, auto end) {
+    auto t = Clock::now();
+    auto out = Submit({begin, end});
+    submit_s += Seconds(Clock::now() - t);
+    return out;
+  };
+  std::vector<std::string> ids = timed_submit(yamls.begin(), yamls.begin() + 100);
+  ASSERT_TRUE(PollUntil([&] { return Results().size() >= 50; }, 60s)) << Results().size() << " results";
+
+  // The node everybody connected to first dies mid-run; the others carry on
+  // (R3 stream, clients reconnect to another member). It comes back later.
+  ASSERT_EQ(Proc("nats1")->Stop(SIGKILL), -SIGKILL);
+  auto more = timed_submit(yamls.begin() + 100, yamls.begin() + 200);
+  ids.insert(ids.end(), more.begin(), more.end());
+  ASSERT_TRUE(PollUntil([&] { return Results().size() >= 150; }, 60s))
+      << Results().size() << " results with nats1 down";
+  ASSERT_TRUE(StartNats("nats1"));
+
+  // gatosd crashes with work pending and running; on restart it offers the
+  // pending jobs again and the workers' requests reach it once more.
+  more = timed_submit(yamls.begin() + 200, yamls.end());
+  ids.insert(ids.end(), more.begin(), more.end());
+  ASSERT_EQ(Proc("gatosd")->Stop(SIGKILL), -SIGKILL);
+  size_t at_crash = Results().size();
+  auto crash = Clock::now();
+  ASSERT_TRUE(StartGatosd());
+  double gatosd_restart_s = Seconds(Clock::now() - crash);
+  ASSERT_TRUE(PollUntil([&] { return Results().size() >= 300; }, 120s, 200ms))
+      << Results().size() << " of 300 results; " << at_crash << " at the gatosd crash";
+  double elapsed = Seconds(Clock::now() - started);
+
+  // Exactly one result per job, and each job ran once, or once more per
+  // lease that expired (a takeover is the only allowed second run).
+  auto results = Results();
+  ASSERT_EQ(results.size(), 300u);
+  auto poes = Poes(results);
+  std::map<std::string, int> by_worker;
+  int takeovers = 0;
+  auto counts = Effects(effects);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::string hex = ids[i].substr(7);
+    ASSERT_TRUE(results.count(hex)) << ids[i];
+    const json& poe = poes[hex];
+    ASSERT_TRUE(poe.is_object()) << ids[i];
+    EXPECT_EQ(poe.value("status", ""), "succeeded") << ids[i];
+    int epoch = poe.value("lease_epoch", 0);
+    if (epoch > 1) ++takeovers;
+    int runs = counts["job" + std::to_string(i)];
+    EXPECT_GE(runs, 1) << ids[i] << " never ran";
+    EXPECT_LE(runs, epoch) << ids[i] << " ran " << runs << " times under " << epoch << " lease(s)";
+    ++by_worker[poe.value("worker_id", "")];
+  }
+  EXPECT_EQ(counts.size(), 300u);
+  EXPECT_GT(by_worker[worker_ids_[0]], 0) << "worker1's host ran nothing";
+  EXPECT_GT(by_worker[worker_ids_[1]], 0) << "worker2's host ran nothing";
+  EXPECT_EQ(by_worker[worker_ids_[0]] + by_worker[worker_ids_[1]], 300);
+
+  // The stream is replicated: every node holds GATOS_JOBS in its store.
+  for (const auto& n : kNats) {
+    EXPECT_TRUE(std::filesystem::exists(dir_.Join(n + ".js") + "/jetstream/$G/streams/GATOS_JOBS"))
+        << n << " holds no replica of GATOS_JOBS";
+  }
+
+  // The auditor's mirror, fetched over the git protocol, verifies.
+  RunResult audit = Audit();
+  EXPECT_EQ(audit.exit_code, 0) << audit.err << audit.out.substr(0, 3000);
+  int verified = 0;
+  for (const auto& line : Lines(audit.out)) verified += line.rfind("ok blake3:", 0) == 0 && line.find(" succeeded") != std::string::npos;
+  EXPECT_EQ(verified, 300) << audit.out.substr(0, 2000);
+  std::cout << "[figures] 300 jobs across 2 worker hosts in " << elapsed << " s ("
+            << 300 / elapsed << " jobs/s, with a NATS node and gatosd SIGKILLed; 300 `gatos submit` processes took "
+            << submit_s << " s of it; gatosd back " << gatosd_restart_s << " s after its SIGKILL); worker1 "
+            << by_worker[worker_ids_[0]] << ", worker2 " << by_worker[worker_ids_[1]] << ", takeovers " << takeovers
+            << "\n";
+}
+
+TEST_F(MultiHostTest, WorkerHostCutOffMidJobIsTakenOverAndItsLateResultRefused) {
+  ASSERT_TRUE(Prepare());
+  ASSERT_TRUE(StartAll());
+  ASSERT_TRUE(StartWorker(1));
+  std::string effects = dir_.Join("effects");
+  // Runs 2 s of a 4 s lease: worker1 finishes it while cut off, before its
+  // own lease runs out, so it has a result it cannot deliver in time.
+  std::string id = Submit({EffectJob(effects, "start", "; sleep 2")})[0];
+  ASSERT_TRUE(PollUntil([&] { return Effects(effects)["start"] == 1; }, 30s)) << Proc("worker1")->log();
+  ASSERT_TRUE(lab_.SetLink("worker1", false));
+  auto cut = Clock::now();
+  ASSERT_TRUE(StartWorker(2));
+  // The lease runs out at the ledger; worker2 takes the job over.
+  ASSERT_TRUE(PollUntil([&] { return Effects(effects)["start"] == 2; }, 60s))
+      << Proc("gatosd")->log() << Proc("worker2")->log();
+  double takeover_s = Seconds(Clock::now() - cut);
+  // worker1 comes back while worker2 still runs the job: its result is late.
+  ASSERT_TRUE(lab_.SetLink("worker1", true));
+  ASSERT_TRUE(PollUntil([&] { return Results().count(id.substr(7)) > 0; }, 60s)) << Proc("worker2")->log();
+  std::string result = Results()[id.substr(7)];
+  json poe = Poes(Results())[id.substr(7)];
+  EXPECT_EQ(poe.value("lease_epoch", 0), 2);
+  EXPECT_EQ(poe.value("worker_id", ""), worker_ids_[1]);
+  ASSERT_TRUE(Proc("worker1")->WaitForLog("stale", 60000) || Proc("worker1")->WaitForLog("refused", 1))
+      << Proc("worker1")->log();
+  EXPECT_EQ(Results()[id.substr(7)], result) << "the late result replaced the accepted one";
+  RunResult audit = Audit();
+  EXPECT_EQ(audit.exit_code, 0) << audit.err << audit.out;
+  std::cout << "[figures] worker host cut off mid-job: taken over by the other host after " << takeover_s
+            << " s (lease " << options_.lease_ms << " ms)\n";
+}
+
+}  // namespace
+}  // namespace gatos::testing
