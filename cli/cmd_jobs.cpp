@@ -94,6 +94,11 @@ std::string DescribeAttempts(const json& j) {
     if (a.contains("signal")) out += "  signal " + std::to_string(a.value("signal", int64_t{0}));
     if (a.contains("epoch")) out += "  epoch " + std::to_string(a.value("epoch", int64_t{0}));
     if (a.contains("worker")) out += "  worker " + a.value("worker", "").substr(0, 8 + 16) + "…";
+    if (a.contains("waited_ms")) {
+      char b[48];
+      std::snprintf(b, sizeof b, "  after %.1f s", static_cast<double>(a.value("waited_ms", int64_t{0})) / 1000.0);
+      out += b;
+    }
     if (a.contains("claimed")) out += "  claimed " + a.value("claimed", "");
     if (a.contains("started")) out += "  ran " + a.value("started", "") + " .. " + a.value("ended", "");
     if (a.contains("finished")) out += "  recorded " + a.value("finished", "");
@@ -253,8 +258,9 @@ int RunStatus(const Args& args) {
                  "(gatos retry JOB-ID runs it once more). See docs/retries.md.\n"
                  "--json prints the same as one object: state, attempt, max_attempts,\n"
                  "not_before, backoff_ms, dead, and attempts[] with n, status, epoch, worker,\n"
-                 "claimed, started, ended, finished, exit_code, signal, timed_out, reason,\n"
-                 "result_commit (fields that do not apply are left out).\n"
+                 "claimed, waited_ms (from the attempt before to this claim), started, ended,\n"
+                 "finished, exit_code, signal, timed_out, reason, result_commit, not_before and\n"
+                 "backoff_ms (fields that do not apply are left out).\n"
                  "Without JOB-ID prints the number of jobs in each state.\n";
     return kExitOk;
   }

@@ -12,11 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "gatos/bus.h"
+#include "gatos/clock.h"
+#include "gatos/keys.h"
 #include "gatos/ledger.h"
 #include "gatos/log_format.h"
 #include "gatos/policy.h"
 #include "gatos/refs.h"
 #include "gatos/rpc.h"
+#include "gatos/signed_request.h"
 #include "gatos/trailers.h"
 #include "stack.h"
 #include "test_util.h"
@@ -226,6 +229,9 @@ TEST_F(RetryE2ETest, JobFailingTwiceSucceedsAtAttemptThreeWithThreeSignedResults
     EXPECT_GT(epoch, last_epoch) << "epochs go up with attempts";
     last_epoch = epoch;
     EXPECT_TRUE(a.contains("claimed")) << a.dump();
+    if (n > 1) {
+      EXPECT_GE(a.value("waited_ms", int64_t{-1}), RetryBackoffMinMs(Settings(), n)) << a.dump();
+    }
   }
 
   // The log: every attempt recorded, each retry claimed only after its backoff.
@@ -305,11 +311,32 @@ TEST_F(RetryE2ETest, AlwaysFailingJobEndsDeadAfterMaxAttemptsAndRetryRunsItOnceM
   log = LogOf(id);
   EXPECT_EQ(Kinds(log), (std::vector<std::string>{"submit", "claim", "attempt", "claim", "attempt", "claim", "result",
                                                   "retry", "claim", "result"}));
-  // A second re-run request naming the same attempt is a lost race, not a second re-open.
-  RunResult twice = stack_->Gatos({"retry", id, "--ledger", stack_->nats_url(), "--key", stack_->submitter_key()});
-  ASSERT_EQ(twice.exit_code, 0) << twice.err;  // attempt 5 now: allowed
+
+  // An operator named in the policy may re-run it too. The signed request
+  // names the attempt it opens: replayed, it re-opens nothing.
+  std::string op = stack_->dir().Join("operator");
+  ASSERT_EQ(stack_->Gatos({"keygen", "-f", op}).exit_code, 0);
+  RunResult allow = stack_->Gatos({"policy", "allow-operator", "--ledger", stack_->ledger(), op + ".pub"});
+  ASSERT_EQ(allow.exit_code, 0) << allow.err;
+  auto op_key = ReadPrivateKeyFile(op);
+  ASSERT_TRUE(op_key.ok());
+  UserRequest req = SignUserRequest(*op_key, id.substr(7), true, 5, SystemNowMs());
+  BusOptions bo;
+  bo.url = stack_->nats_url();
+  auto bus = Bus::Connect(bo);
+  ASSERT_TRUE(bus.ok()) << bus.status().message();
+  auto first = (*bus)->Request(rpc::kRetry, rpc::Dump(rpc::UserRequestJson(req)), 10000);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_TRUE(json::parse(first->data).value("ok", false)) << first->data;
   EXPECT_EQ(Wait(id).exit_code, 1);
   EXPECT_EQ(Counter(counter), "5");
+  auto replay = (*bus)->Request(rpc::kRetry, rpc::Dump(rpc::UserRequestJson(req)), 10000);
+  ASSERT_TRUE(replay.ok()) << replay.status().message();
+  json rj = json::parse(replay->data);
+  EXPECT_FALSE(rj.value("ok", true)) << replay->data;
+  EXPECT_EQ(rj.value("error", ""), "lost_race") << replay->data;
+  EXPECT_EQ(Status(id)["attempt"], 5);
+  EXPECT_EQ(Status(id)["state"], "failed");
 }
 
 TEST_F(RetryE2ETest, TimedOutAttemptIsRetried) {

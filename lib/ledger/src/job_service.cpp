@@ -601,11 +601,20 @@ std::string JobService::ReadReply(const ServiceRequest& r) {
 
 namespace {
 
+// The ledger's clock when it granted the claim `claim_commit` (0 if unknown).
+int64_t ClaimedMs(Ledger& ledger, const std::string& claim_commit) {
+  auto claim = ledger.ReadCommit(claim_commit);
+  if (!claim.ok()) return 0;
+  auto l = ParseLeaseCommitMessage(claim->message);
+  return l.ok() ? l->expires_ms - l->lease_ms : 0;
+}
+
 // What an attempt's signed commits say: the result (Worker-Id, poe.json) and
-// the claim that opened its epoch (the ledger's clock at the claim).
-void DescribeResult(Ledger& ledger, const std::string& result_commit, json* a) {
+// the claim that opened its epoch (the ledger's clock at the claim). Returns
+// the claim time (0 if unknown).
+int64_t DescribeResult(Ledger& ledger, const std::string& result_commit, json* a) {
   auto c = ledger.ReadCommit(result_commit);
-  if (!c.ok()) return;
+  if (!c.ok()) return 0;
   if (auto m = ParseCommitMessage(c->message); m.ok()) {
     if (auto w = FindTrailer(m->trailers, "Worker-Id")) (*a)["worker"] = *w;
   }
@@ -619,13 +628,9 @@ void DescribeResult(Ledger& ledger, const std::string& result_commit, json* a) {
       if (!poe->reason.empty()) (*a)["reason"] = poe->reason;
     }
   }
-  if (c->parents.size() == 2) {
-    if (auto claim = ledger.ReadCommit(c->parents[1]); claim.ok()) {
-      if (auto l = ParseLeaseCommitMessage(claim->message); l.ok()) {
-        (*a)["claimed"] = FormatRfc3339Millis(l->expires_ms - l->lease_ms);
-      }
-    }
-  }
+  int64_t claimed = c->parents.size() == 2 ? ClaimedMs(ledger, c->parents[1]) : 0;
+  if (claimed) (*a)["claimed"] = FormatRfc3339Millis(claimed);
+  return claimed;
 }
 
 }  // namespace
@@ -634,10 +639,17 @@ json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& set
   json j = rpc::RecordJson(r, now_ms);
   j["max_attempts"] = settings.max_attempts;
   json attempts = json::array();
+  int64_t prev_finished = 0;  // when the ledger recorded the attempt before
+  // "waited_ms": from the record of the attempt before to this attempt's
+  // claim, both on the ledger's clock (the backoff as it happened).
+  auto waited = [&](int64_t claimed, json* a) {
+    if (claimed && prev_finished && claimed >= prev_finished) (*a)["waited_ms"] = claimed - prev_finished;
+  };
   for (const auto& x : r.attempts) {
     json a = {{"n", x.n}, {"epoch", x.epoch}, {"status", x.status}, {"result_commit", x.result_commit},
               {"finished", FormatRfc3339Millis(x.finished_ms)}};
-    DescribeResult(ledger, x.result_commit, &a);
+    waited(DescribeResult(ledger, x.result_commit, &a), &a);
+    prev_finished = x.finished_ms;
     attempts.push_back(std::move(a));
   }
   // The current attempt.
@@ -647,15 +659,13 @@ json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& set
     cur["epoch"] = r.epoch;
     cur["result_commit"] = r.result_commit;
     if (r.finished_ms) cur["finished"] = FormatRfc3339Millis(r.finished_ms);
-    DescribeResult(ledger, r.result_commit, &cur);
+    waited(DescribeResult(ledger, r.result_commit, &cur), &cur);
   } else if (!r.worker_hex.empty()) {
     cur["epoch"] = r.epoch;
     cur["worker"] = "ed25519:" + r.worker_hex;
-    if (auto claim = ledger.ReadCommit(r.claim_commit); claim.ok()) {
-      if (auto l = ParseLeaseCommitMessage(claim->message); l.ok()) {
-        cur["claimed"] = FormatRfc3339Millis(l->expires_ms - l->lease_ms);
-      }
-    }
+    int64_t claimed = ClaimedMs(ledger, r.claim_commit);
+    if (claimed) cur["claimed"] = FormatRfc3339Millis(claimed);
+    waited(claimed, &cur);
   } else if (r.finished_ms) {
     cur["finished"] = FormatRfc3339Millis(r.finished_ms);  // aborted while pending
   }
