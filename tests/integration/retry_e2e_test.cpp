@@ -286,6 +286,16 @@ TEST_F(RetryE2ETest, AlwaysFailingJobEndsDeadAfterMaxAttemptsAndRetryRunsItOnceM
   EXPECT_NE(ls_human.out.find(id), std::string::npos) << ls_human.out;
   EXPECT_NE(ls_human.out.find("dead"), std::string::npos) << ls_human.out;
 
+  // Nobody but the ledger writes attempts: a pushed "attempt" is refused.
+  RunOptions ro;
+  ro.env = stack_->env();
+  RunResult push = testing::Run({"git", "-C", stack_->dir().Join("work"), "push", stack_->ledger(),
+                                 "HEAD:" + JobRef(id.substr(7), "attempts/4")},
+                                ro);
+  EXPECT_NE(push.exit_code, 0);
+  EXPECT_NE(push.err.find("written by the ledger only"), std::string::npos) << push.err;
+  EXPECT_TRUE(Ref(id, "attempts/4").empty());
+
   // A key that is neither the submitter nor an operator may not re-run it.
   std::string stranger = stack_->dir().Join("mallory");
   ASSERT_EQ(stack_->Gatos({"keygen", "-f", stranger}).exit_code, 0);
