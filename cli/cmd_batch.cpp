@@ -188,6 +188,7 @@ int RunBatchSubmit(const Args& args) {
     auto loaded = ReadPrivateKeyFile(*k);
     if (!loaded.ok()) return ReportError(loaded.status().message(), kExitUsage);
     key = std::move(*loaded);
+    UseNatsKey(*key);
   }
   json jobs = json::array();
   int failures = 0;

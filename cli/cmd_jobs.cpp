@@ -228,6 +228,7 @@ int RunSubmit(const Args& args) {
     auto loaded = ReadPrivateKeyFile(*k);
     if (!loaded.ok()) return ReportError(loaded.status().message(), kExitUsage);
     key = std::move(*loaded);
+    UseNatsKey(*key);
   }
   std::string name = file.substr(file.rfind('/') + 1);
   SubmitOutcome out;
@@ -436,6 +437,7 @@ int RunCancel(const Args& args) {
   if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
   auto key = RequestKey(*target, flags.Get("key"), "cancel");
   if (!key.ok()) return ReportError(key.status().message(), kExitUsage);
+  UseNatsKey(*key);
   UserRequest req = SignUserRequest(*key, *hex, false, 0, SystemNowMs());
   auto reply = LedgerCall(*target, rpc::kCancel, rpc::Dump(rpc::UserRequestJson(req)), 30000);
   if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
@@ -478,6 +480,7 @@ int RunRetry(const Args& args) {
   if (!st.ok()) return ReportError(st.status().message(), kExitFailure);
   auto key = RequestKey(*target, flags.Get("key"), "retry");
   if (!key.ok()) return ReportError(key.status().message(), kExitUsage);
+  UseNatsKey(*key);
   int64_t attempt = st->value("attempt", int64_t{1}) + 1;
   UserRequest req = SignUserRequest(*key, *hex, true, attempt, SystemNowMs());
   auto reply = LedgerCall(*target, rpc::kRetry, rpc::Dump(rpc::UserRequestJson(req)), 30000);

@@ -213,21 +213,20 @@ int RunUp(const Args& args) {
     }
     return true;
   };
-  {
-    std::ofstream conf(d + "/nats.conf");
-    conf << "# written by gatos up\nmax_payload: 8388608\n";
-  }
-  if (!start("nats-server",
-             {"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(nats_port), "-sd", d + "/nats", "-c",
-              d + "/nats.conf"},
-             d + "/logs/nats.log", "Server is ready", 15000)) {
+  // NATS admits only the policy's keys: gatosd as the ledger key, each
+  // worker as its own, the submitter as its own (gatos nats-config).
+  auto nats_files = WriteNatsConfig(ledger, d + "/nats", "127.0.0.1", nats_port);
+  if (!nats_files.ok()) return ReportError("nats configuration: " + nats_files.status().message(), kExitFailure);
+  if (!start("nats-server", {"nats-server", "-c", nats_files->config}, d + "/logs/nats.log", "Server is ready",
+             15000)) {
     return kExitFailure;
   }
-  std::cerr << "gatos up: nats-server on " << nats_url << "\n";
+  std::cerr << "gatos up: nats-server on " << nats_url << " (only the ledger's keys may connect)\n";
 
   if (!start("gatosd",
              {Tool("gatosd"), "serve", "--ledger", ledger, "--nats", nats_url, "--http",
-              "127.0.0.1:" + std::to_string(http_port)},
+              "127.0.0.1:" + std::to_string(http_port), "--nats-auth-file", nats_files->auth, "--nats-pid-file",
+              nats_files->pid, "--require-nats-auth"},
              d + "/logs/gatosd.log", "serving ledger", 30000)) {
     return kExitFailure;
   }
@@ -263,8 +262,9 @@ int RunUp(const Args& args) {
             << "  git config gpg.format ssh && git config user.signingkey " << d << "/keys/submitter\n"
             << "  git add job.yaml && git commit -S -m 'my job' -m \"Job-Id: $(gatos job id job.yaml)\"\n"
             << "  git push " << ledger << " HEAD:refs/gatos/submit/my-job\n\n"
-            << "then:  gatos wait JOB-ID --ledger " << nats_url << "\n"
-            << "       gatos ls --ledger " << nats_url << "\n\n"
+            << "then:  gatos wait JOB-ID --ledger " << ledger << "\n"
+            << "       gatos ls --ledger " << ledger << "\n"
+            << "(through NATS, commands that do not sign name a key: GATOS_NATS_KEY=" << d << "/keys/submitter)\n\n"
             << "Ctrl-C stops everything.\n"
             << std::flush;
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gatos/keys.h"
+#include "gatos/status.h"
 
 namespace gatos::cli {
 
@@ -52,6 +53,15 @@ int RunVerify(const Args& args);
 int RunAttest(const Args& args);
 int RunBatchSubmit(const Args& args);
 int RunBatchStatus(const Args& args);
+int RunNatsConfig(const Args& args);
+
+// The files `gatos nats-config --dir` writes (and `gatos up` uses).
+struct NatsConfigFiles {
+  std::string config, auth, pid, store;
+  size_t users = 0;
+};
+Result<NatsConfigFiles> WriteNatsConfig(const std::string& ledger_dir, const std::string& out_dir,
+                                        const std::string& host, int port);
 
 struct SubmitOutcome {
   bool existing = false;

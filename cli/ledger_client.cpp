@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "gatos/bus_identity.h"
 #include "gatos/job_service.h"
 #include "gatos/ledger_writer.h"
 #include "gatos/local_ledger.h"
@@ -25,13 +26,43 @@ std::optional<std::string> LedgerTarget(const std::optional<std::string>& flag) 
   return std::nullopt;
 }
 
+namespace {
+std::optional<Ed25519PrivateKey>& NatsKey() {
+  static std::optional<Ed25519PrivateKey> key;
+  return key;
+}
+}  // namespace
+
+void UseNatsKey(const Ed25519PrivateKey& key) { NatsKey() = key; }
+
 Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
                                      const std::string& data, int timeout_ms) {
   BusOptions bo;
   bo.url = nats_url;
   bo.name = "gatos cli";
   bo.max_reconnect = 0;
-  GATOS_ASSIGN_OR_RETURN(auto bus, Bus::Connect(bo));
+  if (const char* ca = std::getenv("GATOS_NATS_CA"); ca && *ca) bo.tls_ca_file = ca;
+  if (!NatsKey()) {
+    if (const char* path = std::getenv("GATOS_NATS_KEY"); path && *path) {
+      auto key = ReadPrivateKeyFile(path);
+      if (!key.ok()) return InvalidArgumentError("GATOS_NATS_KEY: " + key.status().message());
+      NatsKey() = std::move(*key);
+    }
+  }
+  if (NatsKey()) SetBusIdentity(&bo, *NatsKey());
+  auto connected = Bus::Connect(bo);
+  if (!connected.ok()) {
+    const std::string& m = connected.status().message();
+    if (m.find("uthorization") != std::string::npos || m.find("uthentication") != std::string::npos) {
+      return PermissionDeniedError(
+          "NATS at " + nats_url + " refused this client: " + m +
+          (NatsKey() ? " (the key is not in the ledger's policy, or the server's authorization is out of date)"
+                     : " (it needs a key the ledger's policy names: --sign-key/--key on commands that sign, "
+                       "or GATOS_NATS_KEY=FILE)"));
+    }
+    return connected.status();
+  }
+  auto bus = std::move(*connected);
   auto reply = bus->Request(subject, data, timeout_ms);
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kUnavailable) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gatos/bus.h"
+#include "gatos/keys.h"
 #include "gatos/lease.h"
 #include "gatos/ledger.h"
 #include "gatos/status.h"
@@ -27,6 +28,12 @@ LedgerKind ClassifyLedger(const std::string& target);
 
 // The --ledger value, or GATOS_LEDGER from the environment.
 std::optional<std::string> LedgerTarget(const std::optional<std::string>& flag);
+
+// The key the CLI shows NATS when it talks to gatosd (nats_auth.h): a key
+// the ledger's policy names. Commands that sign (submit, cancel, retry) use
+// their signing key; otherwise GATOS_NATS_KEY names a key file. Without one
+// the CLI connects anonymously, which a secured NATS server refuses.
+void UseNatsKey(const Ed25519PrivateKey& key);
 
 // A request to gatosd; returns the reply object (ok or not). Unavailable when
 // nobody serves the subject.

@@ -32,6 +32,7 @@ const std::vector<Command>& AllCommands() {
       {{"findings"}, "print the secret-scan findings of a scan job's result", RunFindings},
       {{"batch", "submit"}, "one job per repository from a template, plus a batch record", RunBatchSubmit},
       {{"batch", "status"}, "done/total and per-repository state of a batch", RunBatchStatus},
+      {{"nats-config"}, "nats-server configuration that admits only the policy's keys", RunNatsConfig},
       {{"up"}, "run a local stack (nats-server, gatosd, workers) until Ctrl-C", RunUp},
       {{"cancel"}, "cancel a job (pending: aborted now; running: told to stop)", RunCancel},
       {{"retry"}, "re-run a job that ended failed or timed-out (same id, next attempt)", RunRetry},

@@ -29,7 +29,7 @@ Status InstallHooks(const std::string& dir, const std::string& gatosd_path) {
   // A push costs the same at any ledger size: receive-pack advertises none
   // of the ledger's own refs (fetch still serves them all), and pushes go to
   // refs proc-receive takes without creating them.
-  for (const char* hidden : {"refs/gatos/jobs", "refs/gatos/log", "refs/gatos/policy", "refs/gatos/witness"}) {
+  for (const char* hidden : {"refs/gatos/jobs", "refs/gatos/log", "refs/gatos/policy", "refs/gatos/witness", "refs/gatos/batches"}) {
     GATOS_RETURN_IF_ERROR(ledger->AddConfigValue("receive.hideRefs", hidden));
   }
   for (const char* taken : {"refs/gatos/submit", "refs/gatos/results", "refs/gatos/witnesses"}) {

@@ -32,9 +32,17 @@ constexpr char kUsage[] =
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
+    "        [--nats-auth-file FILE]     keep nats-server's authorization block in FILE in step\n"
+    "        [--nats-pid-file FILE]      with the policy, and SIGHUP the nats-server in FILE\n"
+    "                                    after each change (see gatos nats-config)\n"
+    "        [--nats-ca FILE] [--require-nats-auth]\n"
+    "                                    CA of a tls:// server; refuse to serve on a NATS that\n"
+    "                                    lets clients in without a key (else a loud warning)\n"
     "  hook pre-receive|proc-receive     run a git hook (installed by init; git calls it)\n"
     "\n"
-    "--dev accepts unsigned job commits; every start says so.\n";
+    "--dev accepts unsigned job commits; every start says so.\n"
+    "gatosd connects to NATS as the ledger key; workers and users connect as\n"
+    "the keys the policy names (docs/threat-model.md).\n";
 
 std::string SelfPath() {
   char buf[PATH_MAX];
@@ -85,7 +93,8 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
   gatos::Flags flags;
   if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"http"}, {"republish-s"}, {"sweep-ms"}, {"nats-wait-s"},
-                          {"max-batch"}, {"no-fsync", 0, false}, {"http-token-file"}})) {
+                          {"max-batch"}, {"no-fsync", 0, false}, {"http-token-file"}, {"nats-auth-file"},
+                          {"nats-pid-file"}, {"nats-ca"}, {"require-nats-auth", 0, false}})) {
     return Usage("serve", flags.error());
   }
   if (flags.help()) {
@@ -108,6 +117,13 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (!flags.GetInt("max-batch", 1, 65536, &max_batch)) return Usage("serve", flags.error());
   opts.max_batch = static_cast<size_t>(max_batch);
   opts.fsync = !flags.Has("no-fsync");
+  opts.nats_auth_file = flags.GetOr("nats-auth-file", "");
+  opts.nats_pid_file = flags.GetOr("nats-pid-file", "");
+  opts.nats_ca_file = flags.GetOr("nats-ca", "");
+  opts.require_nats_auth = flags.Has("require-nats-auth");
+  if (!opts.nats_pid_file.empty() && opts.nats_auth_file.empty()) {
+    return Usage("serve", "--nats-pid-file needs --nats-auth-file (the file nats-server reloads)");
+  }
   if (flags.Has("republish-s")) opts.republish_ms = republish_s * 1000;
   if (flags.Has("nats-wait-s")) opts.nats_wait_ms = nats_wait_s * 1000;
   if (opts.ledger_dir.empty()) return Usage("serve", "--ledger DIR is required");

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "gatos/bus.h"
+#include "gatos/bus_identity.h"
 #include "gatos/encoding.h"
 #include "gatos/job_service.h"
 #include "gatos/job_stream.h"
@@ -361,9 +362,33 @@ int Serve(const ServeOptions& opts) {
     return 1;
   }
 
+  // The authorization block first: a nats-server started with an include of
+  // this file (gatos nats-config, gatos up) reloads the policy's keys.
+  auto sync_nats_auth = [&opts, &w] {
+    if (opts.nats_auth_file.empty()) return;
+    auto changed = WriteNatsAuthorizationFile(opts.nats_auth_file, w.policy());
+    if (!changed.ok()) {
+      Log("ERROR: NATS authorization not updated: " + changed.status().message());
+      return;
+    }
+    if (!*changed) return;
+    Log("NATS authorization written to " + opts.nats_auth_file + " from the policy");
+    if (opts.nats_pid_file.empty()) return;
+    Status r = ReloadNatsServer(opts.nats_pid_file);
+    if (r.ok()) {
+      Log("asked nats-server to reload its authorization");
+    } else {
+      Log("ERROR: nats-server not reloaded (" + r.message() + "): revoked keys keep their access until it is");
+    }
+  };
+  sync_nats_auth();
+
   BusOptions bo;
   bo.url = opts.nats_url;
   bo.name = "gatosd " + dir;
+  bo.tls_ca_file = opts.nats_ca_file;
+  SetBusIdentity(&bo, w.ledger_private_key());
+  bo.on_async_error = [](const std::string& what) { Log("NATS: " + what); };
   bo.on_disconnected = [&metrics] { metrics.SetNatsConnected(false); };
   bo.on_reconnected = [&metrics] { metrics.SetNatsConnected(true); };
   std::unique_ptr<Bus> bus;
@@ -384,6 +409,24 @@ int Serve(const ServeOptions& opts) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
   metrics.SetNatsConnected(true);
+  {
+    auto anonymous = NatsAcceptsAnonymous(opts.nats_url, opts.nats_ca_file);
+    if (anonymous.ok() && *anonymous) {
+      if (opts.require_nats_auth) {
+        std::cerr << "gatosd serve: NATS at " << opts.nats_url
+                  << " lets clients in without a key (--require-nats-auth); configure it with "
+                     "'gatos nats-config --ledger "
+                  << dir << "'\n";
+        return 1;
+      }
+      Log("WARNING: NATS at " + opts.nats_url +
+          " lets anyone in without a key: any client on the network can read jobs, answer workers in "
+          "gatosd's place or flood the ledger with requests. Run nats-server with the configuration "
+          "'gatos nats-config --ledger " + dir + "' prints.");
+    } else if (anonymous.ok()) {
+      Log("NATS refuses anonymous clients; gatosd connected as the ledger key");
+    }
+  }
   Bus::StreamConfig sc;
   sc.name = rpc::kStream;
   sc.subjects = {rpc::kStreamSubjects};
@@ -477,6 +520,10 @@ int Serve(const ServeOptions& opts) {
         }
       }
       publisher.Enqueue(service.TakeEvents());
+      if (observer.policy_changed) {
+        observer.policy_changed = false;
+        sync_nats_auth();
+      }
     }
     if (Clock::now() >= next_sweep) {
       service.Sweep();

@@ -31,7 +31,16 @@ struct ServeOptions {
   int64_t stream_max_age_ms = 7LL * 24 * 3600 * 1000;
   bool fsync = true;                 // durable batches; --no-fsync for experiments only
   size_t max_batch = 1024;           // requests applied as one log batch at most
+  // NATS authentication (nats_auth.h). gatosd always connects as the ledger
+  // key. With nats_auth_file it writes the server's authorization block there
+  // from the policy, at start and on every policy change, then sends SIGHUP
+  // to the pid in nats_pid_file so nats-server reloads it.
+  std::string nats_auth_file;
+  std::string nats_pid_file;
+  std::string nats_ca_file;          // CA of a tls:// server
+  bool require_nats_auth = false;    // refuse to serve on a server that lets anonymous clients in
 };
+
 
 // Runs until SIGINT/SIGTERM. Returns the process exit code (0 after a clean
 // shutdown, 1 when the ledger or NATS cannot be used at start).

@@ -44,6 +44,8 @@ cat "$work/up.err"
 ledger="$work/stack/ledger.git"
 nats=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["nats_url"])' "$work/stack/up.json")
 key="$work/stack/keys/submitter"
+# NATS admits only the policy's keys; commands that do not sign use this one.
+export GATOS_NATS_KEY="$key"
 
 echo "== push the example jobs with stock git, signed with the submitter's SSH key"
 git init -q "$work/jobs"
@@ -93,6 +95,13 @@ state() { gatos status "$1" --ledger "$ledger" --json | python3 -c 'import json,
 [ "$(state "${ids[1]}")" = failed ] || { echo "run.sh: fail.yaml should end failed" >&2; exit 1; }
 [ "$(state "${ids[2]}")" = succeeded ] || { echo "run.sh: sleep did not succeed" >&2; exit 1; }
 gatos ls --ledger "$nats"
+
+echo "== NATS refuses a client without a key the policy names"
+if GATOS_NATS_KEY= gatos ls --ledger "$nats" 2> "$work/anon.err"; then
+  echo "run.sh: an anonymous client was served" >&2
+  exit 1
+fi
+sed 's/^/  /' "$work/anon.err"
 
 echo "== verify every result offline"
 if gatos verify --help >/dev/null 2>&1; then

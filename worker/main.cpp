@@ -25,6 +25,7 @@ constexpr char kUsage[] =
     "         KEY is an OpenSSH Ed25519 private key allowed as a worker by the\n"
     "         ledger's policy (gatos policy allow-worker). --ledger nats://... is\n"
     "         accepted as a synonym of --nats. GATOS_NATS_URL is the default URL.\n"
+    "         The worker connects to NATS as KEY (tls:// URLs: --nats-ca FILE).\n"
     "         FILE holds the ledger's public key (one OpenSSH key per line; several\n"
     "         during a key rotation): the worker runs a job only when its grant is\n"
     "         a lease commit signed by that key for this worker's own request, and\n"
@@ -54,7 +55,7 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
     specs.push_back({"json", 0, false});
   } else {
     specs.insert(specs.end(), {{"nats"}, {"ledger"}, {"key"}, {"ledger-key"}, {"ro-bind", 0, true, true}, {"name"},
-                               {"concurrency"}, {"sandbox"}});
+                               {"concurrency"}, {"sandbox"}, {"nats-ca"}});
   }
   auto usage = [&cmd](const std::string& message) {
     std::cerr << "gatos-worker " << cmd << ": " << message << "\n";
@@ -74,13 +75,14 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
     return usage("--ledger is another name for --nats; give one of them");
   }
   if (auto ledger = flags.Get("ledger")) {
-    if (!ledger->starts_with("nats://")) {
+    if (!ledger->starts_with("nats://") && !ledger->starts_with("tls://")) {
       return usage("--ledger must be the gatosd NATS URL (nats://HOST:PORT); workers reach the ledger only "
                    "through gatosd");
     }
     opts.nats_url = *ledger;
   }
   opts.nats_url = flags.GetOr("nats", opts.nats_url);
+  opts.nats_ca_file = flags.GetOr("nats-ca", "");
   opts.key_path = flags.GetOr("key", "");
   opts.ledger_key_path = flags.GetOr("ledger-key", "");
   opts.ro_binds = flags.GetAll("ro-bind");

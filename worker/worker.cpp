@@ -27,6 +27,7 @@
 #include "gatos/attest.h"
 #include "gatos/blake3.h"
 #include "gatos/bus.h"
+#include "gatos/bus_identity.h"
 #include "gatos/canonical_json.h"
 #include "gatos/clock.h"
 #include "gatos/encoding.h"
@@ -208,12 +209,32 @@ class Worker {
       Log("WARNING: jobs run UNSANDBOXED (--sandbox off)");
     }
 
+    // Connected as the worker's own key: the server lets it claim and report,
+    // and nothing else; replies come back on an inbox only it can read.
     BusOptions bo;
     bo.url = opts_.nats_url;
     bo.name = "gatos-worker " + opts_.name;
+    bo.tls_ca_file = opts_.nats_ca_file;
+    SetBusIdentity(&bo, *key_);
+    bo.on_async_error = [this](const std::string& what) { Log("NATS: " + what); };
     auto bus = Bus::Connect(bo);
-    if (!bus.ok()) return Fail(bus.status().message() + " (is nats-server running?)");
+    if (!bus.ok()) {
+      const std::string& m = bus.status().message();
+      if (m.find("uthorization") != std::string::npos) {
+        return Fail("NATS refused this worker's key (" + m + "): is it in the ledger's policy (gatos policy " +
+                    "allow-worker), and has nats-server reloaded its authorization?");
+      }
+      return Fail(m + " (is nats-server running?)");
+    }
     bus_ = std::move(*bus);
+    {
+      auto anonymous = NatsAcceptsAnonymous(opts_.nats_url, opts_.nats_ca_file);
+      if (anonymous.ok() && *anonymous) {
+        Log("WARNING: NATS at " + opts_.nats_url +
+            " lets anyone in without a key; this worker checks every grant and cancel against the ledger "
+            "key, but anyone can read the job stream (see gatos nats-config)");
+      }
+    }
 
     Recover();
     // Drain before new work: results finished before a crash go out first.
@@ -238,7 +259,9 @@ class Worker {
 
     std::unique_ptr<Bus::PullConsumer> consumer;
     for (int attempt = 0; !*stop_; ++attempt) {
-      auto c = bus_->PullSubscribe(rpc::WorkerConsumerConfig());
+      Bus::ConsumerConfig cc = rpc::WorkerConsumerConfig();
+      cc.bind_only = true;  // gatosd creates it; a worker may only read from it
+      auto c = bus_->PullSubscribe(cc);
       if (c.ok()) {
         consumer = std::move(*c);
         break;

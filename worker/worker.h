@@ -35,6 +35,7 @@ int DefaultConcurrency();
 
 struct WorkerOptions {
   std::string nats_url;
+  std::string nats_ca_file;  // CA of a tls:// server
   std::string key_path;
   std::string ledger_key_path;  // the ledger's public key(s), one per line: grants must be signed by one
   std::string state_dir;

@@ -1,5 +1,7 @@
 #include "stack.h"
 
+#include <fstream>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,14 +14,15 @@
 namespace gatos::testing {
 
 namespace {
-NatsServer::Options NatsOptions(const StackOptions& o) {
+NatsServer::Options NatsOptions(const StackOptions& o, const std::string& dir) {
   NatsServer::Options n;
   n.max_payload_bytes = o.nats_max_payload;
+  if (o.nats_auth) n.extra_config = "pid_file: \"" + dir + "/nats.pid\"\ninclude gatos-auth.conf\n";
   return n;
 }
 }  // namespace
 
-Stack::Stack(StackOptions options) : options_(options), nats_(NatsOptions(options)) {
+Stack::Stack(StackOptions options) : options_(options), nats_(NatsOptions(options, dir_.path())) {
   env_ = {{"HOME", dir_.path()},
           {"GIT_CONFIG_NOSYSTEM", "1"},
           {"GIT_AUTHOR_NAME", "Alice"},
@@ -38,8 +41,10 @@ Stack::~Stack() {
 }
 
 ::testing::AssertionResult Stack::Start() {
-  auto ok = nats_.Start();
-  if (!ok) return ok;
+  if (!options_.nats_auth) {
+    auto ok = nats_.Start();
+    if (!ok) return ok;
+  }
   std::vector<std::string> init = {BinaryPath("gatosd"), "init", ledger_, "--lease-ms",
                                    std::to_string(options_.lease_ms)};
   if (options_.dev) init.push_back("--dev");
@@ -65,6 +70,18 @@ Stack::~Stack() {
   ro.cwd = work_;
   Run({"git", "config", "gpg.format", "ssh"}, ro);
   Run({"git", "config", "user.signingkey", submitter_key_}, ro);
+  if (options_.nats_auth) {
+    // The server starts with the policy's keys, as `gatos up` starts it.
+    r = Gatos({"nats-config", "--ledger", ledger_});
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << "nats-config: " << r.err;
+    {
+      std::ofstream auth(nats_auth_file());
+      auth << r.out;
+    }
+    auto ok = nats_.Start();
+    if (!ok) return ok;
+    env_["GATOS_NATS_KEY"] = submitter_key_;
+  }
   http_port_ = FreePort();
   return StartGatosd();
 }
@@ -73,10 +90,14 @@ Stack::~Stack() {
   std::string error;
   std::map<std::string, std::string> e = env_;
   for (const auto& [k, v] : env) e[k] = v;
-  if (!gatosd_.Start({BinaryPath("gatosd"), "serve", "--ledger", ledger_, "--nats", nats_.url(),
-                      "--http", "127.0.0.1:" + std::to_string(http_port_), "--republish-s",
-                      std::to_string(options_.republish_s), "--sweep-ms", "50"},
-                     e, dir_.Join("gatosd.log"), &error)) {
+  std::vector<std::string> argv = {BinaryPath("gatosd"), "serve", "--ledger", ledger_, "--nats", nats_.url(),
+                                   "--http", "127.0.0.1:" + std::to_string(http_port_), "--republish-s",
+                                   std::to_string(options_.republish_s), "--sweep-ms", "50"};
+  if (options_.nats_auth) {
+    argv.insert(argv.end(), {"--nats-auth-file", nats_auth_file(), "--nats-pid-file", dir_.Join("nats.pid"),
+                             "--require-nats-auth"});
+  }
+  if (!gatosd_.Start(argv, e, dir_.Join("gatosd.log"), &error)) {
     return ::testing::AssertionFailure() << error;
   }
   if (!gatosd_.WaitForLog("serving ledger", 20000)) {

@@ -25,6 +25,10 @@ struct StackOptions {
   int workers = 2;              // worker keys generated and allowed
   int republish_s = 30;
   int64_t nats_max_payload = 8 << 20;
+  // nats-server admits only the policy's keys (gatos nats-config), gatosd
+  // keeps its authorization in step with the policy, and the CLI connects as
+  // the submitter (GATOS_NATS_KEY).
+  bool nats_auth = false;
 };
 
 class Stack {
@@ -62,6 +66,8 @@ class Stack {
   TempDir& dir() { return dir_; }
   NatsServer& nats() { return nats_; }
   ChildProcess& gatosd() { return gatosd_; }
+  // With nats_auth: the authorization file gatosd rewrites.
+  std::string nats_auth_file() const { return nats_.dir() + "/gatos-auth.conf"; }
 
  private:
   StackOptions options_;

@@ -1,6 +1,15 @@
 #include "gatos/bus_identity.h"
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "gatos/nats_auth.h"
 
@@ -30,6 +39,74 @@ Result<bool> NatsAcceptsAnonymous(const std::string& url, const std::string& tls
     return false;
   }
   return bus.status();
+}
+
+Result<bool> WriteNatsAuthorizationFile(const std::string& path, const Policy& policy) {
+  std::string text = NatsAuthorizationConfig(policy);
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (in) {
+      std::ostringstream old;
+      old << in.rdbuf();
+      if (old.str() == text) return false;
+    }
+  }
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) return InternalError("cannot write " + tmp + ": " + std::strerror(errno));
+  }
+  ::chmod(tmp.c_str(), 0644);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return InternalError("cannot replace " + path + ": " + std::strerror(e));
+  }
+  return true;
+}
+
+Status ReloadNatsServer(const std::string& pid_file) {
+  std::ifstream in(pid_file);
+  long pid = 0;
+  if (!(in >> pid) || pid <= 1) return NotFoundError("no nats-server pid in " + pid_file);
+  if (::kill(static_cast<pid_t>(pid), SIGHUP) != 0) {
+    return NotFoundError("cannot signal nats-server pid " + std::to_string(pid) + " from " + pid_file + ": " +
+                         std::strerror(errno));
+  }
+  return OkStatus();
+}
+
+Result<std::string> SingleNodeNatsConfig(const std::string& host, int port, const std::string& store_dir,
+                                         const std::string& pid_file, const std::string& auth_file_name) {
+  bool plain = !auth_file_name.empty() && auth_file_name[0] != '.';
+  for (char c : auth_file_name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') plain = false;
+  }
+  if (!plain) {
+    return InvalidArgumentError("the authorization file must be a plain file name next to the configuration, not \"" +
+                                auth_file_name.substr(0, 64) + "\"");
+  }
+  auto quote = [](const std::string& s) {
+    std::string q = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\') q += '\\';
+      q += c;
+    }
+    return q + "\"";
+  };
+  std::ostringstream o;
+  o << "# nats-server configuration for a GATOS ledger (gatos nats-config).\n"
+    << "# Clients authenticate with the ed25519 keys the ledger's policy names;\n"
+    << "# gatosd rewrites the included file on every policy change and reloads.\n"
+    << "host: " << quote(host) << "\n"
+    << "port: " << port << "\n"
+    << "pid_file: " << quote(pid_file) << "\n"
+    << "max_payload: 8MB\n"
+    << "jetstream {\n  store_dir: " << quote(store_dir) << "\n}\n"
+    << "include " << auth_file_name << "\n";
+  return o.str();
 }
 
 }  // namespace gatos

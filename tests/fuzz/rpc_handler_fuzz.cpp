@@ -1,0 +1,200 @@
+// libFuzzer target, built once per RPC subject (GATOS_FUZZ_SUBJECT): the
+// request handler gatosd runs for that subject, in process, over real state
+// (a ledger on disk with jobs pending, claimed and finished, the writer and
+// the JobService). Any client on the bus can send these bytes.
+//
+// Input: the first byte chooses the form.
+//   even  the rest is sent as is (framing, JSON, field types, sizes)
+//   odd   a well-formed request signed with a key the policy allows, whose
+//         job field, epoch, state or commit text come from the input (raw
+//         bytes, not UTF-8-checked), so the checks behind the signature run
+// Invariants: no crash or sanitizer report; exactly one reply per request,
+// and every reply is a JSON object with a boolean "ok" (a client always
+// learns what happened).
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gatos/allowed_signers.h"
+#include "gatos/git_object.h"
+#include "gatos/job_service.h"
+#include "gatos/ledger.h"
+#include "gatos/ledger_writer.h"
+#include "gatos/manifest.h"
+#include "gatos/result.h"
+#include "gatos/rpc.h"
+#include "gatos/signed_request.h"
+#include "gatos/trailers.h"
+
+#ifndef GATOS_FUZZ_SUBJECT
+#error "GATOS_FUZZ_SUBJECT names the RPC subject under test"
+#endif
+
+namespace {
+
+using gatos::Ed25519PrivateKey;
+
+struct Plane {
+  std::string dir;
+  Ed25519PrivateKey ledger_key = *gatos::GenerateEd25519Key("ledger");
+  Ed25519PrivateKey submitter = *gatos::GenerateEd25519Key("alice");
+  Ed25519PrivateKey worker = *gatos::GenerateEd25519Key("w1");
+  int64_t now = 1'800'000'000'000;
+  std::unique_ptr<gatos::LedgerWriter> writer;
+  std::unique_ptr<gatos::JobService> service;
+  std::vector<std::string> jobs;  // hex ids adopted at start
+
+  std::string Reply(const std::string& subject, const std::string& data) {
+    now += 7;
+    std::vector<gatos::ServiceRequest> reqs{{subject, data, now}};
+    std::vector<std::string> replies = service->Handle(reqs);
+    if (replies.size() != 1) abort();
+    auto j = nlohmann::json::parse(replies[0], nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean()) {
+      fprintf(stderr, "reply is not a JSON object with ok: %s\n", replies[0].c_str());
+      abort();
+    }
+    (void)service->TakeEvents();
+    return replies[0];
+  }
+
+  // A signed job commit for `yaml`, as the submit RPC carries it.
+  std::string SubmitData(const std::string& yaml) {
+    std::vector<gatos::GitObject> objects;
+    auto tree = gatos::BuildTreeObjects({{"job.yaml", yaml, false}}, &objects);
+    if (!tree.ok()) return "";
+    gatos::CommitMessage msg;
+    msg.body = "gatos: submit fuzz";
+    auto manifest = gatos::ParseManifest(yaml, "job.yaml");
+    if (manifest.ok()) msg.trailers = {{"Job-Id", "blake3:" + gatos::JobIdHex(*manifest)}};
+    auto commit = gatos::BuildCommitObject(*tree, {}, gatos::FormatCommitMessage(msg), "fuzz", "fuzz@gatos.invalid",
+                                           now, &submitter);
+    if (!commit.ok()) return "";
+    objects.insert(objects.begin(), *commit);
+    return gatos::rpc::EncodeFrame({{"commit", commit->id}}, gatos::EncodeObjectBatch(objects));
+  }
+};
+
+Plane* g_plane = nullptr;
+
+std::string JsonQuoteRaw(std::string_view raw) {
+  // Quotes and backslashes escaped, every other byte as is: the JSON parser,
+  // not this harness, decides what invalid UTF-8 means.
+  std::string q = "\"";
+  for (char c : raw) {
+    if (c == '"' || c == '\\') q += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      q += ' ';
+      continue;
+    }
+    q += c;
+  }
+  return q + "\"";
+}
+
+// `request` with the value of `field` (a string) replaced by raw bytes.
+std::string WithRawField(const nlohmann::json& request, const char* field, std::string_view raw) {
+  nlohmann::json copy = request;
+  copy[field] = "@@RAW@@";
+  std::string text = copy.dump();
+  size_t at = text.find("\"@@RAW@@\"");
+  if (at == std::string::npos) return text;
+  return text.substr(0, at) + JsonQuoteRaw(raw) + text.substr(at + 9);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  auto* p = new Plane;
+  char tmpl[] = "/tmp/gatos-rpc-fuzz-XXXXXX";
+  if (!mkdtemp(tmpl)) abort();
+  p->dir = std::string(tmpl) + "/ledger.git";
+  if (!gatos::Ledger::InitRepository(p->dir).ok()) abort();
+  gatos::Policy policy;
+  policy.settings.lease_ms = 10'000;
+  policy.settings.max_attempts = 3;
+  policy.ledger_key = p->ledger_key.public_key();
+  policy.submitters_text = "alice " + p->submitter.public_key().ToOpenSsh() + "\n";
+  policy.workers_text = "w1 " + p->worker.public_key().ToOpenSsh() + "\n";
+  policy.submitters = *gatos::ParseAllowedSigners(policy.submitters_text, "submitters");
+  policy.workers = *gatos::ParseAllowedSigners(policy.workers_text, "workers");
+  if (!gatos::LedgerWriter::Initialize(p->dir, policy, p->ledger_key, p->now).ok()) abort();
+  gatos::WriterOptions wo;
+  wo.fsync = false;
+  wo.clock = [p] { return p->now; };
+  auto w = gatos::LedgerWriter::Open(p->dir, p->ledger_key, wo);
+  if (!w.ok()) abort();
+  p->writer = std::move(*w);
+  p->service = std::make_unique<gatos::JobService>(p->writer.get(), gatos::ServiceOptions{});
+  p->service->Start();
+  // Real state: four jobs; the first two claimed by the worker.
+  for (int i = 0; i < 4; ++i) {
+    std::string yaml = "command: [\"/bin/echo\", \"" + std::to_string(i) + "\"]\ntimeout: 30\n";
+    std::string reply = p->Reply(gatos::rpc::kSubmit, p->SubmitData(yaml));
+    auto m = gatos::ParseManifest(yaml, "job.yaml");
+    p->jobs.push_back(gatos::JobIdHex(*m));
+    if (reply.find("\"ok\":true") == std::string::npos) {
+      fprintf(stderr, "setup submit refused: %s\n", reply.c_str());
+      abort();
+    }
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto req = gatos::SignLeaseRequest(p->worker, p->jobs[i], 1, p->now, false);
+    p->Reply(gatos::rpc::kClaim, gatos::rpc::LeaseRequestJson(req).dump());
+  }
+  g_plane = p;
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Plane& p = *g_plane;
+  const std::string subject = GATOS_FUZZ_SUBJECT;
+  if (size == 0) return 0;
+  std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
+  if ((data[0] & 1) == 0) {
+    p.Reply(subject, std::string(in));
+    return 0;
+  }
+  // Structured: a few control bytes, then raw text.
+  uint8_t pick = in.empty() ? 0 : static_cast<uint8_t>(in[0]);
+  std::string_view raw = in.empty() ? in : in.substr(1);
+  const std::string& job = p.jobs[pick % p.jobs.size()];
+  int64_t epoch = static_cast<int64_t>(pick >> 2) - 8;
+  std::string request;
+  if (subject == gatos::rpc::kClaim || subject == gatos::rpc::kRenew || subject == gatos::rpc::kClaimBatch) {
+    bool renew = subject == gatos::rpc::kRenew;
+    auto req = gatos::SignLeaseRequest(p.worker, job, epoch, p.now, renew);
+    nlohmann::json j = gatos::rpc::LeaseRequestJson(req);
+    request = (pick & 0x80) ? WithRawField(j, "job", raw) : j.dump();
+    if (subject == gatos::rpc::kClaimBatch) {
+      request = gatos::rpc::EncodeBatch({request, (pick & 0x40) ? std::string(raw) : j.dump()});
+    }
+  } else if (subject == gatos::rpc::kCancel || subject == gatos::rpc::kRetry) {
+    bool retry = subject == gatos::rpc::kRetry;
+    auto req = gatos::SignUserRequest((pick & 0x40) ? p.worker : p.submitter, job, retry, epoch, p.now);
+    nlohmann::json j = gatos::rpc::UserRequestJson(req);
+    request = (pick & 0x80) ? WithRawField(j, "job", raw) : j.dump();
+  } else if (subject == gatos::rpc::kStatus) {
+    request = WithRawField(nlohmann::json{{"job", job}}, "job", (pick & 0x80) ? raw : std::string_view(job));
+  } else if (subject == gatos::rpc::kList) {
+    request = WithRawField(nlohmann::json{{"limit", epoch}}, "state", raw);
+  } else if (subject == gatos::rpc::kSubmit) {
+    request = p.SubmitData("command: [\"/bin/echo\", " + JsonQuoteRaw(raw) + "]\ntimeout: " +
+                           std::to_string(epoch) + "\n");
+  } else {
+    // result, result-batch: a frame naming a commit, with raw batch bytes.
+    request = gatos::rpc::EncodeFrame({{"commit", std::string(40, 'a')}, {"job", job}}, raw);
+    if (subject == gatos::rpc::kResultBatch) request = gatos::rpc::EncodeBatch({request, std::string(raw)});
+  }
+  p.Reply(subject, request);
+  return 0;
+}
