@@ -70,6 +70,49 @@ std::string Describe(const json& j) {
   }
   if (j.value("cancel_requested", false)) out += "  cancel requested";
   if (j.contains("result_commit")) out += "  result " + j.value("result_commit", "").substr(0, 12);
+  int64_t attempt = j.value("attempt", int64_t{1});
+  if (j.contains("max_attempts")) {
+    out += "  attempt " + std::to_string(attempt) + " of " + std::to_string(j.value("max_attempts", int64_t{1}));
+  } else if (attempt > 1) {
+    out += "  attempt " + std::to_string(attempt);
+  }
+  if (j.contains("not_before")) out += "  next attempt not before " + j.value("not_before", "");
+  if (j.value("dead", false)) out += "  dead";
+  return out;
+}
+
+// One line per attempt of a status reply (JobStatusJson), for people.
+std::string DescribeAttempts(const json& j) {
+  if (!j.contains("attempts") || !j["attempts"].is_array()) return "";
+  std::string out;
+  for (const auto& a : j["attempts"]) {
+    char head[64];
+    std::snprintf(head, sizeof head, "  attempt %lld  %-9s", static_cast<long long>(a.value("n", int64_t{0})),
+                  a.value("status", "").c_str());
+    out += head;
+    if (a.contains("exit_code")) out += "  exit " + std::to_string(a.value("exit_code", int64_t{0}));
+    if (a.contains("signal")) out += "  signal " + std::to_string(a.value("signal", int64_t{0}));
+    if (a.contains("epoch")) out += "  epoch " + std::to_string(a.value("epoch", int64_t{0}));
+    if (a.contains("worker")) out += "  worker " + a.value("worker", "").substr(0, 8 + 16) + "…";
+    if (a.contains("waited_ms")) {
+      char b[48];
+      std::snprintf(b, sizeof b, "  after %.1f s", static_cast<double>(a.value("waited_ms", int64_t{0})) / 1000.0);
+      out += b;
+    }
+    if (a.contains("claimed")) out += "  claimed " + a.value("claimed", "");
+    if (a.contains("started")) out += "  ran " + a.value("started", "") + " .. " + a.value("ended", "");
+    if (a.contains("finished")) out += "  recorded " + a.value("finished", "");
+    if (a.contains("not_before")) {
+      out += "  waits until " + a.value("not_before", "");
+      if (a.contains("backoff_ms")) {
+        char b[48];
+        std::snprintf(b, sizeof b, " (backoff %.1f s)", static_cast<double>(a.value("backoff_ms", int64_t{0})) / 1000.0);
+        out += b;
+      }
+    }
+    out += "\n";
+    if (a.contains("reason")) out += "             reason: " + a.value("reason", "") + "\n";
+  }
   return out;
 }
 
@@ -207,7 +250,18 @@ int RunStatus(const Args& args) {
   if (flags.help()) {
     std::cout << "usage: gatos status JOB-ID --ledger DIR|nats://HOST:PORT [--json]\n\n"
                  "Prints a job's state (pending, claimed, succeeded, failed, timed-out, aborted)\n"
-                 "as the ledger's refs say, with its lease and result.\n"
+                 "as the ledger records it, with its lease and result, then one line per attempt:\n"
+                 "its outcome (status, exit code or signal, the reason of a refused run), the\n"
+                 "lease epoch and worker, when the ledger granted the claim, when the job ran\n"
+                 "(the worker's proof of execution) and when the ledger recorded the result.\n"
+                 "A job waiting to be retried shows when its next attempt may start and the\n"
+                 "backoff it drew. 'dead' marks a failed or timed-out job with no attempt left\n"
+                 "(gatos retry JOB-ID runs it once more). See docs/retries.md.\n"
+                 "--json prints the same as one object: state, attempt, max_attempts,\n"
+                 "not_before, backoff_ms, dead, and attempts[] with n, status, epoch, worker,\n"
+                 "claimed, waited_ms (from the attempt before to this claim), started, ended,\n"
+                 "finished, exit_code, signal, timed_out, reason, result_commit, not_before and\n"
+                 "backoff_ms (fields that do not apply are left out).\n"
                  "Without JOB-ID prints the number of jobs in each state.\n";
     return kExitOk;
   }
@@ -227,7 +281,7 @@ int RunStatus(const Args& args) {
   if (flags.Has("json")) {
     std::cout << st->dump() << "\n";
   } else {
-    std::cout << Describe(*st) << "\n";
+    std::cout << Describe(*st) << "\n" << DescribeAttempts(*st);
   }
   return kExitOk;
 }
@@ -240,8 +294,9 @@ int RunLs(const Args& args) {
   if (flags.help()) {
     std::cout << "usage: gatos ls --ledger DIR|nats://HOST:PORT [--state STATE] [--limit N] [--after JOB-ID] [--json]\n\n"
                  "Lists jobs in job-id order, with their state. STATE is pending, claimed,\n"
-                 "succeeded, failed, timed-out, aborted, or dead (failed or timed out with no\n"
-                 "attempt left). Default limit 1000. The listing comes from the ledger's state\n"
+                 "succeeded, failed, timed-out, aborted, or dead (ended failed or timed out\n"
+                 "after its last attempt: no automatic retry is left; gatos retry runs it once\n"
+                 "more). Default limit 1000. The listing comes from the ledger's state\n"
                  "index (gatosd's, or the log of a ledger directory): a page costs the same at any\n"
                  "size; when a page stops early it prints where to continue (--after).\n";
     return kExitOk;
@@ -303,8 +358,12 @@ int RunWait(const Args& args) {
   }
   if (flags.help()) {
     std::cout << "usage: gatos wait JOB-ID... --ledger DIR|nats://HOST:PORT [--timeout S] [--json]\n\n"
-                 "Waits until every job is finished. Exit status: 0 when all succeeded, 1 when\n"
-                 "any failed, timed out or was aborted, 3 when --timeout (default: none) ran out.\n";
+                 "Waits until every job is finished: a failed or timed-out attempt that the\n"
+                 "policy retries is not the end (the job is pending again, waiting out its\n"
+                 "backoff); wait returns each job's final state. Exit status: 0 when all\n"
+                 "succeeded, 1 when any failed, timed out or was aborted (after its last\n"
+                 "attempt), 3 when --timeout (default: none) ran out. --json prints the final\n"
+                 "status of each job (as gatos status --json) in one array.\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
@@ -399,10 +458,17 @@ int RunRetry(const Args& args) {
   if (!flags.Parse(args, {{"ledger"}, {"key"}, {"json", 0, false}})) return UsageError("retry", flags.error());
   if (flags.help()) {
     std::cout << "usage: gatos retry JOB-ID --ledger DIR|nats://HOST:PORT [--key KEY] [--json]\n\n"
-                 "Re-opens a job that ended failed or timed-out for one more attempt, keeping its\n"
-                 "id; the earlier attempts' signed results stay in the ledger (attempts/<n>).\n"
-                 "KEY signs the request: the job's submitter key, or an operator's key named in\n"
-                 "the policy; on a ledger directory the ledger key is the default.\n";
+                 "Re-opens a job that ended failed or timed-out (for example a dead job, one\n"
+                 "that used all the policy's max_attempts) for one more attempt, keeping its\n"
+                 "id. The job is pending at once (no backoff) and is offered to workers again;\n"
+                 "the earlier attempts' signed results stay in the ledger\n"
+                 "(refs/gatos/jobs/<id>/attempts/<n>). The re-run is a signed request recorded\n"
+                 "in the ledger's log (a commit at refs/gatos/jobs/<id>/retry). Only one more\n"
+                 "attempt: if it fails it is not retried automatically. Succeeded, aborted and\n"
+                 "unfinished jobs cannot be re-run. KEY signs the request: the job's submitter\n"
+                 "key, or an operator's key named in the policy (gatos policy allow-operator);\n"
+                 "on a ledger directory the ledger key is the default. Then 'gatos wait JOB-ID'\n"
+                 "waits for the new attempt. See docs/retries.md.\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));

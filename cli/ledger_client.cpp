@@ -115,7 +115,8 @@ Result<nlohmann::json> JobStatus(const std::string& target, const std::string& j
       GATOS_ASSIGN_OR_RETURN(auto view, LedgerView::Open(target));
       GATOS_ASSIGN_OR_RETURN(auto rec, view->Find(job_hex));
       if (!rec) return NotFoundError("no job blake3:" + job_hex + " in " + target);
-      return rpc::RecordJson(*rec, SystemNowMs());
+      GATOS_ASSIGN_OR_RETURN(Policy policy, view->ReadPolicy());
+      return JobStatusJson(view->ledger(), *rec, policy.settings, SystemNowMs());
     }
     case LedgerKind::kNats: {
       nlohmann::json req = {{"job", job_hex}};

@@ -46,7 +46,7 @@ Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::str
 Result<nlohmann::json> LedgerCall(const std::string& target, const std::string& subject, const std::string& data,
                                   int timeout_ms);
 
-// One job's status as rpc::RecordJson. NotFound when the job does not exist.
+// One job's status as JobStatusJson (job_service.h). NotFound when the job does not exist.
 // On a ledger directory it is read from the log (no lock, no gatosd needed).
 Result<nlohmann::json> JobStatus(const std::string& target, const std::string& job_hex);
 

@@ -936,10 +936,13 @@ class Worker {
       poe.reason = TruncateUtf8("the result could not be reported as it was: " + built.status().message(), 2000);
       std::erase_if(files, [](const ResultFile& f) { return f.path.rfind("outputs/", 0) == 0; });
       if (level == 1) {
+        // The smallest result there is: with the provenance attestation
+        // (a few KiB) it may not fit a small max_result_bytes, and a job
+        // that cannot report anything would run again at every takeover.
         for (auto& f : files) f.data.clear();
-        poe.reason += "; stdout and stderr were dropped as well";
+        poe.reason += "; stdout, stderr and the provenance attestation were dropped as well";
       }
-      built = Build(*job, poe, files, manifest_json);
+      built = Build(*job, poe, files, level == 1 ? std::string() : manifest_json);
     }
     Finished f;
     f.job = job;

@@ -14,7 +14,9 @@
 #include "gatos/encoding.h"
 #include "gatos/ledger_commits.h"
 #include "gatos/keys.h"
+#include "gatos/poe.h"
 #include "gatos/result.h"
+#include "gatos/trailers.h"
 
 namespace gatos {
 namespace {
@@ -642,7 +644,7 @@ std::string JobService::ReadReply(const ServiceRequest& r) {
     if (!rec.ok()) return ErrorText(Outcome::FromStatus(rec.status()));
     if (!*rec) return Invalid("no job blake3:" + *job + " in this ledger");
     json reply = rpc::OkReply();
-    reply["status"] = rpc::RecordJson(**rec, now);
+    reply["status"] = JobStatusJson(writer_->ledger(), **rec, writer_->policy().settings, now);
     return rpc::Dump(reply);
   }
   auto req = rpc::ParseListRequest(*j);
@@ -652,6 +654,89 @@ std::string JobService::ReadReply(const ServiceRequest& r) {
   // (leases are judged by it; gatos doctor checks).
   reply["now_ms"] = now;
   return rpc::Dump(reply);
+}
+
+namespace {
+
+// The ledger's clock when it granted the claim `claim_commit` (0 if unknown).
+int64_t ClaimedMs(Ledger& ledger, const std::string& claim_commit) {
+  auto claim = ledger.ReadCommit(claim_commit);
+  if (!claim.ok()) return 0;
+  auto l = ParseLeaseCommitMessage(claim->message);
+  return l.ok() ? l->expires_ms - l->lease_ms : 0;
+}
+
+// What an attempt's signed commits say: the result (Worker-Id, poe.json) and
+// the claim that opened its epoch (the ledger's clock at the claim). Returns
+// the claim time (0 if unknown).
+int64_t DescribeResult(Ledger& ledger, const std::string& result_commit, json* a) {
+  auto c = ledger.ReadCommit(result_commit);
+  if (!c.ok()) return 0;
+  if (auto m = ParseCommitMessage(c->message); m.ok()) {
+    if (auto w = FindTrailer(m->trailers, "Worker-Id")) (*a)["worker"] = *w;
+  }
+  if (auto blob = ledger.ReadFileAtCommit(result_commit, "poe.json", 1 << 20); blob.ok()) {
+    if (auto poe = ParsePoe(*blob); poe.ok()) {
+      (*a)["started"] = poe->started_at;
+      (*a)["ended"] = poe->finished_at;
+      if (poe->exit_code) (*a)["exit_code"] = *poe->exit_code;
+      if (poe->signal) (*a)["signal"] = *poe->signal;
+      if (poe->timed_out) (*a)["timed_out"] = true;
+      if (!poe->reason.empty()) (*a)["reason"] = poe->reason;
+    }
+  }
+  int64_t claimed = c->parents.size() == 2 ? ClaimedMs(ledger, c->parents[1]) : 0;
+  if (claimed) (*a)["claimed"] = FormatRfc3339Millis(claimed);
+  return claimed;
+}
+
+}  // namespace
+
+json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& settings, int64_t now_ms) {
+  json j = rpc::RecordJson(r, now_ms);
+  j["max_attempts"] = settings.max_attempts;
+  json attempts = json::array();
+  int64_t prev_finished = 0;  // when the ledger recorded the attempt before
+  // "waited_ms": from the record of the attempt before to this attempt's
+  // claim, both on the ledger's clock (the backoff as it happened).
+  auto waited = [&](int64_t claimed, json* a) {
+    if (claimed && prev_finished && claimed >= prev_finished) (*a)["waited_ms"] = claimed - prev_finished;
+  };
+  for (const auto& x : r.attempts) {
+    json a = {{"n", x.n}, {"epoch", x.epoch}, {"status", x.status}, {"result_commit", x.result_commit},
+              {"finished", FormatRfc3339Millis(x.finished_ms)}};
+    waited(DescribeResult(ledger, x.result_commit, &a), &a);
+    prev_finished = x.finished_ms;
+    attempts.push_back(std::move(a));
+  }
+  // The current attempt.
+  JobState st = RecordState(r, now_ms);
+  json cur = {{"n", r.attempt}, {"status", std::string(JobStateName(st))}};
+  if (!r.result_commit.empty()) {
+    cur["epoch"] = r.epoch;
+    cur["result_commit"] = r.result_commit;
+    if (r.finished_ms) cur["finished"] = FormatRfc3339Millis(r.finished_ms);
+    waited(DescribeResult(ledger, r.result_commit, &cur), &cur);
+  } else if (!r.worker_hex.empty()) {
+    cur["epoch"] = r.epoch;
+    cur["worker"] = "ed25519:" + r.worker_hex;
+    int64_t claimed = ClaimedMs(ledger, r.claim_commit);
+    if (claimed) cur["claimed"] = FormatRfc3339Millis(claimed);
+    waited(claimed, &cur);
+  } else if (r.finished_ms) {
+    cur["finished"] = FormatRfc3339Millis(r.finished_ms);  // aborted while pending
+  }
+  if (r.result_commit.empty() && r.not_before_ms) {
+    cur["not_before"] = FormatRfc3339Millis(r.not_before_ms);
+    if (!r.attempts.empty() && r.attempts.back().n == r.attempt - 1) {
+      int64_t backoff = r.not_before_ms - r.attempts.back().finished_ms;
+      cur["backoff_ms"] = backoff;
+      j["backoff_ms"] = backoff;
+    }
+  }
+  attempts.push_back(std::move(cur));
+  j["attempts"] = std::move(attempts);
+  return j;
 }
 
 json ListReply(StateIndex& index, const IndexStats& st, const std::map<std::string, JobRecord>& live,
@@ -716,15 +801,19 @@ void JobService::Track(const JobRecord& r) {
 void JobService::Offer(const JobRecord& r, int64_t now) {
   Tracked& t = tracked_[r.job_hex];
   int64_t want = r.epoch + 1;
+  // The id names the attempt and the epoch the offer opens: an offer of
+  // attempt 2 is never dropped as a duplicate of attempt 1's, and a restart
+  // that offers the same attempt and epoch again is.
+  std::string base = rpc::PendingMsgId(r.job_hex, r.attempt, want);
   std::string id;
   if (t.offered_epoch != want) {
     t.offered_epoch = want;
     t.republished = 0;
-    id = r.job_hex + "." + std::to_string(want);
+    id = base;
   } else if (now - t.offered_ms >= options_.republish_ms) {
     // Still unclaimed: offered again under a new id, so the stream does not
     // drop it as a duplicate of a message a worker took and lost.
-    id = r.job_hex + "." + std::to_string(want) + ".r" + std::to_string(++t.republished);
+    id = base + ".r" + std::to_string(++t.republished);
   }
   if (!id.empty()) {
     t.offered_ms = now;

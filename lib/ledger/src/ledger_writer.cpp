@@ -540,14 +540,12 @@ void LedgerWriter::DoResult(Batch& b, ResultOp& op, OpResult* r) {
   }
   JobRecord n = *rec;
   const PolicySettings& ps = pol.settings;
-  bool retry = rec->cancel_commit.empty() && RetriesStatus(ps, p.status) && rec->attempt < ps.max_attempts;
+  bool retry = RetryAfterResult(*rec, ps, p.status, p.poe.reason);
   LogKind kind;
   if (retry) {
     n.attempts.push_back({rec->attempt, p.commit_id, p.status, p.epoch, b.now});
     n.attempt = rec->attempt + 1;
-    int64_t hi = RetryBackoffMs(ps, n.attempt), lo = RetryBackoffMinMs(ps, n.attempt);
-    int64_t wait = lo + (hi > lo ? static_cast<int64_t>(b.rng() % static_cast<uint64_t>(hi - lo + 1)) : 0);
-    n.not_before_ms = b.now + wait;
+    n.not_before_ms = b.now + DrawRetryBackoffMs(ps, n.attempt, b.rng());
     kind = LogKind::kAttempt;
     r->retried = true;
   } else {

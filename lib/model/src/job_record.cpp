@@ -381,6 +381,12 @@ Decision DecideCancel(const JobRecord& r, int64_t now_ms, bool* already) {
   return {};
 }
 
+bool RetryAfterResult(const JobRecord& r, const PolicySettings& s, std::string_view status,
+                      std::string_view reason) {
+  return r.cancel_commit.empty() && r.result_commit.empty() && r.attempt < s.max_attempts &&
+         RetriesAttempt(s, status, reason);
+}
+
 Decision DecideRetry(const JobRecord& r, int64_t want_attempt, int64_t now_ms) {
   JobState s = RecordState(r, now_ms);
   if (s != JobState::kFailed && s != JobState::kTimedOut) {

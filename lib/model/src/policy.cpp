@@ -119,6 +119,15 @@ bool RetriesStatus(const PolicySettings& s, std::string_view status) {
   return (status == "failed" && s.retry_failed) || (status == "timed-out" && s.retry_timed_out);
 }
 
+bool RetriesAttempt(const PolicySettings& s, std::string_view status, std::string_view reason) {
+  return reason.empty() && RetriesStatus(s, status);
+}
+
+int64_t DrawRetryBackoffMs(const PolicySettings& s, int64_t next_attempt, uint64_t random) {
+  int64_t hi = RetryBackoffMs(s, next_attempt), lo = RetryBackoffMinMs(s, next_attempt);
+  return lo + (hi > lo ? static_cast<int64_t>(random % static_cast<uint64_t>(hi - lo + 1)) : 0);
+}
+
 namespace {
 
 Result<std::pair<AllowedSigners*, std::string*>> RoleList(Policy* p, std::string_view role) {

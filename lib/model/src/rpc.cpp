@@ -184,6 +184,10 @@ nlohmann::json RecordJson(const JobRecord& r, int64_t now_ms) {
   return j;
 }
 
+std::string PendingMsgId(std::string_view job_hex, int64_t attempt, int64_t epoch) {
+  return std::string(job_hex) + ".a" + std::to_string(attempt) + ".e" + std::to_string(epoch);
+}
+
 std::string EncodePending(const PendingMessage& m) {
   return Dump(nlohmann::json{{"job", "blake3:" + m.job_hex}, {"epoch", m.epoch}, {"attempt", m.attempt}});
 }

@@ -72,6 +72,18 @@ nlohmann::json ListReply(StateIndex& index, const IndexStats& stats,
                          const std::map<std::string, JobRecord>& live, const rpc::ListRequest& req,
                          int64_t now_ms);
 
+// One job's status (`gatos status --json`, the status RPC): rpc::RecordJson,
+// plus "max_attempts" (of `settings`, the policy in force), "backoff_ms" while
+// a retried job waits, and "attempts": every attempt so far in order, the
+// current one included, each with what the ledger's and the worker's signed
+// commits say: n, epoch, status, worker, claimed (ledger clock), waited_ms
+// (from the record of the attempt before to this claim), started and ended
+// (the worker's proof of execution), finished (when the ledger recorded the
+// result), exit_code / signal / timed_out / reason, result_commit; and for a
+// retry still waiting, not_before and backoff_ms.
+// Reads a few objects per attempt; fields it cannot read are left out.
+nlohmann::json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& settings, int64_t now_ms);
+
 // The policy requests are checked against, shared with the threads that
 // predecode (immutable once published).
 struct PolicySnapshot {

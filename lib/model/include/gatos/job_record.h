@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gatos/lease.h"
+#include "gatos/policy.h"
 #include "gatos/status.h"
 
 namespace gatos {
@@ -111,6 +112,15 @@ Decision DecideResult(const JobRecord& r, std::string_view worker_hex, int64_t e
 // A cancel. kTerminal when the job finished; a job already cancelled is a
 // no-op success (*already = true).
 Decision DecideCancel(const JobRecord& r, int64_t now_ms, bool* already);
+
+// Whether a result accepted for the current attempt, with `status` and its
+// proof of execution's `reason`, opens the next attempt (after a backoff)
+// rather than ending the job: never for a job with a cancel request, only
+// while r.attempt < s.max_attempts, and only as RetriesAttempt allows. The
+// ledger decides with the policy in force when it accepts the result; an
+// auditor replaying the log decides the same way.
+bool RetryAfterResult(const JobRecord& r, const PolicySettings& s, std::string_view status,
+                      std::string_view reason);
 
 // A deliberate re-run of a terminal job at attempt `want_attempt` (the one it
 // would open: current + 1), so a recorded request cannot re-open the job

@@ -35,8 +35,9 @@ struct PolicySettings {
   // Finished jobs' refs leave the ref namespace this long after they end
   // (the log keeps them; status and verify still work). 0 = never.
   int64_t retention_ms = 7LL * 24 * 3600 * 1000;
-  // Retries (docs/protocol.md, "Retries"): attempts per job (1 = none),
-  // exponential backoff base * factor^(n-1), capped, minus up to jitter_pct %.
+  // Retries (docs/retries.md): attempts per job (1 = none); the backoff
+  // before attempt n (n >= 2) is min(base * factor^(n-2), max) minus a random
+  // part of up to jitter_pct % of it.
   int64_t max_attempts = 1;
   int64_t retry_base_ms = 10'000;
   int64_t retry_factor = 2;
@@ -52,6 +53,16 @@ int64_t RetryBackoffMs(const PolicySettings& s, int64_t next_attempt);
 int64_t RetryBackoffMinMs(const PolicySettings& s, int64_t next_attempt);
 // Whether an attempt that ended with `status` is retried when attempts are left.
 bool RetriesStatus(const PolicySettings& s, std::string_view status);
+// Whether an attempt whose result says `status` and (its proof of execution)
+// `reason` may be retried: RetriesStatus, and no reason. A failed result with
+// a reason is one whose job never ran to an exit (its job.yaml does not parse
+// on the worker, its command cannot start) or whose result the policy refused
+// (outputs over max_result_bytes, a name the ledger refuses): the same job
+// would meet the same refusal, so it is final.
+bool RetriesAttempt(const PolicySettings& s, std::string_view status, std::string_view reason);
+// The backoff drawn for attempt `next_attempt` from a uniform random value:
+// in [RetryBackoffMinMs, RetryBackoffMs], both ends included.
+int64_t DrawRetryBackoffMs(const PolicySettings& s, int64_t next_attempt, uint64_t random);
 
 struct Policy {
   PolicySettings settings;

@@ -161,6 +161,9 @@ struct PendingMessage {
   int64_t epoch = 1;
   int64_t attempt = 1;
 };
+// Nats-Msg-Id of the offer of `job_hex` for `attempt` at lease epoch
+// `epoch`: "<job>.a<attempt>.e<epoch>".
+std::string PendingMsgId(std::string_view job_hex, int64_t attempt, int64_t epoch);
 std::string EncodePending(const PendingMessage& m);
 Result<PendingMessage> DecodePending(std::string_view data);
 
