@@ -888,7 +888,8 @@ std::optional<JobRecord> Replay::ResultOf(const Transition& t, const std::option
     return std::nullopt;
   }
   const PolicySettings& ps = pol_.policy.settings;
-  bool retry = old->cancel_commit.empty() && RetriesStatus(ps, p.status) && old->attempt < ps.max_attempts;
+  // The same decision the ledger made (job_record.h): a refused run is final.
+  bool retry = RetryAfterResult(*old, ps, p.status, p.poe.reason);
   if (retry != (t.kind == LogKind::kAttempt)) {
     std::string what = retry ? "recorded as the final result, but policy " + Short(pol_.commit) + " retries a " +
                                    p.status + " attempt " + std::to_string(old->attempt) + " of " +
@@ -896,7 +897,8 @@ std::optional<JobRecord> Replay::ResultOf(const Transition& t, const std::option
                              : "recorded as a retried attempt, but policy " + Short(pol_.commit) +
                                    " allows no retry of a " + p.status + " attempt " + std::to_string(old->attempt) +
                                    " (max_attempts " + std::to_string(ps.max_attempts) +
-                                   (old->cancel_commit.empty() ? "" : ", the job is cancelled") + ")";
+                                   (old->cancel_commit.empty() ? "" : ", the job is cancelled") +
+                                   (p.poe.reason.empty() ? "" : ", the run was refused: a reason is final") + ")";
     Fail(t, "retry_policy", "result " + Short(commit) + " " + what);
     return std::nullopt;
   }
