@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang-14, ASan+UBSan) into build-fuzz/ and runs
-# each for FUZZ_SECONDS (default 15) from its seed corpus in tests/fuzz/corpus.
+# each for FUZZ_SECONDS (default 10) from its seed corpus in tests/fuzz/corpus.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_EACH=${FUZZ_SECONDS:-15}
+SECONDS_EACH=${FUZZ_SECONDS:-10}
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGATOS_FUZZ=ON >/dev/null

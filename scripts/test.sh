@@ -6,5 +6,5 @@ cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
 (cd "${GATOS_BUILD_DIR:-build}" && ctest --output-on-failure -j 2 --timeout 600)
-FUZZ_SECONDS=${FUZZ_SECONDS:-15} ./scripts/fuzz.sh
+FUZZ_SECONDS=${FUZZ_SECONDS:-10} ./scripts/fuzz.sh
 echo "test.sh: all tests passed"
