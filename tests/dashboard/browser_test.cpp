@@ -88,16 +88,36 @@ class Browser {
     if (!r.is_object() || !r["value"].is_object() || !r["value"].contains(kElementKey)) return "";
     return r["value"][kElementKey];
   }
+  // The element's text. A live page replaces nodes when a log batch lands,
+  // so an element found a moment ago can be gone ("stale element
+  // reference"): then it is found again (a bounded number of times).
   std::string Text(const std::string& css) {
-    std::string e = Find(css);
-    if (e.empty()) return "";
-    json r = S("GET", "/element/" + e + "/text", json());
-    return r["value"].is_string() ? r["value"].get<std::string>() : "";
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      std::string e = Find(css);
+      if (e.empty()) return "";
+      json r = Call("GET", "/session/" + session_ + "/element/" + e + "/text", json());
+      if (r.is_object() && r["value"].is_string()) return r["value"].get<std::string>();
+      bool stale = r.is_object() && r["value"].is_object() && r["value"].value("error", "") == "stale element reference";
+      if (!stale) {
+        ADD_FAILURE() << "GET text of " << css << ": " << (r.is_object() ? r.dump().substr(0, 500) : "no reply");
+        return "";
+      }
+    }
+    ADD_FAILURE() << css << " was replaced 20 times in a row while reading its text";
+    return "";
   }
   void Click(const std::string& css) {
-    std::string e = Find(css);
-    ASSERT_FALSE(e.empty()) << "no element " << css;
-    S("POST", "/element/" + e + "/click", json::object());
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      std::string e = Find(css);
+      ASSERT_FALSE(e.empty()) << "no element " << css;
+      json r = Call("POST", "/session/" + session_ + "/element/" + e + "/click", json::object());
+      bool stale = r.is_object() && r["value"].is_object() && r["value"].value("error", "") == "stale element reference";
+      if (stale) continue;  // replaced by a live update: find it again
+      EXPECT_TRUE(r.is_object() && !(r["value"].is_object() && r["value"].contains("error")))
+          << "click " << css << ": " << (r.is_object() ? r.dump().substr(0, 500) : "no reply");
+      return;
+    }
+    ADD_FAILURE() << css << " was replaced 20 times in a row while clicking it";
   }
   json Execute(const std::string& script) {
     return S("POST", "/execute/sync", {{"script", script}, {"args", json::array()}})["value"];
