@@ -191,10 +191,21 @@ Result<CommitMessage> ParseCommitMessage(std::string_view msg) {
   if (msg.find('\0') != std::string_view::npos) {
     return InvalidArgumentError("commit message contains a NUL byte");
   }
-  if (StartsWith(msg, 0, kCutLine) ||
-      msg.find("\n" + std::string(kCutLine)) != std::string_view::npos) {
-    return InvalidArgumentError("commit message contains a scissors line ('" +
-                                std::string(Trim(kCutLine)) + "'); remove it");
+  // A scissors line, also with trailing white space (which a body loses when
+  // formatted again, so a message accepted once would be refused after).
+  {
+    const std::string_view cut = Trim(kCutLine);
+    size_t at = 0;
+    while (at <= msg.size()) {
+      size_t end = msg.find('\n', at);
+      if (end == std::string_view::npos) end = msg.size();
+      std::string_view line = msg.substr(at, end - at);
+      while (!line.empty() && (line.back() == ' ' || line.back() == '\t' || line.back() == '\r')) line.remove_suffix(1);
+      if (line == cut) {
+        return InvalidArgumentError("commit message contains a scissors line ('" + std::string(cut) + "'); remove it");
+      }
+      at = end + 1;
+    }
   }
   const size_t patch_start = FindPatchStart(msg);
   const size_t trailer_end = patch_start - IgnoreNonTrailer(msg, patch_start);
