@@ -96,17 +96,6 @@ namespace {
 
 std::string Short(const std::string& id) { return id.substr(0, 12); }
 
-// The state a record was left in by its last transition (as the writer counts it).
-JobState Recorded(const JobRecord& r) {
-  if (!r.result_commit.empty()) {
-    auto st = ParseJobState(r.result_status);
-    return st && IsTerminal(*st) ? *st : JobState::kFailed;
-  }
-  if (!r.worker_hex.empty()) return JobState::kClaimed;
-  if (!r.cancel_commit.empty()) return JobState::kAborted;
-  return JobState::kPending;
-}
-
 std::string SignatureProblem(const CommitInfo& c, const Ed25519PublicKey& key) {
   if (c.signature.empty()) return "it is not signed (no gpgsig header)";
   auto sig = ParseSshSignature(c.signature);
@@ -1025,7 +1014,7 @@ std::optional<JobRecord> Replay::Other(const Transition& t, const std::optional<
       int64_t retention = pol_.policy.settings.retention_ms;
       if (old->pruned_ms) {
         why = "the job was pruned already";
-      } else if (!IsTerminal(Recorded(*old)) || !old->finished_ms || retention == 0 ||
+      } else if (!IsTerminal(RecordedState(*old)) || !old->finished_ms || retention == 0 ||
                  now_ < old->finished_ms + retention) {
         why = "the job is not finished or not past the retention (" + std::to_string(retention) + " ms)";
       }

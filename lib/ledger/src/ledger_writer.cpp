@@ -32,19 +32,6 @@ std::string TrimDir(std::string d) {
   return d;
 }
 
-// The state a record was left in by its last transition, independent of the
-// clock: what stats and live/ count. (A cancelled job whose lease runs out
-// becomes aborted through an abort transition, so the two converge.)
-JobState RecordedState(const JobRecord& r) {
-  if (!r.result_commit.empty()) {
-    auto st = ParseJobState(r.result_status);
-    return st && IsTerminal(*st) ? *st : JobState::kFailed;
-  }
-  if (!r.worker_hex.empty()) return JobState::kClaimed;
-  if (!r.cancel_commit.empty()) return JobState::kAborted;
-  return JobState::kPending;
-}
-
 Result<std::string> ReadLogBatch(Ledger& ledger, const std::string& log_commit) {
   GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger.ReadCommit(log_commit));
   GATOS_ASSIGN_OR_RETURN(auto entries, ledger.ReadTree(c.tree));

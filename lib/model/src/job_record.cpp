@@ -402,4 +402,14 @@ Decision DecideRetry(const JobRecord& r, int64_t want_attempt, int64_t now_ms) {
   return {};
 }
 
+JobState RecordedState(const JobRecord& r) {
+  if (!r.result_commit.empty()) {
+    auto st = ParseJobState(r.result_status);
+    return st && IsTerminal(*st) ? *st : JobState::kFailed;
+  }
+  if (!r.worker_hex.empty()) return JobState::kClaimed;
+  if (!r.cancel_commit.empty()) return JobState::kAborted;
+  return JobState::kPending;
+}
+
 }  // namespace gatos

@@ -64,6 +64,11 @@ struct JobRecord {
 // aborted when cancelled with no live lease; claimed while the current
 // attempt holds a lease (expired or not); else pending.
 JobState RecordState(const JobRecord& r, int64_t now_ms);
+// The state a record was left in by its last transition, independent of the
+// clock: what the index's stats and live/ count, and what an auditor
+// replaying the log counts. (A cancelled job whose lease runs out becomes
+// aborted through an abort transition, so the two converge.)
+JobState RecordedState(const JobRecord& r);
 // Whether the current attempt's lease is past its deadline.
 bool LeaseExpired(const JobRecord& r, int64_t now_ms);
 // Terminal (has a final result, or aborted).
