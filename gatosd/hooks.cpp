@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <istream>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -190,13 +191,18 @@ int RunProcReceive(std::istream& in, std::ostream& out, std::ostream& err) {
   }
   auto ledger = Ledger::OpenFromEnv();
   std::string dir = ledger.ok() ? LedgerDir(**ledger) : "";
-  for (const auto& u : updates) {
+  // First the refs' own rules; then every request at once, so the ledger
+  // records a push of many jobs in few log batches.
+  std::vector<std::string> refused(updates.size());
+  std::vector<std::pair<std::string, std::string>> requests;
+  std::vector<size_t> asked;  // requests[k] is for updates[asked[k]]
+  for (size_t i = 0; i < updates.size(); ++i) {
+    const Update& u = updates[i];
     std::string job_hex;
     std::string why = RefRule(u, &job_hex);
     if (why.empty() && !ledger.ok()) why = "ledger unavailable: " + ledger.status().message();
     if (!why.empty()) {
-      PrintLines(err, u.ref, why);
-      WritePkt(out, "ng " + u.ref + " " + TruncateUtf8(why.substr(0, why.find('\n')), 200));
+      refused[i] = why;
       continue;
     }
     bool result = StartsWith(u.ref, kResultsPushPrefix);
@@ -204,34 +210,59 @@ int RunProcReceive(std::istream& in, std::ostream& out, std::ostream& err) {
     nlohmann::json req = {{"commit", u.new_id}};
     if (result) req["job"] = job_hex;
     if (witness) req["key"] = job_hex;
-    LocalOptions lo;
-    bool via_gatosd = false;
-    auto reply = LocalLedgerRequest(dir, witness ? rpc::kLocalPushWitness
-                                             : result ? rpc::kLocalPushResult : rpc::kLocalPushSubmit,
-                                    rpc::Dump(req), lo, &via_gatosd);
-    rpc::ReplyError e;
-    auto body = reply.ok() ? rpc::ParseReply(*reply, "push", &e) : Result<nlohmann::json>(reply.status());
-    if (!reply.ok()) {
-      why = "the ledger did not record the push: " + reply.status().message();
-    } else if (e.error != TransitionError::kNone) {
-      why = e.message;
+    requests.emplace_back(witness  ? rpc::kLocalPushWitness
+                          : result ? rpc::kLocalPushResult
+                                   : rpc::kLocalPushSubmit,
+                          rpc::Dump(req));
+    asked.push_back(i);
+  }
+  LocalOptions lo;
+  bool via_gatosd = false;
+  Result<std::vector<std::string>> replies = std::vector<std::string>();
+  if (requests.size() >= 100) err << "gatos: recording " << requests.size() << " pushed refs in the ledger\n";
+  if (!requests.empty()) replies = LocalLedgerRequests(dir, requests, lo, &via_gatosd);
+  std::vector<std::optional<std::string>> reply_of(updates.size());
+  for (size_t k = 0; k < asked.size(); ++k) {
+    if (replies.ok()) {
+      reply_of[asked[k]] = (*replies)[k];
+    } else {
+      refused[asked[k]] = "the ledger did not record the push: " + replies.status().message();
+    }
+  }
+  for (size_t i = 0; i < updates.size(); ++i) {
+    const Update& u = updates[i];
+    std::string why = refused[i];
+    nlohmann::json body;
+    if (why.empty() && reply_of[i]) {
+      rpc::ReplyError e;
+      auto parsed = rpc::ParseReply(*reply_of[i], "push", &e);
+      if (!parsed.ok()) {
+        why = "the ledger did not record the push: " + parsed.status().message();
+      } else if (e.error != TransitionError::kNone) {
+        why = e.message;
+      } else {
+        body = std::move(*parsed);
+      }
     }
     if (!why.empty()) {
       PrintLines(err, u.ref, why);
       WritePkt(out, "ng " + u.ref + " " + TruncateUtf8(why.substr(0, why.find('\n')), 200));
       continue;
     }
-    const std::string job = body->value("job", "");
+    const bool result = StartsWith(u.ref, kResultsPushPrefix);
+    const bool witness = StartsWith(u.ref, kWitnessPushPrefix);
+    const std::string job = body.value("job", "");
     if (witness) {
-      err << "gatos: witness " << u.new_id.substr(0, 12) << " recorded at " << WitnessRef(job_hex)
-          << (body->value("existing", false) ? " (already recorded)" : "") << "\n";
+      err << "gatos: witness " << u.new_id.substr(0, 12) << " recorded at "
+          << WitnessRef(u.ref.substr(std::strlen(kWitnessPushPrefix)))
+          << (body.value("existing", false) ? " (already recorded)" : "") << "\n";
     } else if (result) {
-      err << "gatos: result of job " << job << " recorded (" << body->value("state", "") << ")\n";
-    } else if (body->value("existing", false)) {
+      err << "gatos: result of job " << job << " recorded (" << body.value("state", "") << ")\n";
+    } else if (body.value("existing", false)) {
       err << "gatos: job " << job << " already exists; nothing to do (no-op)\n";
     } else {
       err << "gatos: accepted job " << job << (via_gatosd ? "" : " (gatosd is not running: recorded in the log; "
-                                                                  "it is offered to workers when gatosd starts)")
+                                                                 "it is offered to workers when gatosd starts)")
           << "\n";
     }
     WritePkt(out, "ok " + u.ref);

@@ -1,5 +1,6 @@
 #include "server.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -57,13 +58,21 @@ struct Request {
 class RequestQueue {
  public:
   void Push(Request r) {
+    std::vector<Request> one;
+    one.push_back(std::move(r));
+    PushAll(std::move(one));
+  }
+  // Together: the ledger thread takes them in the same batch when it can.
+  void PushAll(std::vector<Request> rs) {
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (closed_) {
-        if (r.local) r.local->set_value(rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping")));
-        return;
+      for (auto& r : rs) {
+        if (closed_) {
+          if (r.local) r.local->set_value(rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping")));
+          continue;
+        }
+        q_.push_back(std::move(r));
       }
-      q_.push_back(std::move(r));
     }
     cv_.notify_one();
   }
@@ -194,6 +203,12 @@ class Publisher {
   std::thread thread_;
 };
 
+// Whether a read from `fd` would not block (more of a pipelined request).
+bool Readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
 // The local socket (<ledger>/gatos/gatosd.sock): hooks and the CLI on the
 // ledger host. One thread accepts; one thread per connection reads a
 // request, hands it to the ledger thread and writes the reply.
@@ -251,15 +266,30 @@ class LocalServer {
         ++active_;
       }
       std::thread([this, c] {
-        while (true) {
-          auto frame = ReadRequestFrame(c);
-          if (!frame.ok()) break;
-          Request r;
-          r.req = {frame->first, std::move(frame->second), SystemNowMs()};
-          r.local = std::make_shared<std::promise<std::string>>();
-          auto reply = r.local->get_future();
-          queue_->Push(std::move(r));
-          if (!WriteReplyFrame(c, reply.get()).ok()) break;
+        // A client may pipeline (a push of many jobs): every frame already
+        // waiting is taken with the first, so they go to the ledger together
+        // and land in one log batch; the replies go back in order.
+        bool open = true;
+        while (open) {
+          std::vector<Request> reqs;
+          std::vector<std::future<std::string>> replies;
+          do {
+            auto frame = ReadRequestFrame(c);
+            if (!frame.ok()) {
+              open = false;
+              break;
+            }
+            Request r;
+            r.req = {frame->first, std::move(frame->second), SystemNowMs()};
+            r.local = std::make_shared<std::promise<std::string>>();
+            replies.push_back(r.local->get_future());
+            reqs.push_back(std::move(r));
+          } while (reqs.size() < kMaxPipelined && Readable(c));
+          queue_->PushAll(std::move(reqs));
+          for (auto& f : replies) {
+            if (open && !WriteReplyFrame(c, f.get()).ok()) open = false;
+            if (!open) f.wait();  // answered anyway: the request may be applied
+          }
         }
         ::close(c);
         std::lock_guard<std::mutex> l(mu_);
@@ -269,6 +299,7 @@ class LocalServer {
     }
   }
 
+  static constexpr size_t kMaxPipelined = 1024;  // requests taken from one connection at once
   int fd_;
   std::string path_;
   RequestQueue* queue_;

@@ -117,6 +117,35 @@ TEST_F(PushTest, TheLedgersOwnRefsAreHiddenFromPushesAndRefused) {
   EXPECT_EQ(LedgerRefs(), before);
 }
 
+// One push of many jobs while gatosd is down: the hook takes the writer
+// lock once and records them all in one log batch, and the pusher sees each
+// job's id.
+TEST_F(PushTest, APushOfManyJobsIsRecordedInOneLogBatch) {
+  std::vector<std::string> args = {"push", ledger_};
+  std::vector<std::string> ids;
+  for (int i = 0; i < 20; ++i) {
+    std::string yaml = "command: [\"/bin/echo\", \"many " + std::to_string(i) + "\"]\ntimeout: 5\n";
+    ids.push_back(JobId(yaml));
+    Commit(yaml);
+    args.push_back("b" + std::to_string(n_ - 1) + ":refs/gatos/submit/many-" + std::to_string(i));
+  }
+  RunResult r = Git(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t at = 0;
+  for (const auto& id : ids) {  // in the order of the push's commands
+    size_t found = r.err.find("accepted job " + id, at);
+    ASSERT_NE(found, std::string::npos) << id << ": " << r.err;
+    at = found;
+  }
+  RunResult batch = Cmd({"git", "--git-dir", ledger_, "show", "refs/gatos/log:batch"});
+  int submits = 0;
+  std::istringstream lines(batch.out);
+  for (std::string line; std::getline(lines, line);) submits += line.rfind("submit ", 0) == 0;
+  EXPECT_EQ(submits, 20) << batch.out;
+  std::string refs = LedgerRefs();
+  for (const auto& id : ids) EXPECT_NE(refs.find("refs/gatos/jobs/" + id.substr(7) + "/job "), std::string::npos) << id;
+}
+
 // A push costs the same at any ledger size: receive-pack advertises none of
 // the ledger's refs, counted on the wire with GIT_TRACE_PACKET.
 TEST_F(PushTest, RefAdvertisementHoldsNoJobRefsAfterAThousandJobs) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <sstream>
@@ -134,6 +135,46 @@ TEST(ServeTest, PushedJobIsPublishedOnceAndRePushIsANoOp) {
   stack.StopGatosd(SIGTERM);
   ASSERT_TRUE(stack.StartGatosd());
   EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 1500).empty());
+}
+
+// One push of many jobs with gatosd serving: the hook pipelines them on
+// gatosd's socket; each is recorded and published exactly once, the pusher
+// sees every id, and pushing them again (with one more) is a no-op for each.
+TEST(ServeTest, APushOfManyJobsIsRecordedAndPublishedOnceEach) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  TestWorker w(stack.nats_url(), stack.worker_keys()[0]);
+  EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 100).empty());
+  std::vector<std::string> yamls;
+  for (int i = 0; i < 30; ++i) yamls.push_back(Job(1000 + i));
+  RunResult push;
+  std::vector<std::string> ids = stack.PushJobs(yamls, &push);
+  ASSERT_EQ(ids.size(), 30u);
+  for (const auto& id : ids) EXPECT_NE(push.err.find("accepted job " + id), std::string::npos) << id;
+  auto seen = FetchPending(w.bus(), "observer", 31, 2000);
+  std::sort(seen.begin(), seen.end());
+  std::vector<std::string> want = ids;
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(seen, want);
+  RunResult log = gatos::testing::Run({"git", "--git-dir", stack.ledger(), "log", "--first-parent", "--format=%s", "refs/gatos/log"});
+  int submits = 0;
+  std::istringstream lines(log.out);
+  for (std::string line; std::getline(lines, line);) {
+    size_t at = line.find(" submit");
+    if (at == std::string::npos) continue;
+    size_t start = line.rfind(' ', at - 1);
+    submits += std::stoi(line.substr(start + 1, at - start - 1));
+  }
+  EXPECT_EQ(submits, 30) << log.out;
+
+  yamls.push_back(Job(2000));
+  RunResult again;
+  std::vector<std::string> ids2 = stack.PushJobs(yamls, &again);
+  for (size_t i = 0; i < 30; ++i) {
+    EXPECT_NE(again.err.find("job " + ids2[i] + " already exists; nothing to do"), std::string::npos) << ids2[i];
+  }
+  EXPECT_NE(again.err.find("accepted job " + ids2[30]), std::string::npos) << again.err;
+  EXPECT_EQ(FetchPending(w.bus(), "observer", 2, 1500), std::vector<std::string>{ids2[30]});
 }
 
 TEST(ServeTest, ClaimResultStatusWaitAndMetricsThroughTheRpc) {

@@ -167,6 +167,30 @@ std::string Stack::PushJob(const std::string& yaml, RunResult* push) {
   return id;
 }
 
+std::vector<std::string> Stack::PushJobs(const std::vector<std::string>& yamls, RunResult* push) {
+  RunOptions ro;
+  ro.env = env_;
+  ro.cwd = work_;
+  std::vector<std::string> ids;
+  std::vector<std::string> refspecs = {"git", "push", "-q", ledger_};
+  for (const auto& yaml : yamls) {
+    WriteFile(work_ + "/job.yaml", yaml);
+    std::string id = Gatos({"job", "id", work_ + "/job.yaml"}).out;
+    while (!id.empty() && id.back() == '\n') id.pop_back();
+    std::string branch = "b" + std::to_string(pushes_++);
+    Run({"git", "checkout", "-q", "--orphan", branch}, ro);
+    Run({"git", "add", "job.yaml"}, ro);
+    RunResult c = Run({"git", "commit", "-q", "-S", "-m", "a job", "-m", "Job-Id: " + id}, ro);
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    refspecs.push_back(branch + ":refs/gatos/submit/" + branch);
+    ids.push_back(id);
+  }
+  RunResult p = Run(refspecs, ro);
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  if (push) *push = p;
+  return ids;
+}
+
 std::string Stack::HttpGet(const std::string& path) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in sa{};

@@ -54,6 +54,8 @@ class Stack {
   // Commits `yaml` as job.yaml, signed by the submitter key with stock git,
   // pushes it to refs/gatos/submit/<name>; returns "blake3:<hex>".
   std::string PushJob(const std::string& yaml, RunResult* push = nullptr);
+  // Several jobs, one commit each, in ONE git push; returns their ids in order.
+  std::vector<std::string> PushJobs(const std::vector<std::string>& yamls, RunResult* push = nullptr);
   // GET http://127.0.0.1:<http_port><path>; returns "<code>\n<body>".
   std::string HttpGet(const std::string& path);
 

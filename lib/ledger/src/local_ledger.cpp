@@ -138,25 +138,69 @@ Result<Ed25519PrivateKey> LoadLedgerKey(const std::string& ledger_dir) {
                                  ") is not the key the policy names (" + policy->ledger_key.WorkerId() + ")");
 }
 
-Result<std::string> LocalLedgerRequest(const std::string& ledger_dir_in, const std::string& subject,
+Result<std::string> LocalLedgerRequest(const std::string& ledger_dir, const std::string& subject,
                                        const std::string& data, const LocalOptions& options, bool* via_gatosd) {
+  GATOS_ASSIGN_OR_RETURN(std::vector<std::string> replies,
+                         LocalLedgerRequests(ledger_dir, {{subject, data}}, options, via_gatosd));
+  return std::move(replies.at(0));
+}
+
+namespace {
+
+// Sends every request on one connection and reads the replies in order. A
+// second thread writes, so neither side's socket buffer can fill while the
+// other waits (gatosd reads what is there, applies it as one batch, replies).
+// Returns the replies received before the connection failed, and the status.
+Status Pipeline(int fd, const std::vector<std::pair<std::string, std::string>>& requests, size_t first,
+                std::vector<std::string>* replies) {
+  Status wrote = OkStatus();
+  std::thread writer([&] {
+    for (size_t i = first; i < requests.size() && wrote.ok(); ++i) {
+      wrote = WriteRequestFrame(fd, requests[i].first, requests[i].second);
+    }
+    if (!wrote.ok()) ::shutdown(fd, SHUT_RD);  // unblock the reader below
+  });
+  Status read = OkStatus();
+  for (size_t i = first; i < requests.size(); ++i) {
+    auto reply = ReadReplyFrame(fd);
+    if (!reply.ok()) {
+      read = reply.status();
+      break;
+    }
+    replies->push_back(std::move(*reply));
+  }
+  ::shutdown(fd, SHUT_RDWR);  // unblock the writer if the reader stopped early
+  writer.join();
+  return read.ok() ? wrote : read;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> LocalLedgerRequests(const std::string& ledger_dir_in,
+                                                     const std::vector<std::pair<std::string, std::string>>& requests,
+                                                     const LocalOptions& options, bool* via_gatosd) {
   const std::string ledger_dir = Trim(ledger_dir_in);
   const std::string sock = LedgerSocketPath(ledger_dir);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.timeout_ms);
   Status last = UnavailableError("no answer");
-  while (true) {
+  std::vector<std::string> replies;
+  replies.reserve(requests.size());
+  while (replies.size() < requests.size()) {
     int fd = Connect(sock, options.timeout_ms);
     if (fd >= 0) {
-      Status w = WriteRequestFrame(fd, subject, data);
-      auto reply = w.ok() ? ReadReplyFrame(fd) : Result<std::string>(w);
+      size_t before = replies.size();
+      Status s = Pipeline(fd, requests, replies.size(), &replies);
       ::close(fd);
-      if (reply.ok()) {
+      if (s.ok()) {
         if (via_gatosd) *via_gatosd = true;
-        return reply;
+        return replies;
       }
-      // gatosd went away mid-request: the request may or may not have been
-      // applied; every request is idempotent, so asking again is safe.
-      last = reply.status();
+      // gatosd went away mid-request: the requests not answered may or may
+      // not have been applied; every request is idempotent, so asking again
+      // is safe.
+      last = s;
+      if (replies.size() > before) deadline = std::chrono::steady_clock::now() +
+                                              std::chrono::milliseconds(options.timeout_ms);
     } else {
       auto key = LoadLedgerKey(ledger_dir);
       if (!key.ok()) return key.status();
@@ -164,11 +208,18 @@ Result<std::string> LocalLedgerRequest(const std::string& ledger_dir_in, const s
       wo.lock_wait_ms = 0;
       auto writer = LedgerWriter::Open(ledger_dir, std::move(*key), wo);
       if (writer.ok()) {
+        // The lock is ours: the rest in batches, as gatosd would apply them.
         JobService service(writer->get(), ServiceOptions{});
-        std::vector<ServiceRequest> reqs = {{subject, data, SystemNowMs()}};
-        auto replies = service.Handle(reqs);
+        constexpr size_t kBatch = 1024;
+        while (replies.size() < requests.size()) {
+          std::vector<ServiceRequest> reqs;
+          for (size_t i = replies.size(); i < requests.size() && reqs.size() < kBatch; ++i) {
+            reqs.push_back({requests[i].first, requests[i].second, SystemNowMs()});
+          }
+          for (auto& r : service.Handle(reqs)) replies.push_back(std::move(r));
+        }
         if (via_gatosd) *via_gatosd = false;
-        return replies.at(0);
+        return replies;
       }
       if (writer.status().code() != StatusCode::kUnavailable) return writer.status();
       last = writer.status();  // gatosd is starting or stopping, or another CLI writes
@@ -179,6 +230,7 @@ Result<std::string> LocalLedgerRequest(const std::string& ledger_dir_in, const s
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  return replies;
 }
 
 }  // namespace gatos

@@ -45,6 +45,14 @@ Result<std::string> LocalLedgerRequest(const std::string& ledger_dir, const std:
                                        const std::string& data, const LocalOptions& options,
                                        bool* via_gatosd = nullptr);
 
+// Several requests at once (a push of many jobs): on gatosd's socket they
+// are pipelined on one connection, so gatosd applies them in few log batches
+// rather than one batch each; under the writer lock they are applied in
+// batches in-process. replies[i] answers requests[i] (subject, data).
+Result<std::vector<std::string>> LocalLedgerRequests(const std::string& ledger_dir,
+                                                     const std::vector<std::pair<std::string, std::string>>& requests,
+                                                     const LocalOptions& options, bool* via_gatosd = nullptr);
+
 // Sends a request to gatosd's socket only if gatosd runs (never takes the
 // writer lock); for notices such as refused pushes. Best effort: false when
 // nobody answered.
