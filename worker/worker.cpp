@@ -350,12 +350,10 @@ class Worker {
                      std::vector<ResolvedInput>* resolved, Poe* poe) {
     InputRetryPolicy policy;
     policy.deadline_ms = SystemNowMs() + std::max<int64_t>(60000, job->grant.lease.lease_ms * 4);
-    Renewing(job, true);
     if (job->cancel || job->stale || shutting_down_) job->halt = true;
     InputResolution res = resolver_->ResolveAll(inputs, policy, &job->halt, [&](const std::string& m) {
       Log("job " + Short(job->hex) + ": " + m);
     });
-    Renewing(job, false);
     *resolved = std::move(res.inputs);
     poe->inputs = PoeInputsOf(*resolved);
     if (res.status.ok()) {
@@ -449,8 +447,9 @@ class Worker {
     int free_slots;
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait_for(l, std::chrono::milliseconds(200), [&] { return active_ < opts_.concurrency || *stop_; });
-      free_slots = opts_.concurrency - active_;
+      const int limit = opts_.concurrency + Prefetch();
+      cv_.wait_for(l, std::chrono::milliseconds(200), [&] { return active_ < limit || *stop_; });
+      free_slots = limit - active_;
     }
     if (free_slots <= 0 || *stop_) return;
     if (outbox_->PendingBytes() > outbox_soft_cap_) {
@@ -554,6 +553,8 @@ class Worker {
     // knows which leases died with this process.
     Status rec = outbox_->RecordLeases(leases, SystemNowMs());
     if (!rec.ok()) Log("cannot record " + std::to_string(leases.size()) + " lease(s) locally: " + rec.message());
+    // Renewed from now on, while waiting for a slot too (a prefetched job).
+    for (auto& job : granted) Renewing(job, true);
     {
       std::lock_guard<std::mutex> l(mu_);
       for (auto& job : granted) {
@@ -563,6 +564,23 @@ class Worker {
       }
     }
     cv_.notify_all();
+  }
+
+  // Jobs claimed beyond the free slots, so that a slot that frees starts the
+  // next job at once instead of waiting for a claim round trip: half the
+  // concurrency while recent jobs were short (under kShortJobMs on average),
+  // none otherwise — a worker busy with long jobs never hoards jobs another
+  // worker could run. Caller holds mu_.
+  static constexpr int64_t kShortJobMs = 500;
+  int Prefetch() const {
+    if (recent_runs_ < 8) return 0;
+    return recent_run_ms_avg_ < kShortJobMs ? std::max(1, opts_.concurrency / 2) : 0;
+  }
+  void RecordRunTime(int64_t ms) {
+    std::lock_guard<std::mutex> l(mu_);
+    // An exponential average over about the last 16 jobs.
+    recent_run_ms_avg_ = recent_runs_ == 0 ? static_cast<double>(ms) : recent_run_ms_avg_ + (ms - recent_run_ms_avg_) / 16.0;
+    ++recent_runs_;
   }
 
   // Acks are sent without waiting; one that is lost means a redelivery, which
@@ -596,7 +614,10 @@ class Worker {
         ready_.pop_front();
       }
       job->ws = slot;
+      int64_t started = SystemNowMs();
       RunJob(job);
+      Renewing(job, false);
+      RecordRunTime(SystemNowMs() - started);
       ResetSlot(slot);
       {
         std::lock_guard<std::mutex> l(mu_);
@@ -625,6 +646,11 @@ class Worker {
 
   void RunJob(const std::shared_ptr<Job>& job) {
     const LeaseCommitInfo& lease = job->grant.lease;
+    if (job->stale) {  // lost while it waited for a slot
+      Log("job " + Short(job->hex) + ": lease lost before it started; discarded");
+      Abandon(*job);
+      return;
+    }
     Log("claimed job " + Short(job->hex) + " (epoch " + std::to_string(job->epoch) + ")");
     Poe poe;
     poe.job_id = "blake3:" + job->hex;
@@ -718,10 +744,8 @@ class Worker {
         std::lock_guard<std::mutex> l(job->mu);
         job->exec = exec.get();
       }
-      Renewing(job, true);
       if (job->cancel || job->stale || shutting_down_) exec->Stop();  // arrived before exec was set
       Result<ExecResult> result = exec->Wait();
-      Renewing(job, false);
       {
         std::lock_guard<std::mutex> l(job->mu);
         job->exec = nullptr;
@@ -964,8 +988,9 @@ class Worker {
     {
       std::lock_guard<std::mutex> l(renew_mu_);
       if (on) {
-        job->next_renew_ms = SystemNowMs() + RenewEvery(*job);
-        renewing_[job->hex] = job;
+        // From the claim until the runner is done with it (RunnerLoop);
+        // a job already renewed keeps its schedule.
+        if (renewing_.emplace(job->hex, job).second) job->next_renew_ms = SystemNowMs() + RenewEvery(*job);
       } else {
         renewing_.erase(job->hex);
       }
@@ -1232,6 +1257,8 @@ class Worker {
   std::map<std::string, std::shared_ptr<Job>> running_;
   std::deque<std::shared_ptr<Job>> ready_;  // claimed, waiting for a runner
   int active_ = 0;                          // claimed and not yet handed to the reporter
+  int64_t recent_runs_ = 0;                 // jobs run so far (for Prefetch)
+  double recent_run_ms_avg_ = 0;            // their recent average run time
   bool runners_stop_ = false;
   std::atomic<bool> background_stop_{false};
   std::atomic<bool> shutting_down_{false};

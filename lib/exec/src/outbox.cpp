@@ -404,6 +404,24 @@ class Txn {
   bool open_ = false;
 };
 
+// For the length of a scope, commits make no fsync (WAL, synchronous=NORMAL):
+// for records whose loss in a power failure costs only a repeat — a lease
+// the worker no longer knows it held runs out at the ledger; a delivery not
+// marked is sent again and the ledger answers "existing". The next durable
+// commit (a result's Enqueue) syncs them with it.
+class NotSynced {
+ public:
+  explicit NotSynced(Outbox::Impl* m) : m_(m) {
+    if (m_->opts.sync_full) m_->Exec("PRAGMA synchronous=NORMAL").IgnoreError();
+  }
+  ~NotSynced() {
+    if (m_->opts.sync_full) m_->Exec("PRAGMA synchronous=FULL").IgnoreError();
+  }
+
+ private:
+  Outbox::Impl* m_;
+};
+
 Result<OutboxItem> GetLocked(Outbox::Impl* m, int64_t id) {
   GATOS_ASSIGN_OR_RETURN(
       StmtPtr s,
@@ -585,6 +603,7 @@ Status Outbox::RecordLease(const std::string& job_hex, int64_t epoch, int64_t ex
 
 Status Outbox::RecordLeases(const std::vector<LocalLease>& leases, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  NotSynced lazy(impl_.get());
   if (leases.empty()) return OkStatus();
   Txn txn(impl_.get());
   GATOS_RETURN_IF_ERROR(txn.Begin());
@@ -608,6 +627,7 @@ Status Outbox::RecordLeases(const std::vector<LocalLease>& leases, int64_t now_m
 Status Outbox::UpdateLeaseExpiry(const std::string& job_hex, int64_t epoch, int64_t expires_ms,
                                  int64_t now_ms) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  NotSynced lazy(impl_.get());
   GATOS_ASSIGN_OR_RETURN(StmtPtr s,
                          impl_->Prepare("UPDATE leases SET expires_ms = ?, updated_ms = ? "
                                         "WHERE job_hex = ? AND epoch = ?"));
@@ -624,6 +644,7 @@ Status Outbox::UpdateLeaseExpiry(const std::string& job_hex, int64_t epoch, int6
 Status Outbox::FinishLease(const std::string& job_hex, int64_t epoch, LeaseState state,
                            int64_t now_ms) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  NotSynced lazy(impl_.get());
   GATOS_ASSIGN_OR_RETURN(StmtPtr s, impl_->Prepare("UPDATE leases SET state = ?, updated_ms = ? "
                                                    "WHERE job_hex = ? AND epoch = ?"));
   BindAll(s.get(), LeaseStateName(state), now_ms, job_hex, epoch);
@@ -699,6 +720,7 @@ Result<std::vector<Outbox::Enqueued>> Outbox::EnqueueResults(const std::vector<E
 Result<std::vector<OutboxItemState>> Outbox::SettleDeliveries(const std::vector<Delivery>& deliveries,
                                                               int64_t now_ms) {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  NotSynced lazy(impl_.get());
   std::vector<OutboxItemState> out;
   if (deliveries.empty()) return out;
   Txn txn(impl_.get());
