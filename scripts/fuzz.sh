@@ -1,27 +1,47 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang-14, ASan+UBSan) into build-fuzz/ and runs
-# each for FUZZ_SECONDS (default 10) from its seed corpus in tests/fuzz/corpus.
+# each for FUZZ_SECONDS (default 10) from its seed corpus in tests/fuzz/corpus,
+# FUZZ_JOBS (default: the number of CPUs) at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SECONDS:-10}
+JOBS=${FUZZ_JOBS:-$(nproc)}
 if [ ! -f build-fuzz/build.ninja ]; then
   CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGATOS_FUZZ=ON >/dev/null
 fi
 cmake --build build-fuzz -j "$(nproc)" --target fuzz_all
-status=0
-for target in $(cat build-fuzz/fuzz_targets.txt); do
-  corpus_src=tests/fuzz/corpus/${target}
+
+# One target: its seeds copied to a scratch corpus, its log in build-fuzz/.
+fuzz_one() {
+  local target=$1 work
   work=$(mktemp -d)
-  [ -d "$corpus_src" ] && cp -r "$corpus_src"/. "$work"/
-  echo "fuzz: ${target} for ${SECONDS_EACH}s"
-  if ! ./build-fuzz/bin/"$target" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 \
+  [ -d "tests/fuzz/corpus/${target}" ] && cp -r "tests/fuzz/corpus/${target}"/. "$work"/
+  if ./build-fuzz/bin/"$target" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 \
        -max_len=65536 -print_final_stats=0 "$work" > "build-fuzz/${target}.log" 2>&1; then
-    echo "fuzz: ${target} FAILED; see build-fuzz/${target}.log"; tail -40 "build-fuzz/${target}.log"
-    status=1
-  else
-    grep -E "^Done|#[0-9]+.*DONE" "build-fuzz/${target}.log" | tail -1 || true
+    echo "fuzz: ${target} ran ${SECONDS_EACH}s: $(grep -E '^Done|#[0-9]+.*DONE' "build-fuzz/${target}.log" | tail -1)"
+    rm -rf "$work"
+    return 0
   fi
+  echo "fuzz: ${target} FAILED; see build-fuzz/${target}.log"
+  tail -40 "build-fuzz/${target}.log"
   rm -rf "$work"
+  return 1
+}
+
+status=0
+running=0
+for target in $(cat build-fuzz/fuzz_targets.txt); do
+  if [ "$running" -ge "$JOBS" ]; then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$target" &
+  running=$((running + 1))
 done
+while [ "$running" -gt 0 ]; do
+  wait -n || status=1
+  running=$((running - 1))
+done
+[ "$status" -eq 0 ] && echo "fuzz: every target ran clean"
 exit $status

@@ -1,4 +1,6 @@
-// libFuzzer target, built once per RPC subject (GATOS_FUZZ_SUBJECT): the
+// libFuzzer target, one per RPC subject: a single binary, run under the
+// name rpc_<subject>_fuzz (a link the build makes for each subject; "-" in
+// the subject is "_" in the name), so it is compiled and linked once: the
 // request handler gatosd runs for that subject, in process, over real state
 // (a ledger on disk with jobs pending, claimed and finished, the writer and
 // the JobService). Any client on the bus can send these bytes.
@@ -35,9 +37,6 @@
 #include "gatos/signed_request.h"
 #include "gatos/trailers.h"
 
-#ifndef GATOS_FUZZ_SUBJECT
-#error "GATOS_FUZZ_SUBJECT names the RPC subject under test"
-#endif
 
 namespace {
 
@@ -98,6 +97,28 @@ struct Plane {
 };
 
 Plane* g_plane = nullptr;
+std::string g_subject;  // from the program's name
+
+// rpc_claim_batch_fuzz -> gatos.rpc.claim-batch; "" for any other name.
+std::string SubjectFromProgramName(std::string name) {
+  size_t slash = name.rfind('/');
+  if (slash != std::string::npos) name = name.substr(slash + 1);
+  const std::string prefix = "rpc_", suffix = "_fuzz";
+  if (name.size() <= prefix.size() + suffix.size() || name.compare(0, prefix.size(), prefix) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return "";
+  }
+  std::string s = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  for (char& c : s) {
+    if (c == '_') c = '-';
+  }
+  for (const char* known : {gatos::rpc::kClaim, gatos::rpc::kRenew, gatos::rpc::kResult, gatos::rpc::kClaimBatch,
+                            gatos::rpc::kResultBatch, gatos::rpc::kSubmit, gatos::rpc::kStatus, gatos::rpc::kList,
+                            gatos::rpc::kCancel, gatos::rpc::kRetry}) {
+    if ("gatos.rpc." + s == known) return known;
+  }
+  return "";
+}
 
 std::string JsonQuoteRaw(std::string_view raw) {
   // Quotes and backslashes escaped, every other byte as is: the JSON parser,
@@ -126,7 +147,12 @@ std::string WithRawField(const nlohmann::json& request, const char* field, std::
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
+  g_subject = *argc > 0 ? SubjectFromProgramName((*argv)[0]) : "";
+  if (g_subject.empty()) {
+    fprintf(stderr, "run this fuzzer as rpc_<subject>_fuzz (e.g. rpc_claim_batch_fuzz): the name picks the RPC\n");
+    abort();
+  }
   auto* p = new Plane;
   char tmpl[] = "/tmp/gatos-rpc-fuzz-XXXXXX";
   if (!mkdtemp(tmpl)) abort();
@@ -170,7 +196,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Plane& p = *g_plane;
-  const std::string subject = GATOS_FUZZ_SUBJECT;
+  const std::string& subject = g_subject;
   if (size == 0) return 0;
   std::string_view in(reinterpret_cast<const char*>(data) + 1, size - 1);
   if ((data[0] & 1) == 0) {
