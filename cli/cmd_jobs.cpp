@@ -129,7 +129,7 @@ Result<Ed25519PrivateKey> RequestKey(const std::string& target, const std::optio
 }  // namespace
 
 int SubmitBytes(const std::string& target_str, const std::string& bytes, const std::string& hex,
-                const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* result) {
+                const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* result, int timeout_ms) {
   const std::string* target = &target_str;
   CommitMessage msg;
   msg.body = "gatos: submit " + name;
@@ -150,7 +150,7 @@ int SubmitBytes(const std::string& target_str, const std::string& bytes, const s
     case LedgerKind::kDirectory:
     case LedgerKind::kNats: {
       json header = {{"commit", commit->id}};
-      auto reply = LedgerCall(*target, rpc::kSubmit, rpc::EncodeFrame(header, EncodeObjectBatch(objects)), 30000);
+      auto reply = LedgerCall(*target, rpc::kSubmit, rpc::EncodeFrame(header, EncodeObjectBatch(objects)), timeout_ms);
       if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
       if (!reply->value("ok", false)) {
         std::string err = reply->value("error", "");
@@ -196,7 +196,7 @@ int SubmitBytes(const std::string& target_str, const std::string& bytes, const s
 
 int RunSubmit(const Args& args) {
   const char* help =
-      "usage: gatos submit FILE --ledger DIR|nats://HOST:PORT|GIT-URL [--sign-key KEY] [--json]\n\n"
+      "usage: gatos submit FILE --ledger DIR|nats://HOST:PORT|GIT-URL [--sign-key KEY] [--timeout S] [--json]\n\n"
       "Submits the manifest FILE (YAML or JSON) as a job: builds a commit whose tree\n"
       "holds job.yaml (the file as written) with the Job-Id trailer, signs it with KEY\n"
       "(an OpenSSH Ed25519 private key allowed as a submitter), and hands it to the\n"
@@ -205,9 +205,15 @@ int RunSubmit(const Args& args) {
       "job id. Submitting the same manifest again names the existing job.\n"
       "To run the same manifest again on purpose, change it (for example add a ulid\n"
       "is NOT enough: ulid is not hashed; add an input or an env entry such as RUN: 2).\n"
+      "--timeout S: how long to wait for the ledger's answer (default 30; not for a\n"
+      "git remote, where git push decides).\n"
       "GATOS_LEDGER is used when --ledger is not given.\n";
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"json", 0, false}})) return UsageError("submit", flags.error());
+  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"timeout"}, {"json", 0, false}})) {
+    return UsageError("submit", flags.error());
+  }
+  int64_t timeout_s = 30;
+  if (!flags.GetInt("timeout", 1, 86400, &timeout_s)) return UsageError("submit", flags.error());
   if (flags.help()) {
     std::cout << help;
     return kExitOk;
@@ -232,7 +238,7 @@ int RunSubmit(const Args& args) {
   }
   std::string name = file.substr(file.rfind('/') + 1);
   SubmitOutcome out;
-  int rc = SubmitBytes(*target, bytes, hex, name, key ? &*key : nullptr, &out);
+  int rc = SubmitBytes(*target, bytes, hex, name, key ? &*key : nullptr, &out, static_cast<int>(timeout_s * 1000));
   if (rc != kExitOk) return rc;
   bool existing = out.existing;
   if (flags.Has("json")) {

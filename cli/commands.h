@@ -75,7 +75,8 @@ struct SubmitOutcome {
 // ledger directory, gatosd (nats://) or a git remote, as `gatos submit`
 // does. Prints errors itself; returns an exit code.
 int SubmitBytes(const std::string& target, const std::string& bytes, const std::string& hex,
-                const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* out);
+                const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* out,
+                int timeout_ms = 30000);
 
 }  // namespace gatos::cli
 

@@ -392,7 +392,7 @@ TEST(ServeTest, CrashBetweenRefUpdateAndPublishLosesNoJob) {
   ASSERT_TRUE(stack.StartGatosd({{"GATOSD_FAULT", "crash-after-adopt"}}));
   WriteFile(stack.dir().Join("a.yaml"), Job(7));
   RunResult s = stack.Gatos({"submit", stack.dir().Join("a.yaml"), "--ledger", stack.nats_url(), "--sign-key",
-                             stack.submitter_key()}, 30);
+                             stack.submitter_key(), "--timeout", "3"}, 30);
   EXPECT_NE(s.exit_code, 0);  // no reply: gatosd died
   EXPECT_FALSE(stack.gatosd().running());
   std::string id = stack.Gatos({"job", "id", stack.dir().Join("a.yaml")}).out;
