@@ -5,7 +5,8 @@
 // The ledger is filled through the real write path (bench/support/populate.h:
 // signed jobs, claims and results with provenance), plus 1,000 jobs left
 // pending. With --keep the ledger stays in --dir and a later run with the
-// same --jobs reuses it (populating 1M jobs takes hours on 2 cores).
+// same --jobs reuses it (populating 1M jobs takes hours on 2 cores); a kept
+// ledger that a stopped run left half full is filled up from where it was.
 //
 // The dashboard is the one gatosd serves (gatosd/dashboard.h) with its
 // LiveState seeded as gatosd seeds it (the writer's live set) and its
@@ -142,20 +143,28 @@ int main(int argc, char** argv) {
   for (int64_t n : sizes) {
     std::string dir = base + "/dash-" + std::to_string(n) + ".git";
     bool reuse = false;
+    int64_t have = 0;  // jobs already in a kept ledger that a stopped run left
     if (fs::exists(dir)) {
       auto v = LedgerView::Open(dir);
       if (v.ok()) {
         auto st = (*v)->index().Stats();
         reuse = st.ok() && st->jobs >= n;
+        if (st.ok() && !reuse && flags.Has("keep")) have = st->jobs;
       }
-      if (!reuse) fs::remove_all(dir);
+      if (!reuse && have == 0) fs::remove_all(dir);
     }
     if (!reuse) {
-      auto init = RunAndCapture({SelfDir() + "/gatosd", "init", dir}, {}, "", std::chrono::seconds(60));
-      if (!init.ok() || !init->status.ok()) Die("gatosd init failed");
+      if (have == 0) {
+        auto init = RunAndCapture({SelfDir() + "/gatosd", "init", dir}, {}, "", std::chrono::seconds(60));
+        if (!init.ok() || !init->status.ok()) Die("gatosd init failed");
+      } else {
+        std::printf("\n== %lld jobs: continuing %s from %lld jobs (--keep)\n", static_cast<long long>(n),
+                    dir.c_str(), static_cast<long long>(have));
+      }
       auto keys = Must(bench::EnsureBenchKeys(dir), "keys");
       bench::PopulateOptions po;
-      po.jobs = n;
+      po.first = have;
+      po.jobs = n - have;
       po.batch = 1000;
       po.provenance = !flags.Has("no-provenance");
       auto pop = Must(bench::Populate(dir, keys, po), "populate");
@@ -166,7 +175,7 @@ int main(int argc, char** argv) {
       pending.progress = false;
       Must(bench::Populate(dir, keys, pending), "populate pending");
       std::printf("\n== %lld jobs: populated in %.1f s (%.0f jobs/s)\n", static_cast<long long>(n), pop.seconds,
-                  static_cast<double>(n) / pop.seconds);
+                  static_cast<double>(pop.jobs) / pop.seconds);
     } else {
       std::printf("\n== %lld jobs: reusing %s\n", static_cast<long long>(n), dir.c_str());
     }
