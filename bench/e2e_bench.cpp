@@ -42,6 +42,7 @@
 #include "gatos/flags.h"
 #include "gatos/keys.h"
 #include "gatos/manifest.h"
+#include "gatos/nats_auth.h"
 #include "gatos/pack_writer.h"
 #include "gatos/process.h"
 #include "gatos/result.h"
@@ -251,7 +252,14 @@ int main(int argc, char** argv) {
       });
       if (s.ok()) claim_subs.push_back(std::move(*s));
     }
-    auto s = (*bus)->Subscribe("_INBOX.>", [&](Message m) {
+    // Replies go to each worker's own inbox prefix (it connects as its key).
+    std::vector<std::string> inboxes = {"_INBOX.>"};
+    for (int w = 0; w < workers; ++w) {
+      auto pub = ReadPublicKeyFile(dir + "/worker" + std::to_string(w) + ".pub");
+      if (pub.ok()) inboxes.push_back(InboxPrefixFor(*pub) + ".>");
+    }
+    for (const auto& inbox : inboxes) {
+    auto s = (*bus)->Subscribe(inbox, [&](Message m) {
       auto now = Clock::now();
       std::lock_guard<std::mutex> l(mu);
       auto it = claim_inbox.find(m.subject);
@@ -266,6 +274,7 @@ int main(int argc, char** argv) {
       claim_inbox.erase(it);
     });
     if (s.ok()) claim_subs.push_back(std::move(*s));
+    }
   }
   (void)(*bus)->Flush(2000);  // best effort: the subscriptions are in place before the first job
 
