@@ -365,6 +365,7 @@ class Worker {
     if (res.status.code() == StatusCode::kAborted) return false;  // the caller sees why
     const bool transient = IsTransientInputError(res.status);
     poe->status = "failed";
+    poe->transient = transient;  // the ledger's retry policy may run it again
     poe->reason = TruncateUtf8(res.status.message() + (transient ? " [transient: may succeed when retried]"
                                                                    : " [permanent: not retried by the worker]"),
                                2000);

@@ -71,6 +71,30 @@ TEST(PoeTest, FieldChecksNameTheField) {
   EXPECT_EQ(SerializePoe(p).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(PoeTest, TransientIsOnlyOnAFailureWithAReasonAndOnlyWhenTrue) {
+  EXPECT_EQ(SerializePoe(Sample())->find("\"transient\""), std::string::npos);
+  Poe p = Sample();
+  p.status = "failed";
+  p.reason = "fetching input 0: connection refused [transient: may succeed when retried]";
+  p.transient = true;
+  auto bytes = SerializePoe(p);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  EXPECT_NE(bytes->find("\"transient\":true"), std::string::npos);
+  auto back = ParsePoe(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->transient);
+  // "transient": false is not canonical (absent is), and a success or a
+  // failure without a reason cannot be transient.
+  std::string with_false = *bytes;
+  with_false.replace(with_false.find("\"transient\":true"), 16, "\"transient\":false");
+  EXPECT_FALSE(ParsePoe(with_false).ok());
+  p.reason = "";
+  EXPECT_FALSE(SerializePoe(p).ok());
+  p = Sample();
+  p.transient = true;
+  EXPECT_FALSE(SerializePoe(p).ok());
+}
+
 TEST(PoeTest, ResolvedInputsAreSignedAndOptional) {
   // Without inputs poe.json has no "inputs" key: earlier envelopes are unchanged.
   EXPECT_EQ(SerializePoe(Sample())->find("\"inputs\""), std::string::npos);

@@ -138,6 +138,16 @@ TEST(RetryDecisionTest, AFailureWithAReasonIsFinal) {
   EXPECT_TRUE(RetriesAttempt(s, "failed", ""));
 }
 
+TEST(RetryDecisionTest, ATransientFailureRetriesLikeAPlainOne) {
+  // An input that could not be fetched for a reason that may pass.
+  PolicySettings s = Retrying(3);
+  const char* why = "fetching input 0: connection refused (gave up after 5 attempts) [transient: may succeed when retried]";
+  EXPECT_TRUE(RetryAfterResult(AtAttempt(1), s, "failed", why, /*transient=*/true));
+  EXPECT_FALSE(RetryAfterResult(AtAttempt(1), s, "failed", why, /*transient=*/false));
+  EXPECT_FALSE(RetryAfterResult(AtAttempt(3), s, "failed", why, /*transient=*/true));  // no attempt left
+  EXPECT_FALSE(RetryAfterResult(AtAttempt(1), Retrying(1), "failed", why, /*transient=*/true));
+}
+
 TEST(RetryDecisionTest, AJobWithAFinalResultOpensNoAttempt) {
   JobRecord r = AtAttempt(1);
   r.result_commit = std::string(40, 'e');

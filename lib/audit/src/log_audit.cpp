@@ -878,7 +878,7 @@ std::optional<JobRecord> Replay::ResultOf(const Transition& t, const std::option
   }
   const PolicySettings& ps = pol_.policy.settings;
   // The same decision the ledger made (job_record.h): a refused run is final.
-  bool retry = RetryAfterResult(*old, ps, p.status, p.poe.reason);
+  bool retry = RetryAfterResult(*old, ps, p.status, p.poe.reason, p.poe.transient);
   if (retry != (t.kind == LogKind::kAttempt)) {
     std::string what = retry ? "recorded as the final result, but policy " + Short(pol_.commit) + " retries a " +
                                    p.status + " attempt " + std::to_string(old->attempt) + " of " +

@@ -527,7 +527,7 @@ void LedgerWriter::DoResult(Batch& b, ResultOp& op, OpResult* r) {
   }
   JobRecord n = *rec;
   const PolicySettings& ps = pol.settings;
-  bool retry = RetryAfterResult(*rec, ps, p.status, p.poe.reason);
+  bool retry = RetryAfterResult(*rec, ps, p.status, p.poe.reason, p.poe.transient);
   LogKind kind;
   if (retry) {
     n.attempts.push_back({rec->attempt, p.commit_id, p.status, p.epoch, b.now});

@@ -382,9 +382,9 @@ Decision DecideCancel(const JobRecord& r, int64_t now_ms, bool* already) {
 }
 
 bool RetryAfterResult(const JobRecord& r, const PolicySettings& s, std::string_view status,
-                      std::string_view reason) {
+                      std::string_view reason, bool transient) {
   return r.cancel_commit.empty() && r.result_commit.empty() && r.attempt < s.max_attempts &&
-         RetriesAttempt(s, status, reason);
+         RetriesAttempt(s, status, reason, transient);
 }
 
 Decision DecideRetry(const JobRecord& r, int64_t want_attempt, int64_t now_ms) {

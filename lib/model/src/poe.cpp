@@ -41,6 +41,9 @@ Status CheckFields(const Poe& p) {
   if (p.stdout_cap < 0) return InvalidArgumentError("poe.json: stdout_cap: expected an integer >= 0");
   if (!ParseRfc3339Millis(p.started_at).ok()) return InvalidArgumentError("poe.json: started_at: expected an RFC 3339 UTC time");
   if (!ParseRfc3339Millis(p.finished_at).ok()) return InvalidArgumentError("poe.json: finished_at: expected an RFC 3339 UTC time");
+  if (p.transient && (p.status != "failed" || p.reason.empty())) {
+    return InvalidArgumentError("poe.json: transient: only a failed result with a reason is transient");
+  }
   std::string prev;
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const auto& o = p.outputs[i];
@@ -101,6 +104,7 @@ Result<std::string> SerializePoe(const Poe& p) {
       {"finished_at", p.finished_at},
       {"outputs", outputs},
   };
+  if (p.transient) j["transient"] = true;
   if (!p.inputs.empty()) {
     nlohmann::json inputs = nlohmann::json::array();
     for (const auto& in : p.inputs) {
@@ -121,7 +125,7 @@ Result<Poe> ParsePoe(std::string_view bytes) {
   try {
     static const char* kKeys[] = {"job_id", "worker_id", "lease_epoch", "status", "runner", "exit", "reason",
                                   "stdout_cap", "truncated", "started_at", "finished_at", "outputs",
-                                  "inputs"};
+                                  "inputs", "transient"};
     for (auto it = j.begin(); it != j.end(); ++it) {
       bool known = false;
       for (const char* k : kKeys) known |= it.key() == k;
@@ -140,6 +144,7 @@ Result<Poe> ParsePoe(std::string_view bytes) {
     if (!e.at("signal").is_null()) p.signal = e.at("signal").get<int64_t>();
     p.timed_out = e.at("timed_out").get<bool>();
     p.reason = j.at("reason").get<std::string>();
+    if (j.contains("transient")) p.transient = j.at("transient").get<bool>();
     p.stdout_cap = j.at("stdout_cap").get<int64_t>();
     p.stdout_truncated = j.at("truncated").at("stdout").get<bool>();
     p.stderr_truncated = j.at("truncated").at("stderr").get<bool>();

@@ -119,8 +119,8 @@ bool RetriesStatus(const PolicySettings& s, std::string_view status) {
   return (status == "failed" && s.retry_failed) || (status == "timed-out" && s.retry_timed_out);
 }
 
-bool RetriesAttempt(const PolicySettings& s, std::string_view status, std::string_view reason) {
-  return reason.empty() && RetriesStatus(s, status);
+bool RetriesAttempt(const PolicySettings& s, std::string_view status, std::string_view reason, bool transient) {
+  return (reason.empty() || transient) && RetriesStatus(s, status);
 }
 
 int64_t DrawRetryBackoffMs(const PolicySettings& s, int64_t next_attempt, uint64_t random) {

@@ -125,7 +125,7 @@ Decision DecideCancel(const JobRecord& r, int64_t now_ms, bool* already);
 // ledger decides with the policy in force when it accepts the result; an
 // auditor replaying the log decides the same way.
 bool RetryAfterResult(const JobRecord& r, const PolicySettings& s, std::string_view status,
-                      std::string_view reason);
+                      std::string_view reason, bool transient = false);
 
 // A deliberate re-run of a terminal job at attempt `want_attempt` (the one it
 // would open: current + 1), so a recorded request cannot re-open the job

@@ -50,6 +50,11 @@ struct Poe {
   std::optional<int64_t> signal;
   bool timed_out = false;
   std::string reason;  // why a job failed or aborted without running; "" otherwise
+  // A failure that may not recur (an input could not be fetched for a reason
+  // that may pass, docs/inputs.md): the ledger's retry policy treats it as a
+  // plain failure. Only with status "failed" and a reason; in poe.json only
+  // when true.
+  bool transient = false;
   int64_t stdout_cap = 0;  // bytes kept of stdout and of stderr each
   bool stdout_truncated = false;
   bool stderr_truncated = false;

@@ -58,8 +58,11 @@ bool RetriesStatus(const PolicySettings& s, std::string_view status);
 // a reason is one whose job never ran to an exit (its job.yaml does not parse
 // on the worker, its command cannot start) or whose result the policy refused
 // (outputs over max_result_bytes, a name the ledger refuses): the same job
-// would meet the same refusal, so it is final.
-bool RetriesAttempt(const PolicySettings& s, std::string_view status, std::string_view reason);
+// would meet the same refusal, so it is final — unless the proof of execution
+// marks it `transient` (an input that could not be fetched for a reason that
+// may pass): that is retried like a plain failure.
+bool RetriesAttempt(const PolicySettings& s, std::string_view status, std::string_view reason,
+                    bool transient = false);
 // The backoff drawn for attempt `next_attempt` from a uniform random value:
 // in [RetryBackoffMinMs, RetryBackoffMs], both ends included.
 int64_t DrawRetryBackoffMs(const PolicySettings& s, int64_t next_attempt, uint64_t random);
