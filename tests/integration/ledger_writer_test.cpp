@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <set>
 
 #include "gatos/ledger_commits.h"
@@ -313,6 +315,24 @@ TEST(LedgerWriterTest, AViewLeftBehindByACrashIsRepairedFromTheLog) {
   EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), "");
   f.W();  // opening the writer repairs the view
   EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), lease);
+  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+}
+
+// A writer SIGKILLed while it held refs/gatos/log.lock (the lock written,
+// not yet renamed over the log ref) leaves the lock behind; the next writer
+// removes it (it holds the writer lock, so nobody else moves the log) and
+// goes on, instead of refusing every batch.
+TEST(LedgerWriterTest, ALogLockLeftByAKilledWriterDoesNotStopTheNext) {
+  Fixture f;
+  auto j = f.Submit(kJob);
+  f.Close();
+  auto l = f.Open();
+  const std::string head = f.Ref("refs/gatos/log");
+  testing::WriteFile(f.path + "/refs/gatos/log.lock", std::string(40, 'e') + "\n");
+  auto claim = f.Claim(j.hex, f.w1);  // opens the writer again
+  ASSERT_TRUE(claim.outcome.ok()) << claim.outcome.message;
+  EXPECT_NE(f.Ref("refs/gatos/log"), head);
+  EXPECT_FALSE(std::filesystem::exists(f.path + "/refs/gatos/log.lock"));
   EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
 }
 

@@ -111,6 +111,15 @@ Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_
   std::string dir = TrimDir(dir_in);
   GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(dir));
   GATOS_ASSIGN_OR_RETURN(int fd, TakeLock(dir, options.lock_wait_ms));
+  // A writer killed while it held refs/gatos/log.lock (between writing the
+  // lock and renaming it over the ref) leaves it behind, and every batch
+  // after would fail. Only the holder of the writer lock — now us — moves
+  // the log, so such a lock is stale: the log is what it was before it.
+  const std::string log_lock = dir + "/" + kLogRef + ".lock";
+  if (::unlink(log_lock.c_str()) == 0) {
+    std::fprintf(stderr, "gatos: removed %s left by a writer that died mid-batch; that batch was not recorded\n",
+                 log_lock.c_str());
+  }
   std::unique_ptr<LedgerWriter> w(new LedgerWriter(std::move(ledger), std::move(key), std::move(options), fd));
   GATOS_RETURN_IF_ERROR(w->Load());
   GATOS_RETURN_IF_ERROR(w->RepairViews());
