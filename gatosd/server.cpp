@@ -547,6 +547,8 @@ int Serve(const ServeOptions& opts) {
   auto next_sweep = Clock::now();
   Repacker repacker(dir);
   auto next_maintenance = Clock::now() + std::chrono::seconds(5);
+  auto next_views_sync = Clock::now() + std::chrono::seconds(30);
+  int64_t views_synced_seq = w.seq();  // Open repaired and synced the views
   while (true) {
     std::vector<Request> batch = queue.PopBatch(opts.max_batch, std::chrono::milliseconds(opts.sweep_ms));
     if (!batch.empty()) {
@@ -579,6 +581,18 @@ int Serve(const ServeOptions& opts) {
     if (Clock::now() >= next_maintenance) {
       if (repacker.MaybeStart()) Log("repacking the ledger's object store in the background");
       next_maintenance = Clock::now() + std::chrono::seconds(5);
+    }
+    // The view refs written so far are marked synced now and then, so a
+    // start after a crash repairs only the batches since (seconds of them),
+    // not every batch since the last clean stop.
+    if (Clock::now() >= next_views_sync && w.seq() != views_synced_seq) {
+      Status synced = w.SyncViews();
+      if (synced.ok()) {
+        views_synced_seq = w.seq();
+      } else {
+        Log("could not mark the ref view synced: " + synced.message());
+      }
+      next_views_sync = Clock::now() + std::chrono::seconds(30);
     }
     if (batch.empty() && queue.closed()) break;
   }
