@@ -259,21 +259,21 @@ int main(int argc, char** argv) {
       if (pub.ok()) inboxes.push_back(InboxPrefixFor(*pub) + ".>");
     }
     for (const auto& inbox : inboxes) {
-    auto s = (*bus)->Subscribe(inbox, [&](Message m) {
-      auto now = Clock::now();
-      std::lock_guard<std::mutex> l(mu);
-      auto it = claim_inbox.find(m.subject);
-      if (it == claim_inbox.end()) {
-        if (m.data.find("lease_commit") != std::string::npos) early_replies[m.subject] = {now, m.data};
-        return;
-      }
-      std::vector<bool> ok = Granted(m.data);
-      for (size_t i = 0; i < it->second.size() && i < ok.size(); ++i) {
-        if (ok[i]) claimed.emplace(it->second[i], now);
-      }
-      claim_inbox.erase(it);
-    });
-    if (s.ok()) claim_subs.push_back(std::move(*s));
+      auto s = (*bus)->Subscribe(inbox, [&](Message m) {
+        auto now = Clock::now();
+        std::lock_guard<std::mutex> l(mu);
+        auto it = claim_inbox.find(m.subject);
+        if (it == claim_inbox.end()) {
+          if (m.data.find("lease_commit") != std::string::npos) early_replies[m.subject] = {now, m.data};
+          return;
+        }
+        std::vector<bool> ok = Granted(m.data);
+        for (size_t i = 0; i < it->second.size() && i < ok.size(); ++i) {
+          if (ok[i]) claimed.emplace(it->second[i], now);
+        }
+        claim_inbox.erase(it);
+      });
+      if (s.ok()) claim_subs.push_back(std::move(*s));
     }
   }
   (void)(*bus)->Flush(2000);  // best effort: the subscriptions are in place before the first job

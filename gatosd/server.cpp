@@ -58,21 +58,17 @@ struct Request {
 class RequestQueue {
  public:
   void Push(Request r) {
-    std::vector<Request> one;
-    one.push_back(std::move(r));
-    PushAll(std::move(one));
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      EnqueueLocked(std::move(r));
+    }
+    cv_.notify_one();
   }
   // Together: the ledger thread takes them in the same batch when it can.
   void PushAll(std::vector<Request> rs) {
     {
       std::lock_guard<std::mutex> l(mu_);
-      for (auto& r : rs) {
-        if (closed_) {
-          if (r.local) r.local->set_value(rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping")));
-          continue;
-        }
-        q_.push_back(std::move(r));
-      }
+      for (auto& r : rs) EnqueueLocked(std::move(r));
     }
     cv_.notify_one();
   }
@@ -105,6 +101,14 @@ class RequestQueue {
   }
 
  private:
+  void EnqueueLocked(Request r) {
+    if (closed_) {
+      if (r.local) r.local->set_value(rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping")));
+      return;
+    }
+    q_.push_back(std::move(r));
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Request> q_;

@@ -149,23 +149,7 @@ RunResult Stack::Gatos(std::vector<std::string> args, int timeout_s) {
   return Run(args, ro);
 }
 
-std::string Stack::PushJob(const std::string& yaml, RunResult* push) {
-  RunOptions ro;
-  ro.env = env_;
-  ro.cwd = work_;
-  WriteFile(work_ + "/job.yaml", yaml);
-  std::string id = Gatos({"job", "id", work_ + "/job.yaml"}).out;
-  while (!id.empty() && id.back() == '\n') id.pop_back();
-  std::string branch = "b" + std::to_string(pushes_++);
-  Run({"git", "checkout", "-q", "--orphan", branch}, ro);
-  Run({"git", "add", "job.yaml"}, ro);
-  RunResult c = Run({"git", "commit", "-q", "-S", "-m", "a job", "-m", "Job-Id: " + id}, ro);
-  EXPECT_EQ(c.exit_code, 0) << c.err;
-  RunResult p = Run({"git", "push", "-q", ledger_, "HEAD:refs/gatos/submit/" + branch}, ro);
-  EXPECT_EQ(p.exit_code, 0) << p.err;
-  if (push) *push = p;
-  return id;
-}
+std::string Stack::PushJob(const std::string& yaml, RunResult* push) { return PushJobs({yaml}, push).at(0); }
 
 std::vector<std::string> Stack::PushJobs(const std::vector<std::string>& yamls, RunResult* push) {
   RunOptions ro;

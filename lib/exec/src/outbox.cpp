@@ -603,8 +603,8 @@ Status Outbox::RecordLease(const std::string& job_hex, int64_t epoch, int64_t ex
 
 Status Outbox::RecordLeases(const std::vector<LocalLease>& leases, int64_t now_ms) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  NotSynced lazy(impl_.get());
   if (leases.empty()) return OkStatus();
+  NotSynced lazy(impl_.get());
   Txn txn(impl_.get());
   GATOS_RETURN_IF_ERROR(txn.Begin());
   GATOS_ASSIGN_OR_RETURN(
@@ -720,9 +720,9 @@ Result<std::vector<Outbox::Enqueued>> Outbox::EnqueueResults(const std::vector<E
 Result<std::vector<OutboxItemState>> Outbox::SettleDeliveries(const std::vector<Delivery>& deliveries,
                                                               int64_t now_ms) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  NotSynced lazy(impl_.get());
   std::vector<OutboxItemState> out;
   if (deliveries.empty()) return out;
+  NotSynced lazy(impl_.get());
   Txn txn(impl_.get());
   GATOS_RETURN_IF_ERROR(txn.Begin());
   std::uniform_real_distribution<double> unit(0.0, 1.0);
