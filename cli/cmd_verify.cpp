@@ -11,7 +11,9 @@
 #include "gatos/clock.h"
 #include "gatos/lease.h"
 #include "gatos/log_audit.h"
+#include "gatos/log_format.h"
 #include "gatos/manifest.h"
+#include "gatos/process.h"
 #include "gatos/refs.h"
 #include "gatos/verify.h"
 #include "gatos/witness.h"
@@ -19,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
+#include <filesystem>
 #include <cstdio>
 
 namespace gatos::cli {
@@ -124,7 +128,12 @@ void PrintLogReport(const LogAuditReport& r) {
                                                 : std::string(r.incremental ? "incremental, " : "") + "verified sequences " +
                                                       std::to_string(r.from_seq) + ".." + std::to_string(r.seq))
             << ": " << r.commits << " log commits, " << r.transitions << " transitions, " << r.results
-            << " results, " << r.jobs_touched << " jobs, " << r.refs_checked << " refs compared\n";
+            << " results, " << r.jobs_touched << " jobs, " << r.refs_checked << " refs compared";
+  if (r.refs_settling) {
+    std::cout << " (" << r.refs_settling << " settling: moved by batches after sequence " << r.settling_after
+              << " while the mirror was fetched)";
+  }
+  std::cout << "\n";
   for (const auto& j : r.reruns) {
     std::cout << "ran " << j.runs.size() << " times: blake3:" << j.job_hex << "\n";
     for (const auto& x : j.runs) {
@@ -144,6 +153,12 @@ void PrintLogReport(const LogAuditReport& r) {
               << p.detail << "\n";
   }
   if (r.forked) std::cout << "FORKED HISTORY: witnesses prove that the ledger showed different logs\n";
+  bool ref_problems = false;
+  for (const auto& p : r.problems) ref_problems |= p.check.rfind("ref_", 0) == 0;
+  if (ref_problems && r.settling_after < 0) {
+    std::cout << "hint: a fetch is not a snapshot; if this mirror was fetched while the ledger was writing, "
+                 "fetch it with 'gatos mirror LEDGER DIR' and verify again\n";
+  }
   std::cout << "log: " << (r.ok() ? "ok" : std::to_string(r.problems.size()) + " problem(s)") << "\n";
 }
 
@@ -171,7 +186,158 @@ Result<std::optional<AuditState>> ReadStateFile(const std::string& path) {
   return std::optional<AuditState>(*s);
 }
 
+// A mirror made by `gatos mirror` records the log heads around its last
+// fetch: refs the batches in between moved may show any of their values
+// then. Applies only while the mirror's log is still the one fetched (a
+// later plain `git fetch` voids the record: refs are then compared exactly).
+void ApplyMirrorRecord(const std::string& dir, Ledger& ledger, LogAuditOptions* lo) {
+  std::string path = dir + "/" + kMirrorRecordFile;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return;
+  auto text = ReadTextFile(path, "mirror record");
+  auto rec = text.ok() ? ParseMirrorRecord(*text) : Result<MirrorRecord>(text.status());
+  if (!rec.ok()) {
+    std::cerr << "warning: " << path << ": " << rec.status().message() << "; refs are compared exactly\n";
+    return;
+  }
+  auto head = ledger.ResolveRef(kLogRef);
+  if (!head.ok() || *head != rec->log_after) {
+    std::cerr << "note: " << path << " describes log head " << rec->log_after.substr(0, 12)
+              << ", not the mirror's; refs are compared exactly (update the mirror with 'gatos mirror')\n";
+    return;
+  }
+  lo->settling_after = rec->seq_before - 1;
+}
+
+// A URL as it may be printed: user:password@ taken out.
+std::string Redacted(const std::string& url) {
+  size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return url;
+  size_t host = scheme + 3;
+  size_t at = url.find('@', host);
+  size_t slash = url.find('/', host);
+  if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
+  return url.substr(0, host) + "***@" + url.substr(at + 1);
+}
+
+Result<std::pair<std::string, int64_t>> FetchLog(const std::string& source, const std::string& dir) {
+  auto r = RunAndCapture({"git", "-C", dir, "fetch", "-q", "--no-write-fetch-head", "--", source,
+                          "+" + std::string(kLogRef) + ":" + kLogRef},
+                         [] {
+                           SpawnOptions o;
+                           o.env = Environment::Current();
+                           return o;
+                         }());
+  if (!r.ok()) return r.status();
+  if (!r->status.ok()) {
+    std::string err = r->err.substr(0, 2000);
+    while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
+    return UnavailableError("git fetch " + std::string(kLogRef) + " from " + Redacted(source) + " failed" +
+                            (err.empty() ? "" : ": " + err) + "\n(is it a gatos ledger, and can you read it?)");
+  }
+  GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(dir));
+  GATOS_ASSIGN_OR_RETURN(std::string head, ledger->ResolveRef(kLogRef));
+  if (head.empty()) return NotFoundError(Redacted(source) + " has no " + std::string(kLogRef) + ": not a gatos ledger");
+  GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger->ReadCommit(head));
+  GATOS_ASSIGN_OR_RETURN(LogCommitInfo info, ParseLogMessage(c.message));
+  return std::make_pair(head, info.seq);
+}
+
 }  // namespace
+
+int RunMirror(const Args& args) {
+  const char* help =
+      "usage: gatos mirror SOURCE DIR [--json]\n"
+      "\n"
+      "Makes DIR a mirror of the ledger at SOURCE (a git URL or path), or brings an\n"
+      "existing one up to date, for 'gatos verify' and 'gatos witness'. It fetches\n"
+      "refs/gatos/log, then every ref under refs/gatos/ (deleting those the ledger\n"
+      "pruned), then refs/gatos/log again, and records both log heads in\n"
+      "DIR/gatos-mirror.\n"
+      "\n"
+      "Why: a fetch is not a snapshot. While gatosd writes, the refs fetched can mix\n"
+      "the states of several batches, and a mirror kept with plain 'git fetch' can\n"
+      "show refs the fetched log does not explain yet. gatosd writes each batch's log\n"
+      "commit before its refs, so with the log fetched last no ref is ahead of it;\n"
+      "'gatos verify' then accepts, for the refs that batches landing during the\n"
+      "fetch moved, any value they held in that window (reported as settling), and\n"
+      "compares every other ref exactly. Exit status 0 on success, 1 when a fetch\n"
+      "fails, 2 for usage errors.\n"
+      "\n"
+      "  --json   one JSON object: dir, seq_before, seq_after, log_before, log_after\n";
+  Flags flags;
+  if (!flags.Parse(args, {{"json", 0, false}})) return UsageError("mirror", flags.error());
+  if (flags.help()) {
+    std::cout << help;
+    return kExitOk;
+  }
+  if (flags.positional().size() != 2) return UsageError("mirror", "give SOURCE and DIR (see gatos mirror --help)");
+  const std::string source = flags.positional()[0];
+  const std::string dir = flags.positional()[1];
+  if (source.rfind("-", 0) == 0) return UsageError("mirror", "SOURCE must not start with '-'");
+  SpawnOptions so;
+  so.env = Environment::Current();
+  struct stat st;
+  bool created = false;
+  if (::stat((dir + "/HEAD").c_str(), &st) != 0) {
+    created = ::stat(dir.c_str(), &st) != 0;
+    auto init = RunAndCapture({"git", "init", "-q", "--bare", "--", dir}, so);
+    if (!init.ok() || !init->status.ok()) {
+      return ReportError("cannot create a bare repository in " + dir +
+                             (init.ok() ? ": " + init->err : ": " + init.status().message()),
+                         kExitFailure);
+    }
+  }
+  auto before = FetchLog(source, dir);
+  if (!before.ok()) {
+    // Leave nothing behind that this run made.
+    if (created) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+    return ReportError(before.status().message(), kExitFailure);
+  }
+  if (!flags.Has("json")) std::cerr << "fetching refs/gatos/* from " << Redacted(source) << "\n";
+  SpawnOptions all = so;
+  all.out = Stdio::Null();
+  if (flags.Has("json")) all.err = Stdio::Null();
+  std::vector<std::string> argv = {"git", "-C", dir, "fetch", "--prune", "--no-write-fetch-head"};
+  // git prints progress on a terminal; keep it there for a large first fetch.
+  if (flags.Has("json") || !::isatty(2)) argv.push_back("-q");
+  argv.insert(argv.end(), {"--", source, "+refs/gatos/*:refs/gatos/*"});
+  auto p = Process::Spawn(argv, all);
+  if (!p.ok()) return ReportError(p.status().message(), kExitFailure);
+  ExitStatus fetched = p->Wait();
+  if (!fetched.ok()) return ReportError("git fetch of refs/gatos/* from " + Redacted(source) + " ended with " +
+                                            fetched.ToString(), kExitFailure);
+  auto after = FetchLog(source, dir);
+  if (!after.ok()) return ReportError(after.status().message(), kExitFailure);
+  MirrorRecord rec{before->first, before->second, after->first, after->second, SystemNowMs()};
+  std::string path = dir + "/" + kMirrorRecordFile;
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    out << EncodeMirrorRecord(rec);
+    out.flush();
+    if (!out) return ReportError("cannot write " + tmp, kExitFailure);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ReportError("cannot rename " + tmp, kExitFailure);
+  if (flags.Has("json")) {
+    std::cout << Dump(json{{"dir", dir},
+                           {"seq_before", rec.seq_before},
+                           {"seq_after", rec.seq_after},
+                           {"log_before", rec.log_before},
+                           {"log_after", rec.log_after}})
+              << '\n';
+  } else {
+    std::cout << "mirrored " << Redacted(source) << " into " << dir << ": log at sequence " << rec.seq_after;
+    if (rec.seq_after > rec.seq_before) {
+      std::cout << " (batches " << rec.seq_before << ".." << rec.seq_after << " landed while fetching)";
+    }
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
 
 int RunVerify(const Args& args) {
   Flags flags;
@@ -260,6 +426,7 @@ int RunVerify(const Args& args) {
     LogAuditOptions lo;
     lo.verify = opt;
     lo.witnesses = flags.Has("witnesses");
+    ApplyMirrorRecord(*dir, **ledger, &lo);
     if (state_path) {
       auto st = ReadStateFile(*state_path);
       if (!st.ok()) return ReportError(st.status().message(), kExitUsage);
@@ -382,6 +549,7 @@ int RunWitness(const Args& args) {
   }
   auto ledger = Ledger::Open(*dir);
   if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
+  ApplyMirrorRecord(*dir, **ledger, &lo);
   auto log = AuditLog(**ledger, lo);
   if (!log.ok()) return ReportError(log.status().message(), kExitFailure);
   if (!log->ok()) {

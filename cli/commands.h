@@ -55,6 +55,7 @@ int RunFindings(const Args& args);
 int RunVerify(const Args& args);
 int RunAttest(const Args& args);
 int RunWitness(const Args& args);
+int RunMirror(const Args& args);
 int RunBatchSubmit(const Args& args);
 int RunBatchStatus(const Args& args);
 int RunNatsConfig(const Args& args);

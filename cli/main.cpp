@@ -28,6 +28,7 @@ const std::vector<Command>& AllCommands() {
       {{"ls"}, "list jobs, optionally in one state", RunLs},
       {{"wait"}, "wait for jobs to finish; exit 0 only if all succeeded", RunWait},
       {{"verify"}, "verify jobs and results offline from a ledger clone", RunVerify},
+      {{"mirror"}, "make or update an auditor's mirror of a ledger (consistent while gatosd writes)", RunMirror},
       {{"witness"}, "sign \"the log of this ledger at sequence N is commit C\" with your key", RunWitness},
       {{"attest"}, "print a result's DSSE envelope (PoE, or in-toto with --provenance)", RunAttest},
       {{"findings"}, "print the secret-scan findings of a scan job's result", RunFindings},

@@ -74,6 +74,10 @@ Result<Populated> Populate(const std::string& dir, const BenchKeys& keys, const 
     return OkStatus();
   };
   int64_t done = 0;
+  // Packs are rolled up in the background while the fill goes on, as gatosd
+  // does (one small pack per batch); the fill waits only when the repack
+  // falls far behind.
+  Repacker repacker(dir, 64);
   for (int64_t base = o.first; base < o.first + o.jobs; base += o.batch) {
     int64_t end = std::min(o.first + o.jobs, base + o.batch);
     int64_t now = SystemNowMs();
@@ -151,12 +155,16 @@ Result<Populated> Populate(const std::string& dir, const BenchKeys& keys, const 
       GATOS_RETURN_IF_ERROR(check(w->Apply(results), "result"));
     }
     done += end - base;
-    if (CountPacks(dir) > 64) GATOS_RETURN_IF_ERROR(RepackNow(dir));
+    if (!repacker.MaybeStart() && CountPacks(dir) > 256) GATOS_RETURN_IF_ERROR(repacker.Wait());
+    // As gatosd does while it serves: a fill that is stopped restarts
+    // without replaying every batch's view refs.
+    if (((base - o.first) / o.batch) % 10 == 9) GATOS_RETURN_IF_ERROR(w->SyncViews());
     if (o.progress && ((base - o.first) / o.batch) % 10 == 9) {
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::cerr << "  populated " << done << " jobs (" << static_cast<int64_t>(done / s) << "/s)\n";
     }
   }
+  GATOS_RETURN_IF_ERROR(repacker.Wait());
   return Populated{done, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 

@@ -486,5 +486,27 @@ TEST(AuditStateTest, RoundTripAndStrictness) {
   EXPECT_EQ(ParseAuditState(zero).status().message(), "line 4: expected a positive sequence number");
 }
 
+TEST(MirrorRecordTest, RoundTripAndStrictness) {
+  MirrorRecord m{std::string(40, 'a'), 7, std::string(40, 'b'), 9, 1'800'000'000'123};
+  std::string text = EncodeMirrorRecord(m);
+  EXPECT_EQ(text.rfind("gatos-mirror 1\nlog-before ", 0), 0u) << text;
+  auto back = ParseMirrorRecord(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, m);
+  EXPECT_FALSE(ParseMirrorRecord(text + "x").ok());
+  EXPECT_FALSE(ParseMirrorRecord(text.substr(0, text.size() - 1)).ok());
+  // The log only grows: a record whose head went back is refused.
+  MirrorRecord back_in_time = m;
+  back_in_time.seq_after = 6;
+  EXPECT_EQ(ParseMirrorRecord(EncodeMirrorRecord(back_in_time)).status().message(),
+            "line 5: seq-after is before seq-before (the log only grows)");
+  std::string bad_hex = text;
+  bad_hex.replace(bad_hex.find("log-after ") + 10, 1, "A");
+  EXPECT_EQ(ParseMirrorRecord(bad_hex).status().message(), "line 4: expected a 40-hex commit id");
+  // An audit state file is not a mirror record.
+  EXPECT_EQ(ParseMirrorRecord(EncodeAuditState({std::string(40, 'a'), std::string(40, 'b'), 7, 0})).status().message(),
+            "line 1: expected \"gatos-mirror ...\"");
+}
+
 }  // namespace
 }  // namespace gatos::testing

@@ -38,50 +38,88 @@ std::string EncodeAuditState(const AuditState& s) {
          "\nverified-at " + FormatRfc3339Millis(s.verified_at_ms) + "\n";
 }
 
-Result<AuditState> ParseAuditState(std::string_view text) {
-  if (text.size() > 4096) return InvalidArgumentError("an audit state file is at most 4096 bytes");
-  static const char* kKeys[] = {"gatos-audit-state", "ledger", "head", "seq", "verified-at"};
-  AuditState s;
+namespace {
+
+bool ParseSeq(const std::string& v, int64_t* out) {
+  if (v.empty() || v.size() > 18 || v[0] == '0' || v.find_first_not_of("0123456789") != std::string::npos) return false;
+  *out = std::stoll(v);
+  return true;
+}
+
+// Lines "key value" in exactly the order of `keys`, the first one the
+// format's name with version 1; returns the values.
+Result<std::vector<std::string>> ParseKeyLines(std::string_view text, const std::vector<const char*>& keys,
+                                               const char* what) {
+  if (text.size() > 4096) return InvalidArgumentError(std::string("a ") + what + " is at most 4096 bytes");
+  std::vector<std::string> values;
   size_t pos = 0;
-  for (int i = 0; i < 5; ++i) {
+  for (size_t i = 0; i < keys.size(); ++i) {
     std::string where = "line " + std::to_string(i + 1) + ": ";
     size_t nl = text.find('\n', pos);
     if (nl == std::string_view::npos) {
-      return InvalidArgumentError(where + "expected \"" + kKeys[i] + " ...\" ending with a newline");
+      return InvalidArgumentError(where + "expected \"" + keys[i] + " ...\" ending with a newline");
     }
     std::string_view line = text.substr(pos, nl - pos);
     pos = nl + 1;
     size_t sp = line.find(' ');
-    if (sp == std::string_view::npos || line.substr(0, sp) != kKeys[i]) {
-      return InvalidArgumentError(where + "expected \"" + kKeys[i] + " ...\"");
+    if (sp == std::string_view::npos || line.substr(0, sp) != keys[i]) {
+      return InvalidArgumentError(where + "expected \"" + keys[i] + " ...\"");
     }
     std::string v(line.substr(sp + 1));
-    switch (i) {
-      case 0:
-        if (v != "1") return InvalidArgumentError(where + "unknown state file version \"" + v.substr(0, 20) + "\"");
-        break;
-      case 1:
-      case 2:
-        if (!IsLowerHex(v, 40)) return InvalidArgumentError(where + "expected a 40-hex commit id");
-        (i == 1 ? s.ledger_root : s.head) = v;
-        break;
-      case 3: {
-        if (v.empty() || v.size() > 18 || v[0] == '0' || v.find_first_not_of("0123456789") != std::string::npos) {
-          return InvalidArgumentError(where + "expected a positive sequence number");
-        }
-        s.seq = std::stoll(v);
-        break;
-      }
-      case 4: {
-        auto t = ParseRfc3339Millis(v);
-        if (!t.ok()) return InvalidArgumentError(where + t.status().message());
-        s.verified_at_ms = *t;
-        break;
-      }
+    if (i == 0 && v != "1") {
+      return InvalidArgumentError(where + "unknown " + what + " version \"" + v.substr(0, 20) + "\"");
     }
+    values.push_back(std::move(v));
   }
-  if (pos != text.size()) return InvalidArgumentError("line 6: unexpected text after verified-at");
+  if (pos != text.size()) {
+    return InvalidArgumentError("line " + std::to_string(keys.size() + 1) + ": unexpected text after " +
+                                keys.back());
+  }
+  return values;
+}
+
+}  // namespace
+
+Result<AuditState> ParseAuditState(std::string_view text) {
+  GATOS_ASSIGN_OR_RETURN(auto v, ParseKeyLines(text, {"gatos-audit-state", "ledger", "head", "seq", "verified-at"},
+                                                "state file"));
+  AuditState s;
+  if (!IsLowerHex(v[1], 40)) return InvalidArgumentError("line 2: expected a 40-hex commit id");
+  if (!IsLowerHex(v[2], 40)) return InvalidArgumentError("line 3: expected a 40-hex commit id");
+  s.ledger_root = v[1];
+  s.head = v[2];
+  if (!ParseSeq(v[3], &s.seq)) return InvalidArgumentError("line 4: expected a positive sequence number");
+  auto t = ParseRfc3339Millis(v[4]);
+  if (!t.ok()) return InvalidArgumentError("line 5: " + t.status().message());
+  s.verified_at_ms = *t;
   return s;
+}
+
+std::string EncodeMirrorRecord(const MirrorRecord& m) {
+  return "gatos-mirror 1\nlog-before " + m.log_before + "\nseq-before " + std::to_string(m.seq_before) +
+         "\nlog-after " + m.log_after + "\nseq-after " + std::to_string(m.seq_after) + "\nfetched-at " +
+         FormatRfc3339Millis(m.fetched_at_ms) + "\n";
+}
+
+Result<MirrorRecord> ParseMirrorRecord(std::string_view text) {
+  GATOS_ASSIGN_OR_RETURN(auto v, ParseKeyLines(text,
+                                                {"gatos-mirror", "log-before", "seq-before", "log-after",
+                                                 "seq-after", "fetched-at"},
+                                                "mirror record"));
+  MirrorRecord m;
+  if (!IsLowerHex(v[1], 40)) return InvalidArgumentError("line 2: expected a 40-hex commit id");
+  if (!IsLowerHex(v[3], 40)) return InvalidArgumentError("line 4: expected a 40-hex commit id");
+  m.log_before = v[1];
+  m.log_after = v[3];
+  if (!ParseSeq(v[2], &m.seq_before)) return InvalidArgumentError("line 3: expected a positive sequence number");
+  if (!ParseSeq(v[4], &m.seq_after)) return InvalidArgumentError("line 5: expected a positive sequence number");
+  if (m.seq_after < m.seq_before) {
+    return InvalidArgumentError("line 5: seq-after is before seq-before (the log only grows)");
+  }
+  auto t = ParseRfc3339Millis(v[5]);
+  if (!t.ok()) return InvalidArgumentError("line 6: " + t.status().message());
+  m.fetched_at_ms = *t;
+  return m;
 }
 
 AuditState LogAuditReport::state() const {
@@ -310,6 +348,10 @@ class Replay {
   Status CollectCommits(std::vector<CommitInfo>* commits);
   Status LoadStart();
   Status VerifyCommit(const CommitInfo& c, const LogCommitInfo& info);
+  // The batch record of a log commit; nullopt when its tree has none.
+  Result<std::optional<std::string>> BatchText(const CommitInfo& c);
+  void AddSettling(const std::vector<LogEntry>& entries);
+  Status LoadSettlingBeforeStart();
   Result<std::optional<JobRecord>*> Record(const std::string& job);
   void ApplyTransition(const Transition& t, const CommitInfo& c, const LogCommitInfo& info,
                        const std::set<std::string>& parents, bool* batch_ok);
@@ -349,6 +391,15 @@ class Replay {
   std::unordered_map<std::string, int64_t> min_not_before_;         // retried jobs: the earliest next claim
   std::map<std::string, std::string> notes_;  // other refs (batches/, witness/)
   std::set<std::string> touched_;
+  // Settling window (LogAuditOptions::settling_after): every value each ref
+  // held from that sequence on ("" = absent).
+  std::unordered_map<std::string, std::set<std::string>> settling_;
+  bool Settles(const std::string& ref, const std::string& have) {
+    auto it = settling_.find(ref);
+    if (it == settling_.end() || !it->second.count(have)) return false;
+    ++rep_->refs_settling;
+    return true;
+  }
   std::map<int64_t, std::string> seq_commits_;  // sequence -> log commit, as far as known
   std::vector<std::pair<std::string, std::string>> logged_witnesses_;  // (ref, commit) from the log
   std::optional<StateIndex> start_index_;  // incremental: the index at the recorded head
@@ -474,6 +525,8 @@ Status Replay::Run() {
   if (!rep_->problems.empty()) return OkStatus();
   GATOS_RETURN_IF_ERROR(LoadStart());
   rep_->from_seq = opt_.since ? opt_.since->seq + 1 : 1;
+  rep_->settling_after = opt_.settling_after;
+  GATOS_RETURN_IF_ERROR(LoadSettlingBeforeStart());
   for (const CommitInfo& c : commits) {
     auto info = ParseLogMessage(c.message);
     if (!info.ok()) {
@@ -504,6 +557,45 @@ Status Replay::Run() {
   if (opt_.witnesses) CheckWitnesses();
   if (dropped_) {
     rep_->problems.push_back({"too_many_problems", std::to_string(dropped_) + " more problems not listed", 0, "", ""});
+  }
+  return OkStatus();
+}
+
+Result<std::optional<std::string>> Replay::BatchText(const CommitInfo& c) {
+  auto entries = ledger_.ReadTree(c.tree);
+  if (!entries.ok()) return DataLossError("log commit " + Short(c.id) + ": " + entries.status().message());
+  std::string blob;
+  for (const auto& e : *entries) {
+    if (e.name == "batch") blob = e.id;
+  }
+  if (blob.empty()) return std::optional<std::string>();
+  auto text = ledger_.ReadBlob(blob, 256 << 20);
+  if (!text.ok()) return DataLossError("log commit " + Short(c.id) + ": batch: " + text.status().message());
+  return std::optional<std::string>(std::move(*text));
+}
+
+void Replay::AddSettling(const std::vector<LogEntry>& entries) {
+  for (const LogEntry& e : entries) {
+    if (e.ref.empty()) continue;
+    auto& values = settling_[e.ref];
+    values.insert(e.old_id);
+    values.insert(e.new_id);
+  }
+}
+
+Status Replay::LoadSettlingBeforeStart() {
+  // An incremental run whose settling window opens before the recorded
+  // head: the batches in between are not replayed, but their refs settle.
+  if (!opt_.since || opt_.settling_after < 0 || opt_.settling_after >= opt_.since->seq) return OkStatus();
+  std::string cur = opt_.since->head;
+  for (int64_t seq = opt_.since->seq; seq > opt_.settling_after && !cur.empty(); --seq) {
+    GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger_.ReadCommit(cur));
+    GATOS_ASSIGN_OR_RETURN(auto text, BatchText(c));
+    if (text) {
+      auto entries = DecodeBatch(*text);
+      if (entries.ok()) AddSettling(*entries);
+    }
+    cur = c.parents.empty() ? "" : c.parents[0];
   }
   return OkStatus();
 }
@@ -545,25 +637,20 @@ Status Replay::VerifyCommit(const CommitInfo& c, const LogCommitInfo& info) {
   }
   std::string batch_text;
   {
-    auto entries = ledger_.ReadTree(c.tree);
-    if (!entries.ok()) return DataLossError("log commit " + Short(c.id) + ": " + entries.status().message());
-    std::string blob;
-    for (const auto& e : *entries) {
-      if (e.name == "batch") blob = e.id;
-    }
-    if (blob.empty()) {
+    auto text = BatchText(c);
+    if (!text.ok()) return text.status();
+    if (!*text) {
       Problem("log_batch", "log commit " + Short(c.id) + " has no batch record in its tree", info.seq);
       return OkStatus();
     }
-    auto text = ledger_.ReadBlob(blob, 256 << 20);
-    if (!text.ok()) return DataLossError("log commit " + Short(c.id) + ": batch: " + text.status().message());
-    batch_text = std::move(*text);
+    batch_text = std::move(**text);
   }
   auto entries = DecodeBatch(batch_text);
   if (!entries.ok()) {
     Problem("log_batch", "log commit " + Short(c.id) + ": " + entries.status().message(), info.seq);
     return OkStatus();
   }
+  if (opt_.settling_after >= 0 && info.seq > opt_.settling_after) AddSettling(*entries);
   std::set<std::string> parents(c.parents.begin(), c.parents.end());
   if (info.seq == 1) {
     if (entries->size() != 1 || (*entries)[0].kind != LogKind::kInit || (*entries)[0].ref != kPolicyRef ||
@@ -1115,6 +1202,7 @@ void Replay::CompareRefs() {
       auto it = want.find(r);
       std::string job, leaf;
       SplitJobRef(r, &job, &leaf);
+      if ((it == want.end() || have != it->second) && Settles(r, have)) continue;
       if (it == want.end()) {
         Problem("ref_extra", r + " -> " + Short(have) + " is not in the log (no logged transition created it)", 0, job, r);
       } else if (have != it->second) {
@@ -1124,7 +1212,7 @@ void Replay::CompareRefs() {
       }
     }
     for (const auto& [r, id] : want) {
-      if (seen.count(r)) continue;
+      if (seen.count(r) || Settles(r, "")) continue;
       std::string job, leaf;
       SplitJobRef(r, &job, &leaf);
       Problem("ref_missing", r + " is missing; the log says " + Short(id) + " (deleted outside the log)", 0, job, r);
@@ -1136,6 +1224,7 @@ void Replay::CompareRefs() {
   auto check = [&](const std::string& r, const std::string& id) {
     ++rep_->refs_checked;
     std::string have = reader.Resolve(r);
+    if (have != id && Settles(r, have)) return;
     std::string job, leaf;
     SplitJobRef(r, &job, &leaf);
     if (have.empty() && !id.empty()) {
@@ -1386,6 +1475,8 @@ nlohmann::json LogAuditReportToJson(const LogAuditReport& r) {
           {"results", r.results},
           {"jobs_touched", r.jobs_touched},
           {"refs_checked", r.refs_checked},
+          {"refs_settling", r.refs_settling},
+          {"settling_after", r.settling_after},
           {"dev_mode_jobs", r.dev_mode_jobs},
           {"by_kind", r.by_kind},
           {"forked", r.forked},

@@ -78,10 +78,42 @@ std::string EncodeAuditState(const AuditState& s);
 // Strict; InvalidArgument names the line.
 Result<AuditState> ParseAuditState(std::string_view text);
 
+// What `gatos mirror` records in <mirror>/gatos-mirror about the fetch that
+// brought the mirror up to date: the ledger's log head read before the refs
+// were fetched and read again after. git's ref advertisement is not a
+// snapshot: refs fetched while batches landed may show the state of any
+// batch in between. The ledger writes each batch's log commit before its
+// view refs, so with the log fetched last no ref is ahead of the mirror's
+// log, and none lags further back than the batch before `seq_before`.
+// Text, one "key value" per line after a version line:
+//   gatos-mirror 1
+//   log-before <40 hex>
+//   seq-before <n>
+//   log-after <40 hex>
+//   seq-after <n>
+//   fetched-at <RFC 3339 UTC>
+struct MirrorRecord {
+  std::string log_before;
+  int64_t seq_before = 0;
+  std::string log_after;
+  int64_t seq_after = 0;
+  int64_t fetched_at_ms = 0;
+  bool operator==(const MirrorRecord&) const = default;
+};
+inline constexpr char kMirrorRecordFile[] = "gatos-mirror";
+std::string EncodeMirrorRecord(const MirrorRecord& m);
+// Strict; InvalidArgument names the line. seq_before <= seq_after.
+Result<MirrorRecord> ParseMirrorRecord(std::string_view text);
+
 struct LogAuditOptions {
   VerifyOptions verify;              // trust lists, pinned ledger key, required provenance
   std::optional<AuditState> since;   // verify only what was added after this head
   bool witnesses = false;            // check every witness (refs/gatos/witness*/ and the log's)
+  // A mirror fetched while the ledger wrote (MirrorRecord): a ref that a
+  // batch after this sequence changed may hold any value it held from this
+  // sequence on (counted as settling, not a problem); every other ref must
+  // be exactly what the log says. -1: compare every ref exactly.
+  int64_t settling_after = -1;
 };
 
 struct LogProblem {
@@ -126,6 +158,8 @@ struct LogAuditReport {
   size_t results = 0;     // results and attempts verified
   size_t jobs_touched = 0;
   size_t refs_checked = 0;
+  size_t refs_settling = 0;     // refs a batch after settling_after moved, fetched mid-move
+  int64_t settling_after = -1;  // as in LogAuditOptions
   size_t dev_mode_jobs = 0;
   bool incremental = false;
   std::map<std::string, int64_t> by_kind;
