@@ -314,6 +314,63 @@ class LocalServer {
   int active_ = 0;
 };
 
+// Batches authenticated by the decoder thread (JobService::Prepare), in the
+// order their requests arrived, waiting for the ledger thread. Bounded: a
+// decoder that runs ahead waits, and requests queue in RequestQueue.
+struct PreparedRequests {
+  std::vector<Request> requests;
+  PreparedBatch prepared;
+};
+
+class PreparedQueue {
+ public:
+  // False when closed (the batch is dropped: only at shutdown, after the
+  // ledger thread stopped taking batches).
+  bool Push(PreparedRequests p) {
+    std::unique_lock<std::mutex> l(mu_);
+    space_.wait(l, [&] { return q_.size() < kMaxWaiting || closed_; });
+    if (closed_) return false;
+    q_.push_back(std::move(p));
+    ready_.notify_one();
+    return true;
+  }
+  // Waits up to `wait` for a batch, then merges every waiting batch into
+  // one log batch (up to `max` requests). nullopt on timeout, or when
+  // closed and drained.
+  std::optional<PreparedRequests> Pop(size_t max, std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> l(mu_);
+    ready_.wait_for(l, wait, [&] { return !q_.empty() || closed_; });
+    if (q_.empty()) return std::nullopt;
+    PreparedRequests out = std::move(q_.front());
+    q_.pop_front();
+    while (!q_.empty() && out.requests.size() + q_.front().requests.size() <= max) {
+      PreparedRequests& next = q_.front();
+      AppendPrepared(&out.prepared, std::move(next.prepared));
+      for (auto& r : next.requests) out.requests.push_back(std::move(r));
+      q_.pop_front();
+    }
+    space_.notify_all();
+    return out;
+  }
+  void Close() {
+    std::lock_guard<std::mutex> l(mu_);
+    closed_ = true;
+    ready_.notify_all();
+    space_.notify_all();
+  }
+  bool drained() {
+    std::lock_guard<std::mutex> l(mu_);
+    return closed_ && q_.empty();
+  }
+
+ private:
+  static constexpr size_t kMaxWaiting = 4;
+  std::mutex mu_;
+  std::condition_variable ready_, space_;
+  std::deque<PreparedRequests> q_;
+  bool closed_ = false;
+};
+
 class MetricsObserver : public ServiceObserver {
  public:
   MetricsObserver(Metrics* m, LiveState* live, LedgerWriter* w) : m_(m), live_(live), w_(w) {}
@@ -553,13 +610,29 @@ int Serve(const ServeOptions& opts) {
   auto next_maintenance = Clock::now() + std::chrono::seconds(5);
   auto next_views_sync = Clock::now() + std::chrono::seconds(30);
   int64_t views_synced_seq = w.seq();  // Open repaired and synced the views
-  while (true) {
-    std::vector<Request> batch = queue.PopBatch(opts.max_batch, std::chrono::milliseconds(opts.sweep_ms));
-    if (!batch.empty()) {
+  // The decoder thread authenticates the next requests (Ed25519, the bulk
+  // of a request's CPU) while the ledger thread below writes this batch.
+  PreparedQueue prepared;
+  std::thread decoder([&] {
+    while (true) {
+      std::vector<Request> batch = queue.PopBatch(opts.max_batch, std::chrono::milliseconds(opts.sweep_ms));
+      if (batch.empty()) {
+        if (queue.closed()) break;
+        continue;
+      }
       std::vector<ServiceRequest> reqs;
       reqs.reserve(batch.size());
       for (auto& r : batch) reqs.push_back(std::move(r.req));
-      std::vector<std::string> replies = service.Handle(reqs);
+      PreparedBatch p = service.Prepare(reqs);
+      if (!prepared.Push({std::move(batch), std::move(p)})) break;
+    }
+    prepared.Close();
+  });
+  while (true) {
+    std::optional<PreparedRequests> item = prepared.Pop(opts.max_batch, std::chrono::milliseconds(opts.sweep_ms));
+    if (item) {
+      std::vector<Request>& batch = item->requests;
+      std::vector<std::string> replies = service.Finish(std::move(item->prepared));
       for (size_t i = 0; i < batch.size(); ++i) {
         if (batch[i].local) {
           batch[i].local->set_value(std::move(replies[i]));
@@ -598,8 +671,9 @@ int Serve(const ServeOptions& opts) {
       }
       next_views_sync = Clock::now() + std::chrono::seconds(30);
     }
-    if (batch.empty() && queue.closed()) break;
+    if (!item && prepared.drained()) break;
   }
+  decoder.join();
   subs.clear();
   local->reset();
   publisher.Stop(std::chrono::milliseconds(2000));

@@ -9,7 +9,10 @@
 
 #include <set>
 
+#include "gatos/job_service.h"
 #include "gatos/ledger_commits.h"
+#include "gatos/rpc.h"
+#include "gatos/signed_request.h"
 #include "gatos/sshsig.h"
 #include "gatos/log_format.h"
 #include "gatos/refs.h"
@@ -392,6 +395,48 @@ TEST(LedgerWriterTest, KeyRotationIsSignedByTheOldKeyAndTheNewKeySignsFromThen) 
   f.Close();
   EXPECT_EQ(LedgerWriter::Open(f.path, f.ledger_key, {}).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_TRUE(LedgerWriter::Open(f.path, next_key, {}).ok());
+}
+
+
+// gatosd authenticates the next requests on its decoder thread while the
+// ledger thread applies the batch before (Prepare, then Finish), and merges
+// prepared batches that waited into one log batch (AppendPrepared). The
+// replies must be exactly those of handling all requests at once, batch
+// requests and refused ones included, in one log commit.
+TEST(LedgerWriterTest, PreparedBatchesMergedAnswerAsOneBatch) {
+  Fixture f;
+  JobService service(&f.W(), ServiceOptions{});
+  std::vector<Fixture::Job> jobs;
+  for (int i = 0; i < 3; ++i) {
+    jobs.push_back(f.JobCommit(Yaml(i), &f.submitter));
+    ASSERT_TRUE(f.SubmitJob(jobs.back()).outcome.ok());
+  }
+  auto claim = [&](const Ed25519PrivateKey& k, int i) {
+    return rpc::Dump(rpc::LeaseRequestJson(SignLeaseRequest(k, jobs[static_cast<size_t>(i)].hex, 1, f.now, false)));
+  };
+  std::vector<ServiceRequest> first = {{rpc::kClaim, claim(f.w1, 0), 0},
+                                       {rpc::kClaimBatch, "not a batch frame", 0}};
+  std::vector<ServiceRequest> second = {{rpc::kClaimBatch, rpc::EncodeBatch({claim(f.w2, 1), claim(f.w2, 2)}), 0},
+                                        {rpc::kClaim, claim(f.w2, 0), 0}};
+  int64_t seq = f.W().seq();
+  PreparedBatch p = service.Prepare(first);
+  AppendPrepared(&p, service.Prepare(second));
+  ASSERT_EQ(p.spans.size(), 4u);
+  std::vector<std::string> replies = service.Finish(std::move(p));
+  ASSERT_EQ(replies.size(), 4u);
+  EXPECT_EQ(f.W().seq(), seq + 1) << "one log batch for both prepared batches";
+  auto j0 = nlohmann::json::parse(replies[0]);
+  EXPECT_TRUE(j0.value("ok", false)) << replies[0];
+  auto bad = nlohmann::json::parse(replies[1]);
+  EXPECT_FALSE(bad.value("ok", true)) << replies[1];
+  auto entries = rpc::DecodeBatch(replies[2]);
+  ASSERT_TRUE(entries.ok()) << replies[2];
+  ASSERT_EQ(entries->size(), 2u);
+  for (std::string_view e : *entries) EXPECT_TRUE(nlohmann::json::parse(e).value("ok", false)) << e;
+  // w2's claim of job 0 comes after w1's in the merged batch: refused.
+  auto late = nlohmann::json::parse(replies[3]);
+  EXPECT_FALSE(late.value("ok", true)) << replies[3];
+  EXPECT_EQ(f.W().live().at(jobs[0].hex).worker_hex, f.w1.public_key().Hex());
 }
 
 }  // namespace

@@ -80,19 +80,30 @@ std::vector<ServiceEvent> JobService::TakeEvents() {
   return out;
 }
 
+void AppendPrepared(PreparedBatch* into, PreparedBatch more) {
+  size_t offset = into->decoded.size();
+  for (auto& sp : more.spans) {
+    sp.first += offset;
+    into->spans.push_back(std::move(sp));
+  }
+  for (auto& d : more.decoded) into->decoded.push_back(std::move(d));
+}
+
 std::vector<std::string> JobService::Handle(const std::vector<ServiceRequest>& requests) {
+  return Finish(Prepare(requests));
+}
+
+PreparedBatch JobService::Prepare(const std::vector<ServiceRequest>& requests) const {
   // A batch request (claim-batch, result-batch) becomes one request of the
   // single form per entry, applied in the same log batch as everything
   // else; its entries' replies are joined into one batch reply below. A
   // message that is not a well-formed batch is refused as a whole.
+  PreparedBatch p;
   std::vector<ServiceRequest> flat;
   flat.reserve(requests.size());
-  struct Span {
-    size_t first = 0, count = 0;
-    bool batch = false;
-    std::optional<std::string> refused;
-  };
-  std::vector<Span> spans(requests.size());
+  using Span = PreparedBatch::Span;
+  std::vector<Span>& spans = p.spans;
+  spans.resize(requests.size());
   for (size_t i = 0; i < requests.size(); ++i) {
     const ServiceRequest& r = requests[i];
     Span& sp = spans[i];
@@ -127,11 +138,17 @@ std::vector<std::string> JobService::Handle(const std::vector<ServiceRequest>& r
   for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work, t, threads);
   work(0, threads);
   for (auto& h : helpers) h.join();
-  std::vector<std::string> flat_replies = batch.empty() ? std::vector<std::string>() : Handle(std::move(batch));
+  p.decoded = std::move(batch);
+  return p;
+}
 
-  std::vector<std::string> replies(requests.size());
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const Span& sp = spans[i];
+std::vector<std::string> JobService::Finish(PreparedBatch p) {
+  const std::vector<PreparedBatch::Span>& spans = p.spans;
+  std::vector<std::string> flat_replies =
+      p.decoded.empty() ? std::vector<std::string>() : Handle(std::move(p.decoded));
+  std::vector<std::string> replies(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const PreparedBatch::Span& sp = spans[i];
     if (sp.refused) {
       replies[i] = *sp.refused;
     } else if (!sp.batch) {

@@ -108,6 +108,23 @@ struct DecodedRequest {
   std::string rotated_key_path;      // rotate-ledger-key: the new key file
 };
 
+// Raw requests decoded and authenticated (JobService::Prepare), ready for
+// the ledger thread (JobService::Finish). A batch request (claim-batch,
+// result-batch) is one span of several decoded entries.
+struct PreparedBatch {
+  struct Span {
+    size_t first = 0, count = 0;
+    bool batch = false;
+    std::optional<std::string> refused;  // a malformed batch: refused as a whole
+  };
+  std::vector<Span> spans;  // one per raw request
+  std::vector<DecodedRequest> decoded;
+};
+
+// Appends `more` to `into` (as if both had been prepared together): the
+// requests of two prepared batches applied in one log batch.
+void AppendPrepared(PreparedBatch* into, PreparedBatch more);
+
 class JobService {
  public:
   JobService(LedgerWriter* writer, ServiceOptions options, ServiceObserver* observer = nullptr);
@@ -123,8 +140,18 @@ class JobService {
   void Start();
   // Handles a batch of predecoded requests; replies[i] answers batch[i].
   std::vector<std::string> Handle(std::vector<DecodedRequest> batch);
-  // The same for raw requests, predecoded here (in parallel for big batches).
+  // The same for raw requests, predecoded here (in parallel for big batches):
+  // Finish(Prepare(requests)).
   std::vector<std::string> Handle(const std::vector<ServiceRequest>& requests);
+  // Thread-safe: flattens batch requests and predecodes every request (in
+  // parallel for big batches) against the policy in force. gatosd runs it on
+  // its own thread, so the next batch is authenticated while the ledger
+  // thread applies this one (Finish re-checks a request whose policy changed
+  // in between).
+  PreparedBatch Prepare(const std::vector<ServiceRequest>& requests) const;
+  // The ledger thread: applies a prepared batch; replies[i] answers the
+  // i-th raw request.
+  std::vector<std::string> Finish(PreparedBatch prepared);
   // Time-driven work; cheap when nothing is due.
   void Sweep();
   // Events produced since the last call, in order.
