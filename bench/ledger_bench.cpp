@@ -333,8 +333,12 @@ void WithGatosd(const std::string& dir, const std::string& scratch, const bench:
     go.cwd = work;
     auto git = [&](std::vector<std::string> a) {
       a.insert(a.begin(), "git");
-      auto r = RunAndCapture(a, go, "", std::chrono::seconds(60));
-      if (!r.ok() || !r->status.ok()) Die("git " + a[1] + ": " + (r.ok() ? r->err : r.status().message()));
+      // A push to a big ledger can take minutes (receive-pack reads every
+      // ref to hide it); report it rather than give up.
+      auto r = RunAndCapture(a, go, "", std::chrono::seconds(1800));
+      if (!r.ok() || !r->status.ok()) {
+        Die("git " + a[1] + ": " + (r.ok() ? r->status.ToString() + " " + r->err : r.status().message()));
+      }
       return r->out + r->err;
     };
     git({"init", "-q"});
@@ -360,7 +364,10 @@ void WithGatosd(const std::string& dir, const std::string& scratch, const bench:
         std::ifstream in(trace);
         std::string line;
         while (std::getline(in, line)) {
-          if (line.find("git< ") != std::string::npos) adv_bytes += line.size();
+          // "packet:         push< ..." : what receive-pack sent.
+          if (line.find("packet:") != std::string::npos && line.find("push< ") != std::string::npos) {
+            adv_bytes += line.size() - line.find("push< ") - 6;
+          }
         }
       }
     }
