@@ -304,7 +304,8 @@ TEST(NamespaceSandbox, NothingOneJobLeavesReachesTheNextOnTheSameSlot) {
 
   auto b = MakeSpec(d,
                     {"sh", "-c",
-                     "ls -A /dev/shm; ls -A /tmp | grep -vx \"$OWN_TMP\"; ipcs | grep -c '^0x'; "
+                     "ls -A /dev/shm; ls -A /tmp | grep -vx -e \"$OWN_TMP\" -e \"$HELPER_TMP\"; "
+                     "ipcs | grep -c '^0x'; "
                      "GATOS_TEST_HELPER=keys-find \"$HELPER\"; "
                      "for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done; "
                      "test -e \"$A_WS/left\" && echo saw-a-workspace; "
@@ -316,6 +317,9 @@ TEST(NamespaceSandbox, NothingOneJobLeavesReachesTheNextOnTheSameSlot) {
   // The job's own workspace is under the test's TempDir (in /tmp), so that
   // shows in the job's /tmp.
   b.env["OWN_TMP"] = TmpEntryOf(b.workspace);
+  // So does the helper's bound directory when the build is under /tmp (a
+  // checkout there).
+  b.env["HELPER_TMP"] = TmpEntryOf(helper_dir);
   b.binds.push_back({helper_dir, "", false, ""});
   auto rb = RunOn(*l, b);
   ASSERT_EQ(rb.exit_code, 0) << rb.stderr_data;
