@@ -9,6 +9,7 @@
 #include "gatos/attest.h"
 #include "gatos/ledger.h"
 #include "gatos/clock.h"
+#include "gatos/git_input.h"
 #include "gatos/lease.h"
 #include "gatos/log_audit.h"
 #include "gatos/log_format.h"
@@ -162,18 +163,20 @@ void PrintLogReport(const LogAuditReport& r) {
   std::cout << "log: " << (r.ok() ? "ok" : std::to_string(r.problems.size()) + " problem(s)") << "\n";
 }
 
-// Writes the state file atomically (temporary file + rename).
-Status WriteStateFile(const std::string& path, const AuditState& s) {
+// Writes a small file atomically (temporary file + rename).
+Status ReplaceFile(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-    out << EncodeAuditState(s);
+    out << text;
     out.flush();
     if (!out) return UnavailableError("cannot write " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) return UnavailableError("cannot rename " + tmp + " to " + path);
   return OkStatus();
 }
+
+Status WriteStateFile(const std::string& path, const AuditState& s) { return ReplaceFile(path, EncodeAuditState(s)); }
 
 // Reads --state FILE: nullopt when it does not exist yet.
 Result<std::optional<AuditState>> ReadStateFile(const std::string& path) {
@@ -209,35 +212,23 @@ void ApplyMirrorRecord(const std::string& dir, Ledger& ledger, LogAuditOptions* 
   lo->settling_after = rec->seq_before - 1;
 }
 
-// A URL as it may be printed: user:password@ taken out.
-std::string Redacted(const std::string& url) {
-  size_t scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  size_t host = scheme + 3;
-  size_t at = url.find('@', host);
-  size_t slash = url.find('/', host);
-  if (at == std::string::npos || (slash != std::string::npos && at > slash)) return url;
-  return url.substr(0, host) + "***@" + url.substr(at + 1);
-}
-
-Result<std::pair<std::string, int64_t>> FetchLog(const std::string& source, const std::string& dir) {
+// Fetches refs/gatos/log from `source` into the mirror `dir`; its head and
+// sequence.
+Result<std::pair<std::string, int64_t>> FetchLog(const std::string& source, const std::string& dir,
+                                                 const SpawnOptions& so) {
   auto r = RunAndCapture({"git", "-C", dir, "fetch", "-q", "--no-write-fetch-head", "--", source,
                           "+" + std::string(kLogRef) + ":" + kLogRef},
-                         [] {
-                           SpawnOptions o;
-                           o.env = Environment::Current();
-                           return o;
-                         }());
+                         so);
   if (!r.ok()) return r.status();
   if (!r->status.ok()) {
     std::string err = r->err.substr(0, 2000);
     while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
-    return UnavailableError("git fetch " + std::string(kLogRef) + " from " + Redacted(source) + " failed" +
+    return UnavailableError("git fetch " + std::string(kLogRef) + " from " + GitUrlKey(source) + " failed" +
                             (err.empty() ? "" : ": " + err) + "\n(is it a gatos ledger, and can you read it?)");
   }
   GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(dir));
   GATOS_ASSIGN_OR_RETURN(std::string head, ledger->ResolveRef(kLogRef));
-  if (head.empty()) return NotFoundError(Redacted(source) + " has no " + std::string(kLogRef) + ": not a gatos ledger");
+  if (head.empty()) return NotFoundError(GitUrlKey(source) + " has no " + std::string(kLogRef) + ": not a gatos ledger");
   GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger->ReadCommit(head));
   GATOS_ASSIGN_OR_RETURN(LogCommitInfo info, ParseLogMessage(c.message));
   return std::make_pair(head, info.seq);
@@ -288,7 +279,7 @@ int RunMirror(const Args& args) {
                          kExitFailure);
     }
   }
-  auto before = FetchLog(source, dir);
+  auto before = FetchLog(source, dir, so);
   if (!before.ok()) {
     // Leave nothing behind that this run made.
     if (created) {
@@ -297,7 +288,7 @@ int RunMirror(const Args& args) {
     }
     return ReportError(before.status().message(), kExitFailure);
   }
-  if (!flags.Has("json")) std::cerr << "fetching refs/gatos/* from " << Redacted(source) << "\n";
+  if (!flags.Has("json")) std::cerr << "fetching refs/gatos/* from " << GitUrlKey(source) << "\n";
   SpawnOptions all = so;
   all.out = Stdio::Null();
   if (flags.Has("json")) all.err = Stdio::Null();
@@ -308,20 +299,13 @@ int RunMirror(const Args& args) {
   auto p = Process::Spawn(argv, all);
   if (!p.ok()) return ReportError(p.status().message(), kExitFailure);
   ExitStatus fetched = p->Wait();
-  if (!fetched.ok()) return ReportError("git fetch of refs/gatos/* from " + Redacted(source) + " ended with " +
+  if (!fetched.ok()) return ReportError("git fetch of refs/gatos/* from " + GitUrlKey(source) + " ended with " +
                                             fetched.ToString(), kExitFailure);
-  auto after = FetchLog(source, dir);
+  auto after = FetchLog(source, dir, so);
   if (!after.ok()) return ReportError(after.status().message(), kExitFailure);
   MirrorRecord rec{before->first, before->second, after->first, after->second, SystemNowMs()};
-  std::string path = dir + "/" + kMirrorRecordFile;
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-    out << EncodeMirrorRecord(rec);
-    out.flush();
-    if (!out) return ReportError("cannot write " + tmp, kExitFailure);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return ReportError("cannot rename " + tmp, kExitFailure);
+  Status written = ReplaceFile(dir + "/" + kMirrorRecordFile, EncodeMirrorRecord(rec));
+  if (!written.ok()) return ReportError(written.message(), kExitFailure);
   if (flags.Has("json")) {
     std::cout << Dump(json{{"dir", dir},
                            {"seq_before", rec.seq_before},
@@ -330,7 +314,7 @@ int RunMirror(const Args& args) {
                            {"log_after", rec.log_after}})
               << '\n';
   } else {
-    std::cout << "mirrored " << Redacted(source) << " into " << dir << ": log at sequence " << rec.seq_after;
+    std::cout << "mirrored " << GitUrlKey(source) << " into " << dir << ": log at sequence " << rec.seq_after;
     if (rec.seq_after > rec.seq_before) {
       std::cout << " (batches " << rec.seq_before << ".." << rec.seq_after << " landed while fetching)";
     }

@@ -40,12 +40,6 @@ std::string EncodeAuditState(const AuditState& s) {
 
 namespace {
 
-bool ParseSeq(const std::string& v, int64_t* out) {
-  if (v.empty() || v.size() > 18 || v[0] == '0' || v.find_first_not_of("0123456789") != std::string::npos) return false;
-  *out = std::stoll(v);
-  return true;
-}
-
 // Lines "key value" in exactly the order of `keys`, the first one the
 // format's name with version 1; returns the values.
 Result<std::vector<std::string>> ParseKeyLines(std::string_view text, const std::vector<const char*>& keys,
@@ -78,20 +72,39 @@ Result<std::vector<std::string>> ParseKeyLines(std::string_view text, const std:
   return values;
 }
 
+// The values of ParseKeyLines, read by type; errors name the line.
+struct KeyLines {
+  std::vector<std::string> v;
+  static std::string Where(size_t i) { return "line " + std::to_string(i + 1) + ": "; }
+  Result<std::string> Commit(size_t i) const {
+    if (!IsLowerHex(v[i], 40)) return InvalidArgumentError(Where(i) + "expected a 40-hex commit id");
+    return v[i];
+  }
+  Result<int64_t> Seq(size_t i) const {
+    const std::string& s = v[i];
+    if (s.empty() || s.size() > 18 || s[0] == '0' || s.find_first_not_of("0123456789") != std::string::npos) {
+      return InvalidArgumentError(Where(i) + "expected a positive sequence number");
+    }
+    return std::stoll(s);
+  }
+  Result<int64_t> Time(size_t i) const {
+    auto t = ParseRfc3339Millis(v[i]);
+    if (!t.ok()) return InvalidArgumentError(Where(i) + t.status().message());
+    return *t;
+  }
+};
+
 }  // namespace
 
 Result<AuditState> ParseAuditState(std::string_view text) {
-  GATOS_ASSIGN_OR_RETURN(auto v, ParseKeyLines(text, {"gatos-audit-state", "ledger", "head", "seq", "verified-at"},
-                                                "state file"));
+  GATOS_ASSIGN_OR_RETURN(auto values, ParseKeyLines(text, {"gatos-audit-state", "ledger", "head", "seq", "verified-at"},
+                                                     "state file"));
+  KeyLines k{std::move(values)};
   AuditState s;
-  if (!IsLowerHex(v[1], 40)) return InvalidArgumentError("line 2: expected a 40-hex commit id");
-  if (!IsLowerHex(v[2], 40)) return InvalidArgumentError("line 3: expected a 40-hex commit id");
-  s.ledger_root = v[1];
-  s.head = v[2];
-  if (!ParseSeq(v[3], &s.seq)) return InvalidArgumentError("line 4: expected a positive sequence number");
-  auto t = ParseRfc3339Millis(v[4]);
-  if (!t.ok()) return InvalidArgumentError("line 5: " + t.status().message());
-  s.verified_at_ms = *t;
+  GATOS_ASSIGN_OR_RETURN(s.ledger_root, k.Commit(1));
+  GATOS_ASSIGN_OR_RETURN(s.head, k.Commit(2));
+  GATOS_ASSIGN_OR_RETURN(s.seq, k.Seq(3));
+  GATOS_ASSIGN_OR_RETURN(s.verified_at_ms, k.Time(4));
   return s;
 }
 
@@ -102,23 +115,20 @@ std::string EncodeMirrorRecord(const MirrorRecord& m) {
 }
 
 Result<MirrorRecord> ParseMirrorRecord(std::string_view text) {
-  GATOS_ASSIGN_OR_RETURN(auto v, ParseKeyLines(text,
-                                                {"gatos-mirror", "log-before", "seq-before", "log-after",
-                                                 "seq-after", "fetched-at"},
-                                                "mirror record"));
+  GATOS_ASSIGN_OR_RETURN(auto values, ParseKeyLines(text,
+                                                     {"gatos-mirror", "log-before", "seq-before", "log-after",
+                                                      "seq-after", "fetched-at"},
+                                                     "mirror record"));
+  KeyLines k{std::move(values)};
   MirrorRecord m;
-  if (!IsLowerHex(v[1], 40)) return InvalidArgumentError("line 2: expected a 40-hex commit id");
-  if (!IsLowerHex(v[3], 40)) return InvalidArgumentError("line 4: expected a 40-hex commit id");
-  m.log_before = v[1];
-  m.log_after = v[3];
-  if (!ParseSeq(v[2], &m.seq_before)) return InvalidArgumentError("line 3: expected a positive sequence number");
-  if (!ParseSeq(v[4], &m.seq_after)) return InvalidArgumentError("line 5: expected a positive sequence number");
+  GATOS_ASSIGN_OR_RETURN(m.log_before, k.Commit(1));
+  GATOS_ASSIGN_OR_RETURN(m.log_after, k.Commit(3));
+  GATOS_ASSIGN_OR_RETURN(m.seq_before, k.Seq(2));
+  GATOS_ASSIGN_OR_RETURN(m.seq_after, k.Seq(4));
   if (m.seq_after < m.seq_before) {
-    return InvalidArgumentError("line 5: seq-after is before seq-before (the log only grows)");
+    return InvalidArgumentError(KeyLines::Where(4) + "seq-after is before seq-before (the log only grows)");
   }
-  auto t = ParseRfc3339Millis(v[5]);
-  if (!t.ok()) return InvalidArgumentError("line 6: " + t.status().message());
-  m.fetched_at_ms = *t;
+  GATOS_ASSIGN_OR_RETURN(m.fetched_at_ms, k.Time(5));
   return m;
 }
 
@@ -1200,9 +1210,9 @@ void Replay::CompareRefs() {
       seen.insert(r);
       ++rep_->refs_checked;
       auto it = want.find(r);
+      if ((it == want.end() || have != it->second) && Settles(r, have)) continue;
       std::string job, leaf;
       SplitJobRef(r, &job, &leaf);
-      if ((it == want.end() || have != it->second) && Settles(r, have)) continue;
       if (it == want.end()) {
         Problem("ref_extra", r + " -> " + Short(have) + " is not in the log (no logged transition created it)", 0, job, r);
       } else if (have != it->second) {
