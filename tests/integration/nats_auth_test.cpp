@@ -164,8 +164,62 @@ TEST_F(NatsAuthTest, EveryPolicyKeyConnectsAsItself) {
   auto w = ConnectAs(worker_, &e2, "worker");
   auto s = ConnectAs(submitter_, &e3, "submitter");
   ASSERT_TRUE(l.ok()) << l.status().ToString() << "\n" << server_.log();
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(w.ok()) << w.status().ToString() << server_.log();
+  ASSERT_TRUE(s.ok()) << s.status().ToString() << server_.log();
+}
+
+TEST_F(NatsAuthTest, ASignatureStartingWithAZeroByteIsNeverSentWithoutItsBytes) {
+  // nats.c 3.4 (Debian's) leaves "sig" out of CONNECT when the nonce's
+  // signature starts with a zero byte: one connection in 256 failed
+  // authentication, and two such failures in a row end nats.c's reconnects.
+  // The bus abandons such an attempt and connects again with a new nonce.
+  // Here the first signature of each connection is made to start with zero
+  // (it is then also wrong, so sending it would fail just the same).
+  std::atomic<int> zero_led{1};
+  std::atomic<int> signed_nonces{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool reconnected = false;
+  BusOptions o;
+  o.url = server_.url();
+  o.name = "worker";
+  o.max_reconnect = 40;
+  o.reconnect_wait_ms = 100;
+  SetBusIdentity(&o, worker_);
+  auto sign = o.sign_nonce;
+  o.sign_nonce = [&, sign](std::string_view nonce) {
+    ++signed_nonces;
+    std::string sig = sign(nonce);
+    if (zero_led.load() > 0) {
+      --zero_led;
+      sig[0] = '\0';
+    }
+    return sig;
+  };
+  o.on_reconnected = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    reconnected = true;
+    cv.notify_all();
+  };
+  auto bus = Bus::Connect(o);
+  ASSERT_TRUE(bus.ok()) << bus.status().ToString() << "\n" << server_.log();
+  // Two at least: the real signature after it may start with zero too.
+  EXPECT_GE(signed_nonces.load(), 2);
+  EXPECT_EQ(zero_led.load(), 0);
+
+  // The same on a reconnect: the server restarts, the first signature after
+  // it starts with zero, and the connection comes back.
+  zero_led = 1;
+  ASSERT_TRUE(server_.Restart());
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 20s, [&] { return reconnected; })) << server_.log();
+  }
+  EXPECT_EQ(zero_led.load(), 0);
+  EXPECT_TRUE((*bus)->Flush(5000).ok());
+  // No CONNECT ever reached the server without a signature.
+  EXPECT_EQ(server_.log().find("Signature missing"), std::string::npos) << server_.log();
+  EXPECT_EQ(server_.log().find("authentication error"), std::string::npos) << server_.log();
 }
 
 TEST_F(NatsAuthTest, OnlyTheLedgerKeyAnswersRequests) {
@@ -173,7 +227,9 @@ TEST_F(NatsAuthTest, OnlyTheLedgerKeyAnswersRequests) {
   auto ledger = ConnectAs(ledger_, &le, "gatosd");
   auto worker = ConnectAs(worker_, &we, "impostor");
   auto submitter = ConnectAs(submitter_, &se, "submitter");
-  ASSERT_TRUE(ledger.ok() && worker.ok() && submitter.ok());
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString() << "\n" << server_.log();
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString() << "\n" << server_.log();
+  ASSERT_TRUE(submitter.ok()) << submitter.status().ToString() << "\n" << server_.log();
 
   // The worker tries to answer status requests in gatosd's place.
   std::atomic<int> impostor_got{0};

@@ -1,4 +1,4 @@
-// The only translation unit that includes <nats/nats.h> (nats.c 3.4.1).
+// The only translation unit that includes <nats/nats.h> (nats.c 3.4.1, Debian 12).
 //
 // nats.c facts this file relies on (read from its sources):
 //  - The last-error text is per thread: read it right after the failing
@@ -197,6 +197,17 @@ struct Bus::Impl {
   std::condition_variable cv;
   bool closed = false;
   std::atomic<bool> shutting_down{false};
+  // Connection attempts abandoned because of the nats.c signature bug below.
+  std::atomic<int> zero_led_signatures{0};
+
+  // nats.c before 3.8.0 base64-encodes the nonce's signature only when its
+  // first byte is not zero (src[0] == '\0' was its emptiness test; fixed
+  // upstream in 3.8.0): one Ed25519 signature in 256 was silently left out
+  // of CONNECT, and that connection failed authentication.
+  static bool LibraryDropsZeroLedSignatures() {
+    static const bool drops = nats_GetVersionNumber() < 0x030800;
+    return drops;
+  }
 
   bool Connected() const {
     return conn != nullptr && natsConnection_Status(conn.get()) == NATS_CONN_STATUS_CONNECTED;
@@ -236,6 +247,15 @@ struct Bus::Impl {
     std::string s = self->options.sign_nonce(nonce ? std::string_view(nonce) : std::string_view());
     if (s.empty()) {
       *err = strdup("no signature for the server's nonce");
+      return NATS_ERR;
+    }
+    if (s[0] == '\0' && LibraryDropsZeroLedSignatures()) {
+      // The CONNECT would go out without "sig" and the server would refuse
+      // it as an authorization violation (and a second one in a row makes
+      // nats.c give up reconnecting). Fail this attempt instead: the next
+      // one gets a new nonce, so a new signature.
+      self->zero_led_signatures.fetch_add(1);
+      *err = strdup("the signature of this nonce starts with a zero byte, which this nats.c drops; retrying");
       return NATS_ERR;
     }
     *sig = static_cast<unsigned char*>(std::malloc(s.size()));
@@ -289,7 +309,14 @@ Result<std::unique_ptr<Bus>> Bus::Connect(const BusOptions& options) {
   if (s != NATS_OK) return FromNats(s, what + ": invalid options");
 
   natsConnection* raw_conn = nullptr;
-  s = natsConnection_Connect(&raw_conn, opts.get());
+  // An attempt abandoned for a zero-led signature (see SignNonce) is tried
+  // again; each try has a fresh nonce, so eight in a row fail with odds of
+  // 2^-64.
+  for (int attempt = 0;; ++attempt) {
+    int dropped = impl->zero_led_signatures.load();
+    s = natsConnection_Connect(&raw_conn, opts.get());
+    if (s == NATS_OK || attempt == 7 || impl->zero_led_signatures.load() == dropped) break;
+  }
   // On failure nats.c releases the connection without running callbacks.
   if (s != NATS_OK) {
     return FromNats(s, what, static_cast<jsErrCode>(0), "is nats-server running there?");
