@@ -41,6 +41,7 @@
 #include "gatos/clock.h"
 #include "gatos/flags.h"
 #include "gatos/keys.h"
+#include "gatos/local_ledger.h"
 #include "gatos/manifest.h"
 #include "gatos/nats_auth.h"
 #include "gatos/pack_writer.h"
@@ -326,7 +327,7 @@ int main(int argc, char** argv) {
       std::lock_guard<std::mutex> l(mu);
       for (const auto& [id, frame] : frames) submitted[id] = t0;
     }
-    if (RunWait({"git", "--git-dir", source, "push", "-q", ledger, "refs/heads/*:refs/gatos/submit/*"},
+    if (RunWait({"git", "--git-dir", source, "push", "-q", LedgerPushPath(ledger), "refs/heads/*:refs/gatos/submit/*"},
                 dir + "/push.log") != 0) {
       Die("git push failed; see " + dir + "/push.log");
     }

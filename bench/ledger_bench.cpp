@@ -357,7 +357,7 @@ void WithGatosd(const std::string& dir, const std::string& scratch, const bench:
       std::remove(trace.c_str());
       go.env.Set("GIT_TRACE_PACKET", i == 0 ? trace : "");
       auto t = Clock::now();
-      std::string out = git({"push", dir, "HEAD:refs/gatos/submit/p" + std::to_string(i)});
+      std::string out = git({"push", LedgerPushPath(dir), "HEAD:refs/gatos/submit/p" + std::to_string(i)});
       push_ms.push_back(Since(t) * 1000);
       if (out.find("accepted job") == std::string::npos) Die("push not accepted: " + out);
       if (i == 0) {

@@ -20,6 +20,7 @@
 #include "gatos/encoding.h"
 #include "gatos/flags.h"
 #include "gatos/keys.h"
+#include "gatos/local_ledger.h"
 #include "gatos/process.h"
 #include "gatos/signal_watcher.h"
 
@@ -266,6 +267,7 @@ int RunUp(const Args& args) {
 
   nlohmann::json up = {{"nats_url", nats_url},
                        {"ledger", ledger},
+                       {"push_url", LedgerPushPath(ledger)},
                        {"metrics", "http://127.0.0.1:" + std::to_string(http_port) + "/metrics"},
                        {"submitter_key", d + "/keys/submitter"},
                        {"logs", d + "/logs"},
@@ -280,7 +282,7 @@ int RunUp(const Args& args) {
             << "or with stock git, in a repository holding job.yaml:\n\n"
             << "  git config gpg.format ssh && git config user.signingkey " << d << "/keys/submitter\n"
             << "  git add job.yaml && git commit -S -m 'my job' -m \"Job-Id: $(gatos job id job.yaml)\"\n"
-            << "  git push " << ledger << " HEAD:refs/gatos/submit/my-job\n\n"
+            << "  git push " << LedgerPushPath(ledger) << " HEAD:refs/gatos/submit/my-job\n\n"
             << "then:  gatos wait JOB-ID --ledger " << ledger << "\n"
             << "       gatos ls --ledger " << ledger << "\n"
             << "(through NATS, commands that do not sign name a key: GATOS_NATS_KEY=" << d << "/keys/submitter)\n\n"

@@ -498,7 +498,7 @@ int RunWitness(const Args& args) {
       "(an OpenSSH Ed25519 private key: the auditor's) the statement \"the log of\n"
       "ledger L at sequence N is commit C\" as a git commit, stores it in DIR at\n"
       "refs/gatos/witnesses/<key hex> and prints it. Push it to the ledger with\n"
-      "  git -C DIR push LEDGER refs/gatos/witnesses/<key hex>\n"
+      "  git -C DIR push LEDGER/push refs/gatos/witnesses/<key hex>\n"
       "(or --push REMOTE): the ledger checks it and records it in its log at\n"
       "refs/gatos/witness/<key hex>. 'gatos verify --witnesses' compares witnesses:\n"
       "two of them naming different commits at one sequence prove that the ledger\n"
@@ -584,7 +584,7 @@ int RunWitness(const Args& args) {
     std::cout << "witness " << commit->id << ": log of ledger " << w.ledger_root << " at " << w.seq << " is "
               << w.log_commit << "\n";
     std::cout << "stored at " << ref << " in " << *dir << "; "
-              << (pushed.empty() ? "push it with: git -C " + *dir + " push LEDGER " + ref : pushed) << "\n";
+              << (pushed.empty() ? "push it with: git -C " + *dir + " push LEDGER/push " + ref : pushed) << "\n";
   }
   if (rc != kExitOk) return ReportError("git push of the witness failed", kExitFailure);
   return kExitOk;

@@ -108,7 +108,17 @@ void Flush(std::ostream& out) {
 
 }  // namespace
 
-int RunPreReceive(std::istream& in, std::ostream& err) {
+namespace {
+
+// The front door's hooks name the ledger; the ledger's own run in it.
+Result<std::unique_ptr<Ledger>> OpenHookLedger(const std::string& ledger_dir, bool quarantine) {
+  if (ledger_dir.empty()) return Ledger::OpenFromEnv();
+  return quarantine ? Ledger::OpenForHook(ledger_dir) : Ledger::Open(ledger_dir);
+}
+
+}  // namespace
+
+int RunPreReceive(const std::string& ledger_dir, std::istream& in, std::ostream& err) {
   std::vector<Update> updates;
   std::string line;
   while (std::getline(in, line)) {
@@ -116,7 +126,7 @@ int RunPreReceive(std::istream& in, std::ostream& err) {
     Update u;
     if (ls >> u.old_id >> u.new_id >> u.ref) updates.push_back(u);
   }
-  auto ledger = Ledger::OpenFromEnv();
+  auto ledger = OpenHookLedger(ledger_dir, /*quarantine=*/true);
   if (!ledger.ok()) {
     err << "gatos: ledger unavailable: " << ledger.status().message() << "\n";
     return 1;
@@ -171,7 +181,7 @@ int RunPreReceive(std::istream& in, std::ostream& err) {
   return 0;
 }
 
-int RunProcReceive(std::istream& in, std::ostream& out, std::ostream& err) {
+int RunProcReceive(const std::string& ledger_dir, std::istream& in, std::ostream& out, std::ostream& err) {
   std::string pkt;
   bool flush = false;
   // Version negotiation: git sends "version=1\0<capabilities>", then a flush.
@@ -189,8 +199,14 @@ int RunProcReceive(std::istream& in, std::ostream& out, std::ostream& err) {
     Update u;
     if (ls >> u.old_id >> u.new_id >> u.ref) updates.push_back(u);
   }
-  auto ledger = Ledger::OpenFromEnv();
+  // Objects are out of the quarantine by now: git moves them before it runs
+  // proc-receive.
+  auto ledger = OpenHookLedger(ledger_dir, /*quarantine=*/false);
   std::string dir = ledger.ok() ? LedgerDir(**ledger) : "";
+  if (ledger_dir.empty() && ledger.ok()) {
+    err << "gatos: hint: push to " << LedgerPushPath(dir)
+        << " instead: a push to the ledger itself reads every ref of the ledger, more with every job\n";
+  }
   // First the refs' own rules; then every request at once, so the ledger
   // records a push of many jobs in few log batches.
   std::vector<std::string> refused(updates.size());

@@ -26,8 +26,14 @@ struct InitOptions {
 Status InitLedger(const std::string& dir, const InitOptions& options);
 
 // (Re)writes hooks/pre-receive and hooks/proc-receive to exec gatosd, and
-// the receive-pack configuration they need.
+// the receive-pack configuration they need, then the front door.
 Status InstallHooks(const std::string& dir, const std::string& gatosd_path);
+
+// (Re)creates the ledger's push front door, LedgerPushPath(dir): a bare
+// repository with no refs whose objects directory is a link to the ledger's,
+// with the hooks and the receive-pack configuration (proc-receive takes the
+// submit, results and witnesses refs; no gc).
+Status InstallFrontDoor(const std::string& ledger_dir, const std::string& gatosd_path);
 
 }  // namespace gatos::gatosd
 

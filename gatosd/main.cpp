@@ -1,8 +1,11 @@
 // gatosd: the GATOS ledger daemon (main and wiring only).
 #include <unistd.h>
 
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -10,6 +13,7 @@
 #include "gatos/config_file.h"
 #include "gatos/encoding.h"
 #include "gatos/flags.h"
+#include "gatos/local_ledger.h"
 #include "dashboard.h"
 #include "hooks.h"
 #include "http.h"
@@ -23,7 +27,8 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  init DIR [--dev] [--lease-ms N]   create a bare ledger repository with its hooks,\n"
-    "                                    ledger key and first policy commit\n"
+    "                                    ledger key and first policy commit, and its push\n"
+    "                                    front door DIR/push (git push jobs there)\n"
     "  serve --ledger DIR [--nats URL] [--http HOST:PORT] [--republish-s N]\n"
     "                                    run the daemon: worker RPC, JetStream publication,\n"
     "                                    the dashboard, /metrics and /healthz on --http\n"
@@ -46,7 +51,8 @@ constexpr char kUsage[] =
     "        [--config FILE]             settings from a YAML file: every flag above by its\n"
     "                                    name (ledger: DIR, stream-replicas: 3, ...);\n"
     "                                    flags on the command line win\n"
-    "  hook pre-receive|proc-receive     run a git hook (installed by init; git calls it)\n"
+    "  hook pre-receive|proc-receive [--ledger DIR]\n"
+    "                                    run a git hook (installed by init; git calls it)\n"
     "\n"
     "--dev accepts unsigned job commits; every start says so.\n"
     "gatosd connects to NATS as the ledger key; workers and users connect as\n"
@@ -90,7 +96,9 @@ int Init(const std::vector<std::string>& args) {
   if (opts.settings.dev_mode) {
     std::cout << "WARNING: dev mode: this ledger accepts UNSIGNED job commits\n";
   }
-  std::cout << "ledger key: " << gatos::gatosd::LedgerKeyPath(dir) << ".pub\n"
+  std::cout << "push jobs to: " << gatos::LedgerPushPath(dir) << " (git push " << gatos::LedgerPushPath(dir)
+            << " HEAD:refs/gatos/submit/NAME)\n"
+            << "ledger key: " << gatos::gatosd::LedgerKeyPath(dir) << ".pub\n"
             << "next: gatos policy allow-submitter --ledger " << dir << " KEY.pub\n"
             << "      gatos policy allow-worker --ledger " << dir << " KEY.pub\n";
   return 0;
@@ -158,14 +166,40 @@ int ServeCommand(const std::vector<std::string>& args) {
                                 "(give --http-token-file FILE, or bind 127.0.0.1)");
     }
   }
+  // Ledgers made before the front door existed get one.
+  std::error_code ec;
+  if (std::filesystem::exists(gatos::gatosd::LedgerKeyPath(opts.ledger_dir), ec) &&
+      !std::filesystem::exists(gatos::LedgerPushPath(opts.ledger_dir) + "/config", ec)) {
+    gatos::Status door = gatos::gatosd::InstallFrontDoor(opts.ledger_dir, SelfPath());
+    if (door.ok()) {
+      std::cerr << "gatosd: created the push front door " << gatos::LedgerPushPath(opts.ledger_dir) << "\n";
+    } else {
+      std::cerr << "gatosd: warning: no push front door: " << door.message() << "\n";
+    }
+  }
   return gatos::gatosd::Serve(opts);
 }
 
 // The git hooks gatosd init installs; git runs them.
+// The front door's hooks add --ledger DIR (relative to the front door, where
+// git runs them).
 int Hook(const std::vector<std::string>& args) {
-  if (args.size() == 1 && args[0] == "pre-receive") return gatos::gatosd::RunPreReceive(std::cin, std::cerr);
-  if (args.size() == 1 && args[0] == "proc-receive") {
-    return gatos::gatosd::RunProcReceive(std::cin, std::cout, std::cerr);
+  gatos::Flags flags;
+  if (!flags.Parse(args, {{"ledger"}})) return Usage("hook", flags.error());
+  const auto& pos = flags.positional();
+  std::string ledger;
+  if (auto dir = flags.Get("ledger")) {
+    char* real = ::realpath(dir->c_str(), nullptr);
+    if (!real) {
+      std::cerr << "gatos: ledger unavailable: " << *dir << ": " << std::strerror(errno) << "\n";
+      return 1;
+    }
+    ledger = real;
+    std::free(real);
+  }
+  if (pos.size() == 1 && pos[0] == "pre-receive") return gatos::gatosd::RunPreReceive(ledger, std::cin, std::cerr);
+  if (pos.size() == 1 && pos[0] == "proc-receive") {
+    return gatos::gatosd::RunProcReceive(ledger, std::cin, std::cout, std::cerr);
   }
   return Usage("hook", "expects pre-receive or proc-receive (git runs it; see gatosd --help)");
 }

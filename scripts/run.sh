@@ -64,7 +64,7 @@ for f in examples/hello.yaml examples/fail.yaml examples/sleep.yaml; do
     cp "$OLDPWD/$f" job.yaml
     git add job.yaml
     git commit -q -S -m "example job $name" -m "Job-Id: $id"
-    git push "$ledger" "HEAD:refs/gatos/submit/$name" 2>&1 | sed -n 's/^remote: /  remote: /p'
+    git push "$ledger/push" "HEAD:refs/gatos/submit/$name" 2>&1 | sed -n 's/^remote: /  remote: /p'
   )
   ids+=("$id")
 done
@@ -80,7 +80,7 @@ before=$(pushable)
   printf 'command: ["/bin/true"]\ntimeout: P1Y\n' > job.yaml
   git add job.yaml
   git commit -q -S -m "bad job" -m "Job-Id: ${ids[0]}"
-  if git push "$ledger" HEAD:refs/gatos/submit/bad 2> "$work/bad.err"; then
+  if git push "$ledger/push" HEAD:refs/gatos/submit/bad 2> "$work/bad.err"; then
     echo "run.sh: a bad job was accepted" >&2
     exit 1
   fi

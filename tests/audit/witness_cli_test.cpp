@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "gatos/keys.h"
+#include "gatos/local_ledger.h"
 #include "gatos/log_audit.h"
 #include "gatos/refs.h"
 #include "gatos/witness.h"
@@ -78,7 +79,7 @@ class WitnessCliTest : public ::testing::Test {
       // The Job-Id trailer the ledger requires.
       ASSERT_EQ(Git({"commit", "-q", "-S", "--amend", "-m", "job " + std::to_string(i) + "\n\nJob-Id: " + id}).exit_code,
                 0);
-      RunResult p = Git({"push", "-q", ledger_, "HEAD:refs/gatos/submit/j" + std::to_string(i)});
+      RunResult p = Git({"push", "-q", LedgerPushPath(ledger_), "HEAD:refs/gatos/submit/j" + std::to_string(i)});
       ASSERT_EQ(p.exit_code, 0) << p.err;
     }
   }
@@ -125,7 +126,7 @@ TEST_F(WitnessCliTest, MirrorStateWitnessPushAndFetch) {
   std::string witness = wj["witness"];
   RunResult verify_commit = Cmd({"git", "cat-file", "-p", witness}, mirror_);
   EXPECT_TRUE(Has(verify_commit.out, "Witness-Log-Seq: " + std::to_string(seq + 2))) << verify_commit.out;
-  RunResult push = Cmd({"git", "push", ledger_, WitnessPushRef(hex)}, mirror_);
+  RunResult push = Cmd({"git", "push", LedgerPushPath(ledger_), WitnessPushRef(hex)}, mirror_);
   ASSERT_EQ(push.exit_code, 0) << push.err;
   EXPECT_TRUE(Has(push.err, "gatos: witness " + witness.substr(0, 12) + " recorded at " + WitnessRef(hex))) << push.err;
   // Recorded by the ledger, in its log, under its own ref; nothing at the push target.
@@ -152,12 +153,12 @@ TEST_F(WitnessCliTest, MirrorStateWitnessPushAndFetch) {
   WriteFile(path, bad.data);
   RunResult h = Cmd({"git", "hash-object", "-t", "commit", "-w", path}, mirror_);
   ASSERT_EQ(h.out, bad.id + "\n") << h.err;
-  RunResult refused = Cmd({"git", "push", ledger_, bad.id + ":" + WitnessPushRef(hex)}, mirror_);
+  RunResult refused = Cmd({"git", "push", LedgerPushPath(ledger_), bad.id + ":" + WitnessPushRef(hex)}, mirror_);
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_TRUE(Has(refused.err, "but this ledger's log has")) << refused.err;
   // Pushed under another key's name: refused by the pre-receive check.
   Ed25519PrivateKey other = *GenerateEd25519Key("other");
-  RunResult wrong = Cmd({"git", "push", ledger_, witness + ":" + WitnessPushRef(other.public_key().Hex())}, mirror_);
+  RunResult wrong = Cmd({"git", "push", LedgerPushPath(ledger_), witness + ":" + WitnessPushRef(other.public_key().Hex())}, mirror_);
   EXPECT_NE(wrong.exit_code, 0);
   EXPECT_TRUE(Has(wrong.err, "the witness is signed by ed25519:" + hex)) << wrong.err;
 

@@ -1,7 +1,8 @@
-// Jobs submitted with stock `git push` into a ledger made by `gatosd init`:
-// the hooks accept good jobs (recorded in the ledger's log; the push itself
-// creates no ref) and refuse bad pushes with a visible reason, leaving every
-// ref as it was. No gatosd runs here: the hook takes the writer lock itself.
+// Jobs submitted with stock `git push` into a ledger made by `gatosd init`,
+// through its front door (<ledger>/push): the hooks accept good jobs
+// (recorded in the ledger's log; the push itself creates no ref) and refuse
+// bad pushes with a visible reason, leaving every ref as it was. No gatosd
+// runs here: the hook takes the writer lock itself.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -65,7 +66,12 @@ class PushTest : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return Git({"rev-parse", "HEAD"}).out.substr(0, 40);
   }
-  RunResult Push(const std::string& refspec) { return Git({"push", ledger_, refspec}); }
+  RunResult Push(const std::string& refspec) { return Git({"push", LedgerPushPath(ledger_), refspec}); }
+  // Straight to the ledger, not through its front door.
+  RunResult PushToLedger(const std::string& refspec) { return Git({"push", ledger_, refspec}); }
+  std::string FrontDoorRefs() {
+    return Cmd({"git", "--git-dir", LedgerPushPath(ledger_), "for-each-ref", "--format=%(refname)"}).out;
+  }
   std::string LedgerRefs() {
     return Cmd({"git", "--git-dir", ledger_, "for-each-ref", "--format=%(refname) %(objectname)"}).out;
   }
@@ -104,7 +110,7 @@ TEST_F(PushTest, AcceptedPushIsRecordedInTheLogWhileGatosdIsDown) {
   EXPECT_EQ(batch.out.rfind("submit " + id.substr(7) + " refs/gatos/jobs/", 0), 0u) << batch.out;
 }
 
-TEST_F(PushTest, TheLedgersOwnRefsAreHiddenFromPushesAndRefused) {
+TEST_F(PushTest, TheLedgersOwnRefsAreRefusedThroughTheFrontDoorAndHiddenInTheLedger) {
   std::string hex = JobId(kJob).substr(7);
   std::string before = LedgerRefs();
   Commit(kJob);
@@ -112,16 +118,33 @@ TEST_F(PushTest, TheLedgersOwnRefsAreHiddenFromPushesAndRefused) {
                                  std::string("refs/gatos/log"), std::string("refs/gatos/policy")}) {
     RunResult r = Push("+HEAD:" + ref);
     EXPECT_NE(r.exit_code, 0) << ref;
+    EXPECT_NE(r.err.find("refs under refs/gatos/ are written by the ledger only"), std::string::npos)
+        << ref << ": " << r.err;
+    r = PushToLedger("+HEAD:" + ref);
+    EXPECT_NE(r.exit_code, 0) << ref;
     EXPECT_NE(r.err.find("deny updating a hidden ref"), std::string::npos) << ref << ": " << r.err;
   }
   EXPECT_EQ(LedgerRefs(), before);
+  EXPECT_EQ(FrontDoorRefs(), "");
+}
+
+// A push straight to the ledger still records the job (as a push through the
+// front door would), and says where pushes should go.
+TEST_F(PushTest, APushStraightToTheLedgerWorksAndPointsToTheFrontDoor) {
+  std::string id = JobId(kJob);
+  Commit(kJob);
+  RunResult r = PushToLedger("HEAD:refs/gatos/submit/direct");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("accepted job " + id), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("hint: push to " + LedgerPushPath(ledger_) + " instead"), std::string::npos) << r.err;
+  EXPECT_NE(LedgerRefs().find("refs/gatos/jobs/" + id.substr(7) + "/job "), std::string::npos);
 }
 
 // One push of many jobs while gatosd is down: the hook takes the writer
 // lock once and records them all in one log batch, and the pusher sees each
 // job's id.
 TEST_F(PushTest, APushOfManyJobsIsRecordedInOneLogBatch) {
-  std::vector<std::string> args = {"push", ledger_};
+  std::vector<std::string> args = {"push", LedgerPushPath(ledger_)};
   std::vector<std::string> ids;
   for (int i = 0; i < 20; ++i) {
     std::string yaml = "command: [\"/bin/echo\", \"many " + std::to_string(i) + "\"]\ntimeout: 5\n";
@@ -144,11 +167,15 @@ TEST_F(PushTest, APushOfManyJobsIsRecordedInOneLogBatch) {
   EXPECT_EQ(submits, 20) << batch.out;
   std::string refs = LedgerRefs();
   for (const auto& id : ids) EXPECT_NE(refs.find("refs/gatos/jobs/" + id.substr(7) + "/job "), std::string::npos) << id;
+  EXPECT_EQ(FrontDoorRefs(), "");
 }
 
 // A push costs the same at any ledger size: receive-pack advertises none of
-// the ledger's refs, counted on the wire with GIT_TRACE_PACKET.
-TEST_F(PushTest, RefAdvertisementHoldsNoJobRefsAfterAThousandJobs) {
+// the ledger's refs (counted on the wire with GIT_TRACE_PACKET), and reads
+// none either (git's own ref tracing, GIT_TRACE_REFS, lists every ref a git
+// process iterates): the front door holds no refs. A push straight to the
+// ledger advertises none but reads them all.
+TEST_F(PushTest, APushReadsAndAdvertisesNoJobRefsAfterAThousandJobs) {
   {
     auto key = LoadLedgerKey(ledger_);
     ASSERT_TRUE(key.ok()) << key.status().message();
@@ -175,11 +202,32 @@ TEST_F(PushTest, RefAdvertisementHoldsNoJobRefsAfterAThousandJobs) {
   }
   ASSERT_GE(LedgerRefs().size(), 1000u * 100);  // the job refs exist (fetch serves them)
   Commit(kJob);
-  std::string trace = dir_.Join("packet.trace");
+  std::string trace = dir_.Join("packet.trace"), refs_trace = dir_.Join("refs.trace");
   env_["GIT_TRACE_PACKET"] = trace;
+  env_["GIT_TRACE_REFS"] = refs_trace;
+  env_["GIT_TRACE"] = refs_trace + ".commands";  // which git read them, on failure
   RunResult r = Push("HEAD:refs/gatos/submit/one-more");
   env_.erase("GIT_TRACE_PACKET");
+  env_.erase("GIT_TRACE");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Every ref a git process of the push walked over ("iterator_advance:
+  // <ref>"), the pusher's own included.
+  auto job_refs_read = [](const std::string& path) {
+    std::ifstream in(path);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      n += line.find("iterator_advance: refs/gatos/jobs/") != std::string::npos;
+    }
+    return n;
+  };
+  EXPECT_EQ(job_refs_read(refs_trace), 0) << Cmd({"grep", "-h", "trace: \\(built-in\\|run_command\\)", refs_trace + ".commands"}).out;
+  Commit("command: [\"/bin/echo\", \"direct\"]\ntimeout: 5\n");
+  std::string direct_trace = dir_.Join("refs-direct.trace");
+  env_["GIT_TRACE_REFS"] = direct_trace;
+  RunResult direct = PushToLedger("HEAD:refs/gatos/submit/direct");
+  env_.erase("GIT_TRACE_REFS");
+  ASSERT_EQ(direct.exit_code, 0) << direct.err;
+  EXPECT_GE(job_refs_read(direct_trace), 1000);
   std::ifstream in(trace);
   std::string line;
   int advertised = 0, job_refs = 0;

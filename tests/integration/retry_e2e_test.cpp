@@ -289,7 +289,7 @@ TEST_F(RetryE2ETest, AlwaysFailingJobEndsDeadAfterMaxAttemptsAndRetryRunsItOnceM
   // Nobody but the ledger writes attempts: a pushed "attempt" is refused.
   RunOptions ro;
   ro.env = stack_->env();
-  RunResult push = testing::Run({"git", "-C", stack_->dir().Join("work"), "push", stack_->ledger(),
+  RunResult push = testing::Run({"git", "-C", stack_->dir().Join("work"), "push", stack_->push_url(),
                                  "HEAD:" + JobRef(id.substr(7), "attempts/4")},
                                 ro);
   EXPECT_NE(push.exit_code, 0);

@@ -300,7 +300,7 @@ TEST(ServeTest, ResultPushedWithStockGitGoesThroughTheSameChecks) {
     // Like any git client, the pusher has the history it builds on.
     testing::Run({"git", "--git-dir", local, "fetch", "-q", stack.ledger(),
                   "refs/gatos/jobs/" + hex + "/*:refs/ledger/*"}, ro);
-    return testing::Run({"git", "--git-dir", local, "push", stack.ledger(), *commit + ":refs/gatos/results/" + hex}, ro);
+    return testing::Run({"git", "--git-dir", local, "push", stack.push_url(), *commit + ":refs/gatos/results/" + hex}, ro);
   };
   // Not the lease holder: refused with the reason, nothing changes.
   std::string stale_commit;
@@ -329,7 +329,7 @@ TEST(ServeTest, RejectedPushesAreCountedByReason) {
   WriteFile(work + "/x", "x");
   testing::Run({"git", "add", "x"}, ro);
   testing::Run({"git", "commit", "-q", "-m", "x"}, ro);
-  RunResult r = testing::Run({"git", "push", stack.ledger(), "HEAD:refs/heads/main"}, ro);
+  RunResult r = testing::Run({"git", "push", stack.push_url(), "HEAD:refs/heads/main"}, ro);
   EXPECT_NE(r.exit_code, 0);
   std::string metrics;
   for (int i = 0; i < 50; ++i) {

@@ -156,7 +156,7 @@ std::vector<std::string> Stack::PushJobs(const std::vector<std::string>& yamls, 
   ro.env = env_;
   ro.cwd = work_;
   std::vector<std::string> ids;
-  std::vector<std::string> refspecs = {"git", "push", "-q", ledger_};
+  std::vector<std::string> refspecs = {"git", "push", "-q", push_url()};
   for (const auto& yaml : yamls) {
     WriteFile(work_ + "/job.yaml", yaml);
     std::string id = Gatos({"job", "id", work_ + "/job.yaml"}).out;

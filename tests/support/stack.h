@@ -60,6 +60,8 @@ class Stack {
   std::string HttpGet(const std::string& path);
 
   const std::string& ledger() const { return ledger_; }
+  // Where stock git pushes go: the ledger's front door (<ledger>/push).
+  std::string push_url() const { return ledger_ + "/push"; }
   std::string nats_url() const { return nats_.url(); }
   int http_port() const { return http_port_; }
   const std::string& submitter_key() const { return submitter_key_; }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -63,6 +64,19 @@ Result<std::unique_ptr<Ledger>> Ledger::OpenFromEnv() {
   }
   const char* p = git_repository_path(repo);
   return std::unique_ptr<Ledger>(new Ledger(repo, p ? p : "."));
+}
+
+Result<std::unique_ptr<Ledger>> Ledger::OpenForHook(const std::string& path) {
+  GATOS_ASSIGN_OR_RETURN(auto ledger, Open(path));
+  const char* quarantine = std::getenv("GIT_QUARANTINE_PATH");
+  if (quarantine && *quarantine) {
+    git_odb* odb = nullptr;
+    if (git_repository_odb(&odb, Repo(ledger->repo_)) != 0) return GitError("open object database of " + path);
+    int rc = git_odb_add_disk_alternate(odb, quarantine);
+    git_odb_free(odb);
+    if (rc != 0) return GitError("read the push quarantine " + std::string(quarantine));
+  }
+  return ledger;
 }
 
 Ledger::~Ledger() { git_repository_free(Repo(repo_)); }

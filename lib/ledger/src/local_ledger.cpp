@@ -86,6 +86,7 @@ int Connect(const std::string& path, int timeout_ms) {
 }  // namespace
 
 std::string LedgerSocketPath(const std::string& ledger_dir) { return LedgerStateDir(ledger_dir) + "/gatosd.sock"; }
+std::string LedgerPushPath(const std::string& ledger_dir) { return Trim(ledger_dir) + "/" + kPushDirName; }
 
 Status WriteRequestFrame(int fd, const std::string& subject, const std::string& data) {
   GATOS_RETURN_IF_ERROR(WriteU32(fd, subject.size()));

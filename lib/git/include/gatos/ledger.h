@@ -64,6 +64,11 @@ class Ledger {
   // GIT_ALTERNATE_OBJECT_DIRECTORIES so that objects still in the push
   // quarantine are visible.
   static Result<std::unique_ptr<Ledger>> OpenFromEnv();
+  // For the hooks of the ledger's push front door (<ledger>/push, whose
+  // objects directory is the ledger's own): opens the ledger at `path` and,
+  // when git runs the hook with a push quarantine (GIT_QUARANTINE_PATH), reads
+  // the objects still in it too. Refs are the ledger's.
+  static Result<std::unique_ptr<Ledger>> OpenForHook(const std::string& path);
   ~Ledger();
   Ledger(const Ledger&) = delete;
   Ledger& operator=(const Ledger&) = delete;

@@ -26,6 +26,13 @@ inline constexpr size_t kMaxSocketFrame = 64 << 20;
 
 std::string LedgerSocketPath(const std::string& ledger_dir);
 
+// The ledger's push front door, <ledger>/push: the repository that stock
+// `git push` targets (submissions, results, witnesses). It holds no refs and
+// shares the ledger's objects directory, so receive-pack reads nothing of
+// the ledger's million refs; its hooks hand every push to the one writer.
+inline constexpr char kPushDirName[] = "push";
+std::string LedgerPushPath(const std::string& ledger_dir);
+
 // Blocking frame I/O on a connected stream socket. Unavailable when the peer
 // closed; InvalidArgument for a frame over kMaxSocketFrame.
 Status WriteRequestFrame(int fd, const std::string& subject, const std::string& data);
