@@ -21,6 +21,7 @@
 #include "gatos/job_stream.h"
 #include "gatos/keys.h"
 #include "gatos/ledger.h"
+#include "gatos/local_ledger.h"
 #include "gatos/nats_cluster.h"
 #include "gatos/process.h"
 #include "gatos/public_key.h"
@@ -91,6 +92,26 @@ class Report {
  private:
   std::vector<Check> checks_;
 };
+
+// The ledger's push front door (gatosd init and serve make it): present,
+// sharing the ledger's objects, with executable hooks.
+void CheckFrontDoor(Report* report, const std::string& ledger_dir) {
+  const std::string door = LedgerPushPath(ledger_dir);
+  const std::string fix = "gatosd serve --ledger " + ledger_dir + " recreates it";
+  struct stat objects_door {}, objects_ledger {};
+  if (access((door + "/config").c_str(), F_OK) != 0) {
+    report->Add("push", Outcome::kWarn, door + " is missing: pushes to the ledger itself read all of its refs", fix);
+  } else if (stat((door + "/objects").c_str(), &objects_door) != 0 ||
+             stat((ledger_dir + "/objects").c_str(), &objects_ledger) != 0 ||
+             objects_door.st_ino != objects_ledger.st_ino || objects_door.st_dev != objects_ledger.st_dev) {
+    report->Add("push", Outcome::kFail, door + "/objects is not the ledger's objects directory", fix);
+  } else if (access((door + "/hooks/pre-receive").c_str(), X_OK) != 0 ||
+             access((door + "/hooks/proc-receive").c_str(), X_OK) != 0) {
+    report->Add("push", Outcome::kFail, door + " has no executable pre-receive and proc-receive hooks", fix);
+  } else {
+    report->Add("push", Outcome::kOk, "front door " + door + " (git push here)");
+  }
+}
 
 // "git version 2.39.5" -> {2, 39}.
 std::pair<int, int> GitVersion(const std::string& text) {
@@ -236,6 +257,7 @@ int RunDoctor(const Args& args) {
                        "restore the ledger key, or rotate it with gatos policy rotate-ledger-key");
           }
           if (!key && lk) key = std::move(*lk);
+          CheckFrontDoor(&report, *dir);
         }
       }
     }
