@@ -52,7 +52,7 @@ Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::str
   if (NatsKey()) SetBusIdentity(&bo, *NatsKey());
   auto connected = Bus::Connect(bo);
   if (!connected.ok()) {
-    const std::string& m = connected.status().message();
+    const std::string m = connected.status().message();
     if (m.find("uthorization") != std::string::npos || m.find("uthentication") != std::string::npos) {
       return PermissionDeniedError(
           "NATS at " + nats_url + " refused this client: " + m +

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <istream>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -105,10 +106,6 @@ void Flush(std::ostream& out) {
   out << "0000";
   out.flush();
 }
-
-}  // namespace
-
-namespace {
 
 // The front door's hooks name the ledger; the ledger's own run in it.
 Result<std::unique_ptr<Ledger>> OpenHookLedger(const std::string& ledger_dir, bool quarantine) {

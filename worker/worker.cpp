@@ -225,7 +225,7 @@ class Worker {
     bo.on_async_error = [this](const std::string& what) { Log("NATS: " + what); };
     auto bus = Bus::Connect(bo);
     if (!bus.ok()) {
-      const std::string& m = bus.status().message();
+      const std::string m = bus.status().message();
       if (m.find("uthorization") != std::string::npos) {
         return Fail("NATS refused this worker's key (" + m + "): is it in the ledger's policy (gatos policy " +
                     "allow-worker), and has nats-server reloaded its authorization?");

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <type_traits>
+#include <utility>
+
 namespace gatos {
 namespace {
 
@@ -38,6 +42,20 @@ TEST(StatusTest, MacrosPropagateTheFirstError) {
   EXPECT_EQ(r.status().message(), "odd: 3");
   EXPECT_TRUE(CheckEven(4).ok());
   EXPECT_EQ(CheckEven(5).message(), "odd: 5");
+}
+
+// Result::status() returns a Status by value; a reference to its message
+// must not dangle once the temporary is gone (it did in three callers: the
+// worker printed the first bytes of a connect error as heap garbage).
+TEST(StatusTest, AMessageTakenFromATemporaryStatusOutlivesIt) {
+  static_assert(std::is_same_v<decltype(std::declval<Status>().message()), std::string>,
+                "message() of a temporary must return a value");
+  static_assert(std::is_same_v<decltype(std::declval<const Status&>().message()), const std::string&>);
+  Result<int> r = InvalidArgumentError(std::string(200, 'x') + " connect to NATS failed");
+  const std::string& m = r.status().message();
+  std::string other(200, 'y');  // reuses the freed heap block, if there were one
+  EXPECT_EQ(m, std::string(200, 'x') + " connect to NATS failed");
+  EXPECT_EQ(other, std::string(200, 'y'));
 }
 
 }  // namespace

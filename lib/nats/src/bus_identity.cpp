@@ -33,7 +33,7 @@ Result<bool> NatsAcceptsAnonymous(const std::string& url, const std::string& tls
   bo.tls_ca_file = tls_ca_file;
   auto bus = Bus::Connect(bo);
   if (bus.ok()) return true;
-  const std::string& m = bus.status().message();
+  const std::string m = bus.status().message();
   if (m.find("uthorization") != std::string::npos || m.find("NOT_PERMITTED") != std::string::npos ||
       m.find("permission") != std::string::npos) {
     return false;

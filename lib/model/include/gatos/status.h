@@ -40,7 +40,11 @@ class [[nodiscard]] Status {
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
-  const std::string& message() const { return message_; }
+  const std::string& message() const& { return message_; }
+  // On a temporary (r.status().message(): Result::status() returns by
+  // value) the message is moved out, so `const std::string& m =
+  // r.status().message();` holds a string that lives as long as m does.
+  std::string message() && { return std::move(message_); }
   // "INVALID_ARGUMENT: message", or "OK".
   std::string ToString() const;
 
