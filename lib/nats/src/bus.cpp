@@ -249,7 +249,10 @@ struct Bus::Impl {
       *err = strdup("no signature for the server's nonce");
       return NATS_ERR;
     }
-    if (s[0] == '\0' && LibraryDropsZeroLedSignatures()) {
+    // Without a nonce (a server that asks for no authentication) nothing
+    // checks the signature, and signing "" gives the same one every time.
+    const bool server_checks = nonce != nullptr && *nonce != '\0';
+    if (server_checks && s[0] == '\0' && LibraryDropsZeroLedSignatures()) {
       // The CONNECT would go out without "sig" and the server would refuse
       // it as an authorization violation (and a second one in a row makes
       // nats.c give up reconnecting). Fail this attempt instead: the next
