@@ -346,6 +346,21 @@ TEST(InputCredentialsTest, ParsesAndMatchesTheLongestPrefixOnAPathBoundary) {
   EXPECT_EQ(c->Match("git@git.example.com:team/app.git")->ssh_key, "/etc/gatos/id_ed25519");
   EXPECT_EQ(c->Match("ssh://git@git.example.com/x")->known_hosts, "/etc/gatos/known_hosts");
   EXPECT_EQ(c->Match("/srv/git.example.com/team/app"), nullptr);
+  // "/.git" is the host's root: the prefix reduces as the URL key does, once
+  // and for all (found by input_credentials_fuzz: a second reduction differed).
+  auto root = ParseInputCredentials("credentials:\n  - prefix: https://Git.Example.coM/.git/\n"
+                                    "    token_file: /etc/gatos/root\n",
+                                    "root.yaml");
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(root->entries()[0].prefix, "https://git.example.com");
+  std::string problem;
+  EXPECT_EQ(ReduceCredentialPrefix(root->entries()[0].prefix, &problem), "https://git.example.com");
+  EXPECT_EQ(root->Match("https://git.example.com/any/repo")->token_file, "/etc/gatos/root");
+  auto twice = ParseInputCredentials("credentials:\n  - prefix: https://h/.git\n    token_file: /t\n"
+                                     "  - prefix: https://h\n    token_file: /u\n",
+                                     "twice.yaml");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_HAS(twice.status().message(), "\"https://h\" is already configured on line 2");
   auto empty = ParseInputCredentials("", "empty.yaml");
   ASSERT_TRUE(empty.ok()) << empty.status().ToString();
   EXPECT_TRUE(empty->entries().empty());

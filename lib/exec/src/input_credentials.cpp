@@ -320,8 +320,11 @@ std::string ReduceCredentialPrefix(std::string_view prefix, std::string* problem
     *problem = "must not contain a query, fragment or whitespace";
     return "";
   }
+  // As GitUrlKey's path: trailing '/' and a ".git" suffix go, then any '/'
+  // the suffix left ("/.git" is the host's root), so reducing is idempotent.
   while (!path.empty() && path.back() == '/') path.pop_back();
   if (path.size() > 4 && path.ends_with(".git")) path.resize(path.size() - 4);
+  while (!path.empty() && path.back() == '/') path.pop_back();
   return scheme + "://" + Lower(authority) + path;
 }
 
