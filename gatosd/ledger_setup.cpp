@@ -18,25 +18,24 @@ namespace {
 
 constexpr const char* kPushedPrefixes[] = {"refs/gatos/submit", "refs/gatos/results", "refs/gatos/witnesses"};
 
-// `hook_args` follow "gatosd hook <name>" (e.g. the front door's --ledger).
-Status WriteHooks(const std::string& git_dir, const std::string& gatosd_path, const std::string& hook_args) {
-  for (const char* hook : {"pre-receive", "proc-receive"}) {
-    std::string path = git_dir + "/hooks/" + hook;
-    std::ofstream f(path, std::ios::trunc);
-    f << "#!/bin/sh\n"
-         "# Installed by gatosd: every push is checked and recorded by the GATOS ledger.\n"
-         "exec '" << gatosd_path << "' hook " << hook << hook_args << "\n";
-    f.close();
-    if (!f || chmod(path.c_str(), 0755) != 0) return InternalError("cannot write hook " + path);
-  }
-  return OkStatus();
-}
-
 Status WriteTextFile(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::trunc);
   f << text;
   f.close();
   if (!f) return InternalError("cannot write " + path);
+  return OkStatus();
+}
+
+// `hook_args` follow "gatosd hook <name>" (e.g. the front door's --ledger).
+Status WriteHooks(const std::string& git_dir, const std::string& gatosd_path, const std::string& hook_args) {
+  for (const char* hook : {"pre-receive", "proc-receive"}) {
+    std::string path = git_dir + "/hooks/" + hook;
+    GATOS_RETURN_IF_ERROR(WriteTextFile(path, "#!/bin/sh\n"
+                                              "# Installed by gatosd: every push is checked and recorded by the "
+                                              "GATOS ledger.\n"
+                                              "exec '" + gatosd_path + "' hook " + hook + hook_args + "\n"));
+    if (chmod(path.c_str(), 0755) != 0) return InternalError("cannot make hook " + path + " executable");
+  }
   return OkStatus();
 }
 
