@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "gatos/encoding.h"
 #include "gatos/sshsig.h"
@@ -68,23 +69,78 @@ std::string RawOid(std::string_view hex) {
 
 std::string HexOid(std::string_view raw20) { return HexEncode(raw20); }
 
-Result<std::string> EncodeTree(std::vector<TreeEntry> entries) {
+namespace {
+
+// git's tree order: by name, a tree's name compared as if it ended in '/'.
+// Names hold no '/', so one character past the common prefix decides.
+bool TreeOrderLess(const TreeEntry& a, const TreeEntry& b) {
+  const size_t n = std::min(a.name.size(), b.name.size());
+  if (int c = std::memcmp(a.name.data(), b.name.data(), n); c != 0) return c < 0;
+  auto next = [n](const TreeEntry& e) -> int {
+    if (n < e.name.size()) return static_cast<unsigned char>(e.name[n]);
+    return e.is_tree() ? '/' : -1;
+  };
+  return next(a) < next(b);
+}
+
+int LowerHexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// Appends the 20 raw bytes of a 40-digit lowercase hex id; false if it is not one.
+bool AppendRawOid(std::string_view hex, std::string* out) {
+  if (hex.size() != 40) return false;
+  for (size_t i = 0; i < 40; i += 2) {
+    const int hi = LowerHexDigit(hex[i]), lo = LowerHexDigit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>((hi << 4) | lo));
+  }
+  return true;
+}
+
+void AppendMode(uint32_t mode, std::string* out) {
+  switch (mode) {
+    case 0100644: out->append("100644 "); return;
+    case 040000: out->append("40000 "); return;
+    case 0100755: out->append("100755 "); return;
+    case 0120000: out->append("120000 "); return;
+    case 0160000: out->append("160000 "); return;
+    default: {
+      char buf[16];
+      std::snprintf(buf, sizeof buf, "%o ", mode);
+      out->append(buf);
+    }
+  }
+}
+
+}  // namespace
+
+Result<std::string> EncodeTree(const std::vector<TreeEntry>& entries) {
+  size_t bytes = 0;
   for (const auto& e : entries) {
     if (e.name.empty() || e.name.find_first_of(std::string_view("/\0", 2)) != std::string::npos) {
       return InvalidArgumentError("tree entry name \"" + e.name.substr(0, 80) + "\" is empty or holds '/' or NUL");
     }
-    if (!IsLowerHex(e.id, 40)) return InvalidArgumentError("tree entry " + e.name.substr(0, 80) + ": bad id");
+    bytes += e.name.size() + 28;
   }
-  auto key = [](const TreeEntry& e) { return e.is_tree() ? e.name + "/" : e.name; };
-  std::sort(entries.begin(), entries.end(), [&](const TreeEntry& a, const TreeEntry& b) { return key(a) < key(b); });
+  // Callers that keep their entries in tree order (the state index) skip the sort.
+  std::vector<const TreeEntry*> order;
+  order.reserve(entries.size());
+  for (const auto& e : entries) order.push_back(&e);
+  if (!std::is_sorted(entries.begin(), entries.end(), TreeOrderLess)) {
+    std::sort(order.begin(), order.end(), [](const TreeEntry* a, const TreeEntry* b) { return TreeOrderLess(*a, *b); });
+  }
   std::string data;
-  for (const auto& e : entries) {
-    char mode[16];
-    std::snprintf(mode, sizeof mode, "%o ", e.mode);
-    data += mode;
-    data += e.name;
+  data.reserve(bytes);
+  for (const TreeEntry* e : order) {
+    AppendMode(e->mode, &data);
+    data += e->name;
     data.push_back('\0');
-    data += RawOid(e.id);
+    if (!AppendRawOid(e->id, &data)) {
+      return InvalidArgumentError("tree entry " + e->name.substr(0, 80) + ": bad id");
+    }
   }
   return data;
 }

@@ -221,25 +221,35 @@ Result<std::string> StateIndex::Build(const std::vector<Change>& changes, const 
                                       const IndexStats& stats, std::vector<GitObject>* objects) {
   pending_.clear();
   std::unordered_map<std::string, Dir> work;
-  std::set<std::string> dirty;
+  // Directories to rewrite, by depth ("" is 0, "jobs/a" is 2): a parent is
+  // always one level up, so rewriting the deepest level first lets each
+  // parent see its children's new ids.
+  constexpr int kMaxDepth = 6;  // jobs/a/b/c/d holds the records
+  std::array<std::set<std::string>, kMaxDepth + 1> dirty;
   auto dir_for = [&](const std::string& path) -> Result<Dir*> {
     auto it = work.find(path);
     if (it != work.end()) return &it->second;
     GATOS_ASSIGN_OR_RETURN(const Dir* base, Load(path));
     return &work.emplace(path, *base).first->second;
   };
-  auto set_entry = [&](const std::string& path, TreeEntry e) -> Status {
-    GATOS_ASSIGN_OR_RETURN(Dir* d, dir_for(ParentOf(path)));
-    e.name = BaseOf(path);
-    Put(d->entries, std::move(e));
-    dirty.insert(ParentOf(path));
+  auto touch = [&](const std::string& dir) -> Status {
+    const int depth = Depth(dir);
+    if (depth > kMaxDepth) return InternalError("state index: path too deep: " + dir);
+    dirty[static_cast<size_t>(depth)].insert(dir);
     return OkStatus();
   };
+  auto set_entry = [&](const std::string& path, TreeEntry e) -> Status {
+    const std::string parent = ParentOf(path);
+    GATOS_ASSIGN_OR_RETURN(Dir* d, dir_for(parent));
+    e.name = BaseOf(path);
+    Put(d->entries, std::move(e));
+    return touch(parent);
+  };
   auto erase_entry = [&](const std::string& path) -> Status {
-    GATOS_ASSIGN_OR_RETURN(Dir* d, dir_for(ParentOf(path)));
+    const std::string parent = ParentOf(path);
+    GATOS_ASSIGN_OR_RETURN(Dir* d, dir_for(parent));
     Erase(d->entries, BaseOf(path));
-    dirty.insert(ParentOf(path));
-    return OkStatus();
+    return touch(parent);
   };
   for (const Change& c : changes) {
     objects->push_back(MakeObject(ObjectType::kBlob, EncodeJobRecord(*c.record)));
@@ -256,34 +266,18 @@ Result<std::string> StateIndex::Build(const std::vector<Change>& changes, const 
   objects->push_back(MakeObject(ObjectType::kBlob, EncodeIndexStats(stats)));
   GATOS_RETURN_IF_ERROR(set_entry("stats", TreeEntry{"", objects->back().id, 0100644}));
 
-  // Deepest directories first, so each parent sees its children's new ids.
-  std::vector<std::string> order(dirty.begin(), dirty.end());
-  std::sort(order.begin(), order.end(), [](const std::string& a, const std::string& b) {
-    int da = Depth(a), db = Depth(b);
-    return da != db ? da > db : a < b;
-  });
-  // Parents become dirty as their children change; process level by level.
-  for (size_t i = 0; i < order.size(); ++i) {
-    const std::string path = order[i];
-    Dir& d = work[path];
-    if (d.entries.empty() && !path.empty()) {
-      d.id.clear();
-      GATOS_RETURN_IF_ERROR(erase_entry(path));
-    } else {
+  for (int depth = kMaxDepth; depth >= 0; --depth) {
+    for (const std::string& path : dirty[static_cast<size_t>(depth)]) {
+      Dir& d = work[path];
+      if (d.entries.empty() && !path.empty()) {
+        d.id.clear();
+        GATOS_RETURN_IF_ERROR(erase_entry(path));
+        continue;
+      }
       GATOS_ASSIGN_OR_RETURN(std::string data, EncodeTree(d.entries));
       objects->push_back(MakeObject(ObjectType::kTree, std::move(data)));
       d.id = objects->back().id;
       if (!path.empty()) GATOS_RETURN_IF_ERROR(set_entry(path, TreeEntry{"", d.id, 040000}));
-    }
-    if (!path.empty()) {
-      std::string parent = ParentOf(path);
-      if (std::find(order.begin() + static_cast<long>(i) + 1, order.end(), parent) == order.end()) {
-        // Insert the parent so that it comes after every dir of greater depth.
-        auto pos = std::find_if(order.begin() + static_cast<long>(i) + 1, order.end(),
-                                [&](const std::string& o) { return Depth(o) < Depth(parent) ||
-                                                                   (Depth(o) == Depth(parent) && o > parent); });
-        order.insert(pos, parent);
-      }
     }
   }
   pending_ = std::move(work);

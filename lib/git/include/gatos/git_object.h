@@ -47,7 +47,7 @@ struct TreeEntry {
 // Tree bytes for `entries` in git's order (by name, a tree's name compared as
 // if it ended in '/'). Names must be non-empty and hold no '/' or NUL; ids
 // valid hex (checked: InvalidArgument).
-Result<std::string> EncodeTree(std::vector<TreeEntry> entries);
+Result<std::string> EncodeTree(const std::vector<TreeEntry>& entries);
 // Entries of raw tree bytes, in stored order. InvalidArgument when malformed.
 Result<std::vector<TreeEntry>> ParseTree(std::string_view data, std::string_view id);
 
