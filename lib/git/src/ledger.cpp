@@ -158,11 +158,12 @@ const GitObject* Ledger::Recent(const std::string& id) const {
   return it == recent_.end() ? nullptr : &it->second;
 }
 
-void Ledger::Remember(const GitObject& o) {
+void Ledger::Remember(GitObject&& o) {
   if (o.data.size() > (1 << 20) || recent_.count(o.id)) return;
-  recent_.emplace(o.id, o);
-  recent_order_.push_back(o.id);
   recent_bytes_ += o.data.size() + 100;
+  recent_order_.push_back(o.id);
+  std::string id = o.id;
+  recent_.emplace(std::move(id), std::move(o));
   while (recent_bytes_ > kRecentBytes && !recent_order_.empty()) {
     auto it = recent_.find(recent_order_.front());
     recent_bytes_ -= it->second.data.size() + 100;
@@ -498,7 +499,7 @@ Status Ledger::AddConfigValue(const std::string& name, const std::string& value)
   return OkStatus();
 }
 
-Status Ledger::WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync) {
+Status Ledger::WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync, bool remember) {
   if (objects.empty()) return OkStatus();
   PackWriteOptions o;
   o.fsync = fsync;
@@ -507,7 +508,9 @@ Status Ledger::WriteObjectsPacked(const std::vector<const GitObject*>& objects, 
   // No refresh here: libgit2 rescans objects/pack/ when a lookup misses,
   // and what the writer reads back soon is served from `recent_`.
   GATOS_RETURN_IF_ERROR(WritePack(dir, objects, o).status());
-  for (const GitObject* obj : objects) Remember(*obj);
+  if (remember) {
+    for (const GitObject* obj : objects) Remember(GitObject(*obj));
+  }
   return OkStatus();
 }
 

@@ -63,9 +63,11 @@ class TempFile {
     if (!path_.empty()) ::unlink(path_.c_str());
   }
   Status Open(const std::string& dir, const std::string& prefix) {
-    std::random_device rd;
+    // Names need only be unlikely to collide (O_EXCL decides); one seeded
+    // engine per thread, not a random_device per file.
+    thread_local std::mt19937_64 rng{std::random_device{}()};
     for (int i = 0; i < 16; ++i) {
-      std::string p = dir + "/" + prefix + std::to_string(rd()) + std::to_string(rd());
+      std::string p = dir + "/" + prefix + std::to_string(rng());
       fd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
       if (fd_ >= 0) {
         path_ = p;

@@ -91,8 +91,16 @@ struct LedgerWriter::Batch {
   std::map<std::string, std::string> notes;  // other refs moved in this batch
   std::vector<size_t> changing;  // indexes of ops whose result depends on the commit
   size_t current = 0;
-  std::mt19937_64 rng{std::random_device{}()};
 };
+
+namespace {
+// Retry backoff jitter. Seeded once per thread: a random_device per batch
+// cost more than the rest of a small batch's bookkeeping.
+std::mt19937_64& BatchRng() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng;
+}
+}  // namespace
 
 LedgerWriter::LedgerWriter(std::unique_ptr<Ledger> ledger, Ed25519PrivateKey key, WriterOptions options,
                            int lock_fd)
@@ -541,7 +549,7 @@ void LedgerWriter::DoResult(Batch& b, ResultOp& op, OpResult* r) {
   if (retry) {
     n.attempts.push_back({rec->attempt, p.commit_id, p.status, p.epoch, b.now});
     n.attempt = rec->attempt + 1;
-    n.not_before_ms = b.now + DrawRetryBackoffMs(ps, n.attempt, b.rng());
+    n.not_before_ms = b.now + DrawRetryBackoffMs(ps, n.attempt, BatchRng()());
     kind = LogKind::kAttempt;
     r->retried = true;
   } else {
@@ -827,14 +835,24 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   for (const auto& o : b.objects) all.push_back(&o);
   for (const auto& o : index_objects) all.push_back(&o);
   all.push_back(&*log);
-  Status s = ledger_->WriteObjectsPacked(all, options_.fsync);
+  // The index's trees stay out of the handle's recent objects: the index
+  // keeps the directories it wrote, parsed. What a later request reads back
+  // (jobs, leases, results, records, the log commit) is kept, moved.
+  Status s = ledger_->WriteObjectsPacked(all, options_.fsync, /*remember=*/false);
   if (!s.ok()) {
     index_.DropPending();
     return s;
   }
+  const size_t written = all.size();
+  const std::string log_id = log->id;
+  for (auto& o : b.objects) ledger_->Remember(std::move(o));
+  for (auto& o : index_objects) {
+    if (o.type != ObjectType::kTree) ledger_->Remember(std::move(o));
+  }
+  ledger_->Remember(std::move(*log));
   timer.Mark("pack");
   Crash(options_, "after-pack");
-  s = ledger_->CasRef(kLogRef, head_, log->id, options_.fsync);
+  s = ledger_->CasRef(kLogRef, head_, log_id, options_.fsync);
   if (!s.ok()) {
     index_.DropPending();
     if (s.code() == StatusCode::kAborted) {
@@ -857,7 +875,7 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
                              static_cast<long long>(info.seq), vs.message().c_str());
   timer.Mark("views");
   Crash(options_, "after-views");
-  head_ = log->id;
+  head_ = log_id;
   seq_ = info.seq;
   index_.Commit(*root);
   stats_ = st;
@@ -874,10 +892,11 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   }
   if (b.new_key) key_ = *b.new_key;
   if (stats) {
-    stats->objects = all.size();
+    stats->objects = written;
     stats->seq = seq_;
     stats->log_commit = head_;
     stats->entries = b.entries;
+    stats->records = std::move(b.touched);
   }
   return OkStatus();
 }

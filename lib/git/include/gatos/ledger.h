@@ -110,8 +110,14 @@ class Ledger {
   // ---- the ledger's batch write path (gatos_ledger's writer) ----
 
   // Writes the objects as one pack (pack_writer.h) and makes them visible to
-  // this handle's object database.
-  Status WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync);
+  // this handle's object database. With `remember`, they are also kept for
+  // reads soon after (see Remember).
+  Status WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync, bool remember = true);
+  // Keeps an object this handle wrote (up to 64 MiB of them, oldest out
+  // first), so that reading it back soon needs no rescan of the pack
+  // directory by libgit2. For objects written with remember = false that
+  // the caller expects to read back.
+  void Remember(GitObject&& o);
   // Moves one ref with a compare-and-swap under git's lock protocol
   // (<ref>.lock, O_EXCL), durably when `fsync` (the lock file is fdatasync'ed
   // before the rename and the directory after it). Aborted when the ref is
@@ -141,7 +147,6 @@ class Ledger {
   // Objects this handle wrote lately (WriteObjectsPacked), served without
   // asking libgit2, which would have to rescan the pack directory first.
   const GitObject* Recent(const std::string& id) const;
-  void Remember(const GitObject& o);
 
   void* repo_;
   std::string path_;
