@@ -403,6 +403,29 @@ TEST(LedgerWriterTest, KeyRotationIsSignedByTheOldKeyAndTheNewKeySignsFromThen) 
 // prepared batches that waited into one log batch (AppendPrepared). The
 // replies must be exactly those of handling all requests at once, batch
 // requests and refused ones included, in one log commit.
+TEST(LedgerWriterTest, TheServiceSweepPrunesFinishedJobsOnceTheirRetentionEnds) {
+  Fixture f(false, 10'000, [](Policy* p) { p->settings.retention_ms = 60'000; });
+  JobService service(&f.W(), ServiceOptions{});
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 3; ++i) {
+    jobs.push_back(f.Submit(Yaml(i)).hex);
+    ASSERT_TRUE(f.User(jobs.back(), f.submitter, false).outcome.ok());
+  }
+  const std::string live = f.Submit(Yaml(3)).hex;  // pending: never pruned
+  service.Sweep();
+  EXPECT_EQ(f.W().stats().pruned, 0) << "inside the retention";
+  f.now += 60'000;
+  service.Sweep();
+  EXPECT_EQ(f.W().stats().pruned, 3);
+  auto l = f.Open();
+  for (const auto& j : jobs) {
+    EXPECT_TRUE(l->ListRefs(JobRef(j, ""))->empty()) << j;
+    EXPECT_EQ(RecordState(f.Record(j), f.now), JobState::kAborted);
+  }
+  EXPECT_FALSE(l->ListRefs(JobRef(live, ""))->empty());
+  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+}
+
 TEST(LedgerWriterTest, PreparedBatchesMergedAnswerAsOneBatch) {
   Fixture f;
   JobService service(&f.W(), ServiceOptions{});

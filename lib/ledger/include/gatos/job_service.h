@@ -54,7 +54,9 @@ class ServiceObserver {
   virtual void OnPolicyChanged() {}
   // A log batch was committed (after the writer made it durable): its
   // sequence, commit and entries, in log order. For live views (dashboard).
-  virtual void OnCommitted(int64_t seq, const std::string& log_commit, const std::vector<LogEntry>& entries) {}
+  // `records`: the committed record of every job the batch changed.
+  virtual void OnCommitted(int64_t seq, const std::string& log_commit, const std::vector<LogEntry>& entries,
+                           const std::map<std::string, JobRecord>& records) {}
   virtual void Log(const std::string& line) {}
 };
 
@@ -192,6 +194,7 @@ class JobService {
   std::map<std::string, Tracked> tracked_;
   std::multimap<int64_t, std::string> due_;  // when to look at a job again
   std::string prune_cursor_;
+  int64_t next_prune_step_ms_ = 0;  // the pruning crawl's next step (ledger clock)
   mutable std::mutex policy_mu_;
   std::shared_ptr<const PolicySnapshot> policy_;
   int64_t last_views_sync_ms_ = 0;
