@@ -181,7 +181,9 @@ void LiveState::Evict() {
 }
 
 std::map<std::string, uint64_t> LiveState::Committed(LedgerWriter& w, int64_t seq, const std::string& log_commit,
-                                                     const std::vector<LogEntry>& entries, int64_t now_ms) {
+                                                     const std::vector<LogEntry>& entries,
+                                                     const std::map<std::string, JobRecord>& committed,
+                                                     int64_t now_ms) {
   std::map<std::string, uint64_t> series;
   // One change per (kind, job): consecutive lines of a transition.
   std::vector<std::pair<LogKind, std::string>> changes;
@@ -194,6 +196,10 @@ std::map<std::string, uint64_t> LiveState::Committed(LedgerWriter& w, int64_t se
   for (const auto& [kind, hex] : changes) {
     if (kind == LogKind::kPolicy) policy_changed = true;
     if (hex.empty() || records.count(hex)) continue;
+    if (auto c = committed.find(hex); c != committed.end()) {
+      records.emplace(hex, c->second);
+      continue;
+    }
     auto live = w.live().find(hex);
     if (live != w.live().end()) {
       records.emplace(hex, live->second);

@@ -103,12 +103,13 @@ class LiveState {
   // ---- the ledger thread ----
   // Every live job, the policy, the head and stats.
   void Seed(const LedgerWriter& w);
-  // A committed batch: the records of the jobs it changed (from the
-  // writer's live set, or its index for finished ones), worker sightings,
-  // an event. Returns the counts for the metrics' series (submit, claim,
-  // and one per final status).
+  // A committed batch: the records of the jobs it changed (`records`, as
+  // the writer committed them; a job missing there is read from the writer),
+  // worker sightings, an event. Returns the counts for the metrics' series
+  // (submit, claim, and one per final status).
   std::map<std::string, uint64_t> Committed(LedgerWriter& w, int64_t seq, const std::string& log_commit,
-                                            const std::vector<LogEntry>& entries, int64_t now_ms);
+                                            const std::vector<LogEntry>& entries,
+                                            const std::map<std::string, JobRecord>& records, int64_t now_ms);
   // Records one job (Seed, Committed, and the benchmark's fill).
   void Note(const JobRecord& r, int64_t seq, int64_t now_ms);
   void SetPolicy(const Policy& policy, const std::string& commit);

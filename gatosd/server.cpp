@@ -375,9 +375,12 @@ class MetricsObserver : public ServiceObserver {
  public:
   MetricsObserver(Metrics* m, LiveState* live, LedgerWriter* w) : m_(m), live_(live), w_(w) {}
   // The dashboard's live state and event stream, and the per-minute series.
-  void OnCommitted(int64_t seq, const std::string& log_commit, const std::vector<LogEntry>& entries) override {
+  void OnCommitted(int64_t seq, const std::string& log_commit, const std::vector<LogEntry>& entries,
+                   const std::map<std::string, JobRecord>& records) override {
     int64_t now = SystemNowMs();
-    for (const auto& [name, n] : live_->Committed(*w_, seq, log_commit, entries, now)) m_->CountSeries(name, n, now);
+    for (const auto& [name, n] : live_->Committed(*w_, seq, log_commit, entries, records, now)) {
+      m_->CountSeries(name, n, now);
+    }
   }
   void OnRequest(std::string_view kind, std::string_view outcome, double seconds) override {
     m_->CountRequest(std::string(kind), std::string(outcome));

@@ -118,6 +118,7 @@ struct BatchStats {
   int64_t seq = 0;      // the log commit's sequence (0 = nothing written)
   std::string log_commit;        // its id
   std::vector<LogEntry> entries;  // what it recorded
+  std::map<std::string, JobRecord> records;  // the record of every job it changed, as committed
 };
 
 class LedgerWriter {
