@@ -82,7 +82,8 @@ struct LedgerWriter::Batch {
   std::map<std::string, JobRecord> touched;
   std::map<std::string, std::optional<JobRecord>> before;
   std::vector<LogEntry> entries;
-  std::vector<GitObject> objects;
+  std::vector<GitObject> objects;               // what the batch writes, in order (AddObject)
+  std::unordered_map<std::string, size_t> object_at;  // id -> index in `objects`
   std::vector<std::string> new_commits;
   std::map<std::string, int64_t> counts;
   std::optional<Policy> new_policy;
@@ -101,6 +102,10 @@ std::mt19937_64& BatchRng() {
   return rng;
 }
 }  // namespace
+
+void LedgerWriter::AddObject(Batch& b, GitObject&& o) {
+  if (b.object_at.emplace(o.id, b.objects.size()).second) b.objects.push_back(std::move(o));
+}
 
 LedgerWriter::LedgerWriter(std::unique_ptr<Ledger> ledger, Ed25519PrivateKey key, WriterOptions options,
                            int lock_fd)
@@ -268,10 +273,12 @@ Result<std::optional<JobRecord>> LedgerWriter::Find(const std::string& job_hex) 
 namespace {
 
 // Looks an object up in the batch's new objects, then in the repository.
-Result<std::pair<ObjectType, std::string>> LookupIn(Ledger& ledger, const std::vector<GitObject>& batch,
+Result<std::pair<ObjectType, std::string>> LookupIn(Ledger& ledger, const std::vector<GitObject>& objects,
+                                                    const std::unordered_map<std::string, size_t>& object_at,
                                                     const std::string& id) {
-  for (const auto& o : batch) {
-    if (o.id == id) return std::make_pair(o.type, o.data);
+  if (auto it = object_at.find(id); it != object_at.end()) {
+    const GitObject& o = objects[it->second];
+    return std::make_pair(o.type, o.data);
   }
   return ledger.ReadRawObject(id);
 }
@@ -393,7 +400,7 @@ void LedgerWriter::DoSubmit(Batch& b, SubmitOp& op, OpResult* r) {
   n.job_commit = op.check.commit;
   n.submitter_hex = op.check.signer_key_hex;
   n.submitted_ms = b.now;
-  for (auto& o : op.objects) b.objects.push_back(std::move(o));
+  for (auto& o : op.objects) AddObject(b, std::move(o));
   b.new_commits.push_back(n.job_commit);
   RecordTransition(b.touched, b.before, b.entries, b.counts, LogKind::kSubmit, rec, n);
   r->commit = n.job_commit;
@@ -471,9 +478,9 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
   // that job.yaml is the job it names.
   r->grant.push_back(*commit);
   if (!req.renew) {
-    auto job_obj = LookupIn(*ledger_, b.objects, rec->job_commit);
+    auto job_obj = LookupIn(*ledger_, b.objects, b.object_at, rec->job_commit);
     auto raw = job_obj.ok() ? ParseRawCommit(job_obj->second, rec->job_commit) : Result<RawCommit>(job_obj.status());
-    auto tree = raw.ok() ? LookupIn(*ledger_, b.objects, raw->tree) : Result<std::pair<ObjectType, std::string>>(raw.status());
+    auto tree = raw.ok() ? LookupIn(*ledger_, b.objects, b.object_at, raw->tree) : Result<std::pair<ObjectType, std::string>>(raw.status());
     auto entries = tree.ok() ? ParseTree(tree->second, raw->tree) : Result<std::vector<TreeEntry>>(tree.status());
     if (!entries.ok()) {
       r->outcome = Outcome::Error(TransitionError::kInternal, "cannot read job " + Short(req.job_hex) +
@@ -484,7 +491,7 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
     r->grant.push_back({ObjectType::kTree, tree->second, raw->tree});
     for (const auto& e : *entries) {
       if (e.name != "job.yaml") continue;
-      auto blob = LookupIn(*ledger_, b.objects, e.id);
+      auto blob = LookupIn(*ledger_, b.objects, b.object_at, e.id);
       if (!blob.ok()) {
         r->outcome = Outcome::Error(TransitionError::kInternal, "cannot read job.yaml of " + Short(req.job_hex));
         return;
@@ -492,11 +499,11 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
       r->grant.push_back({ObjectType::kBlob, blob->second, e.id});
     }
   } else if (!rec->cancel_commit.empty()) {
-    auto c = LookupIn(*ledger_, b.objects, rec->cancel_commit);
+    auto c = LookupIn(*ledger_, b.objects, b.object_at, rec->cancel_commit);
     if (c.ok()) r->notice.push_back({ObjectType::kCommit, c->second, rec->cancel_commit});
   }
   b.new_commits.push_back(commit->id);
-  b.objects.push_back(std::move(*commit));
+  AddObject(b, std::move(*commit));
   RecordTransition(b.touched, b.before, b.entries, b.counts, kind, rec, n);
   r->commit = n.lease_commit;
   r->record = n;
@@ -560,7 +567,7 @@ void LedgerWriter::DoResult(Batch& b, ResultOp& op, OpResult* r) {
   }
   n.worker_hex.clear();
   n.expires_ms = 0;
-  for (auto& o : op.objects) b.objects.push_back(std::move(o));
+  for (auto& o : op.objects) AddObject(b, std::move(o));
   b.new_commits.push_back(p.commit_id);
   RecordTransition(b.touched, b.before, b.entries, b.counts, kind, rec, n);
   r->commit = p.commit_id;
@@ -642,7 +649,7 @@ void LedgerWriter::DoUser(Batch& b, UserOp& op, OpResult* r) {
   }
   b.new_commits.push_back(commit->id);
   r->commit = commit->id;
-  b.objects.push_back(std::move(*commit));
+  AddObject(b, std::move(*commit));
   RecordTransition(b.touched, b.before, b.entries, b.counts, kind, rec, n);
   r->record = n;
 }
@@ -705,7 +712,7 @@ void LedgerWriter::DoPolicy(Batch& b, PolicyOp& op, OpResult* r) {
   b.entries.push_back({LogKind::kPolicy, "", kPolicyRef, parent, commit});
   ++b.counts["policy"];
   b.new_commits.push_back(commit);
-  for (auto& o : *objects) b.objects.push_back(std::move(o));
+  for (auto& o : *objects) AddObject(b, std::move(o));
   b.new_policy = next;
   b.new_policy_commit = commit;
   if (op.new_ledger_key) b.new_key = op.new_ledger_key;
@@ -763,7 +770,7 @@ void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
   ++b.counts[std::string(LogKindName(op.kind))];
   b.notes[op.ref] = commit;
   b.new_commits.push_back(commit);
-  for (auto& o : op.objects) b.objects.push_back(std::move(o));
+  for (auto& o : op.objects) AddObject(b, std::move(o));
 }
 
 namespace {

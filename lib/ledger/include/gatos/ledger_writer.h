@@ -166,6 +166,8 @@ class LedgerWriter {
   Status RepairViews();
 
   struct Batch;
+  // Adds an object the batch writes (once per id).
+  static void AddObject(Batch& b, GitObject&& o);
   void ApplyOne(Batch& b, Op& op, OpResult* r);
   void DoSubmit(Batch& b, SubmitOp& op, OpResult* r);
   void DoLease(Batch& b, LeaseOp& op, OpResult* r);
