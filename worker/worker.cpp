@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gatos/dir_layout.h"
 #include "gatos/attest.h"
 #include "gatos/blake3.h"
 #include "gatos/bus.h"
@@ -177,6 +178,12 @@ class Worker {
     fs::remove_all(opts_.state_dir + "/jobs", ec);
     fs::create_directories(opts_.state_dir + "/jobs", ec);
     if (ec) return Fail("--state-dir " + opts_.state_dir + ": " + ec.message());
+    {
+      // Each slot's workspace in a block group of its own (dir_layout.h):
+      // what jobs create and delete there stays out of everyone's way.
+      std::string why;
+      (void)SpreadSubdirectories(opts_.state_dir + "/jobs", &why);
+    }
     scan_state_ = fs::absolute(opts_.state_dir + "/scan", ec).lexically_normal().string();
     fs::create_directories(scan_state_, ec);
     if (ec) return Fail("--state-dir " + opts_.state_dir + ": " + ec.message());

@@ -13,6 +13,7 @@
 
 #include "gatos/encoding.h"
 #include "gatos/pack_writer.h"
+#include "gatos/refs.h"
 #include "gatos/sshsig.h"
 #include "git/git_util.h"
 
@@ -476,7 +477,9 @@ void PruneRefDirs(const std::string& git_dir, std::string name) {
     size_t slash = name.rfind('/');
     if (slash == std::string::npos) return;
     name.resize(slash);
-    if (name == "refs" || name.rfind("refs/", 0) != 0) return;
+    // refs/gatos/jobs stays, empty or not: the writer marks it once
+    // (dir_layout.h) for the job directories created in it.
+    if (name == "refs" || name == std::string_view(kJobsPrefix, sizeof(kJobsPrefix) - 2) || name.rfind("refs/", 0) != 0) return;
     if (::rmdir((git_dir + "/" + name).c_str()) != 0) return;
   }
 }

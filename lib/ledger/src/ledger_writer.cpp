@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "gatos/dir_layout.h"
 #include "gatos/encoding.h"
 #include "gatos/ledger_commits.h"
 #include "gatos/sshsig.h"
@@ -133,6 +134,12 @@ Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_
     std::fprintf(stderr, "gatos: removed %s left by a writer that died mid-batch; that batch was not recorded\n",
                  log_lock.c_str());
   }
+  // Each job's ref directory lands in a block group of its own choosing
+  // (dir_layout.h); best effort, as the file system allows.
+  const std::string jobs_dir = dir + "/" + std::string(kJobsPrefix, sizeof(kJobsPrefix) - 2);
+  ::mkdir(jobs_dir.c_str(), 0755);
+  std::string why;
+  (void)SpreadSubdirectories(jobs_dir, &why);
   std::unique_ptr<LedgerWriter> w(new LedgerWriter(std::move(ledger), std::move(key), std::move(options), fd));
   GATOS_RETURN_IF_ERROR(w->Load());
   GATOS_RETURN_IF_ERROR(w->RepairViews());
