@@ -10,7 +10,7 @@
 #
 # GATOS is measured twice per sandbox setting: jobs submitted with one stock
 # `git push` (as a user would; this includes the push front door) and
-# through the gatosd submit RPC by 4 connections (the plane without it).
+# through the gatosd submit RPC by 32 connections (the plane without it).
 # Needs what scripts/install-deps.sh installs (redis-server, python3-celery,
 # python3-rq) and a build (scripts/build.sh; run here if build/bin has none).
 # Python is Debian's /usr/bin/python3 (GATOS_BENCH_PYTHON to change it): the
