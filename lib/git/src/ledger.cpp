@@ -437,13 +437,16 @@ Status Errno(const std::string& what) {
 }
 
 // mkdir -p for the directories of a ref under the git dir.
+// Creates the directories of ref `name` that are missing, from the deepest
+// up: usually only the last is, or none.
 Status MakeRefDirs(const std::string& git_dir, const std::string& name) {
-  size_t pos = 0;
-  while ((pos = name.find('/', pos)) != std::string::npos) {
-    std::string d = git_dir + "/" + name.substr(0, pos);
-    if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return Errno("mkdir " + d);
-    ++pos;
-  }
+  const size_t slash = name.rfind('/');
+  if (slash == std::string::npos) return OkStatus();
+  const std::string d = git_dir + "/" + name.substr(0, slash);
+  if (::mkdir(d.c_str(), 0755) == 0 || errno == EEXIST) return OkStatus();
+  if (errno != ENOENT) return Errno("mkdir " + d);
+  GATOS_RETURN_IF_ERROR(MakeRefDirs(git_dir, name.substr(0, slash)));
+  if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return Errno("mkdir " + d);
   return OkStatus();
 }
 
@@ -502,10 +505,27 @@ Status Ledger::AddConfigValue(const std::string& name, const std::string& value)
   return OkStatus();
 }
 
+bool Ledger::SetSpool(std::vector<std::string> dirs) {
+  struct stat home, st;
+  if (::stat(path_.c_str(), &home) != 0) return false;
+  for (const auto& d : dirs) {
+    if (::stat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_dev != home.st_dev) return false;
+  }
+  spool_ = std::move(dirs);
+  spool_next_ = 0;
+  return true;
+}
+
+std::string Ledger::NextSpoolDir() {
+  if (spool_.empty()) return "";
+  return spool_[spool_next_++ % spool_.size()];
+}
+
 Status Ledger::WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync, bool remember) {
   if (objects.empty()) return OkStatus();
   PackWriteOptions o;
   o.fsync = fsync;
+  o.temp_dir = NextSpoolDir();
   std::string dir = path_;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   // No refresh here: libgit2 rescans objects/pack/ when a lookup misses,
@@ -524,7 +544,25 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
   GATOS_RETURN_IF_ERROR(MakeRefDirs(dir, name));
   const std::string file = dir + "/" + name;
   const std::string lock = file + ".lock";
-  GATOS_RETURN_IF_ERROR(WriteLock(lock, new_id + "\n", fsync));
+  const std::string spool = fsync ? NextSpoolDir() : "";
+  if (spool.empty()) {
+    GATOS_RETURN_IF_ERROR(WriteLock(lock, new_id + "\n", fsync));
+  } else {
+    // The value is written (and made durable) in a file of the spool, then
+    // linked as <ref>.lock: the lock is still taken exclusively (link fails
+    // if it exists), and its inode comes from the spool's directory.
+    const std::string value = spool + "/ref-" + std::to_string(getpid());
+    ::unlink(value.c_str());  // left by a writer of this pid that died
+    GATOS_RETURN_IF_ERROR(WriteLock(value, new_id + "\n", fsync));
+    const int linked = ::link(value.c_str(), lock.c_str());
+    const int err = errno;
+    ::unlink(value.c_str());
+    if (linked != 0) {
+      if (err == EEXIST) return AbortedError(lock + " exists: the ref is being updated by another writer");
+      errno = err;
+      return Errno("link " + lock);
+    }
+  }
   // With the lock held nobody else moves the ref (git and libgit2 take the
   // same lock), so the value read now is the value we replace.
   auto current = ResolveRef(name);

@@ -185,7 +185,12 @@ Result<std::string> WritePack(const std::string& git_dir, const std::vector<cons
   }
   if (objects.empty()) return std::string();
   const std::string pack_dir = git_dir + "/objects/pack";
-  if (::mkdir(pack_dir.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoError("mkdir " + pack_dir);
+  // stat, not mkdir: mkdir of an existing directory takes its parent's lock
+  // for writing, which a running `git repack` holds often.
+  struct stat st;
+  if (::stat(pack_dir.c_str(), &st) != 0 && ::mkdir(pack_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoError("mkdir " + pack_dir);
+  }
 
   struct Entry {
     std::string raw_id;
@@ -261,10 +266,11 @@ Result<std::string> WritePack(const std::string& git_dir, const std::vector<cons
   }
 
   std::string base = pack_dir + "/pack-" + HexOid(pack_sum);
+  const std::string& temp_dir = options.temp_dir.empty() ? pack_dir : options.temp_dir;
   TempFile pack_tmp, idx_tmp;
-  GATOS_RETURN_IF_ERROR(pack_tmp.Open(pack_dir, "tmp_pack_"));
+  GATOS_RETURN_IF_ERROR(pack_tmp.Open(temp_dir, "tmp_pack_"));
   GATOS_RETURN_IF_ERROR(pack_tmp.Write(pack));
-  GATOS_RETURN_IF_ERROR(idx_tmp.Open(pack_dir, "tmp_idx_"));
+  GATOS_RETURN_IF_ERROR(idx_tmp.Open(temp_dir, "tmp_idx_"));
   GATOS_RETURN_IF_ERROR(idx_tmp.Write(idx));
   if (options.fsync) {
     GATOS_RETURN_IF_ERROR(pack_tmp.Sync());

@@ -134,7 +134,9 @@ PreparedBatch JobService::Prepare(const std::vector<ServiceRequest>& requests) c
   auto work = [&](size_t from, size_t step) {
     for (size_t i = from; i < flat.size(); i += step) batch[i] = Predecode(std::move(flat[i]), *snap, now);
   };
-  size_t threads = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), flat.size() / 8 + 1);
+  // hardware_concurrency() reads /sys on every call: once per process.
+  static const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  size_t threads = std::min<size_t>(cpus, flat.size() / 8 + 1);
   std::vector<std::thread> helpers;
   for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work, t, threads);
   work(0, threads);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <set>
@@ -72,6 +73,27 @@ Result<int> TakeLock(const std::string& dir, int wait_ms) {
   std::string pid = std::to_string(getpid()) + "\n";
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);
   return fd;
+}
+
+// The writer's spool (Ledger::SetSpool): gatos/spool/00..63, spread over the
+// file system's block groups, emptied of what a writer that died left.
+constexpr int kSpoolDirs = 64;
+void PrepareSpool(const std::string& dir, Ledger* ledger) {
+  const std::string root = dir + "/gatos/spool";
+  ::mkdir(root.c_str(), 0700);
+  std::string why;
+  (void)SpreadSubdirectories(root, &why);
+  std::vector<std::string> dirs;
+  for (int i = 0; i < kSpoolDirs; ++i) {
+    char name[8];
+    std::snprintf(name, sizeof name, "/%02d", i);
+    const std::string d = root + name;
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) return;  // no spool: files go next to their final names
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(d, ec)) std::filesystem::remove(e.path(), ec);
+    dirs.push_back(d);
+  }
+  (void)ledger->SetSpool(std::move(dirs));
 }
 
 }  // namespace
@@ -140,6 +162,7 @@ Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_
   ::mkdir(jobs_dir.c_str(), 0755);
   std::string why;
   (void)SpreadSubdirectories(jobs_dir, &why);
+  PrepareSpool(dir, ledger.get());
   std::unique_ptr<LedgerWriter> w(new LedgerWriter(std::move(ledger), std::move(key), std::move(options), fd));
   GATOS_RETURN_IF_ERROR(w->Load());
   GATOS_RETURN_IF_ERROR(w->RepairViews());

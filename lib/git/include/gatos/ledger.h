@@ -131,6 +131,18 @@ class Ledger {
   // file + rename). Refs held in packed-refs are deleted through libgit2.
   Status SetViewRefs(const std::vector<std::pair<std::string, std::string>>& refs);
 
+  // Files the writer creates only to rename them into place (its packs and
+  // their indexes, the next value of a ref moved by CasRef with fsync) are
+  // created in `dirs`, one directory per call in turn, instead of next to
+  // their final names. On ext4 without a journal a new inode costs a check
+  // of every inode its block group freed in the last minutes, and the
+  // ledger frees packs (the background repack) and log ref values at the
+  // rate it writes them: allocated in objects/pack and refs/gatos, each new
+  // file cost over a millisecond. Spread over directories of their own
+  // (dir_layout.h), that cost stays small. Every dir must be on the
+  // ledger's file system (else this returns false and changes nothing).
+  bool SetSpool(std::vector<std::string> dirs);
+
   // Adds `value` to the repository's multi-valued config `name` (in its own
   // config file) unless present.
   Status AddConfigValue(const std::string& name, const std::string& value);
@@ -153,6 +165,10 @@ class Ledger {
   std::unordered_map<std::string, GitObject> recent_;
   std::deque<std::string> recent_order_;
   size_t recent_bytes_ = 0;
+  // Next directory of the spool ("" without one).
+  std::string NextSpoolDir();
+  std::vector<std::string> spool_;
+  size_t spool_next_ = 0;
 };
 
 }  // namespace gatos

@@ -25,6 +25,10 @@ struct PackWriteOptions {
   // background) compresses and deltifies them later.
   int blob_level = 0;
   int tree_level = 0;
+  // Where the temporary files are created ("" = objects/pack itself); a
+  // directory on the same file system, from which they are renamed into
+  // objects/pack. See Ledger::SetSpool.
+  std::string temp_dir;
 };
 
 // Writes `objects` (duplicates by id are written once) to
