@@ -430,6 +430,9 @@ int Serve(const ServeOptions& opts) {
   }
   WriterOptions wo;
   wo.fsync = opts.fsync;
+  // The ledger thread goes on with the next batch while the view refs of
+  // this one are written; its replies wait for them (AfterViews below).
+  wo.async_views = true;
   if (const char* fault = std::getenv("GATOSD_FAULT")) {
     wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-views" : fault;
   }
@@ -634,17 +637,26 @@ int Serve(const ServeOptions& opts) {
   while (true) {
     std::optional<PreparedRequests> item = prepared.Pop(opts.max_batch, std::chrono::milliseconds(opts.sweep_ms));
     if (item) {
-      std::vector<Request>& batch = item->requests;
       std::vector<std::string> replies = service.Finish(std::move(item->prepared));
-      for (size_t i = 0; i < batch.size(); ++i) {
-        if (batch[i].local) {
-          batch[i].local->set_value(std::move(replies[i]));
-        } else if (!batch[i].nats.reply.empty()) {
-          Status s = bus->Respond(batch[i].nats, replies[i]);
-          if (!s.ok()) Log("reply on " + batch[i].nats.subject + " failed: " + s.message());
+      // The state gauges as of this batch, before anyone hears of it (they
+      // were set by the sweep only: a scrape right after a reply could read
+      // counts 200 ms old).
+      UpdateCounts(&metrics, w);
+      // Replies and events leave once the batch is durable (Finish returned)
+      // and its refs are written (the view thread runs this after them), so
+      // whoever hears of a change finds the refs it names.
+      w.AfterViews([batch = std::move(item->requests), replies = std::move(replies), events = service.TakeEvents(),
+                    &bus, &publisher]() mutable {
+        for (size_t i = 0; i < batch.size(); ++i) {
+          if (batch[i].local) {
+            batch[i].local->set_value(std::move(replies[i]));
+          } else if (!batch[i].nats.reply.empty()) {
+            Status s = bus->Respond(batch[i].nats, replies[i]);
+            if (!s.ok()) Log("reply on " + batch[i].nats.subject + " failed: " + s.message());
+          }
         }
-      }
-      publisher.Enqueue(service.TakeEvents());
+        publisher.Enqueue(std::move(events));
+      });
       if (observer.policy_changed) {
         observer.policy_changed = false;
         sync_nats_auth();
@@ -652,7 +664,7 @@ int Serve(const ServeOptions& opts) {
     }
     if (Clock::now() >= next_sweep) {
       service.Sweep();
-      publisher.Enqueue(service.TakeEvents());
+      w.AfterViews([events = service.TakeEvents(), &publisher]() mutable { publisher.Enqueue(std::move(events)); });
       UpdateCounts(&metrics, w);
       metrics.Heartbeat(SystemNowMs());
       metrics.SetNatsConnected(bus->connected());
@@ -676,6 +688,7 @@ int Serve(const ServeOptions& opts) {
     }
     if (!item && prepared.drained()) break;
   }
+  w.FlushViews();  // the last replies leave while the bus is up
   decoder.join();
   subs.clear();
   local->reset();

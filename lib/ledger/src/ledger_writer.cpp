@@ -7,6 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
+#include <mutex>
+#include <deque>
+#include <condition_variable>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -138,8 +142,107 @@ LedgerWriter::LedgerWriter(std::unique_ptr<Ledger> ledger, Ed25519PrivateKey key
       lock_fd_(lock_fd),
       index_(ledger_.get()) {}
 
+// Writes the view refs of committed batches on a thread of its own, oldest
+// first, and runs the callbacks queued after them. Consecutive batches that
+// wait are written as one (the last value of each ref wins). It has its own
+// repository handle: libgit2 handles belong to one thread.
+class LedgerWriter::ViewWriter {
+ public:
+  ViewWriter(std::unique_ptr<Ledger> ledger, const WriterOptions* options)
+      : ledger_(std::move(ledger)), options_(options), thread_([this] { Loop(); }) {}
+  ~ViewWriter() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();  // drains the queue first
+  }
+  void Write(int64_t seq, std::vector<std::pair<std::string, std::string>> refs) {
+    Push(Item{seq, std::move(refs), nullptr});
+  }
+  void Then(std::function<void()> fn) { Push(Item{0, {}, std::move(fn)}); }
+  void Flush() {
+    std::unique_lock<std::mutex> l(mu_);
+    idle_cv_.wait(l, [this] { return q_.empty() && !busy_; });
+  }
+
+ private:
+  struct Item {
+    int64_t seq;
+    std::vector<std::pair<std::string, std::string>> refs;
+    std::function<void()> fn;
+  };
+  void Push(Item item) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      q_.push_back(std::move(item));
+    }
+    cv_.notify_one();
+  }
+  void Loop() {
+    while (true) {
+      std::map<std::string, std::string> refs;
+      int64_t first = 0, last = 0;
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [this] { return !q_.empty() || stop_; });
+        if (q_.empty()) return;
+        busy_ = true;
+        while (!q_.empty() && !q_.front().fn) {
+          for (auto& [ref, id] : q_.front().refs) refs[ref] = std::move(id);
+          if (!first) first = q_.front().seq;
+          last = q_.front().seq;
+          q_.pop_front();
+        }
+        if (refs.empty() && !q_.empty()) {
+          fn = std::move(q_.front().fn);
+          q_.pop_front();
+        }
+      }
+      if (!refs.empty()) {
+        Status s = ledger_->SetViewRefs({refs.begin(), refs.end()});
+        if (!s.ok()) {
+          std::fprintf(stderr, "gatos: refs of log batches %lld..%lld not all written (%s); repaired at next start\n",
+                       static_cast<long long>(first), static_cast<long long>(last), s.message().c_str());
+        }
+        Crash(*options_, "after-views");
+      }
+      if (fn) fn();
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        busy_ = false;
+      }
+      idle_cv_.notify_all();
+    }
+  }
+
+  std::unique_ptr<Ledger> ledger_;
+  const WriterOptions* options_;
+  std::mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<Item> q_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the rest is ready
+};
+
 LedgerWriter::~LedgerWriter() {
+  views_.reset();  // every committed batch's views written
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+void LedgerWriter::AfterViews(std::function<void()> fn) {
+  if (views_) {
+    views_->Then(std::move(fn));
+  } else {
+    fn();
+  }
+}
+
+void LedgerWriter::FlushViews() {
+  if (views_) views_->Flush();
 }
 
 Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_in, Ed25519PrivateKey key,
@@ -166,6 +269,10 @@ Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_
   std::unique_ptr<LedgerWriter> w(new LedgerWriter(std::move(ledger), std::move(key), std::move(options), fd));
   GATOS_RETURN_IF_ERROR(w->Load());
   GATOS_RETURN_IF_ERROR(w->RepairViews());
+  if (w->options_.async_views) {
+    GATOS_ASSIGN_OR_RETURN(auto view_ledger, Ledger::Open(dir));
+    w->views_ = std::make_unique<ViewWriter>(std::move(view_ledger), &w->options_);
+  }
   return w;
 }
 
@@ -240,6 +347,7 @@ Status LedgerWriter::RepairViews() {
 }
 
 Status LedgerWriter::SyncViews() {
+  FlushViews();
   int dfd = ::open(ledger_->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     if (options_.fsync) ::syncfs(dfd);
@@ -782,6 +890,7 @@ void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
   if (it != b.notes.end()) {
     current = it->second;
   } else {
+    FlushViews();  // the ref as the batches before this one left it
     auto v = ledger_->ResolveRef(op.ref);
     if (!v.ok()) {
       r->outcome = Outcome::FromStatus(v.status());
@@ -907,11 +1016,15 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   for (const auto& e : b.entries) {
     if (!e.ref.empty()) view.emplace_back(e.ref, e.new_id);
   }
-  Status vs = ledger_->SetViewRefs(view);
-  if (!vs.ok()) std::fprintf(stderr, "gatos: refs of log batch %lld not all written (%s); repaired at next start\n",
-                             static_cast<long long>(info.seq), vs.message().c_str());
+  if (views_) {
+    views_->Write(info.seq, std::move(view));
+  } else {
+    Status vs = ledger_->SetViewRefs(view);
+    if (!vs.ok()) std::fprintf(stderr, "gatos: refs of log batch %lld not all written (%s); repaired at next start\n",
+                               static_cast<long long>(info.seq), vs.message().c_str());
+    Crash(options_, "after-views");
+  }
   timer.Mark("views");
-  Crash(options_, "after-views");
   head_ = log_id;
   seq_ = info.seq;
   index_.Commit(*root);

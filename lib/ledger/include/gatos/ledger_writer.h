@@ -23,6 +23,7 @@
 #define GATOS_LEDGER_WRITER_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +53,11 @@ struct WriterOptions {
   // Failpoints for crash tests ("after-pack", "after-log-ref", "after-views"):
   // the process SIGKILLs itself at that point of the next batch.
   std::string crash_at;
+  // The view refs of a committed batch are written by a thread of the
+  // writer's own, in batch order, while the caller goes on with the next
+  // batch; AfterViews runs what must wait for them (gatosd's replies).
+  // Without it (the default) Apply returns with the views written.
+  bool async_views = false;
 };
 
 // ---- operations ----
@@ -160,6 +166,13 @@ class LedgerWriter {
   // (after syncfs): a later Open replays only batches after it.
   Status SyncViews();
 
+  // With async_views: runs `fn` on the view thread once the view refs of
+  // every batch committed so far are written (failed writes are logged and
+  // repaired from the log at the next start). Without: runs it now.
+  void AfterViews(std::function<void()> fn);
+  // Waits until the view refs of every committed batch are written.
+  void FlushViews();
+
  private:
   LedgerWriter(std::unique_ptr<Ledger> ledger, Ed25519PrivateKey key, WriterOptions options, int lock_fd);
   Status Load();
@@ -178,6 +191,9 @@ class LedgerWriter {
   void DoPolicy(Batch& b, PolicyOp& op, OpResult* r);
   void DoNote(Batch& b, NoteOp& op, OpResult* r);
   Status Commit(Batch& b, BatchStats* stats);
+
+  class ViewWriter;
+  std::unique_ptr<ViewWriter> views_;  // with async_views; destroyed (drained) first
 
   std::unique_ptr<Ledger> ledger_;
   Ed25519PrivateKey key_;
