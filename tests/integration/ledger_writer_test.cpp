@@ -14,6 +14,7 @@
 
 #include <filesystem>
 
+#include <mutex>
 #include <set>
 
 #include "gatos/dir_layout.h"
@@ -470,6 +471,40 @@ TEST(LedgerWriterTest, JobRefDirectoriesAreSpreadAndTheirParentOutlivesPruning) 
   EXPECT_TRUE(std::filesystem::is_directory(jobs_dir)) << "the last job's pruning keeps refs/gatos/jobs";
   EXPECT_FALSE(SpreadSubdirectories(f.path + "/no-such-dir", &why));
   EXPECT_NE(why.find("no-such-dir"), std::string::npos) << why;
+}
+
+TEST(LedgerWriterTest, AsyncViewsAreOnDiskBeforeTheCallbacksQueuedAfterThem) {
+  Fixture f;
+  f.async_views = true;
+  struct Seen {
+    std::string job, lease, want_job, want_lease;
+  };
+  std::mutex mu;
+  std::vector<Seen> seen;
+  for (int i = 0; i < 20; ++i) {
+    auto j = f.Submit(Yaml(i));
+    OpResult c = f.Claim(j.hex, f.w1);
+    ASSERT_TRUE(c.outcome.ok()) << c.outcome.message;
+    // Runs on the writer's view thread, after the refs of both batches.
+    f.W().AfterViews([&, hex = j.hex, job = j.commit, lease = c.commit] {
+      auto l = f.Open();
+      std::lock_guard<std::mutex> g(mu);
+      seen.push_back({l->ResolveRef(JobRef(hex, "job")).value_or("?"),
+                      l->ResolveRef(JobRef(hex, "lease")).value_or("?"), job, lease});
+    });
+  }
+  f.W().FlushViews();
+  ASSERT_EQ(seen.size(), 20u);
+  for (const Seen& s : seen) {
+    EXPECT_EQ(s.job, s.want_job);
+    EXPECT_EQ(s.lease, s.want_lease);
+  }
+  // A batch whose views are still queued when the writer closes is written.
+  auto last = f.Submit(Yaml(100));
+  f.Close();
+  auto l = f.Open();
+  EXPECT_EQ(l->ResolveRef(JobRef(last.hex, "job")).value_or("?"), last.commit);
+  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
 }
 
 TEST(LedgerWriterTest, PreparedBatchesMergedAnswerAsOneBatch) {

@@ -30,6 +30,7 @@ struct LedgerFixture {
   Ed25519PrivateKey w1 = *GenerateEd25519Key("w1");
   Ed25519PrivateKey w2 = *GenerateEd25519Key("w2");
   int64_t now = 1'800'000'000'000;
+  bool async_views = false;  // the writer as gatosd runs it (set before the first W())
   std::unique_ptr<LedgerWriter> writer;
 
   explicit LedgerFixture(bool dev = false, int64_t lease_ms = 10'000,
@@ -55,6 +56,7 @@ struct LedgerFixture {
     if (!writer) {
       WriterOptions o;
       o.clock = [this] { return now; };
+      o.async_views = async_views;
       auto w = LedgerWriter::Open(path, ledger_key, o);
       EXPECT_TRUE(w.ok()) << w.status().message();
       writer = std::move(*w);

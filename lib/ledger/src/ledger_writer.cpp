@@ -7,15 +7,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
-#include <mutex>
-#include <deque>
-#include <condition_variable>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -209,7 +209,13 @@ class LedgerWriter::ViewWriter {
         }
         Crash(*options_, "after-views");
       }
-      if (fn) fn();
+      if (fn) {
+        try {
+          fn();
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "gatos: internal error after writing view refs: %s\n", e.what());
+        }
+      }
       {
         std::lock_guard<std::mutex> l(mu_);
         busy_ = false;
