@@ -562,6 +562,10 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
       errno = err;
       return Errno("link " + lock);
     }
+    // The spool's name is gone for good before the ref moves: a crash must
+    // not leave the ref's file under two names with one link counted (no
+    // journal), which the next start's cleanup of the spool would free.
+    GATOS_RETURN_IF_ERROR(FsyncDir(spool));
   }
   // With the lock held nobody else moves the ref (git and libgit2 take the
   // same lock), so the value read now is the value we replace.

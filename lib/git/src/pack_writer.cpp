@@ -279,11 +279,17 @@ Result<std::string> WritePack(const std::string& git_dir, const std::vector<cons
   GATOS_RETURN_IF_ERROR(pack_tmp.RenameTo(base + ".pack"));
   GATOS_RETURN_IF_ERROR(idx_tmp.RenameTo(base + ".idx"));
   if (options.fsync) {
-    int dfd = ::open(pack_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0) return ErrnoError("open " + pack_dir);
-    int rc = ::fsync(dfd);
-    ::close(dfd);
-    if (rc != 0) return ErrnoError("fsync " + pack_dir);
+    // The directory the files left too: on a file system without a journal
+    // a crash could otherwise leave them under both names with one link
+    // counted, and removing the temporary name would free the pack.
+    for (const std::string* d : {&pack_dir, &temp_dir}) {
+      if (d == &temp_dir && temp_dir == pack_dir) break;
+      int dfd = ::open(d->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (dfd < 0) return ErrnoError("open " + *d);
+      int rc = ::fsync(dfd);
+      ::close(dfd);
+      if (rc != 0) return ErrnoError("fsync " + *d);
+    }
   }
   return base + ".pack";
 }
