@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -154,8 +156,14 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
     abort();
   }
   auto* p = new Plane;
-  char tmpl[] = "/tmp/gatos-rpc-fuzz-XXXXXX";
+  static char tmpl[] = "/tmp/gatos-rpc-fuzz-XXXXXX";
   if (!mkdtemp(tmpl)) abort();
+  // Gone when the run ends (libFuzzer exits through exit()); a crash keeps
+  // it for a look.
+  std::atexit([] {
+    std::error_code ec;
+    std::filesystem::remove_all(tmpl, ec);
+  });
   p->dir = std::string(tmpl) + "/ledger.git";
   if (!gatos::Ledger::InitRepository(p->dir).ok()) abort();
   gatos::Policy policy;
