@@ -70,9 +70,13 @@ for f in examples/hello.yaml examples/fail.yaml examples/sleep.yaml; do
 done
 
 echo "== a bad push is refused and changes nothing"
-# Workers are claiming jobs meanwhile, so compare what a push could change:
-# job refs, submit refs and anything outside refs/gatos/jobs.
-pushable() { git --git-dir "$ledger" for-each-ref --format='%(refname) %(objectname)' | grep -Ev '/(lease|claims/[0-9a-f]+|result|cancel) ' || true; }
+# Workers are claiming and finishing jobs meanwhile (and the ledger retries
+# the failing one), so compare what a push could change: every ref but the
+# log and the refs the ledger moves for running jobs.
+pushable() {
+  git --git-dir "$ledger" for-each-ref --format='%(refname) %(objectname)' |
+    grep -Ev '^refs/gatos/(log|jobs/[0-9a-f]+/(lease|claims/[0-9a-f]+|result|cancel|retry|attempts/[0-9]+)) ' || true
+}
 before=$(pushable)
 (
   cd "$work/jobs"
