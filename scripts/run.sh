@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
-BIN=$(pwd)/build/bin
+BIN=$(cd "${GATOS_BUILD_DIR:-build}" && pwd)/bin
 export PATH="$BIN:$PATH"
 work=$(mktemp -d)
 up_pid=""
