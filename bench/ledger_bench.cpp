@@ -40,9 +40,9 @@
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <mutex>
 #include <sstream>
 #include <string>
-#include <mutex>
 #include <thread>
 #include <vector>
 

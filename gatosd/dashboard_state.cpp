@@ -182,7 +182,7 @@ void LiveState::Evict() {
 
 std::map<std::string, uint64_t> LiveState::Committed(LedgerWriter& w, int64_t seq, const std::string& log_commit,
                                                      const std::vector<LogEntry>& entries,
-                                                     const std::map<std::string, JobRecord>& committed,
+                                                     const std::map<std::string, JobRecord>& records,
                                                      int64_t now_ms) {
   std::map<std::string, uint64_t> series;
   // One change per (kind, job): consecutive lines of a transition.
@@ -191,25 +191,10 @@ std::map<std::string, uint64_t> LiveState::Committed(LedgerWriter& w, int64_t se
     if (!changes.empty() && changes.back().first == e.kind && changes.back().second == e.job_hex) continue;
     changes.push_back({e.kind, e.job_hex});
   }
-  std::map<std::string, JobRecord> records;
+  // Every job an entry names is one the batch changed: its record is in
+  // `records`, as committed.
   bool policy_changed = false;
-  for (const auto& [kind, hex] : changes) {
-    if (kind == LogKind::kPolicy) policy_changed = true;
-    if (hex.empty() || records.count(hex)) continue;
-    if (auto c = committed.find(hex); c != committed.end()) {
-      records.emplace(hex, c->second);
-      continue;
-    }
-    auto live = w.live().find(hex);
-    if (live != w.live().end()) {
-      records.emplace(hex, live->second);
-      continue;
-    }
-    // A finished job: its record was just written; the writer reads it from
-    // the objects it holds in memory.
-    auto rec = w.Find(hex);
-    if (rec.ok() && *rec) records.emplace(hex, std::move(**rec));
-  }
+  for (const auto& change : changes) policy_changed |= change.first == LogKind::kPolicy;
   nlohmann::json ev_changes = nlohmann::json::array();
   size_t more = 0;
   {

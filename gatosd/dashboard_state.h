@@ -104,8 +104,7 @@ class LiveState {
   // Every live job, the policy, the head and stats.
   void Seed(const LedgerWriter& w);
   // A committed batch: the records of the jobs it changed (`records`, as
-  // the writer committed them; a job missing there is read from the writer),
-  // worker sightings, an event. Returns the counts for the metrics' series
+  // the writer committed them), worker sightings, an event. Returns the counts for the metrics' series
   // (submit, claim, and one per final status).
   std::map<std::string, uint64_t> Committed(LedgerWriter& w, int64_t seq, const std::string& log_commit,
                                             const std::vector<LogEntry>& entries,

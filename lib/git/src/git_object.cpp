@@ -83,17 +83,11 @@ bool TreeOrderLess(const TreeEntry& a, const TreeEntry& b) {
   return next(a) < next(b);
 }
 
-int LowerHexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
 // Appends the 20 raw bytes of a 40-digit lowercase hex id; false if it is not one.
 bool AppendRawOid(std::string_view hex, std::string* out) {
   if (hex.size() != 40) return false;
   for (size_t i = 0; i < 40; i += 2) {
-    const int hi = LowerHexDigit(hex[i]), lo = LowerHexDigit(hex[i + 1]);
+    const int hi = LowerHexValue(hex[i]), lo = LowerHexValue(hex[i + 1]);
     if (hi < 0 || lo < 0) return false;
     out->push_back(static_cast<char>((hi << 4) | lo));
   }

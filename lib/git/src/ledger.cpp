@@ -436,7 +436,6 @@ Status Errno(const std::string& what) {
   return e == ENOSPC || e == EIO || e == EDQUOT ? UnavailableError(m) : InternalError(m);
 }
 
-// mkdir -p for the directories of a ref under the git dir.
 // Creates the directories of ref `name` that are missing, from the deepest
 // up: usually only the last is, or none.
 Status MakeRefDirs(const std::string& git_dir, const std::string& name) {
@@ -447,15 +446,6 @@ Status MakeRefDirs(const std::string& git_dir, const std::string& name) {
   if (errno != ENOENT) return Errno("mkdir " + d);
   GATOS_RETURN_IF_ERROR(MakeRefDirs(git_dir, name.substr(0, slash)));
   if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return Errno("mkdir " + d);
-  return OkStatus();
-}
-
-Status FsyncDir(const std::string& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return Errno("open " + dir);
-  int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) return Errno("fsync " + dir);
   return OkStatus();
 }
 
@@ -482,7 +472,10 @@ void PruneRefDirs(const std::string& git_dir, std::string name) {
     name.resize(slash);
     // refs/gatos/jobs stays, empty or not: the writer marks it once
     // (dir_layout.h) for the job directories created in it.
-    if (name == "refs" || name == std::string_view(kJobsPrefix, sizeof(kJobsPrefix) - 2) || name.rfind("refs/", 0) != 0) return;
+    if (name == "refs" || name == std::string_view(kJobsPrefix, sizeof(kJobsPrefix) - 2) ||
+        name.rfind("refs/", 0) != 0) {
+      return;
+    }
     if (::rmdir((git_dir + "/" + name).c_str()) != 0) return;
   }
 }
@@ -565,7 +558,7 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
     // The spool's name is gone for good before the ref moves: a crash must
     // not leave the ref's file under two names with one link counted (no
     // journal), which the next start's cleanup of the spool would free.
-    GATOS_RETURN_IF_ERROR(FsyncDir(spool));
+    GATOS_RETURN_IF_ERROR(FsyncDirectory(spool));
   }
   // With the lock held nobody else moves the ref (git and libgit2 take the
   // same lock), so the value read now is the value we replace.
@@ -581,7 +574,7 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
     ::unlink(lock.c_str());
     return st;
   }
-  if (fsync) GATOS_RETURN_IF_ERROR(FsyncDir(DirOf(file)));
+  if (fsync) GATOS_RETURN_IF_ERROR(FsyncDirectory(DirOf(file)));
   return OkStatus();
 }
 

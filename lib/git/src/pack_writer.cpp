@@ -173,6 +173,15 @@ class Deflater {
 
 }  // namespace
 
+Status FsyncDirectory(const std::string& dir) {
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return ErrnoError("open " + dir);
+  int rc = ::fsync(dfd);
+  ::close(dfd);
+  if (rc != 0) return ErrnoError("fsync " + dir);
+  return OkStatus();
+}
+
 Result<std::string> WritePack(const std::string& git_dir, const std::vector<const GitObject*>& input,
                               const PackWriteOptions& options) {
   std::vector<const GitObject*> objects;
@@ -282,14 +291,8 @@ Result<std::string> WritePack(const std::string& git_dir, const std::vector<cons
     // The directory the files left too: on a file system without a journal
     // a crash could otherwise leave them under both names with one link
     // counted, and removing the temporary name would free the pack.
-    for (const std::string* d : {&pack_dir, &temp_dir}) {
-      if (d == &temp_dir && temp_dir == pack_dir) break;
-      int dfd = ::open(d->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (dfd < 0) return ErrnoError("open " + *d);
-      int rc = ::fsync(dfd);
-      ::close(dfd);
-      if (rc != 0) return ErrnoError("fsync " + *d);
-    }
+    GATOS_RETURN_IF_ERROR(FsyncDirectory(pack_dir));
+    if (temp_dir != pack_dir) GATOS_RETURN_IF_ERROR(FsyncDirectory(temp_dir));
   }
   return base + ".pack";
 }

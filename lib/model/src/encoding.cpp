@@ -8,12 +8,6 @@ constexpr char kHex[] = "0123456789abcdef";
 constexpr char kB64[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-int HexVal(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
 int B64Val(char c) {
   if (c >= 'A' && c <= 'Z') return c - 'A';
   if (c >= 'a' && c <= 'z') return c - 'a' + 26;
@@ -55,6 +49,12 @@ size_t Utf8SequenceLength(std::string_view text, size_t i) {
 }
 }  // namespace
 
+int LowerHexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
 std::string HexEncode(const uint8_t* data, size_t len) {
   std::string out(len * 2, '\0');
   for (size_t i = 0; i < len; ++i) {
@@ -70,7 +70,7 @@ Result<Bytes> HexDecode(std::string_view hex) {
   }
   Bytes out(hex.size() / 2);
   for (size_t i = 0; i < out.size(); ++i) {
-    int hi = HexVal(hex[2 * i]), lo = HexVal(hex[2 * i + 1]);
+    int hi = LowerHexValue(hex[2 * i]), lo = LowerHexValue(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) {
       return InvalidArgumentError("invalid hex character at offset " +
                                   std::to_string(hi < 0 ? 2 * i : 2 * i + 1) +
@@ -84,7 +84,7 @@ Result<Bytes> HexDecode(std::string_view hex) {
 bool IsLowerHex(std::string_view s, size_t len) {
   if (s.size() != len) return false;
   for (char c : s) {
-    if (HexVal(c) < 0) return false;
+    if (LowerHexValue(c) < 0) return false;
   }
   return true;
 }

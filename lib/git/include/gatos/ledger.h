@@ -159,15 +159,15 @@ class Ledger {
   // Objects this handle wrote lately (WriteObjectsPacked), served without
   // asking libgit2, which would have to rescan the pack directory first.
   const GitObject* Recent(const std::string& id) const;
+  // Next directory of the spool ("" without one).
+  std::string NextSpoolDir();
 
   void* repo_;
   std::string path_;
   std::unordered_map<std::string, GitObject> recent_;
   std::deque<std::string> recent_order_;
   size_t recent_bytes_ = 0;
-  // Next directory of the spool ("" without one).
-  std::string NextSpoolDir();
-  std::vector<std::string> spool_;
+  std::vector<std::string> spool_;  // SetSpool
   size_t spool_next_ = 0;
 };
 

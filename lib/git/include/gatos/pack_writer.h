@@ -37,6 +37,10 @@ struct PackWriteOptions {
 // an index without its pack. Returns the pack's path. An empty list writes
 // nothing and returns "". Internal/Unavailable on I/O errors (the message
 // names the file); partial temporary files are removed.
+// fsync of a directory, so that the names renamed or linked into it (or out
+// of it) are durable. Unavailable on ENOSPC/EIO/EDQUOT, else Internal.
+Status FsyncDirectory(const std::string& dir);
+
 Result<std::string> WritePack(const std::string& git_dir, const std::vector<const GitObject*>& objects,
                               const PackWriteOptions& options);
 

@@ -23,6 +23,8 @@ inline std::string HexEncode(std::string_view s) {
 // Accepts lowercase hex only (the protocol's canonical spelling).
 // InvalidArgument on odd length or a character outside [0-9a-f].
 Result<Bytes> HexDecode(std::string_view hex);
+// The value of a lowercase hex digit, or -1 for any other character.
+int LowerHexValue(char c);
 // True when `s` is exactly `len` lowercase hex characters.
 bool IsLowerHex(std::string_view s, size_t len);
 
