@@ -22,6 +22,7 @@
 // the bus (the bench is one more subscriber; gatosd publishes no claim
 // event), results by gatosd's gatos.jobs.finished events.
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +59,12 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 namespace {
+
+double MonotonicSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 std::string g_bin;
 
@@ -225,6 +232,9 @@ int main(int argc, char** argv) {
   if (!bus.ok()) Die(bus.status().message());
   std::mutex mu;
   std::map<std::string, Clock::time_point> submitted, claimed, finished;
+  // Paced runs only: where submit->claim goes, hop by hop (the submit's
+  // reply, the offer on the stream, the worker's claim request).
+  std::map<std::string, Clock::time_point> acked, offered, asked;
   std::map<std::string, std::vector<std::string>> claim_inbox;  // reply subject -> jobs asked for
   std::map<std::string, std::pair<Clock::time_point, std::string>> early_replies;
   std::atomic<int> done{0};
@@ -241,6 +251,7 @@ int main(int argc, char** argv) {
       auto s = (*bus)->Subscribe(subject, [&](Message m) {
         std::lock_guard<std::mutex> l(mu);
         std::vector<std::string> jobs = ClaimedJobs(m.data);
+        for (const auto& id : jobs) asked.emplace(id, Clock::now());
         auto early = early_replies.find(m.reply);
         if (early == early_replies.end()) {
           claim_inbox[m.reply] = std::move(jobs);
@@ -256,6 +267,14 @@ int main(int argc, char** argv) {
       });
       if (s.ok()) claim_subs.push_back(std::move(*s));
     }
+    auto offers = (*bus)->Subscribe(rpc::kPendingSubject, [&](Message m) {
+      auto now = Clock::now();
+      auto pending = rpc::DecodePending(m.data);
+      if (!pending.ok()) return;
+      std::lock_guard<std::mutex> l(mu);
+      offered.emplace("blake3:" + pending->job_hex, now);
+    });
+    if (offers.ok()) claim_subs.push_back(std::move(*offers));
     // Replies go to each worker's own inbox prefix (it connects as its key).
     std::vector<std::string> inboxes = {"_INBOX.>"};
     for (int w = 0; w < workers; ++w) {
@@ -324,6 +343,7 @@ int main(int argc, char** argv) {
                sandbox.empty() ? "default" : sandbox.c_str(),
                submit == "push" ? "one git push" : (std::to_string(submitters) + " RPC connections").c_str(),
                ready_line.c_str());
+  const double t0_mono = MonotonicSeconds();
   auto t0 = Clock::now();
   if (submit == "push") {
     {
@@ -357,6 +377,10 @@ int main(int argc, char** argv) {
           if (!r.ok() || !json::parse(r->data).value("ok", false)) {
             Die("submit failed: " + (r.ok() ? r->data : r.status().message()));
           }
+          {
+            std::lock_guard<std::mutex> l(mu);
+            acked.emplace(frames[i].first, Clock::now());
+          }
         }
       });
     }
@@ -366,6 +390,7 @@ int main(int argc, char** argv) {
   auto deadline = Clock::now() + std::chrono::minutes(10);
   while (done < jobs && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   auto t1 = Clock::now();
+  const double t1_mono = MonotonicSeconds();
   double total_s = std::chrono::duration<double>(t1 - t0).count();
   std::vector<double> to_claim, to_result;
   {
@@ -382,13 +407,39 @@ int main(int argc, char** argv) {
     std::printf("submit->claim   p50 %7.1f ms  p99 %7.1f ms\n", P(to_claim, 0.5), P(to_claim, 0.99));
   }
   std::printf("submit->result  p50 %7.1f ms  p99 %7.1f ms\n", P(to_result, 0.5), P(to_result, 0.99));
+  if (rate > 0) {
+    // submit -> reply (a group commit) -> offer on the stream (views
+    // written, published, stored) -> claim request (the worker's fetch) ->
+    // grant (a group commit): each job's own hops.
+    std::vector<double> hop[4];
+    std::lock_guard<std::mutex> l(mu);
+    auto ms = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    for (const auto& [id, t] : submitted) {
+      auto a = acked.find(id), o = offered.find(id), q = asked.find(id), c = claimed.find(id);
+      if (a == acked.end() || o == offered.end() || q == asked.end() || c == claimed.end()) continue;
+      hop[0].push_back(ms(t, a->second));
+      hop[1].push_back(ms(t, o->second));
+      hop[2].push_back(ms(o->second, q->second));
+      hop[3].push_back(ms(q->second, c->second));
+    }
+    const char* names[4] = {"submit->reply", "submit->offer", "offer->claim request", "claim request->grant"};
+    for (int h = 0; h < 4; ++h) {
+      if (hop[h].empty()) continue;
+      std::printf("  %-22s p50 %7.1f ms  p99 %7.1f ms\n", names[h], P(hop[h], 0.5), P(hop[h], 0.99));
+    }
+  }
   if (as_json) {
     json j = {{"jobs", jobs},
               {"finished", done.load()},
               {"seconds", total_s},
               {"jobs_per_s", jps},
               {"submit_to_result_p50_ms", P(to_result, 0.5)},
-              {"submit_to_result_p99_ms", P(to_result, 0.99)}};
+              {"submit_to_result_p99_ms", P(to_result, 0.99)},
+              // The timed window on CLOCK_MONOTONIC, for `perf record -k CLOCK_MONOTONIC`
+              // (bench/side_by_side/profile.sh samples only this window).
+              {"window_monotonic_s", {t0_mono, t1_mono}}};
     if (!to_claim.empty()) {
       j["submit_to_claim_p50_ms"] = P(to_claim, 0.5);
       j["submit_to_claim_p99_ms"] = P(to_claim, 0.99);
