@@ -473,6 +473,56 @@ TEST(LedgerWriterTest, JobRefDirectoriesAreSpreadAndTheirParentOutlivesPruning) 
   EXPECT_NE(why.find("no-such-dir"), std::string::npos) << why;
 }
 
+// A batch's pack and the log ref's next value share one spool directory and
+// one sync of it (six syncs per commit instead of seven): the pack's
+// directory syncs are handed to the ref move, the spool's first (the order
+// in which a crash cannot leave the pack under two names with one link
+// counted), and the ref move takes them whether it succeeds or not.
+TEST(LedgerWriterTest, APacksDirectorySyncsAreDeferredSpoolFirstToTheRefMoveThatPublishesIt) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("repo.git");
+  ASSERT_TRUE(Ledger::InitRepository(path).ok());
+  auto l = Ledger::Open(path);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  const std::string spool = dir.Join("spool");
+  ASSERT_TRUE(std::filesystem::create_directory(spool));
+  ASSERT_TRUE((*l)->SetSpool({spool}));
+
+  GitObject blob = MakeObject(ObjectType::kBlob, "deferred\n");
+  Ledger::DeferredSyncs d;
+  ASSERT_TRUE((*l)->WriteObjectsPacked({&blob}, true, true, &d).ok());
+  EXPECT_EQ(d.spool, spool);
+  ASSERT_EQ(d.dirs.size(), 2u);
+  EXPECT_EQ(d.dirs[0], spool) << "the directory the pack left is synced first";
+  EXPECT_EQ(d.dirs[1], path + "/objects/pack");
+  EXPECT_TRUE(std::filesystem::is_empty(spool)) << "the pack and its index were renamed out of the spool";
+  auto back = (*l)->ReadBlob(blob.id, 1 << 10);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, "deferred\n");
+
+  ASSERT_TRUE((*l)->CasRef("refs/gatos/deferred", "", blob.id, true, &d).ok());
+  EXPECT_TRUE(d.dirs.empty());
+  EXPECT_EQ(*(*l)->ResolveRef("refs/gatos/deferred"), blob.id);
+  EXPECT_TRUE(std::filesystem::is_empty(spool)) << "the ref's value was linked out of the spool";
+
+  // A move that fails its compare-and-swap still takes the pack's syncs.
+  GitObject blob2 = MakeObject(ObjectType::kBlob, "second\n");
+  Ledger::DeferredSyncs d2;
+  ASSERT_TRUE((*l)->WriteObjectsPacked({&blob2}, true, true, &d2).ok());
+  ASSERT_EQ(d2.dirs.size(), 2u);
+  Status moved = (*l)->CasRef("refs/gatos/deferred", "", blob2.id, true, &d2);
+  EXPECT_EQ(moved.code(), StatusCode::kAborted) << moved.message();
+  EXPECT_TRUE(d2.dirs.empty());
+  EXPECT_EQ(*(*l)->ResolveRef("refs/gatos/deferred"), blob.id);
+
+  // Without fsync nothing is deferred.
+  GitObject blob3 = MakeObject(ObjectType::kBlob, "third\n");
+  Ledger::DeferredSyncs d3;
+  ASSERT_TRUE((*l)->WriteObjectsPacked({&blob3}, false, true, &d3).ok());
+  EXPECT_TRUE(d3.dirs.empty());
+  EXPECT_TRUE(d3.spool.empty());
+}
+
 TEST(LedgerWriterTest, AsyncViewsAreOnDiskBeforeTheCallbacksQueuedAfterThem) {
   Fixture f;
   f.async_views = true;

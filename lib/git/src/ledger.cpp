@@ -514,11 +514,16 @@ std::string Ledger::NextSpoolDir() {
   return spool_[spool_next_++ % spool_.size()];
 }
 
-Status Ledger::WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync, bool remember) {
+Status Ledger::WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync, bool remember,
+                                  DeferredSyncs* defer) {
   if (objects.empty()) return OkStatus();
   PackWriteOptions o;
   o.fsync = fsync;
   o.temp_dir = NextSpoolDir();
+  if (fsync && defer) {
+    defer->spool = o.temp_dir;
+    o.deferred_dir_syncs = &defer->dirs;
+  }
   std::string dir = path_;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   // No refresh here: libgit2 rescans objects/pack/ when a lookup misses,
@@ -530,16 +535,37 @@ Status Ledger::WriteObjectsPacked(const std::vector<const GitObject*>& objects, 
   return OkStatus();
 }
 
+namespace {
+// Syncs the deferred directories but `done`, in order, and forgets them.
+Status SyncDeferred(Ledger::DeferredSyncs* d, const std::string& done) {
+  if (!d) return OkStatus();
+  std::vector<std::string> dirs = std::move(d->dirs);
+  d->dirs.clear();
+  for (const auto& dir : dirs) {
+    if (dir != done) GATOS_RETURN_IF_ERROR(FsyncDirectory(dir));
+  }
+  return OkStatus();
+}
+}  // namespace
+
 Status Ledger::CasRef(const std::string& name, const std::string& old_id, const std::string& new_id,
-                      bool fsync) {
+                      bool fsync, DeferredSyncs* deferred) {
+  // Whatever happens to the ref, the pack's names are made durable: a later
+  // batch may find its objects present and not write them again.
+  struct SyncOnExit {
+    DeferredSyncs* d;
+    ~SyncOnExit() { (void)SyncDeferred(d, ""); }
+  } sync_on_exit{deferred};
   std::string dir = path_;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   GATOS_RETURN_IF_ERROR(MakeRefDirs(dir, name));
   const std::string file = dir + "/" + name;
   const std::string lock = file + ".lock";
-  const std::string spool = fsync ? NextSpoolDir() : "";
+  std::string spool;
+  if (fsync) spool = deferred && !deferred->spool.empty() ? deferred->spool : NextSpoolDir();
   if (spool.empty()) {
     GATOS_RETURN_IF_ERROR(WriteLock(lock, new_id + "\n", fsync));
+    GATOS_RETURN_IF_ERROR(SyncDeferred(deferred, ""));
   } else {
     // The value is written (and made durable) in a file of the spool, then
     // linked as <ref>.lock: the lock is still taken exclusively (link fails
@@ -557,8 +583,10 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
     }
     // The spool's name is gone for good before the ref moves: a crash must
     // not leave the ref's file under two names with one link counted (no
-    // journal), which the next start's cleanup of the spool would free.
+    // journal), which the next start's cleanup of the spool would free. The
+    // same sync covers the pack's temporary names; objects/pack follows.
     GATOS_RETURN_IF_ERROR(FsyncDirectory(spool));
+    GATOS_RETURN_IF_ERROR(SyncDeferred(deferred, spool));
   }
   // With the lock held nobody else moves the ref (git and libgit2 take the
   // same lock), so the value read now is the value we replace.

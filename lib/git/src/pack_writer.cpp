@@ -288,11 +288,19 @@ Result<std::string> WritePack(const std::string& git_dir, const std::vector<cons
   GATOS_RETURN_IF_ERROR(pack_tmp.RenameTo(base + ".pack"));
   GATOS_RETURN_IF_ERROR(idx_tmp.RenameTo(base + ".idx"));
   if (options.fsync) {
-    // The directory the files left too: on a file system without a journal
-    // a crash could otherwise leave them under both names with one link
-    // counted, and removing the temporary name would free the pack.
-    GATOS_RETURN_IF_ERROR(FsyncDirectory(pack_dir));
-    if (temp_dir != pack_dir) GATOS_RETURN_IF_ERROR(FsyncDirectory(temp_dir));
+    // The directory the files left first: on a file system without a
+    // journal, a crash between the two syncs in the other order could leave
+    // them under both names with one link counted, and removing the
+    // temporary name (the spool is emptied at start) would free the pack.
+    // In this order the worst is a pack with no name, which fsck reclaims.
+    std::vector<std::string> dirs;
+    if (temp_dir != pack_dir) dirs.push_back(temp_dir);
+    dirs.push_back(pack_dir);
+    if (options.deferred_dir_syncs) {
+      for (auto& d : dirs) options.deferred_dir_syncs->push_back(std::move(d));
+    } else {
+      for (const auto& d : dirs) GATOS_RETURN_IF_ERROR(FsyncDirectory(d));
+    }
   }
   return base + ".pack";
 }

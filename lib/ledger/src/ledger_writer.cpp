@@ -990,7 +990,8 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   // The index's trees stay out of the handle's recent objects: the index
   // keeps the directories it wrote, parsed. What a later request reads back
   // (jobs, leases, results, records, the log commit) is kept, moved.
-  Status s = ledger_->WriteObjectsPacked(all, options_.fsync, /*remember=*/false);
+  Ledger::DeferredSyncs deferred;
+  Status s = ledger_->WriteObjectsPacked(all, options_.fsync, /*remember=*/false, &deferred);
   if (!s.ok()) {
     index_.DropPending();
     return s;
@@ -1004,7 +1005,7 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   ledger_->Remember(std::move(*log));
   timer.Mark("pack");
   Crash(options_, "after-pack");
-  s = ledger_->CasRef(kLogRef, head_, log_id, options_.fsync);
+  s = ledger_->CasRef(kLogRef, head_, log_id, options_.fsync, &deferred);
   if (!s.ok()) {
     index_.DropPending();
     if (s.code() == StatusCode::kAborted) {

@@ -109,10 +109,23 @@ class Ledger {
 
   // ---- the ledger's batch write path (gatos_ledger's writer) ----
 
+  // Directory syncs a durable pack write left to the CasRef that publishes
+  // the pack: the pack and the ref's next value are created in the same
+  // spool directory, whose one sync then covers both (a batch's commit is
+  // six syncs instead of seven).
+  struct DeferredSyncs {
+    std::string spool;              // the spool directory the pack came from ("" = none)
+    std::vector<std::string> dirs;  // to sync, in order
+  };
+
   // Writes the objects as one pack (pack_writer.h) and makes them visible to
   // this handle's object database. With `remember`, they are also kept for
-  // reads soon after (see Remember).
-  Status WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync, bool remember = true);
+  // reads soon after (see Remember). With `fsync` and `defer`, the pack and
+  // its index are durable on return but their directory entries only once
+  // CasRef(..., defer) has synced the directories: give the same `defer` to
+  // the CasRef that makes the pack reachable.
+  Status WriteObjectsPacked(const std::vector<const GitObject*>& objects, bool fsync, bool remember = true,
+                            DeferredSyncs* defer = nullptr);
   // Keeps an object this handle wrote (up to 64 MiB of them, oldest out
   // first), so that reading it back soon needs no rescan of the pack
   // directory by libgit2. For objects written with remember = false that
@@ -123,8 +136,11 @@ class Ledger {
   // before the rename and the directory after it). Aborted when the ref is
   // locked or not at `old_id` ("" = must not exist). The log ref moves this
   // way: it is the commit point of a batch.
+  // With `deferred` (from WriteObjectsPacked), the ref's next value is
+  // created in the pack's spool directory and the deferred directories are
+  // synced before the ref moves, whatever this returns.
   Status CasRef(const std::string& name, const std::string& old_id, const std::string& new_id,
-                bool fsync);
+                bool fsync, DeferredSyncs* deferred = nullptr);
   // Sets refs to the given values ("" = delete) without checking old values
   // and without fsync: the refs under refs/gatos/jobs/ are a view of the log,
   // repaired from it after a crash. Each ref is replaced atomically (lock

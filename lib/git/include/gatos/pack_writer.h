@@ -29,6 +29,11 @@ struct PackWriteOptions {
   // directory on the same file system, from which they are renamed into
   // objects/pack. See Ledger::SetSpool.
   std::string temp_dir;
+  // With fsync: the directories are not synced here but appended to this
+  // list, in the order they must be synced (temp_dir, then objects/pack),
+  // for a caller that syncs them together with others (Ledger::CasRef).
+  // The files themselves are durable when WritePack returns.
+  std::vector<std::string>* deferred_dir_syncs = nullptr;
 };
 
 // Writes `objects` (duplicates by id are written once) to
