@@ -612,6 +612,7 @@ int Serve(const ServeOptions& opts) {
   }
   Log("serving ledger " + dir + " on " + opts.nats_url + " (pid " + std::to_string(getpid()) + ")");
   auto next_sweep = Clock::now();
+  int exit_code = 0;
   Repacker repacker(dir);
   auto next_maintenance = Clock::now() + std::chrono::seconds(5);
   auto next_views_sync = Clock::now() + std::chrono::seconds(30);
@@ -661,6 +662,13 @@ int Serve(const ServeOptions& opts) {
         observer.policy_changed = false;
         sync_nats_auth();
       }
+      if (Status f = w.failed(); !f.ok() && exit_code == 0) {
+        // A batch is in the write-ahead log but not in the repository: stop,
+        // so that the next start (a supervisor restarts us) writes it.
+        Log("stopping: " + f.message());
+        exit_code = 1;
+        ::kill(::getpid(), SIGTERM);
+      }
     }
     if (Clock::now() >= next_sweep) {
       service.Sweep();
@@ -699,7 +707,7 @@ int Serve(const ServeOptions& opts) {
   if (!synced.ok()) Log("could not mark the ref view synced: " + synced.message());
   signals.join();
   Log("stopped");
-  return 0;
+  return exit_code;
 }
 
 }  // namespace gatos::gatosd

@@ -31,6 +31,7 @@ struct LedgerFixture {
   Ed25519PrivateKey w2 = *GenerateEd25519Key("w2");
   int64_t now = 1'800'000'000'000;
   bool async_views = false;  // the writer as gatosd runs it (set before the first W())
+  WriterOptions writer_options;  // the rest of the writer's options (before W())
   std::unique_ptr<LedgerWriter> writer;
 
   explicit LedgerFixture(bool dev = false, int64_t lease_ms = 10'000,
@@ -54,7 +55,7 @@ struct LedgerFixture {
   // The writer, with the fixture's clock (opened on first use).
   LedgerWriter& W() {
     if (!writer) {
-      WriterOptions o;
+      WriterOptions o = writer_options;
       o.clock = [this] { return now; };
       o.async_views = async_views;
       auto w = LedgerWriter::Open(path, ledger_key, o);

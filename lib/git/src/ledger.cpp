@@ -561,8 +561,9 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
   GATOS_RETURN_IF_ERROR(MakeRefDirs(dir, name));
   const std::string file = dir + "/" + name;
   const std::string lock = file + ".lock";
-  std::string spool;
-  if (fsync) spool = deferred && !deferred->spool.empty() ? deferred->spool : NextSpoolDir();
+  // The next value comes from the spool with or without fsync: its inode
+  // is allocated there, not among the ones the ref's directory freed.
+  const std::string spool = deferred && !deferred->spool.empty() ? deferred->spool : NextSpoolDir();
   if (spool.empty()) {
     GATOS_RETURN_IF_ERROR(WriteLock(lock, new_id + "\n", fsync));
     GATOS_RETURN_IF_ERROR(SyncDeferred(deferred, ""));
@@ -585,8 +586,10 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
     // not leave the ref's file under two names with one link counted (no
     // journal), which the next start's cleanup of the spool would free. The
     // same sync covers the pack's temporary names; objects/pack follows.
-    GATOS_RETURN_IF_ERROR(FsyncDirectory(spool));
-    GATOS_RETURN_IF_ERROR(SyncDeferred(deferred, spool));
+    if (fsync) {
+      GATOS_RETURN_IF_ERROR(FsyncDirectory(spool));
+      GATOS_RETURN_IF_ERROR(SyncDeferred(deferred, spool));
+    }
   }
   // With the lock held nobody else moves the ref (git and libgit2 take the
   // same lock), so the value read now is the value we replace.

@@ -24,6 +24,7 @@
 #include "gatos/encoding.h"
 #include "gatos/ledger_commits.h"
 #include "gatos/sshsig.h"
+#include "gatos/wal.h"
 
 namespace gatos {
 namespace {
@@ -234,8 +235,100 @@ class LedgerWriter::ViewWriter {
   std::thread thread_;  // last: started once the rest is ready
 };
 
+// Checkpoints in the background: when the write-ahead log's open file holds
+// checkpoint_bytes, or checkpoint_ms after a batch, whichever comes first.
+class LedgerWriter::Checkpointer {
+ public:
+  explicit Checkpointer(LedgerWriter* w) : w_(w), thread_([this] { Loop(); }) {}
+  ~Checkpointer() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // After each batch: `bytes` in the log's open file.
+  void Written(uint64_t bytes) {
+    bool now;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!pending_) since_ = std::chrono::steady_clock::now();
+      pending_ = true;
+      now = bytes >= w_->options_.checkpoint_bytes;
+      full_ |= now;
+    }
+    if (now) cv_.notify_one();
+  }
+
+ private:
+  void Loop() {
+    const auto period = std::chrono::milliseconds(std::max(1, w_->options_.checkpoint_ms));
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      if (pending_ && !full_) {
+        cv_.wait_until(l, since_ + period, [this] { return stop_ || full_; });
+      } else if (!pending_) {
+        cv_.wait(l, [this] { return stop_ || pending_; });
+        continue;
+      }
+      if (stop_) return;
+      pending_ = full_ = false;
+      l.unlock();
+      Status s = w_->Checkpoint();
+      if (!s.ok()) std::fprintf(stderr, "gatos: checkpoint of the write-ahead log failed (retried): %s\n", s.message().c_str());
+      l.lock();
+      if (!s.ok() && !pending_) {
+        pending_ = true;
+        since_ = std::chrono::steady_clock::now();
+      }
+    }
+  }
+
+  LedgerWriter* w_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false, pending_ = false, full_ = false;
+  std::chrono::steady_clock::time_point since_;
+  std::thread thread_;  // last
+};
+
+Status LedgerWriter::Checkpoint() {
+  if (!wal_) return OkStatus();
+  std::vector<std::string> files;
+  {
+    // Every batch in a closed file is in the repository too (the ledger
+    // thread writes both under wal_mu_); a sync from now covers them all.
+    std::lock_guard<std::mutex> l(wal_mu_);
+    files = wal_->Rotate();
+  }
+  if (files.empty()) return OkStatus();
+  int dfd = ::open(ledger_->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return UnavailableError("open " + ledger_->path() + ": " + std::strerror(errno));
+  int rc = ::syncfs(dfd);
+  int err = errno;
+  ::close(dfd);
+  Status s = rc == 0 ? OkStatus() : UnavailableError("syncfs " + ledger_->path() + ": " + std::strerror(err));
+  if (s.ok()) s = wal_->Drop(files);
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> l(wal_mu_);
+    wal_->Keep(std::move(files));  // dropped by the next checkpoint
+  }
+  return s;
+}
+
+Status LedgerWriter::failed() const {
+  std::lock_guard<std::mutex> l(wal_mu_);
+  return failed_;
+}
+
 LedgerWriter::~LedgerWriter() {
   views_.reset();  // every committed batch's views written
+  checkpointer_.reset();
+  if (wal_ && failed().ok()) {
+    Status s = Checkpoint();  // a clean close leaves the write-ahead log empty
+    if (!s.ok()) std::fprintf(stderr, "gatos: final checkpoint failed (%s); the next open replays the write-ahead log\n", s.message().c_str());
+  }
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 
@@ -250,6 +343,52 @@ void LedgerWriter::AfterViews(std::function<void()> fn) {
 void LedgerWriter::FlushViews() {
   if (views_) views_->Flush();
 }
+
+namespace {
+
+// Writes every batch left in the write-ahead log to the repository as
+// durable packs, moves refs/gatos/log forward to the last one (never back:
+// a file a checkpoint deleted can come back after a crash, and the log ref
+// is then already past it), syncs, and empties the log.
+Status ReplayWal(Ledger& ledger, WriteAheadLog& wal) {
+  GATOS_ASSIGN_OR_RETURN(std::vector<WalRecord> records, wal.ReadAll());
+  const std::vector<std::string> files = wal.Files();
+  if (records.empty()) return wal.Drop(files);
+  std::vector<const GitObject*> ptrs;  // one pack for them all (an object once)
+  for (const WalRecord& r : records) {
+    for (const auto& o : r.objects) ptrs.push_back(&o);
+  }
+  GATOS_RETURN_IF_ERROR(ledger.WriteObjectsPacked(ptrs, /*fsync=*/true, /*remember=*/false));
+  const WalRecord& last = records.back();
+  std::string head;
+  int64_t head_seq = -1;
+  if (auto h = ledger.ResolveRef(kLogRef); h.ok()) {
+    head = *h;
+    if (!head.empty()) {
+      if (auto c = ledger.ReadCommit(head); c.ok()) {
+        if (auto info = ParseLogMessage(c->message); info.ok()) head_seq = info->seq;
+      }
+    }
+  } else {
+    // What the crash left of the ref's file is not a ref: it goes.
+    const std::string file = ledger.path() + "/" + kLogRef;
+    if (::unlink(file.c_str()) != 0 && errno != ENOENT) return InternalError("delete " + file + ": " + std::strerror(errno));
+  }
+  if (head_seq < last.seq) {
+    GATOS_RETURN_IF_ERROR(ledger.CasRef(kLogRef, head, last.log_id, /*fsync=*/true));
+    std::fprintf(stderr, "gatos: log batches %lld..%lld written from the write-ahead log (left by a writer that stopped)\n",
+                 static_cast<long long>(std::max<int64_t>(head_seq + 1, records.front().seq)),
+                 static_cast<long long>(last.seq));
+  }
+  int dfd = ::open(ledger.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::syncfs(dfd);
+    ::close(dfd);
+  }
+  return wal.Drop(files);
+}
+
+}  // namespace
 
 Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_in, Ed25519PrivateKey key,
                                                          WriterOptions options) {
@@ -272,9 +411,31 @@ Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_
   std::string why;
   (void)SpreadSubdirectories(jobs_dir, &why);
   PrepareSpool(dir, ledger.get());
+  std::unique_ptr<WriteAheadLog> wal;
+  {
+    // Batches a crash left only in the write-ahead log are written to the
+    // repository first (also when this writer will not use the log).
+    auto opened = WriteAheadLog::Open(LedgerStateDir(dir));
+    if (!opened.ok()) {
+      ::close(fd);
+      return opened.status();
+    }
+    wal = std::make_unique<WriteAheadLog>(std::move(*opened));
+    Status replayed = ReplayWal(*ledger, *wal);
+    if (!replayed.ok()) {
+      ::close(fd);
+      return replayed;
+    }
+    if (!options.fsync || !options.wal) wal.reset();
+  }
   std::unique_ptr<LedgerWriter> w(new LedgerWriter(std::move(ledger), std::move(key), std::move(options), fd));
   GATOS_RETURN_IF_ERROR(w->Load());
   GATOS_RETURN_IF_ERROR(w->RepairViews());
+  if (wal) {
+    w->wal_ = std::move(wal);
+    w->written_seq_ = w->seq_;
+    w->checkpointer_ = std::make_unique<Checkpointer>(w.get());
+  }
   if (w->options_.async_views) {
     GATOS_ASSIGN_OR_RETURN(auto view_ledger, Ledger::Open(dir));
     w->views_ = std::make_unique<ViewWriter>(std::move(view_ledger), &w->options_);
@@ -432,6 +593,13 @@ Result<std::pair<ObjectType, std::string>> LookupIn(Ledger& ledger, const std::v
 std::vector<OpResult> LedgerWriter::Apply(std::vector<Op>& ops, BatchStats* stats) {
   auto t_apply = std::chrono::steady_clock::now();
   std::vector<OpResult> results(ops.size());
+  if (Status f = failed(); !f.ok()) {
+    Outcome stopped = Outcome::FromStatus(f);
+    stopped.message = "the ledger could not record this batch: " + f.message();
+    for (auto& r : results) r.outcome = stopped;
+    if (stats) stats->ops = ops.size();
+    return results;
+  }
   Batch b;
   b.now = options_.clock();
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -990,12 +1158,42 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   // The index's trees stay out of the handle's recent objects: the index
   // keeps the directories it wrote, parsed. What a later request reads back
   // (jobs, leases, results, records, the log commit) is kept, moved.
-  Ledger::DeferredSyncs deferred;
-  Status s = ledger_->WriteObjectsPacked(all, options_.fsync, /*remember=*/false, &deferred);
-  if (!s.ok()) {
-    index_.DropPending();
-    return s;
+  // With the write-ahead log the batch is durable once its record is
+  // (the commit point); the repository's writes follow without syncs, and
+  // a checkpoint syncs them. Without it, the log ref's durable move is the
+  // commit point, after the pack's.
+  const bool durable_in_wal = wal_ != nullptr;
+  const bool sync_repo = options_.fsync && !durable_in_wal;
+  std::unique_lock<std::mutex> wal_lock(wal_mu_, std::defer_lock);
+  if (durable_in_wal) {
+    wal_lock.lock();
+    Crash(options_, "before-wal");
+    Status s = wal_->Append(info.seq, log->id, all);
+    if (!s.ok()) {
+      index_.DropPending();
+      return s;
+    }
+    timer.Mark("wal");
+    Crash(options_, "after-wal");
   }
+  // From here on, a failure with the batch in the write-ahead log leaves
+  // the writer unusable: its next batch would reuse this sequence.
+  auto fail = [&](Status s) {
+    index_.DropPending();
+    if (durable_in_wal) {
+      failed_ = InternalError("log batch " + std::to_string(info.seq) +
+                              " is in the write-ahead log but could not be written to the repository (" +
+                              s.message() + "); the ledger's writer stopped: restart it to write the batch");
+      std::fprintf(stderr, "gatos: %s\n", failed_.message().c_str());
+      return failed_;
+    }
+    return s;
+  };
+  Ledger::DeferredSyncs deferred;
+  Status s = options_.crash_at == "fail-pack"
+                 ? InternalError("failpoint fail-pack: the pack was not written")
+                 : ledger_->WriteObjectsPacked(all, sync_repo, /*remember=*/false, &deferred);
+  if (!s.ok()) return fail(s);
   const size_t written = all.size();
   const std::string log_id = log->id;
   for (auto& o : b.objects) ledger_->Remember(std::move(o));
@@ -1005,14 +1203,19 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   ledger_->Remember(std::move(*log));
   timer.Mark("pack");
   Crash(options_, "after-pack");
-  s = ledger_->CasRef(kLogRef, head_, log_id, options_.fsync, &deferred);
+  s = ledger_->CasRef(kLogRef, head_, log_id, sync_repo, &deferred);
   if (!s.ok()) {
-    index_.DropPending();
     if (s.code() == StatusCode::kAborted) {
-      return InternalError("refs/gatos/log moved under the writer (" + s.message() +
-                           "); another process wrote the ledger without its lock");
+      s = InternalError("refs/gatos/log moved under the writer (" + s.message() +
+                        "); another process wrote the ledger without its lock");
     }
-    return s;
+    return fail(s);
+  }
+  if (durable_in_wal) {
+    written_seq_ = info.seq;
+    const uint64_t wal_bytes = wal_->open_bytes();
+    wal_lock.unlock();
+    if (checkpointer_) checkpointer_->Written(wal_bytes);
   }
   timer.Mark("log-ref");
   Crash(options_, "after-log-ref");

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <variant>
@@ -46,18 +47,29 @@
 
 namespace gatos {
 
+class WriteAheadLog;  // gatos/wal.h
+
 struct WriterOptions {
   bool fsync = true;          // durable batches (off only for experiments)
   ClockFn clock = SystemNowMs;
   int lock_wait_ms = 0;       // how long Open waits for another writer to finish
-  // Failpoints for crash tests ("after-pack", "after-log-ref", "after-views"):
-  // the process SIGKILLs itself at that point of the next batch.
+  // Failpoints for crash tests ("before-wal", "after-wal", "after-pack",
+  // "after-log-ref", "after-views"): the process SIGKILLs itself at that
+  // point of the next batch. "fail-pack": writing a batch's pack fails.
   std::string crash_at;
   // The view refs of a committed batch are written by a thread of the
   // writer's own, in batch order, while the caller goes on with the next
   // batch; AfterViews runs what must wait for them (gatosd's replies).
   // Without it (the default) Apply returns with the views written.
   bool async_views = false;
+  // With fsync: a batch is durable once its record is in the write-ahead
+  // log (gatos/wal, one fdatasync); the pack and the log ref follow without
+  // syncs and a background checkpoint (syncfs) makes them durable in bulk
+  // when the log holds checkpoint_bytes or checkpoint_ms after a batch.
+  // Off: every batch syncs its pack and log ref itself (six syncs).
+  bool wal = true;
+  uint64_t checkpoint_bytes = 16u << 20;
+  int checkpoint_ms = 2000;
 };
 
 // ---- operations ----
@@ -162,6 +174,15 @@ class LedgerWriter {
   Ledger& ledger() { return *ledger_; }
   StateIndex& index() { return index_; }
 
+  // Makes every batch so far durable in the repository itself (syncfs) and
+  // empties the write-ahead log. Runs in the background on its own; at
+  // close; callable any time.
+  Status Checkpoint();
+  // Not OK once a batch is durable in the write-ahead log but could not be
+  // written to the repository: every later batch fails with this, and the
+  // writer must be closed and opened again (which replays the log).
+  Status failed() const;
+
   // Records that every view ref up to the current sequence is on disk
   // (after syncfs): a later Open replays only batches after it.
   Status SyncViews();
@@ -194,6 +215,14 @@ class LedgerWriter {
 
   class ViewWriter;
   std::unique_ptr<ViewWriter> views_;  // with async_views; destroyed (drained) first
+  class Checkpointer;
+  std::unique_ptr<Checkpointer> checkpointer_;  // with the write-ahead log; stopped next
+  // The write-ahead log; wal_mu_ makes a checkpoint see whole batches
+  // (written_seq_: the last batch both in the log and in the repository).
+  std::unique_ptr<WriteAheadLog> wal_;
+  mutable std::mutex wal_mu_;
+  int64_t written_seq_ = 0;
+  Status failed_;
 
   std::unique_ptr<Ledger> ledger_;
   Ed25519PrivateKey key_;
