@@ -17,6 +17,7 @@
 
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "gatos/dir_layout.h"
 #include "gatos/job_service.h"
@@ -584,6 +585,41 @@ TEST(LedgerWriterTest, BatchesWhoseRepositoryWritesWereLostAreWrittenAgainFromTh
   // The original writer closes cleanly: its last checkpoint empties the log.
   f.Close();
   EXPECT_TRUE(std::filesystem::is_empty(f.path + "/gatos/wal"));
+}
+
+// The checkpoint thread empties the write-ahead log on its own: a while
+// after a batch, or at once when the log's file reaches checkpoint_bytes.
+TEST(LedgerWriterTest, CheckpointsEmptyTheWriteAheadLogAfterATimeOrASize) {
+  auto wal_empty_within = [](const std::string& dir, int ms) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (!std::filesystem::is_empty(dir)) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  };
+  {
+    Fixture f;
+    f.writer_options.checkpoint_ms = 50;
+    f.writer_options.checkpoint_bytes = uint64_t{1} << 40;
+    f.Submit(Yaml(1));
+    EXPECT_TRUE(wal_empty_within(f.path + "/gatos/wal", 20'000)) << "by time";
+    f.Submit(Yaml(2));  // and again: the timer restarts with the next batch
+    EXPECT_TRUE(wal_empty_within(f.path + "/gatos/wal", 20'000)) << "by time, twice";
+  }
+  {
+    Fixture f;
+    f.writer_options.checkpoint_ms = 3'600'000;
+    f.writer_options.checkpoint_bytes = 1;
+    f.Submit(Yaml(3));
+    EXPECT_TRUE(wal_empty_within(f.path + "/gatos/wal", 20'000)) << "by size";
+    Fixture g;
+    g.writer_options.checkpoint_ms = 3'600'000;
+    g.Submit(Yaml(4));
+    EXPECT_FALSE(std::filesystem::is_empty(g.path + "/gatos/wal")) << "neither: the record stays until a checkpoint";
+    g.Close();
+    EXPECT_TRUE(std::filesystem::is_empty(g.path + "/gatos/wal")) << "a clean close checkpoints";
+  }
 }
 
 // A batch in the write-ahead log that cannot be written to the repository

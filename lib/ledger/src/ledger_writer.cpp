@@ -250,15 +250,17 @@ class LedgerWriter::Checkpointer {
   }
   // After each batch: `bytes` in the log's open file.
   void Written(uint64_t bytes) {
-    bool now;
+    bool wake;
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (!pending_) since_ = std::chrono::steady_clock::now();
+      const bool first = !pending_;
+      if (first) since_ = std::chrono::steady_clock::now();
       pending_ = true;
-      now = bytes >= w_->options_.checkpoint_bytes;
-      full_ |= now;
+      const bool full = bytes >= w_->options_.checkpoint_bytes;
+      full_ |= full;
+      wake = first || full;  // starts the timer, or checkpoints now
     }
-    if (now) cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
 
  private:
@@ -303,6 +305,7 @@ Status LedgerWriter::Checkpoint() {
     files = wal_->Rotate();
   }
   if (files.empty()) return OkStatus();
+  const auto t0 = std::chrono::steady_clock::now();
   int dfd = ::open(ledger_->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return UnavailableError("open " + ledger_->path() + ": " + std::strerror(errno));
   int rc = ::syncfs(dfd);
@@ -310,6 +313,11 @@ Status LedgerWriter::Checkpoint() {
   ::close(dfd);
   Status s = rc == 0 ? OkStatus() : UnavailableError("syncfs " + ledger_->path() + ": " + std::strerror(err));
   if (s.ok()) s = wal_->Drop(files);
+  if (std::getenv("GATOS_WRITER_TIMING")) {
+    std::fprintf(stderr, "writer: checkpoint of %zu file(s) in %lldus\n", files.size(),
+                 static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                            std::chrono::steady_clock::now() - t0).count()));
+  }
   if (!s.ok()) {
     std::lock_guard<std::mutex> l(wal_mu_);
     wal_->Keep(std::move(files));  // dropped by the next checkpoint
