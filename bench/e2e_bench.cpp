@@ -7,7 +7,7 @@
 // submit-to-result latency p50/p99.
 //   e2e_bench [--jobs 2000] [--workers 2] [--concurrency N] [--sandbox off|auto]
 //             [--submit push|rpc] [--job sh|true] [--submitters 32]
-//             [--rate JOBS/S] [--keep DIR] [--json]
+//             [--rate JOBS/S] [--keep DIR] [--json] [--no-wal]
 // --submit push (default): every job is a signed commit, all pushed with ONE
 // stock `git push` to refs/gatos/submit/*, as a user would. --submit rpc:
 // each job through the gatosd RPC by --submitters connections, each waiting
@@ -16,6 +16,8 @@
 // figure measured the clients, not the plane); with --rate
 // the submissions are paced, so latencies show the plane's own delay rather
 // than the queue of an overloaded run.
+// --no-wal: gatosd syncs each batch's pack and log ref instead of writing a
+// write-ahead log record (for comparison).
 // --job sh (default): `/bin/sh -c 'echo N >> file'` in the job's workspace;
 // --job true: /bin/true.
 // Claims are seen by listening to the claim requests and their replies on
@@ -159,7 +161,8 @@ int main(int argc, char** argv) {
                                        {"job", 0, true, false, "sh|true"},
                                        {"rate", 0, true, false, "JOBS/S"},
                                        {"keep", 0, true, false, "DIR"},
-                                       {"json", 0, false}};
+                                       {"json", 0, false},
+                                       {"no-wal", 0, false}};
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
       !flags.GetInt("jobs", 1, 10'000'000, &jobs) || !flags.GetInt("workers", 1, 64, &workers) ||
@@ -202,7 +205,11 @@ int main(int argc, char** argv) {
     RunWait({g_bin + "/gatos", "keygen", "-f", k}, log);
     RunWait({g_bin + "/gatos", "policy", "allow-worker", "--ledger", ledger, k + ".pub"}, log);
   }
-  procs.push_back(Spawn({g_bin + "/gatosd", "serve", "--ledger", ledger, "--nats", url}, dir + "/gatosd.log"));
+  {
+    std::vector<std::string> argv = {g_bin + "/gatosd", "serve", "--ledger", ledger, "--nats", url};
+    if (flags.Has("no-wal")) argv.push_back("--no-wal");
+    procs.push_back(Spawn(argv, dir + "/gatosd.log"));
+  }
   if (!WaitForText(dir + "/gatosd.log", "serving ledger", 20000)) Die("gatosd did not start; see " + dir);
   for (int w = 0; w < workers; ++w) {
     std::string k = dir + "/worker" + std::to_string(w);

@@ -23,7 +23,7 @@
 //
 // Prints figures; never passes or fails on a time.
 //
-//   ledger_bench [--jobs 1000,100000] [--dir DIR] [--batch 256] [--no-fsync]
+//   ledger_bench [--jobs 1000,100000] [--dir DIR] [--batch 256] [--no-fsync] [--no-wal]
 //                [--keep] [--skip-push]
 //   ledger_bench --ledger DIR [...]   measure a ledger filled before (for
 //                                     example by dashboard_bench --keep: a
@@ -220,9 +220,14 @@ PhaseFigures RunBatches(LedgerWriter& w, JobService& s, const std::string& kind,
   return f;
 }
 
+// --no-wal: batches durable by their own syncs (pack, then log ref) instead
+// of the write-ahead log; for comparison.
+bool g_wal = true;
+
 void InProcess(const std::string& dir, const bench::BenchKeys& keys, int64_t first, size_t batch, bool fsync) {
   WriterOptions wo;
   wo.fsync = fsync;
+  wo.wal = g_wal;
   wo.async_views = true;  // as gatosd runs it
   auto t0 = Clock::now();
   auto writer = Must(LedgerWriter::Open(dir, Must(LoadLedgerKey(dir), "key"), wo), "open writer");
@@ -246,7 +251,8 @@ void InProcess(const std::string& dir, const bench::BenchKeys& keys, int64_t fir
                                   granted[i]["lease_commit"], 1));
   }
   phases.push_back(RunBatches(*writer, service, "result", rpc::kResult, results, batch, nullptr));
-  std::printf("  group commit, batches of %zu (fsync %s):\n", batch, fsync ? "on" : "off");
+  std::printf("  group commit, batches of %zu (fsync %s%s):\n", batch, fsync ? "on" : "off",
+              fsync ? (g_wal ? ", write-ahead log" : ", no write-ahead log: six syncs per batch") : "");
   size_t total = 0;
   double secs = 0;
   for (const auto& p : phases) {
@@ -414,14 +420,14 @@ void WithGatosd(const std::string& dir, const std::string& scratch, const bench:
 int main(int argc, char** argv) {
   using namespace gatos;
   Flags flags;
-  if (!flags.Parse({argv + 1, argv + argc}, {{"jobs"}, {"dir"}, {"batch"}, {"no-fsync", 0, false},
+  if (!flags.Parse({argv + 1, argv + argc}, {{"jobs"}, {"dir"}, {"batch"}, {"no-fsync", 0, false}, {"no-wal", 0, false},
                                              {"keep", 0, false}, {"skip-push", 0, false},
                                              {"skip-gatosd", 0, false}, {"ledger"}})) {
     std::cerr << "ledger_bench: " << flags.error() << "\n";
     return 2;
   }
   if (flags.help()) {
-    std::cout << "usage: ledger_bench [--jobs 1000,100000,1000000] [--dir DIR] [--batch 256] [--no-fsync] [--keep]"
+    std::cout << "usage: ledger_bench [--jobs 1000,100000,1000000] [--dir DIR] [--batch 256] [--no-fsync] [--no-wal] [--keep]"
                  " [--skip-push] [--skip-gatosd]\n"
                  "       ledger_bench --ledger DIR [--batch 256] [--no-fsync] [--skip-push] [--skip-gatosd]\n"
                  "  --ledger DIR: measure a ledger filled before (bench keys in DIR/bench-keys, as\n"
@@ -437,6 +443,7 @@ int main(int argc, char** argv) {
   int64_t batch = 256;
   if (!flags.GetInt("batch", 1, 65536, &batch)) Die(flags.error());
   bool fsync = !flags.Has("no-fsync");
+  g_wal = !flags.Has("no-wal");
   std::string base = flags.GetOr("dir", "");
   if (base.empty()) {
     std::string tmpl = "/tmp/gatos-ledger-bench-XXXXXX";

@@ -42,6 +42,8 @@ constexpr char kUsage[] =
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
+    "        [--no-wal]                  each batch syncs its pack and log ref (six syncs)\n"
+    "                                    instead of one write-ahead log record (comparisons)\n"
     "        [--nats-auth-file FILE]     keep nats-server's authorization block in FILE in step\n"
     "        [--nats-pid-file FILE]      with the policy, and SIGHUP the nats-server in FILE\n"
     "                                    after each change (see gatos nats-config)\n"
@@ -109,7 +111,7 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
   const std::vector<gatos::FlagSpec> specs = {{"ledger"},      {"nats"},           {"http"},
                                               {"republish-s"}, {"sweep-ms"},       {"nats-wait-s"},
-                                              {"max-batch"},   {"no-fsync", 0, false}, {"http-token-file"},
+                                              {"max-batch"},   {"no-fsync", 0, false}, {"no-wal", 0, false}, {"http-token-file"},
                                               {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
                                               {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"}};
   // --config FILE: the same settings as YAML (docs/deployment.md); flags win.
@@ -140,6 +142,7 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (!flags.GetInt("stream-replicas", 1, 5, &replicas)) return Usage("serve", flags.error());
   opts.stream_replicas = static_cast<int>(replicas);
   opts.fsync = !flags.Has("no-fsync");
+  opts.wal = !flags.Has("no-wal");
   opts.nats_auth_file = flags.GetOr("nats-auth-file", "");
   opts.nats_pid_file = flags.GetOr("nats-pid-file", "");
   opts.nats_ca_file = flags.GetOr("nats-ca", "");

@@ -430,6 +430,7 @@ int Serve(const ServeOptions& opts) {
   }
   WriterOptions wo;
   wo.fsync = opts.fsync;
+  wo.wal = opts.wal;
   // The ledger thread goes on with the next batch while the view refs of
   // this one are written; its replies wait for them (AfterViews below).
   wo.async_views = true;
@@ -447,6 +448,7 @@ int Serve(const ServeOptions& opts) {
       " jobs, " + std::to_string(w.live().size()) + " not finished; loaded in " +
       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()) + " ms");
   if (!opts.fsync) Log("WARNING: --no-fsync: batches are not durable; a power loss can lose acknowledged work");
+  if (opts.fsync && !opts.wal) Log("--no-wal: each batch syncs its pack and log ref (six syncs) instead of a write-ahead log record");
   if (w.policy().settings.dev_mode) {
     Log("WARNING: DEV MODE: this ledger accepts UNSIGNED job commits (gatosd init --dev); never use it for real work");
   }

@@ -31,6 +31,7 @@ struct ServeOptions {
   int64_t nats_wait_ms = 30'000;     // how long to wait for NATS at start
   int64_t stream_max_age_ms = 7LL * 24 * 3600 * 1000;
   bool fsync = true;                 // durable batches; --no-fsync for experiments only
+  bool wal = true;                   // durable by the write-ahead log; --no-wal for comparisons
   size_t max_batch = 1024;           // requests applied as one log batch at most
   // NATS authentication (nats_auth.h). gatosd always connects as the ledger
   // key. With nats_auth_file it writes the server's authorization block there
