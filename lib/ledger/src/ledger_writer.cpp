@@ -441,7 +441,6 @@ Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_
   GATOS_RETURN_IF_ERROR(w->RepairViews());
   if (wal) {
     w->wal_ = std::move(wal);
-    w->written_seq_ = w->seq_;
     w->checkpointer_ = std::make_unique<Checkpointer>(w.get());
   }
   if (w->options_.async_views) {
@@ -1220,7 +1219,6 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
     return fail(s);
   }
   if (durable_in_wal) {
-    written_seq_ = info.seq;
     const uint64_t wal_bytes = wal_->open_bytes();
     wal_lock.unlock();
     if (checkpointer_) checkpointer_->Written(wal_bytes);

@@ -133,7 +133,9 @@ class Ledger {
   void Remember(GitObject&& o);
   // Moves one ref with a compare-and-swap under git's lock protocol
   // (<ref>.lock, O_EXCL), durably when `fsync` (the lock file is fdatasync'ed
-  // before the rename and the directory after it). Aborted when the ref is
+  // before the rename and the directory after it). The next value is
+  // written in the spool (SetSpool) and linked as the lock, with or
+  // without fsync. Aborted when the ref is
   // locked or not at `old_id` ("" = must not exist). The log ref moves this
   // way: it is the commit point of a batch.
   // With `deferred` (from WriteObjectsPacked), the ref's next value is

@@ -217,11 +217,10 @@ class LedgerWriter {
   std::unique_ptr<ViewWriter> views_;  // with async_views; destroyed (drained) first
   class Checkpointer;
   std::unique_ptr<Checkpointer> checkpointer_;  // with the write-ahead log; stopped next
-  // The write-ahead log; wal_mu_ makes a checkpoint see whole batches
-  // (written_seq_: the last batch both in the log and in the repository).
+  // The write-ahead log. A batch holds wal_mu_ from its record to its log
+  // ref, so a checkpoint's Rotate never splits one; failed_ under it too.
   std::unique_ptr<WriteAheadLog> wal_;
   mutable std::mutex wal_mu_;
-  int64_t written_seq_ = 0;
   Status failed_;
 
   std::unique_ptr<Ledger> ledger_;
