@@ -430,12 +430,6 @@ namespace {
 
 std::string DirOf(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
-Status Errno(const std::string& what) {
-  int e = errno;
-  std::string m = what + ": " + std::strerror(e);
-  return e == ENOSPC || e == EIO || e == EDQUOT ? UnavailableError(m) : InternalError(m);
-}
-
 // Creates the directories of ref `name` that are missing, from the deepest
 // up: usually only the last is, or none.
 Status MakeRefDirs(const std::string& git_dir, const std::string& name) {
@@ -443,9 +437,9 @@ Status MakeRefDirs(const std::string& git_dir, const std::string& name) {
   if (slash == std::string::npos) return OkStatus();
   const std::string d = git_dir + "/" + name.substr(0, slash);
   if (::mkdir(d.c_str(), 0755) == 0 || errno == EEXIST) return OkStatus();
-  if (errno != ENOENT) return Errno("mkdir " + d);
+  if (errno != ENOENT) return ErrnoStatus("mkdir " + d);
   GATOS_RETURN_IF_ERROR(MakeRefDirs(git_dir, name.substr(0, slash)));
-  if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return Errno("mkdir " + d);
+  if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + d);
   return OkStatus();
 }
 
@@ -454,11 +448,11 @@ Status WriteLock(const std::string& lock, const std::string& content, bool fsync
   int fd = ::open(lock.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (errno == EEXIST) return AbortedError(lock + " exists: the ref is being updated by another writer");
-    return Errno("create " + lock);
+    return ErrnoStatus("create " + lock);
   }
   ssize_t n = ::write(fd, content.data(), content.size());
   bool ok = n == static_cast<ssize_t>(content.size()) && (!fsync || ::fdatasync(fd) == 0);
-  Status st = ok ? OkStatus() : Errno("write " + lock);
+  Status st = ok ? OkStatus() : ErrnoStatus("write " + lock);
   ::close(fd);
   if (!ok) ::unlink(lock.c_str());
   return st;
@@ -580,7 +574,7 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
     if (linked != 0) {
       if (err == EEXIST) return AbortedError(lock + " exists: the ref is being updated by another writer");
       errno = err;
-      return Errno("link " + lock);
+      return ErrnoStatus("link " + lock);
     }
     // The spool's name is gone for good before the ref moves: a crash must
     // not leave the ref's file under two names with one link counted (no
@@ -601,7 +595,7 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
                         (current->empty() ? "no ref" : *current));
   }
   if (::rename(lock.c_str(), file.c_str()) != 0) {
-    Status st = Errno("rename " + lock);
+    Status st = ErrnoStatus("rename " + lock);
     ::unlink(lock.c_str());
     return st;
   }
@@ -619,7 +613,7 @@ Status Ledger::SetViewRefs(const std::vector<std::pair<std::string, std::string>
     const std::string file = dir + "/" + name;
     const std::string lock = file + ".lock";
     if (id.empty()) {
-      if (::unlink(file.c_str()) != 0 && errno != ENOENT) return Errno("delete " + file);
+      if (::unlink(file.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("delete " + file);
       if (have_packed) packed_deletes.push_back(name);
       PruneRefDirs(dir, name);
       continue;
@@ -638,7 +632,7 @@ Status Ledger::SetViewRefs(const std::vector<std::pair<std::string, std::string>
     }
     GATOS_RETURN_IF_ERROR(w);
     if (::rename(lock.c_str(), file.c_str()) != 0) {
-      Status e = Errno("rename " + lock);
+      Status e = ErrnoStatus("rename " + lock);
       ::unlink(lock.c_str());
       return e;
     }

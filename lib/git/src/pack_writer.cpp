@@ -48,13 +48,6 @@ int PackType(ObjectType t) {
   return 3;
 }
 
-Status ErrnoError(const std::string& what) {
-  int e = errno;
-  std::string m = what + ": " + std::strerror(e);
-  if (e == ENOSPC || e == EDQUOT || e == EIO) return UnavailableError(m);
-  return InternalError(m);
-}
-
 // An O_EXCL temporary file removed on destruction unless renamed.
 class TempFile {
  public:
@@ -73,7 +66,7 @@ class TempFile {
         path_ = p;
         return OkStatus();
       }
-      if (errno != EEXIST) return ErrnoError("create " + p);
+      if (errno != EEXIST) return ErrnoStatus("create " + p);
     }
     return InternalError("cannot create a temporary file in " + dir);
   }
@@ -82,23 +75,23 @@ class TempFile {
       ssize_t n = ::write(fd_, data.data(), data.size());
       if (n < 0) {
         if (errno == EINTR) continue;
-        return ErrnoError("write " + path_);
+        return ErrnoStatus("write " + path_);
       }
       data.remove_prefix(static_cast<size_t>(n));
     }
     return OkStatus();
   }
   Status Sync() {
-    if (::fdatasync(fd_) != 0) return ErrnoError("fdatasync " + path_);
+    if (::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync " + path_);
     return OkStatus();
   }
   Status RenameTo(const std::string& final_path) {
     if (::close(fd_) != 0) {
       fd_ = -1;
-      return ErrnoError("close " + path_);
+      return ErrnoStatus("close " + path_);
     }
     fd_ = -1;
-    if (::rename(path_.c_str(), final_path.c_str()) != 0) return ErrnoError("rename to " + final_path);
+    if (::rename(path_.c_str(), final_path.c_str()) != 0) return ErrnoStatus("rename to " + final_path);
     path_.clear();
     return OkStatus();
   }
@@ -175,10 +168,10 @@ class Deflater {
 
 Status FsyncDirectory(const std::string& dir) {
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return ErrnoError("open " + dir);
+  if (dfd < 0) return ErrnoStatus("open " + dir);
   int rc = ::fsync(dfd);
   ::close(dfd);
-  if (rc != 0) return ErrnoError("fsync " + dir);
+  if (rc != 0) return ErrnoStatus("fsync " + dir);
   return OkStatus();
 }
 
@@ -198,7 +191,7 @@ Result<std::string> WritePack(const std::string& git_dir, const std::vector<cons
   // for writing, which a running `git repack` holds often.
   struct stat st;
   if (::stat(pack_dir.c_str(), &st) != 0 && ::mkdir(pack_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return ErrnoError("mkdir " + pack_dir);
+    return ErrnoStatus("mkdir " + pack_dir);
   }
 
   struct Entry {

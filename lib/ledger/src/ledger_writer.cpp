@@ -80,6 +80,17 @@ Result<int> TakeLock(const std::string& dir, int wait_ms) {
   return fd;
 }
 
+// syncfs of the file system that holds `dir`: everything written there so
+// far is on disk. Unavailable when it cannot be made so.
+Status SyncFileSystem(const std::string& dir) {
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return UnavailableError("open " + dir + ": " + std::strerror(errno));
+  int rc = ::syncfs(dfd);
+  int err = errno;
+  ::close(dfd);
+  return rc == 0 ? OkStatus() : UnavailableError("syncfs " + dir + ": " + std::strerror(err));
+}
+
 // The writer's spool (Ledger::SetSpool): gatos/spool/00..63, spread over the
 // file system's block groups, emptied of what a writer that died left.
 constexpr int kSpoolDirs = 64;
@@ -306,12 +317,7 @@ Status LedgerWriter::Checkpoint() {
   }
   if (files.empty()) return OkStatus();
   const auto t0 = std::chrono::steady_clock::now();
-  int dfd = ::open(ledger_->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return UnavailableError("open " + ledger_->path() + ": " + std::strerror(errno));
-  int rc = ::syncfs(dfd);
-  int err = errno;
-  ::close(dfd);
-  Status s = rc == 0 ? OkStatus() : UnavailableError("syncfs " + ledger_->path() + ": " + std::strerror(err));
+  Status s = SyncFileSystem(ledger_->path());
   if (s.ok()) s = wal_->Drop(files);
   if (std::getenv("GATOS_WRITER_TIMING")) {
     std::fprintf(stderr, "writer: checkpoint of %zu file(s) in %lldus\n", files.size(),
@@ -388,11 +394,7 @@ Status ReplayWal(Ledger& ledger, WriteAheadLog& wal) {
                  static_cast<long long>(std::max<int64_t>(head_seq + 1, records.front().seq)),
                  static_cast<long long>(last.seq));
   }
-  int dfd = ::open(ledger.path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::syncfs(dfd);
-    ::close(dfd);
-  }
+  (void)SyncFileSystem(ledger.path());
   return wal.Drop(files);
 }
 
@@ -522,11 +524,7 @@ Status LedgerWriter::RepairViews() {
 
 Status LedgerWriter::SyncViews() {
   FlushViews();
-  int dfd = ::open(ledger_->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    if (options_.fsync) ::syncfs(dfd);
-    ::close(dfd);
-  }
+  if (options_.fsync) (void)SyncFileSystem(ledger_->path());
   std::string path = LedgerStateDir(ledger_->path()) + "/" + kViewsSyncedFile;
   std::string tmp = path + ".tmp";
   {

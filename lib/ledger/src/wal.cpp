@@ -61,13 +61,6 @@ bool DecodePayload(std::string_view p, WalRecord* r) {
   return at == p.size() && has_log;
 }
 
-Status Errno(const std::string& what) {
-  int e = errno;
-  std::string m = what + ": " + std::strerror(e);
-  if (e == ENOSPC || e == EIO || e == EDQUOT) return UnavailableError(m);
-  return InternalError(m);
-}
-
 }  // namespace
 
 std::string EncodeWalRecord(int64_t seq, const std::string& log_id, const std::vector<const GitObject*>& objects) {
@@ -113,7 +106,7 @@ WalFileContents DecodeWalFile(std::string_view data) {
 
 Result<WriteAheadLog> WriteAheadLog::Open(const std::string& state_dir) {
   std::string dir = state_dir + "/wal";
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return Errno("mkdir " + dir);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir);
   struct stat st;
   if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return FailedPreconditionError(dir + " is not a directory");
@@ -164,7 +157,7 @@ Result<std::vector<WalRecord>> WriteAheadLog::ReadAll() const {
   std::vector<WalRecord> all;
   for (const std::string& path : Files()) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return Errno("open " + path);
+    if (fd < 0) return ErrnoStatus("open " + path);
     std::string data;
     char buf[1 << 16];
     ssize_t n;
@@ -173,7 +166,7 @@ Result<std::vector<WalRecord>> WriteAheadLog::ReadAll() const {
     ::close(fd);
     if (n < 0) {
       errno = err;
-      return Errno("read " + path);
+      return ErrnoStatus("read " + path);
     }
     WalFileContents c = DecodeWalFile(data);
     if (!c.records.empty()) {
@@ -198,7 +191,7 @@ Status WriteAheadLog::Append(int64_t seq, const std::string& log_id, const std::
     std::snprintf(name, sizeof name, "/%020lld%s", static_cast<long long>(seq), kSuffix);
     open_path_ = dir_ + name;
     fd_ = ::open(open_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
-    if (fd_ < 0) return Errno("create " + open_path_);
+    if (fd_ < 0) return ErrnoStatus("create " + open_path_);
     open_bytes_ = 0;
     created = true;
   }
@@ -208,7 +201,7 @@ Status WriteAheadLog::Append(int64_t seq, const std::string& log_id, const std::
     ssize_t n = ::write(fd_, rec.data() + done, rec.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      Status s = Errno("write " + open_path_);
+      Status s = ErrnoStatus("write " + open_path_);
       // A partial record must not stay in front of the next one: this file
       // is closed for good (recovery reads up to the torn record).
       CloseOpen();
@@ -217,7 +210,7 @@ Status WriteAheadLog::Append(int64_t seq, const std::string& log_id, const std::
     done += static_cast<size_t>(n);
   }
   if (::fdatasync(fd_) != 0) {
-    Status s = Errno("fdatasync " + open_path_);
+    Status s = ErrnoStatus("fdatasync " + open_path_);
     CloseOpen();
     return s;
   }
@@ -249,7 +242,7 @@ void WriteAheadLog::Keep(std::vector<std::string> files) {
 Status WriteAheadLog::Drop(const std::vector<std::string>& files) {
   if (files.empty()) return OkStatus();
   for (const auto& f : files) {
-    if (::unlink(f.c_str()) != 0 && errno != ENOENT) return Errno("delete " + f);
+    if (::unlink(f.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("delete " + f);
   }
   return FsyncDirectory(dir_);
 }

@@ -1,5 +1,8 @@
 #include "gatos/status.h"
 
+#include <cerrno>
+#include <cstring>
+
 namespace gatos {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -33,6 +36,12 @@ Status Status::WithContext(std::string_view context) const {
   m += ": ";
   m += message_;
   return Status(code_, std::move(m));
+}
+
+Status ErrnoStatus(const std::string& what) {
+  const int e = errno;
+  std::string m = what + ": " + std::strerror(e);
+  return e == ENOSPC || e == EIO || e == EDQUOT ? UnavailableError(std::move(m)) : InternalError(std::move(m));
 }
 
 }  // namespace gatos

@@ -69,6 +69,9 @@ inline Status DeadlineExceededError(std::string m) { return {StatusCode::kDeadli
 inline Status PermissionDeniedError(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 inline Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
 inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+// `what`: strerror(errno) as a Status: Unavailable for ENOSPC, EIO and
+// EDQUOT (the disk, not the caller), Internal otherwise. Read errno first.
+Status ErrnoStatus(const std::string& what);
 
 // Result<T> holds either a T or a non-OK Status.
 template <typename T>
