@@ -394,7 +394,9 @@ Status ReplayWal(Ledger& ledger, WriteAheadLog& wal) {
                  static_cast<long long>(std::max<int64_t>(head_seq + 1, records.front().seq)),
                  static_cast<long long>(last.seq));
   }
-  (void)SyncFileSystem(ledger.path());
+  // Also what the stopped writer left unsynced when the log ref was already
+  // at or past the last record: only then can the records go.
+  GATOS_RETURN_IF_ERROR(SyncFileSystem(ledger.path()));
   return wal.Drop(files);
 }
 
