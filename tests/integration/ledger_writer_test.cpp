@@ -16,7 +16,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include <mutex>
 #include <set>
@@ -561,7 +560,7 @@ TEST(LedgerWriterTest, BatchesWhoseRepositoryWritesWereLostAreWrittenAgainFromTh
     }
   }
   EXPECT_GE(lost, 8) << "the four batches' packs and indexes";
-  { std::ofstream(copy + "/refs/gatos/log", std::ios::trunc) << "\0\0\0garbage"; }
+  testing::WriteFile(copy + "/refs/gatos/log", std::string("\0\0\0garbage\n", 11));
   {
     auto broken = Ledger::Open(copy);
     ASSERT_TRUE(broken.ok());

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "test_util.h"
 
@@ -29,7 +28,6 @@ std::string Record(int64_t seq) {
   auto objs = Objects(static_cast<int>(seq));
   return EncodeWalRecord(seq, objs.back().id, Ptrs(objs));
 }
-void WriteFile(const std::string& path, const std::string& data) { std::ofstream(path, std::ios::binary) << data; }
 
 TEST(WalTest, RecordsRoundTripAndATornOrDamagedTailEndsAFile) {
   std::string file = Record(7) + Record(8) + Record(9);
@@ -72,8 +70,7 @@ TEST(WalTest, RecordsRoundTripAndATornOrDamagedTailEndsAFile) {
 // The format as docs/ledger-format.md section 6 states it, written by an
 // encoder of its own (Python and b3sum): the fuzz target's seed.
 TEST(WalTest, TheDocumentedFormatDecodes) {
-  std::ifstream in(std::string(GATOS_SOURCE_DIR) + "/tests/fuzz/corpus/wal_fuzz/two_records", std::ios::binary);
-  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string file = testing::ReadFile(std::string(GATOS_SOURCE_DIR) + "/tests/fuzz/corpus/wal_fuzz/two_records");
   WalFileContents c = DecodeWalFile(file);
   ASSERT_EQ(c.records.size(), 2u);
   EXPECT_EQ(c.valid_bytes, file.size());
@@ -121,17 +118,17 @@ TEST(WalTest, ALaterFileReplacesAnUnacknowledgedTailAndAGapIsDataLoss) {
   ASSERT_TRUE(wal.ok());
   // Records 1..3 in one file; an append of 3 failed after its bytes were
   // written, so the writer went on with a new file starting at 3 again.
-  WriteFile(dir.Join("wal/00000000000000000001.wal"), Record(1) + Record(2) + Record(3));
+  testing::WriteFile(dir.Join("wal/00000000000000000001.wal"), Record(1) + Record(2) + Record(3));
   auto objs = Objects(30);
   std::string again = EncodeWalRecord(3, objs.back().id, Ptrs(objs)) + Record(4);
-  WriteFile(dir.Join("wal/00000000000000000003.wal"), again);
+  testing::WriteFile(dir.Join("wal/00000000000000000003.wal"), again);
   auto all = wal->ReadAll();
   ASSERT_TRUE(all.ok()) << all.status().message();
   ASSERT_EQ(all->size(), 4u);
   EXPECT_EQ((*all)[2].log_id, objs.back().id) << "the later file's batch 3 wins";
   EXPECT_EQ((*all)[3].seq, 4);
   // A file that skips a sequence: a file is missing.
-  WriteFile(dir.Join("wal/00000000000000000006.wal"), Record(6));
+  testing::WriteFile(dir.Join("wal/00000000000000000006.wal"), Record(6));
   auto gap = wal->ReadAll();
   EXPECT_EQ(gap.status().code(), StatusCode::kDataLoss) << gap.status().message();
 }
