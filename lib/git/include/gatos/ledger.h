@@ -150,7 +150,7 @@ class Ledger {
   Status SetViewRefs(const std::vector<std::pair<std::string, std::string>>& refs);
 
   // Files the writer creates only to rename them into place (its packs and
-  // their indexes, the next value of a ref moved by CasRef with fsync) are
+  // their indexes, the next value of a ref moved by CasRef) are
   // created in `dirs`, one directory per call in turn, instead of next to
   // their final names. On ext4 without a journal a new inode costs a check
   // of every inode its block group freed in the last minutes, and the
