@@ -228,4 +228,10 @@ Result<std::string> CanonicalJson(const nlohmann::json& value) {
   return s.Take();
 }
 
+size_t CanonicalJsonStringSize(std::string_view s) {
+  std::string out;
+  AppendEscaped(s, &out);
+  return out.size();
+}
+
 }  // namespace gatos

@@ -16,6 +16,10 @@
 namespace gatos::internal {
 namespace {
 
+// The longest mapping key, as a JSON string with its quotes: yaml-cpp reads
+// a quoted key of 1,022 characters and refuses one of 1,023.
+constexpr size_t kMaxKeyJsonBytes = 1024;
+
 // Thrown from inside the event handler to stop yaml-cpp at the first fatal
 // problem (a limit, a duplicate key); caught in ParseYamlTree.
 struct TreeAbort {
@@ -217,6 +221,17 @@ class TreeBuilder : public YAML::EventHandler {
              node.kind == YamlNode::Kind::kNull
                  ? "empty mapping key; every key must be a non-empty string"
                  : "mapping key is a collection; keys must be strings");
+      }
+      // The canonical JSON form (job ids are hashed over it, and it must
+      // parse back) writes every key as a JSON string, and YAML reads no
+      // key longer than 1024 characters: a key whose JSON form is longer
+      // (escapes grow it: 6 bytes per control character) could not be read
+      // back.
+      if (const size_t n = CanonicalJsonStringSize(node.value); n > kMaxKeyJsonBytes) {
+        Fail(node.line, node.column,
+             "mapping key takes " + std::to_string(n) + " bytes as a JSON string, more than " +
+                 std::to_string(kMaxKeyJsonBytes) +
+                 " (YAML's longest key; control characters take 6 bytes, quotes and backslashes 2); shorten it");
       }
       if (node.plain && node.value == "<<") {
         Fail(node.line, node.column,

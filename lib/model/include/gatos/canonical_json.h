@@ -35,6 +35,9 @@ inline constexpr size_t kMaxCanonicalJsonDepth = 512;
 // kMaxCanonicalJsonDepth.
 Result<std::string> CanonicalJson(const nlohmann::json& value);
 
+// Bytes `s` takes as a string in the canonical form, quotes included.
+size_t CanonicalJsonStringSize(std::string_view s);
+
 // True when `s` is well-formed UTF-8 (no overlong forms, no surrogates, no
 // code point above U+10FFFF). On failure `*bad_offset` (if given) receives the
 // offset of the first byte of the bad sequence.
