@@ -469,27 +469,20 @@ class Worker {
       return;
     }
     outbox_full_logged_ = false;
-    // A fetch of several waits until all arrive; so wait for one, then take
-    // at once whatever else is there (a fetch of >= 2 asks "no wait").
-    auto first = consumer.Fetch(1, 250);
-    if (!first.ok()) {
+    // One round trip: the next offer as soon as it comes, with whatever else
+    // is there up to the free slots (a plain fetch of several would wait for
+    // them all).
+    auto fetched = consumer.FetchAvailable(free_slots, 250);
+    // Empty: nothing came, or the server refused the pull at once because
+    // other workers' pulls already wait for what is there (408); a plain
+    // fetch of one queues behind them instead of asking again in a loop.
+    if (fetched.ok() && fetched->empty() && !*stop_) fetched = consumer.Fetch(1, 250);
+    if (!fetched.ok()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       return;
     }
-    std::vector<std::unique_ptr<Bus::JsMessage>> msgs = std::move(*first);
+    std::vector<std::unique_ptr<Bus::JsMessage>> msgs = std::move(*fetched);
     if (msgs.empty()) return;
-    if (free_slots > 1) {
-      auto more = consumer.Fetch(std::max(2, free_slots - 1), 1);
-      if (more.ok()) {
-        for (auto& m : *more) msgs.push_back(std::move(m));
-      }
-    }
-    while (static_cast<int>(msgs.size()) > free_slots) {
-      // One more than there is room for: offered again at once, to anyone.
-      Status s = msgs.back()->Nak(0);
-      if (!s.ok()) Log("nak of an extra job offer failed (it is redelivered after ack_wait): " + s.message());
-      msgs.pop_back();
-    }
     Claim(std::move(msgs));
   }
 

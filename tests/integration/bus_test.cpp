@@ -375,6 +375,53 @@ TEST_F(BusTest, PullConsumerFetchAndAck) {
   ASSERT_OK((*batch)[0]->Ack());
 }
 
+// FetchAvailable returns with the first messages there are, at most the
+// batch, instead of waiting for the whole batch: the bounds are far below its
+// 60 s timeout, so only a fetch that waits it out fails them.
+TEST_F(BusTest, FetchAvailableReturnsWhatIsThereWithoutWaitingForTheBatch) {
+  auto bus = Connect();
+  ASSERT_NE(bus, nullptr);
+  ASSERT_OK(bus->EnsureStream(Jobs()));
+  auto consumer = bus->PullSubscribe(Workers());
+  ASSERT_OK(consumer);
+
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(bus->JsPublish("gatos.jobs.pending", "job-" + std::to_string(i), "id-" + std::to_string(i)));
+  }
+  auto start = Clock::now();
+  auto two = (*consumer)->FetchAvailable(2, 60000);
+  ASSERT_OK(two);
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[0]->data(), "job-0");
+  EXPECT_EQ((*two)[1]->data(), "job-1");
+  auto rest = (*consumer)->FetchAvailable(10, 60000);  // more than there is
+  ASSERT_OK(rest);
+  ASSERT_EQ(rest->size(), 3u);
+  EXPECT_EQ((*rest)[0]->data(), "job-2");
+  EXPECT_EQ((*rest)[2]->data(), "job-4");
+  EXPECT_LT(MillisSince(start), 30000);
+  for (auto* batch : {&*two, &*rest}) {
+    for (auto& m : *batch) ASSERT_OK(m->Ack());
+  }
+
+  // Nothing there: it waits for the next message and returns with it alone.
+  Result<std::vector<std::unique_ptr<Bus::JsMessage>>> next = std::vector<std::unique_ptr<Bus::JsMessage>>{};
+  start = Clock::now();
+  std::thread fetcher([&] { next = (*consumer)->FetchAvailable(4, 60000); });
+  ASSERT_OK(bus->JsPublish("gatos.jobs.pending", "job-5", "id-5"));
+  fetcher.join();
+  ASSERT_OK(next);
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ((*next)[0]->data(), "job-5");
+  EXPECT_LT(MillisSince(start), 30000);
+  ASSERT_OK((*next)[0]->Ack());
+
+  // And an empty vector, not an error, when nothing comes in time.
+  auto none = (*consumer)->FetchAvailable(4, 300);
+  ASSERT_OK(none);
+  EXPECT_TRUE(none->empty());
+}
+
 TEST_F(BusTest, PullSubscribeIsIdempotentAndKeepsConsumerOnDestroy) {
   auto bus = Connect();
   ASSERT_NE(bus, nullptr);

@@ -727,6 +727,17 @@ Bus::PullConsumer::~PullConsumer() = default;
 
 Result<std::vector<std::unique_ptr<Bus::JsMessage>>> Bus::PullConsumer::Fetch(int max_messages,
                                                                               int timeout_ms) {
+  return DoFetch(max_messages, timeout_ms, false);
+}
+
+Result<std::vector<std::unique_ptr<Bus::JsMessage>>> Bus::PullConsumer::FetchAvailable(int max_messages,
+                                                                                     int timeout_ms) {
+  return DoFetch(max_messages, timeout_ms, true);
+}
+
+Result<std::vector<std::unique_ptr<Bus::JsMessage>>> Bus::PullConsumer::DoFetch(int max_messages,
+                                                                                int timeout_ms,
+                                                                                bool pending_only) {
   const std::string what =
       "Fetch from consumer " + Quote(state_->durable) + " of stream " + Quote(state_->stream);
   if (max_messages <= 0 || timeout_ms <= 0) {
@@ -740,7 +751,21 @@ Result<std::vector<std::unique_ptr<Bus::JsMessage>>> Bus::PullConsumer::Fetch(in
   }
   natsMsgList list{};
   jsErrCode jerr = static_cast<jsErrCode>(0);
-  natsStatus s = natsSubscription_Fetch(&list, state_->sub.get(), max_messages, timeout_ms, &jerr);
+  natsStatus s;
+  if (pending_only) {
+    // natsSubscription_Fetch with a batch of two or more waits for the whole
+    // batch (or the timeout) once nothing is pending; this request ends with
+    // the first messages there are (the server's 404 after them).
+    jsFetchRequest req;
+    jsFetchRequest_Init(&req);
+    req.Batch = max_messages;
+    req.NoWait = true;
+    req.Expires = static_cast<int64_t>(timeout_ms) * 1000000;
+    s = natsSubscription_FetchRequest(&list, state_->sub.get(), &req);
+    if (s == NATS_NOT_FOUND) return out;  // nothing in time
+  } else {
+    s = natsSubscription_Fetch(&list, state_->sub.get(), max_messages, timeout_ms, &jerr);
+  }
   if (s == NATS_TIMEOUT) return out;  // nothing arrived in time
   if (s == NATS_NO_RESPONDERS) {
     return UnavailableError(what +

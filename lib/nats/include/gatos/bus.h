@@ -233,7 +233,14 @@ class Bus {
     // connected or JetStream does not answer.
     Result<std::vector<std::unique_ptr<JsMessage>>> Fetch(int max_messages, int timeout_ms);
 
+    // Waits up to timeout_ms for one message, then returns at once with up
+    // to max_messages of what the consumer has: one round trip, never a wait
+    // for a full batch (JetStream's no_wait with an expiry, a one-shot pull
+    // since nats-server 2.9). An empty vector means nothing arrived in time.
+    Result<std::vector<std::unique_ptr<JsMessage>>> FetchAvailable(int max_messages, int timeout_ms);
+
    private:
+    Result<std::vector<std::unique_ptr<JsMessage>>> DoFetch(int max_messages, int timeout_ms, bool pending_only);
     std::shared_ptr<State> state_;
   };
 
