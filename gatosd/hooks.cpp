@@ -8,6 +8,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gatos/encoding.h"
@@ -134,41 +135,72 @@ int RunPreReceive(const std::string& ledger_dir, std::istream& in, std::ostream&
     return 1;
   }
   int64_t now = SystemNowMs();
-  int rejected = 0;
-  ObjectLookup lookup = LedgerLookup(ledger->get());
-  for (const auto& u : updates) {
+  // Why each update is refused ("" if it is not), and the metric's label.
+  std::vector<std::string> why(updates.size()), reason(updates.size());
+  auto check = [&](Ledger* l, size_t i) {
+    const Update& u = updates[i];
+    ObjectLookup lookup = LedgerLookup(l);
     std::string job_hex;
-    std::string why = RefRule(u, &job_hex);
-    std::string reason = why.empty() ? "" : "forbidden_ref";
-    if (why.empty() && StartsWith(u.ref, kWitnessPushPrefix)) {
-      reason = "bad_witness";
+    why[i] = RefRule(u, &job_hex);
+    reason[i] = why[i].empty() ? "" : "forbidden_ref";
+    if (!why[i].empty()) return;
+    if (StartsWith(u.ref, kWitnessPushPrefix)) {
+      reason[i] = "bad_witness";
       auto w = CheckWitnessCommit(lookup, u.new_id);
       if (!w.ok()) {
-        why = w.status().message();
+        why[i] = w.status().message();
       } else if (w->key_hex != job_hex) {
-        why = "the witness is signed by ed25519:" + w->key_hex + "; push it to refs/gatos/witnesses/" + w->key_hex;
+        why[i] = "the witness is signed by ed25519:" + w->key_hex + "; push it to refs/gatos/witnesses/" + w->key_hex;
       }
-    } else if (why.empty() && StartsWith(u.ref, kResultsPushPrefix)) {
-      reason = "bad_result";
+    } else if (StartsWith(u.ref, kResultsPushPrefix)) {
+      reason[i] = "bad_result";
       ParsedResult parsed;
       Outcome o = CheckResultContent(lookup, u.new_id, *policy, &parsed);
       if (o.ok() && parsed.job_hex != job_hex) {
         o = Outcome::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
                                                           ", not of the job its ref names");
       }
-      if (!o.ok()) why = o.message;
-    } else if (why.empty()) {
-      auto check = CheckJobCommit(lookup, u.new_id, "", *policy, now);
-      if (!check.ok()) {
-        why = check.status().message();
-        reason = RejectReasonLabel(check.status());
+      if (!o.ok()) why[i] = o.message;
+    } else {
+      auto c = CheckJobCommit(lookup, u.new_id, "", *policy, now);
+      if (!c.ok()) {
+        why[i] = c.status().message();
+        reason[i] = RejectReasonLabel(c.status());
       }
     }
-    if (!why.empty()) {
+  };
+  // A push of many jobs is checked on every CPU (signatures dominate), each
+  // thread with its own repository handle; the verdicts are reported in
+  // push order.
+  static const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  size_t threads = std::min<size_t>(cpus, updates.size() / 32 + 1);
+  std::vector<std::thread> helpers;
+  std::vector<std::string> helper_error(threads);
+  for (size_t t = 1; t < threads; ++t) {
+    helpers.emplace_back([&, t] {
+      auto own = OpenHookLedger(ledger_dir, /*quarantine=*/true);
+      if (!own.ok()) {
+        helper_error[t] = own.status().message();
+        return;
+      }
+      for (size_t i = t; i < updates.size(); i += threads) check(own->get(), i);
+    });
+  }
+  for (size_t i = 0; i < updates.size(); i += threads) check(ledger->get(), i);
+  for (auto& h : helpers) h.join();
+  for (const std::string& e : helper_error) {
+    if (!e.empty()) {
+      err << "gatos: ledger unavailable: " << e << "\n";
+      return 1;
+    }
+  }
+  int rejected = 0;
+  for (size_t i = 0; i < updates.size(); ++i) {
+    if (!why[i].empty()) {
       // Counted by gatosd's /metrics (gatos_rejected_total) when it runs.
-      NotifyGatosd(LedgerDir(**ledger), rpc::kLocalRejected, rpc::Dump({{"reason", reason}}));
+      NotifyGatosd(LedgerDir(**ledger), rpc::kLocalRejected, rpc::Dump({{"reason", reason[i]}}));
       ++rejected;
-      PrintLines(err, u.ref, why);
+      PrintLines(err, updates[i].ref, why[i]);
     }
   }
   if (rejected) {

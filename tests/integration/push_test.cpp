@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "gatos/ledger_checks.h"
@@ -289,6 +290,34 @@ TEST_F(PushTest, EachRejectionIsVisibleAndLeavesTheLedgerUnchanged) {
   expect_rejected("HEAD:refs/gatos/results/nothex", "refs/gatos/results/<job id");
   expect_rejected("HEAD:refs/gatos/other", "written by the ledger only");
   expect_rejected("HEAD:refs/heads/main", "push job commits to refs/gatos/submit/");
+}
+
+// A push of many refs is checked on several threads (32 refs or more per
+// extra thread): the verdicts still name exactly the bad refs, in push order,
+// and nothing of the push reaches the ledger.
+TEST_F(PushTest, APushOfManyJobsWithBadOnesNamesEachAndChangesNothing) {
+  std::string before = LedgerRefs();
+  std::vector<std::string> args = {"push", LedgerPushPath(ledger_)};
+  const std::set<int> unsigned_ones = {7, 33, 38};
+  for (int i = 0; i < 40; ++i) {
+    std::string yaml = "command: [\"/bin/echo\", \"mixed " + std::to_string(i) + "\"]\ntimeout: 5\n";
+    Commit(yaml, /*sign=*/unsigned_ones.count(i) == 0);
+    args.push_back("b" + std::to_string(n_ - 1) + ":refs/gatos/submit/mixed-" + std::to_string(i));
+  }
+  RunResult r = Git(args);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("push rejected (3 of 40 refs)"), std::string::npos) << r.err;
+  size_t at = 0;
+  for (int i : unsigned_ones) {
+    size_t found = r.err.find("gatos: refs/gatos/submit/mixed-" + std::to_string(i) + ": the job commit is not signed", at);
+    ASSERT_NE(found, std::string::npos) << i << ": " << r.err;
+    at = found;
+  }
+  int named = 0;
+  for (size_t p = r.err.find("is not signed"); p != std::string::npos; p = r.err.find("is not signed", p + 1)) ++named;
+  EXPECT_EQ(named, 3) << r.err;
+  EXPECT_EQ(LedgerRefs(), before);
+  EXPECT_EQ(FrontDoorRefs(), "");
 }
 
 TEST_F(PushTest, DevLedgerAcceptsUnsignedJobs) {
