@@ -272,15 +272,41 @@ class LocalServer {
       std::thread([this, c] {
         // A client may pipeline (a push of many jobs): every frame already
         // waiting is taken with the first, so they go to the ledger together
-        // and land in one log batch; the replies go back in order.
-        bool open = true;
-        while (open) {
+        // and land in one log batch. Replies go back in order from a thread
+        // of their own, so the next frames are read (and decoded, and
+        // written) while the refs of the ones before are still being written;
+        // at most kMaxInFlight wait for their replies.
+        std::mutex mu;
+        std::condition_variable cv;
+        std::deque<std::future<std::string>> waiting;
+        bool reading = true;
+        std::thread writer([&] {
+          bool open = true;
+          while (true) {
+            std::future<std::string> f;
+            {
+              std::unique_lock<std::mutex> l(mu);
+              cv.wait(l, [&] { return !waiting.empty() || !reading; });
+              if (waiting.empty()) return;
+              f = std::move(waiting.front());
+              waiting.pop_front();
+            }
+            cv.notify_all();  // room for the reader
+            if (open && !WriteReplyFrame(c, f.get()).ok()) {
+              open = false;
+              ::shutdown(c, SHUT_RD);  // the reader stops taking requests
+            }
+            if (!open) f.wait();  // answered anyway: the request may be applied
+          }
+        });
+        while (true) {
           std::vector<Request> reqs;
           std::vector<std::future<std::string>> replies;
+          bool eof = false;
           do {
             auto frame = ReadRequestFrame(c);
             if (!frame.ok()) {
-              open = false;
+              eof = true;
               break;
             }
             Request r;
@@ -289,12 +315,17 @@ class LocalServer {
             replies.push_back(r.local->get_future());
             reqs.push_back(std::move(r));
           } while (reqs.size() < kMaxPipelined && Readable(c));
-          queue_->PushAll(std::move(reqs));
-          for (auto& f : replies) {
-            if (open && !WriteReplyFrame(c, f.get()).ok()) open = false;
-            if (!open) f.wait();  // answered anyway: the request may be applied
+          if (!reqs.empty()) queue_->PushAll(std::move(reqs));
+          {
+            std::unique_lock<std::mutex> l(mu);
+            for (auto& f : replies) waiting.push_back(std::move(f));
+            if (eof) reading = false;
+            cv.notify_all();
+            if (eof) break;
+            cv.wait(l, [&] { return waiting.size() < kMaxInFlight; });
           }
         }
+        writer.join();
         ::close(c);
         std::lock_guard<std::mutex> l(mu_);
         --active_;
@@ -304,6 +335,7 @@ class LocalServer {
   }
 
   static constexpr size_t kMaxPipelined = 1024;  // requests taken from one connection at once
+  static constexpr size_t kMaxInFlight = 4096;   // requests of one connection waiting for replies
   int fd_;
   std::string path_;
   RequestQueue* queue_;

@@ -15,6 +15,7 @@
 #include "gatos/blake3.h"
 #include "gatos/bus.h"
 #include "gatos/encoding.h"
+#include "gatos/local_ledger.h"
 #include "gatos/grant.h"
 #include "gatos/clock.h"
 #include "gatos/keys.h"
@@ -177,6 +178,40 @@ TEST(ServeTest, APushOfManyJobsIsRecordedAndPublishedOnceEach) {
   }
   EXPECT_NE(again.err.find("accepted job " + ids2[30]), std::string::npos) << again.err;
   EXPECT_EQ(FetchPending(w.bus(), "observer", 2, 1500), std::vector<std::string>{ids2[30]});
+}
+
+// A client that pipelines more requests than gatosd takes from a connection
+// at once (1,024), and more than may wait for replies (4,096), gets every
+// reply, in order: gatosd reads the next frames while the replies before
+// are still pending.
+TEST(ServeTest, ManyPipelinedLocalRequestsAreAnsweredInOrder) {
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  std::vector<std::string> ids = stack.PushJobs({Job(7)});
+  ASSERT_EQ(ids.size(), 1u);
+  std::vector<std::pair<std::string, std::string>> requests;
+  std::vector<std::string> asked;
+  for (int i = 0; i < 5000; ++i) {
+    // Every 1,000th asks for the job that exists; the rest for ids that do not.
+    std::string hex = i % 1000 == 0 ? ids[0].substr(7) : Blake3Tagged("absent " + std::to_string(i)).substr(7);
+    asked.push_back(hex);
+    requests.emplace_back(rpc::kStatus, rpc::Dump({{"job", "blake3:" + hex}}));
+  }
+  bool via_gatosd = false;
+  auto replies = LocalLedgerRequests(stack.ledger(), requests, LocalOptions{}, &via_gatosd);
+  ASSERT_TRUE(replies.ok()) << replies.status().ToString();
+  EXPECT_TRUE(via_gatosd);
+  ASSERT_EQ(replies->size(), requests.size());
+  for (size_t i = 0; i < replies->size(); ++i) {
+    const std::string& r = (*replies)[i];
+    if (i % 1000 == 0) {
+      EXPECT_NE(r.find("\"ok\":true"), std::string::npos) << i << ": " << r;
+      EXPECT_NE(r.find(asked[i]), std::string::npos) << i << ": " << r;
+    } else {
+      EXPECT_NE(r.find("no job blake3:" + asked[i] + " in this ledger"), std::string::npos) << i << ": " << r;
+    }
+    if (::testing::Test::HasFailure()) break;
+  }
 }
 
 TEST(ServeTest, ClaimResultStatusWaitAndMetricsThroughTheRpc) {
