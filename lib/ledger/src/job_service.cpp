@@ -30,6 +30,10 @@ std::string ErrorText(TransitionError e, std::string_view m) { return rpc::Dump(
 std::string ErrorText(const Outcome& o) { return ErrorText(o.error, o.message); }
 std::string Invalid(std::string_view m) { return ErrorText(TransitionError::kInvalid, m); }
 
+bool IsLocalPush(const std::string& subject) {
+  return subject == rpc::kLocalPushSubmit || subject == rpc::kLocalPushResult;
+}
+
 std::string KindOf(const std::string& subject) {
   size_t dot = subject.rfind('.');
   return dot == std::string::npos ? subject : subject.substr(dot + 1);
@@ -131,15 +135,43 @@ PreparedBatch JobService::Prepare(const std::vector<ServiceRequest>& requests) c
   auto snap = policy_snapshot();
   int64_t now = writer_->Now();
   std::vector<DecodedRequest> batch(flat.size());
-  auto work = [&](size_t from, size_t step) {
-    for (size_t i = from; i < flat.size(); i += step) batch[i] = Predecode(std::move(flat[i]), *snap, now);
+  // Jobs and results pushed with git are read from the ledger's object store:
+  // each thread here with a repository handle of its own (libgit2 handles
+  // belong to one thread), so they are checked off the ledger thread too.
+  const std::string ledger_path = writer_->ledger().path();
+  auto work = [&](size_t from, size_t step, Ledger* objects) {
+    std::unique_ptr<Ledger> own;
+    bool opened = objects != nullptr;
+    for (size_t i = from; i < flat.size(); i += step) {
+      if (!opened && IsLocalPush(flat[i].subject)) {
+        opened = true;  // once: on failure, the ledger thread decodes them
+        auto l = Ledger::Open(ledger_path);
+        if (l.ok()) own = std::move(*l);
+        objects = own.get();
+      }
+      batch[i] = Predecode(std::move(flat[i]), *snap, now, objects);
+    }
   };
   // hardware_concurrency() reads /sys on every call: once per process.
   static const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
   size_t threads = std::min<size_t>(cpus, flat.size() / 8 + 1);
   std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work, t, threads);
-  work(0, threads);
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work, t, threads, nullptr);
+  {
+    // The calling thread (gatosd's decoder thread) keeps its handle.
+    std::unique_lock<std::mutex> l(prepare_mu_, std::try_to_lock);
+    Ledger* mine = nullptr;
+    if (l.owns_lock()) {
+      bool any_push = false;
+      for (size_t i = 0; i < flat.size() && !any_push; i += threads) any_push = IsLocalPush(flat[i].subject);
+      if (any_push && !prepare_ledger_) {
+        auto opened = Ledger::Open(ledger_path);
+        if (opened.ok()) prepare_ledger_ = std::move(*opened);
+      }
+      mine = prepare_ledger_.get();
+    }
+    work(0, threads, mine);
+  }
   for (auto& h : helpers) h.join();
   p.decoded = std::move(batch);
   return p;
@@ -240,7 +272,46 @@ std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
 
 namespace {
 
-std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int64_t now, DecodedRequest* p) {
+// A job or result pushed with stock git (the front door's proc-receive hook
+// names the commit; its objects are in the ledger's object store): checked
+// like a submit or result RPC, reading the objects through `ledger`.
+void DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const Policy& policy, int64_t now, DecodedRequest* p) {
+  const std::string& subj = r.subject;
+  auto refuse = [&](std::string reply) {
+    p->reply = std::move(reply);
+    p->op.reset();
+  };
+  auto j = rpc::ParseRequest(r.data, subj);
+  if (!j.ok()) return refuse(Invalid(j.status().message()));
+  auto commit = rpc::StringField(*j, "commit");
+  if (!commit.ok() || !IsLowerHex(*commit, 40)) return refuse(Invalid("commit must be a 40-hex id"));
+  std::string expected = j->value("job", "");
+  if (subj == rpc::kLocalPushSubmit) {
+    auto check = CheckJobCommit(LedgerLookup(ledger), *commit, expected, policy, now);
+    if (!check.ok()) {
+      p->rejected_reason = RejectReasonLabel(check.status());
+      refuse(ErrorText(Outcome::FromStatus(check.status())));
+      return;
+    }
+    p->op = SubmitOp{std::move(*check), {}};
+    return;
+  }
+  ParsedResult parsed;
+  Outcome o = CheckResultContent(LedgerLookup(ledger), *commit, policy, &parsed);
+  if (o.ok() && !expected.empty() && parsed.job_hex != expected) {
+    o = Outcome::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
+                                                      ", not of the job its ref names");
+  }
+  if (!o.ok()) {
+    p->rejected_reason = "bad_result";
+    refuse(ErrorText(o));
+    return;
+  }
+  p->op = ResultOp{std::move(parsed), {}};
+}
+
+std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int64_t now, Ledger* objects,
+                              DecodedRequest* p) {
   const std::string& subj = r.subject;
   auto refuse = [&](std::string reply) -> std::optional<Op> {
     p->reply = std::move(reply);
@@ -321,6 +392,12 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     }
     return SubmitOp{std::move(*check), std::move(*objects)};
   }
+  if ((subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult) && objects) {
+    DecodeLocalPush(r, objects, policy, now, p);
+    std::optional<Op> op = std::move(p->op);
+    p->op.reset();
+    return op;
+  }
   if (subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult || subj == rpc::kLocalBatch ||
       subj == rpc::kLocalPolicy || subj == rpc::kLocalPushWitness) {
     p->deferred = true;
@@ -331,13 +408,13 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
 
 }  // namespace
 
-DecodedRequest JobService::Predecode(ServiceRequest r, const PolicySnapshot& snap, int64_t now) {
+DecodedRequest JobService::Predecode(ServiceRequest r, const PolicySnapshot& snap, int64_t now, Ledger* objects) {
   DecodedRequest d;
   d.req = std::move(r);
   d.kind = KindOf(d.req.subject);
   d.policy_commit = snap.commit;
   try {
-    d.op = PredecodeOp(d.req, snap.policy, now, &d);
+    d.op = PredecodeOp(d.req, snap.policy, now, objects, &d);
   } catch (const std::exception& e) {
     d.op.reset();
     d.log_line = "internal error decoding a " + d.kind + " request: " + TruncateUtf8(e.what(), 200);
@@ -358,34 +435,7 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
     p->op.reset();
   };
   if (subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult) {
-    auto j = rpc::ParseRequest(r.data, subj);
-    if (!j.ok()) return refuse(Invalid(j.status().message()));
-    auto commit = rpc::StringField(*j, "commit");
-    if (!commit.ok() || !IsLowerHex(*commit, 40)) return refuse(Invalid("commit must be a 40-hex id"));
-    std::string expected = j->value("job", "");
-    Ledger* ledger = &writer_->ledger();
-    if (subj == rpc::kLocalPushSubmit) {
-      auto check = CheckJobCommit(LedgerLookup(ledger), *commit, expected, policy, now);
-      if (!check.ok()) {
-        p->rejected_reason = RejectReasonLabel(check.status());
-        refuse(ErrorText(Outcome::FromStatus(check.status())));
-        return;
-      }
-      p->op = SubmitOp{std::move(*check), {}};
-      return;
-    }
-    ParsedResult parsed;
-    Outcome o = CheckResultContent(LedgerLookup(ledger), *commit, policy, &parsed);
-    if (o.ok() && !expected.empty() && parsed.job_hex != expected) {
-      o = Outcome::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
-                                                        ", not of the job its ref names");
-    }
-    if (!o.ok()) {
-      p->rejected_reason = "bad_result";
-      refuse(ErrorText(o));
-      return;
-    }
-    p->op = ResultOp{std::move(parsed), {}};
+    DecodeLocalPush(r, &writer_->ledger(), policy, now, p);
     return;
   }
   if (subj == rpc::kLocalBatch) {

@@ -131,10 +131,12 @@ class JobService {
  public:
   JobService(LedgerWriter* writer, ServiceOptions options, ServiceObserver* observer = nullptr);
 
-  // Thread-safe and pure: decodes `r` and checks its signatures against
-  // `policy`; never touches git. Requests that need the ledger to decode
-  // come back deferred.
-  static DecodedRequest Predecode(ServiceRequest r, const PolicySnapshot& policy, int64_t now_ms);
+  // Thread-safe: decodes `r` and checks its signatures against `policy`.
+  // Jobs and results pushed with git are read through `objects` (a
+  // repository handle of the calling thread's own); without it, and for the
+  // other requests that need the ledger, the request comes back deferred.
+  static DecodedRequest Predecode(ServiceRequest r, const PolicySnapshot& policy, int64_t now_ms,
+                                  Ledger* objects = nullptr);
   // The policy in force, for Predecode on other threads. Thread-safe.
   std::shared_ptr<const PolicySnapshot> policy_snapshot() const;
 
@@ -196,6 +198,10 @@ class JobService {
   std::string prune_cursor_;
   int64_t next_prune_step_ms_ = 0;  // the pruning crawl's next step (ledger clock)
   mutable std::mutex policy_mu_;
+  // Prepare's repository handle for pushed jobs and results (its caller's
+  // thread; a concurrent Prepare opens its own).
+  mutable std::mutex prepare_mu_;
+  mutable std::unique_ptr<Ledger> prepare_ledger_;
   std::shared_ptr<const PolicySnapshot> policy_;
   int64_t last_views_sync_ms_ = 0;
   std::string log_root_;                    // the log commit of sequence 1
