@@ -275,33 +275,42 @@ class LocalServer {
         // and land in one log batch. Replies go back in order from a thread
         // of their own, so the next frames are read (and decoded, and
         // written) while the refs of the ones before are still being written;
-        // at most kMaxInFlight wait for their replies.
+        // at most kMaxInFlight requests, or kMaxInFlightBytes of them, wait
+        // for their replies.
         std::mutex mu;
         std::condition_variable cv;
-        std::deque<std::future<std::string>> waiting;
+        std::deque<std::pair<std::future<std::string>, size_t>> waiting;  // reply, request bytes
+        size_t waiting_bytes = 0;
         bool reading = true;
         std::thread writer([&] {
           bool open = true;
           while (true) {
             std::future<std::string> f;
+            size_t bytes;
             {
               std::unique_lock<std::mutex> l(mu);
               cv.wait(l, [&] { return !waiting.empty() || !reading; });
               if (waiting.empty()) return;
-              f = std::move(waiting.front());
+              f = std::move(waiting.front().first);
+              bytes = waiting.front().second;
               waiting.pop_front();
             }
-            cv.notify_all();  // room for the reader
             if (open && !WriteReplyFrame(c, f.get()).ok()) {
               open = false;
               ::shutdown(c, SHUT_RD);  // the reader stops taking requests
             }
             if (!open) f.wait();  // answered anyway: the request may be applied
+            {
+              std::lock_guard<std::mutex> l(mu);
+              waiting_bytes -= bytes;
+            }
+            cv.notify_all();  // room for the reader
           }
         });
         while (true) {
           std::vector<Request> reqs;
-          std::vector<std::future<std::string>> replies;
+          std::vector<std::pair<std::future<std::string>, size_t>> replies;
+          size_t batch_bytes = 0;
           bool eof = false;
           do {
             auto frame = ReadRequestFrame(c);
@@ -309,20 +318,23 @@ class LocalServer {
               eof = true;
               break;
             }
+            const size_t bytes = frame->first.size() + frame->second.size();
+            batch_bytes += bytes;
             Request r;
             r.req = {frame->first, std::move(frame->second), SystemNowMs()};
             r.local = std::make_shared<std::promise<std::string>>();
-            replies.push_back(r.local->get_future());
+            replies.emplace_back(r.local->get_future(), bytes);
             reqs.push_back(std::move(r));
-          } while (reqs.size() < kMaxPipelined && Readable(c));
+          } while (reqs.size() < kMaxPipelined && batch_bytes < kMaxInFlightBytes && Readable(c));
           if (!reqs.empty()) queue_->PushAll(std::move(reqs));
           {
             std::unique_lock<std::mutex> l(mu);
             for (auto& f : replies) waiting.push_back(std::move(f));
+            waiting_bytes += batch_bytes;
             if (eof) reading = false;
             cv.notify_all();
             if (eof) break;
-            cv.wait(l, [&] { return waiting.size() < kMaxInFlight; });
+            cv.wait(l, [&] { return waiting.size() < kMaxInFlight && waiting_bytes < kMaxInFlightBytes; });
           }
         }
         writer.join();
@@ -336,6 +348,7 @@ class LocalServer {
 
   static constexpr size_t kMaxPipelined = 1024;  // requests taken from one connection at once
   static constexpr size_t kMaxInFlight = 4096;   // requests of one connection waiting for replies
+  static constexpr size_t kMaxInFlightBytes = 256u << 20;  // and their bytes (a frame is at most 64 MiB)
   int fd_;
   std::string path_;
   RequestQueue* queue_;
