@@ -8,7 +8,6 @@
 #include <ostream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gatos/encoding.h"
@@ -16,6 +15,7 @@
 #include "gatos/ledger_checks.h"
 #include "gatos/local_ledger.h"
 #include "gatos/manifest.h"
+#include "gatos/parallel.h"
 #include "gatos/refs.h"
 #include "gatos/rpc.h"
 #include "gatos/witness.h"
@@ -172,22 +172,22 @@ int RunPreReceive(const std::string& ledger_dir, std::istream& in, std::ostream&
   // A push of many jobs is checked on every CPU (signatures dominate), each
   // thread with its own repository handle; the verdicts are reported in
   // push order.
-  static const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  size_t threads = std::min<size_t>(cpus, updates.size() / 32 + 1);
-  std::vector<std::thread> helpers;
+  const size_t threads = ThreadsFor(updates.size(), 32);
   std::vector<std::string> helper_error(threads);
-  for (size_t t = 1; t < threads; ++t) {
-    helpers.emplace_back([&, t] {
-      auto own = OpenHookLedger(ledger_dir, /*quarantine=*/true);
-      if (!own.ok()) {
-        helper_error[t] = own.status().message();
+  RunOnThreads(threads, [&](size_t t) {
+    Ledger* l = ledger->get();
+    std::unique_ptr<Ledger> own;
+    if (t > 0) {
+      auto opened = OpenHookLedger(ledger_dir, /*quarantine=*/true);
+      if (!opened.ok()) {
+        helper_error[t] = opened.status().message();
         return;
       }
-      for (size_t i = t; i < updates.size(); i += threads) check(own->get(), i);
-    });
-  }
-  for (size_t i = 0; i < updates.size(); i += threads) check(ledger->get(), i);
-  for (auto& h : helpers) h.join();
+      own = std::move(*opened);
+      l = own.get();
+    }
+    for (size_t i = t; i < updates.size(); i += threads) check(l, i);
+  });
   for (const std::string& e : helper_error) {
     if (!e.empty()) {
       err << "gatos: ledger unavailable: " << e << "\n";

@@ -8,12 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
-#include <thread>
 
 #include "gatos/blake3.h"
 #include "gatos/canonical_json.h"
 #include "gatos/encoding.h"
 #include "gatos/ledger_commits.h"
+#include "gatos/parallel.h"
 #include "gatos/keys.h"
 #include "gatos/poe.h"
 #include "gatos/result.h"
@@ -137,42 +137,25 @@ PreparedBatch JobService::Prepare(const std::vector<ServiceRequest>& requests) c
   std::vector<DecodedRequest> batch(flat.size());
   // Jobs and results pushed with git are read from the ledger's object store:
   // each thread here with a repository handle of its own (libgit2 handles
-  // belong to one thread), so they are checked off the ledger thread too.
+  // belong to one thread), opened at its first such request, so they are
+  // checked off the ledger thread too. The calling thread (gatosd's decoder
+  // thread) keeps its handle from one call to the next.
   const std::string ledger_path = writer_->ledger().path();
-  auto work = [&](size_t from, size_t step, Ledger* objects) {
+  const size_t threads = ThreadsFor(flat.size(), 8);
+  RunOnThreads(threads, [&](size_t t) {
     std::unique_ptr<Ledger> own;
-    bool opened = objects != nullptr;
-    for (size_t i = from; i < flat.size(); i += step) {
-      if (!opened && IsLocalPush(flat[i].subject)) {
-        opened = true;  // once: on failure, the ledger thread decodes them
-        auto l = Ledger::Open(ledger_path);
-        if (l.ok()) own = std::move(*l);
-        objects = own.get();
-      }
-      batch[i] = Predecode(std::move(flat[i]), *snap, now, objects);
-    }
-  };
-  // hardware_concurrency() reads /sys on every call: once per process.
-  static const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  size_t threads = std::min<size_t>(cpus, flat.size() / 8 + 1);
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(work, t, threads, nullptr);
-  {
-    // The calling thread (gatosd's decoder thread) keeps its handle.
-    std::unique_lock<std::mutex> l(prepare_mu_, std::try_to_lock);
-    Ledger* mine = nullptr;
-    if (l.owns_lock()) {
-      bool any_push = false;
-      for (size_t i = 0; i < flat.size() && !any_push; i += threads) any_push = IsLocalPush(flat[i].subject);
-      if (any_push && !prepare_ledger_) {
+    std::unique_lock<std::mutex> kept(prepare_mu_, std::defer_lock);
+    std::unique_ptr<Ledger>* handle = t == 0 && kept.try_lock() ? &prepare_ledger_ : &own;
+    bool tried = *handle != nullptr;
+    for (size_t i = t; i < flat.size(); i += threads) {
+      if (!tried && IsLocalPush(flat[i].subject)) {
+        tried = true;  // once: on failure, the ledger thread decodes them
         auto opened = Ledger::Open(ledger_path);
-        if (opened.ok()) prepare_ledger_ = std::move(*opened);
+        if (opened.ok()) *handle = std::move(*opened);
       }
-      mine = prepare_ledger_.get();
+      batch[i] = Predecode(std::move(flat[i]), *snap, now, handle->get());
     }
-    work(0, threads, mine);
-  }
-  for (auto& h : helpers) h.join();
+  });
   p.decoded = std::move(batch);
   return p;
 }
