@@ -257,12 +257,14 @@ namespace {
 
 // A job or result pushed with stock git (the front door's proc-receive hook
 // names the commit; its objects are in the ledger's object store): checked
-// like a submit or result RPC, reading the objects through `ledger`.
-void DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const Policy& policy, int64_t now, DecodedRequest* p) {
+// like a submit or result RPC, reading the objects through `ledger`. A
+// refusal is left in p->reply (and p->rejected_reason).
+std::optional<Op> DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const Policy& policy, int64_t now,
+                                  DecodedRequest* p) {
   const std::string& subj = r.subject;
-  auto refuse = [&](std::string reply) {
+  auto refuse = [&](std::string reply) -> std::optional<Op> {
     p->reply = std::move(reply);
-    p->op.reset();
+    return std::nullopt;
   };
   auto j = rpc::ParseRequest(r.data, subj);
   if (!j.ok()) return refuse(Invalid(j.status().message()));
@@ -273,11 +275,9 @@ void DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const Policy& poli
     auto check = CheckJobCommit(LedgerLookup(ledger), *commit, expected, policy, now);
     if (!check.ok()) {
       p->rejected_reason = RejectReasonLabel(check.status());
-      refuse(ErrorText(Outcome::FromStatus(check.status())));
-      return;
+      return refuse(ErrorText(Outcome::FromStatus(check.status())));
     }
-    p->op = SubmitOp{std::move(*check), {}};
-    return;
+    return SubmitOp{std::move(*check), {}};
   }
   ParsedResult parsed;
   Outcome o = CheckResultContent(LedgerLookup(ledger), *commit, policy, &parsed);
@@ -287,10 +287,9 @@ void DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const Policy& poli
   }
   if (!o.ok()) {
     p->rejected_reason = "bad_result";
-    refuse(ErrorText(o));
-    return;
+    return refuse(ErrorText(o));
   }
-  p->op = ResultOp{std::move(parsed), {}};
+  return ResultOp{std::move(parsed), {}};
 }
 
 std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int64_t now, Ledger* objects,
@@ -375,12 +374,7 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     }
     return SubmitOp{std::move(*check), std::move(*objects)};
   }
-  if ((subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult) && objects) {
-    DecodeLocalPush(r, objects, policy, now, p);
-    std::optional<Op> op = std::move(p->op);
-    p->op.reset();
-    return op;
-  }
+  if (IsLocalPush(subj) && objects) return DecodeLocalPush(r, objects, policy, now, p);
   if (subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult || subj == rpc::kLocalBatch ||
       subj == rpc::kLocalPolicy || subj == rpc::kLocalPushWitness) {
     p->deferred = true;
@@ -417,8 +411,8 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
     p->reply = std::move(reply);
     p->op.reset();
   };
-  if (subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult) {
-    DecodeLocalPush(r, &writer_->ledger(), policy, now, p);
+  if (IsLocalPush(subj)) {
+    p->op = DecodeLocalPush(r, &writer_->ledger(), policy, now, p);
     return;
   }
   if (subj == rpc::kLocalBatch) {
