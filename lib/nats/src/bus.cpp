@@ -737,7 +737,7 @@ Result<std::vector<std::unique_ptr<Bus::JsMessage>>> Bus::PullConsumer::FetchAva
 
 Result<std::vector<std::unique_ptr<Bus::JsMessage>>> Bus::PullConsumer::DoFetch(int max_messages,
                                                                                 int timeout_ms,
-                                                                                bool pending_only) {
+                                                                                bool available) {
   const std::string what =
       "Fetch from consumer " + Quote(state_->durable) + " of stream " + Quote(state_->stream);
   if (max_messages <= 0 || timeout_ms <= 0) {
@@ -752,7 +752,7 @@ Result<std::vector<std::unique_ptr<Bus::JsMessage>>> Bus::PullConsumer::DoFetch(
   natsMsgList list{};
   jsErrCode jerr = static_cast<jsErrCode>(0);
   natsStatus s;
-  if (pending_only) {
+  if (available) {
     // natsSubscription_Fetch with a batch of two or more waits for the whole
     // batch (or the timeout) once nothing is pending; this request ends with
     // the first messages there are (the server's 404 after them).

@@ -240,7 +240,7 @@ class Bus {
     Result<std::vector<std::unique_ptr<JsMessage>>> FetchAvailable(int max_messages, int timeout_ms);
 
    private:
-    Result<std::vector<std::unique_ptr<JsMessage>>> DoFetch(int max_messages, int timeout_ms, bool pending_only);
+    Result<std::vector<std::unique_ptr<JsMessage>>> DoFetch(int max_messages, int timeout_ms, bool available);
     std::shared_ptr<State> state_;
   };
 
