@@ -386,7 +386,7 @@ Status ReplayWal(Ledger& ledger, WriteAheadLog& wal) {
   } else {
     // What the crash left of the ref's file is not a ref: it goes.
     const std::string file = ledger.path() + "/" + kLogRef;
-    if (::unlink(file.c_str()) != 0 && errno != ENOENT) return InternalError("delete " + file + ": " + std::strerror(errno));
+    if (::unlink(file.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("delete " + file);
   }
   if (head_seq < last.seq) {
     GATOS_RETURN_IF_ERROR(ledger.CasRef(kLogRef, head, last.log_id, /*fsync=*/true));
