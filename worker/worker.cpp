@@ -664,17 +664,15 @@ class Worker {
     poe.started_at = FormatRfc3339Millis(SystemNowMs());
     std::vector<ResultFile> files;
 
-    auto manifest = ParseManifest(job->grant.job_yaml, "job.yaml");
-    if (!manifest.ok()) {
-      poe.status = "failed";  // Permanent: the ledger accepted it, but this worker cannot parse it
-      poe.reason = "job.yaml does not parse on this worker: " + manifest.status().message();
-    } else if (job->cancel) {
+    // Parsed once, by VerifyGrant (a job.yaml this worker cannot parse is no grant).
+    const Manifest& manifest = job->grant.manifest;
+    if (job->cancel) {
       poe.status = "aborted";
       poe.reason = "cancelled by the ledger before it started";
     } else {
-      bool scan = IsScanJob(*manifest);
+      bool scan = IsScanJob(manifest);
       std::vector<ResolvedInput> resolved;
-      auto git_inputs = GitInputs(*manifest);
+      auto git_inputs = GitInputs(manifest);
       bool inputs_ok = true;
       if (!git_inputs.ok()) {
         poe.status = "failed";  // Permanent: the ledger accepted it, but this worker cannot read its inputs
@@ -693,13 +691,13 @@ class Worker {
           poe.reason = "cancelled by the ledger while its inputs were fetched";
         }
       }
-      if (inputs_ok) RunCommand(job, *manifest, scan, resolved, &poe, &files);
+      if (inputs_ok) RunCommand(job, manifest, scan, resolved, &poe, &files);
       if (poe.status.empty()) return;  // abandoned (stale lease or shutdown)
     }
     if (poe.finished_at.empty()) poe.finished_at = FormatRfc3339Millis(SystemNowMs());
     if (files.empty()) files = {{"stdout", ""}, {"stderr", ""}};
     Finished f = BuildFinished(job, std::move(poe), std::move(files),
-                               manifest.ok() ? CanonicalManifest(*manifest) : std::string(), job->ws + "/out");
+                               job->grant.canonical, job->ws + "/out");
     {
       std::lock_guard<std::mutex> l(report_mu_);
       to_report_.push_back(std::move(f));

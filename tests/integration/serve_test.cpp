@@ -231,6 +231,10 @@ TEST(ServeTest, ClaimResultStatusWaitAndMetricsThroughTheRpc) {
   auto verified = VerifyGrant(grant["objects"].get<std::string>(), grant["lease_commit"], {*ledger_pub}, w0.last_claim());
   ASSERT_TRUE(verified.ok()) << verified.status().message();
   EXPECT_EQ(verified->job_yaml, Job(2));
+  // The worker runs what VerifyGrant parsed: the manifest the job id names.
+  EXPECT_EQ(verified->canonical, CanonicalManifest(verified->manifest));
+  EXPECT_EQ(JobIdHex(verified->manifest), hex);
+  EXPECT_EQ(verified->manifest.command, (std::vector<std::string>{"/bin/echo", "job 2"}));
   EXPECT_EQ(verified->lease.epoch, 1);
   json lost = w1.Claim(hex);
   EXPECT_FALSE(lost.value("ok", true));

@@ -2,9 +2,9 @@
 
 #include <map>
 
+#include "gatos/blake3.h"
 #include "gatos/encoding.h"
 #include "gatos/git_object.h"
-#include "gatos/manifest.h"
 #include "gatos/refs.h"
 #include "gatos/result.h"
 #include "gatos/sshsig.h"
@@ -97,10 +97,14 @@ Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::strin
     }
     auto m = ParseManifest(blob->second.data, "job.yaml");
     if (!m.ok()) return PermissionDeniedError("job.yaml does not parse: " + m.status().message());
-    if (JobIdHex(*m) != sent.job_hex) {
-      return PermissionDeniedError("job.yaml hashes to blake3:" + JobIdHex(*m) + ", not to the job this worker claimed");
+    std::string canonical = CanonicalManifest(*m);
+    const std::string hex = DigestHex(Blake3(canonical));
+    if (hex != sent.job_hex) {
+      return PermissionDeniedError("job.yaml hashes to blake3:" + hex + ", not to the job this worker claimed");
     }
     g.job_yaml = blob->second.data;
+    g.manifest = std::move(*m);
+    g.canonical = std::move(canonical);
     return g;
   }
   return PermissionDeniedError("the job's tree has no job.yaml");

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gatos/ledger_commits.h"
+#include "gatos/manifest.h"
 #include "gatos/public_key.h"
 #include "gatos/rpc.h"
 #include "gatos/status.h"
@@ -30,6 +31,8 @@ struct VerifiedGrant {
   LeaseCommitInfo lease;
   std::string job_commit;
   std::string job_yaml;
+  Manifest manifest;      // job_yaml, parsed
+  std::string canonical;  // CanonicalManifest(manifest): its BLAKE3 is the job id
   std::string cancel_commit;  // renewals: a verified cancel commit of the job, "" if none
 };
 
