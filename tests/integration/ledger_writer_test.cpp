@@ -527,6 +527,41 @@ TEST(LedgerWriterTest, APacksDirectorySyncsAreDeferredSpoolFirstToTheRefMoveThat
   EXPECT_TRUE(d3.spool.empty());
 }
 
+// The writer frees the log ref's old value off its own thread: CasRef keeps
+// the replaced file open across the rename and hands it to a closer thread.
+// The ref moves exactly as without it, and nothing stays open once the
+// handle is gone.
+TEST(LedgerWriterTest, CasRefClosesTheReplacedValueOffThreadAndLeaksNoDescriptor) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("repo.git");
+  ASSERT_TRUE(Ledger::InitRepository(path).ok());
+  auto l = Ledger::Open(path);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  (*l)->CloseReplacedInBackground();
+  std::vector<GitObject> blobs;
+  for (int i = 0; i < 3; ++i) blobs.push_back(MakeObject(ObjectType::kBlob, "value " + std::to_string(i) + "\n"));
+  std::vector<const GitObject*> all;
+  for (const auto& b : blobs) all.push_back(&b);
+  ASSERT_TRUE((*l)->WriteObjectsPacked(all, false).ok());
+  const std::string ref = "refs/gatos/closed";
+  ASSERT_TRUE((*l)->CasRef(ref, "", blobs[0].id, false).ok());
+  ASSERT_TRUE((*l)->CasRef(ref, blobs[0].id, blobs[1].id, false).ok());
+  ASSERT_TRUE((*l)->CasRef(ref, blobs[1].id, blobs[2].id, true).ok());
+  Status stale = (*l)->CasRef(ref, blobs[1].id, blobs[0].id, false);
+  EXPECT_EQ(stale.code(), StatusCode::kAborted) << stale.message();
+  EXPECT_EQ(*(*l)->ResolveRef(ref), blobs[2].id);
+  l->reset();
+  // Every descriptor of the ref's replaced values is closed.
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    EXPECT_EQ(target.find(ref), std::string::npos) << e.path() << " -> " << target;
+  }
+  auto again = Ledger::Open(path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*(*again)->ResolveRef(ref), blobs[2].id);
+}
+
 std::set<std::string> PackFiles(const std::string& ledger) {
   std::set<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator(ledger + "/objects/pack")) out.insert(e.path().string());

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "gatos/background_closer.h"
 #include "gatos/encoding.h"
 #include "gatos/pack_writer.h"
 #include "gatos/refs.h"
@@ -80,7 +81,16 @@ Result<std::unique_ptr<Ledger>> Ledger::OpenForHook(const std::string& path) {
   return ledger;
 }
 
-Ledger::~Ledger() { git_repository_free(Repo(repo_)); }
+Ledger::Ledger(void* repo, std::string path) : repo_(repo), path_(std::move(path)) {}
+
+Ledger::~Ledger() {
+  closer_.reset();  // the replaced files it holds are closed first
+  git_repository_free(Repo(repo_));
+}
+
+void Ledger::CloseReplacedInBackground() {
+  if (!closer_) closer_ = std::make_unique<BackgroundCloser>();
+}
 
 Result<std::string> Ledger::ResolveRef(const std::string& name) {
   git_oid oid;
@@ -594,11 +604,17 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
     return AbortedError(name + " moved: expected " + (old_id.empty() ? "no ref" : old_id) + ", found " +
                         (current->empty() ? "no ref" : *current));
   }
+  // The old value's file stays open across the rename: its blocks are freed
+  // when the last descriptor closes, on the closer's thread (a file system
+  // mounted with `discard` waits for the device as it frees them).
+  const int old_fd = closer_ && !old_id.empty() ? ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
   if (::rename(lock.c_str(), file.c_str()) != 0) {
     Status st = ErrnoStatus("rename " + lock);
     ::unlink(lock.c_str());
+    if (old_fd >= 0) ::close(old_fd);
     return st;
   }
+  if (old_fd >= 0) closer_->Close(old_fd);
   if (fsync) GATOS_RETURN_IF_ERROR(FsyncDirectory(DirOf(file)));
   return OkStatus();
 }

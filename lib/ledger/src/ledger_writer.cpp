@@ -423,6 +423,10 @@ Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_
   std::string why;
   (void)SpreadSubdirectories(jobs_dir, &why);
   PrepareSpool(dir, ledger.get());
+  // The log ref's old value is freed off the ledger thread: on a file system
+  // mounted with `discard`, ext4 without a journal waits for the device in
+  // the rename that frees it (~0.3 ms per batch here).
+  ledger->CloseReplacedInBackground();
   std::unique_ptr<WriteAheadLog> wal;
   {
     // Batches a crash left only in the write-ahead log are written to the

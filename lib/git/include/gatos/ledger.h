@@ -30,6 +30,8 @@
 
 namespace gatos {
 
+class BackgroundCloser;  // gatos/background_closer.h
+
 struct CommitInfo {
   std::string id;
   std::string tree;
@@ -161,6 +163,12 @@ class Ledger {
   // ledger's file system (else this returns false and changes nothing).
   bool SetSpool(std::vector<std::string> dirs);
 
+  // From now on CasRef keeps the ref's old file open across the rename and
+  // closes it on a thread of its own (background_closer.h): where the file
+  // system discards freed blocks synchronously, freeing the old value is
+  // then off the caller's path. For the ledger's writer thread.
+  void CloseReplacedInBackground();
+
   // Adds `value` to the repository's multi-valued config `name` (in its own
   // config file) unless present.
   Status AddConfigValue(const std::string& name, const std::string& value);
@@ -173,7 +181,7 @@ class Ledger {
   void* raw() { return repo_; }
 
  private:
-  Ledger(void* repo, std::string path) : repo_(repo), path_(std::move(path)) {}
+  Ledger(void* repo, std::string path);
   // Objects this handle wrote lately (WriteObjectsPacked), served without
   // asking libgit2, which would have to rescan the pack directory first.
   const GitObject* Recent(const std::string& id) const;
@@ -187,6 +195,7 @@ class Ledger {
   size_t recent_bytes_ = 0;
   std::vector<std::string> spool_;  // SetSpool
   size_t spool_next_ = 0;
+  std::unique_ptr<BackgroundCloser> closer_;  // CloseReplacedInBackground
 };
 
 }  // namespace gatos
