@@ -527,11 +527,11 @@ TEST(LedgerWriterTest, APacksDirectorySyncsAreDeferredSpoolFirstToTheRefMoveThat
   EXPECT_TRUE(d3.spool.empty());
 }
 
-// The writer frees the log ref's old value off its own thread: CasRef keeps
-// the replaced file open across the rename and hands it to a closer thread.
-// The ref moves exactly as without it, and nothing stays open once the
-// handle is gone.
-TEST(LedgerWriterTest, CasRefClosesTheReplacedValueOffThreadAndLeaksNoDescriptor) {
+// The writer frees what it replaces or deletes off its own threads: CasRef
+// and SetViewRefs keep the old file (or removed directory) open and hand it
+// to a closer thread. Refs move exactly as without it, and nothing stays
+// open once the handle is gone.
+TEST(LedgerWriterTest, ReplacedAndDeletedRefFilesAreClosedOffThreadAndNoDescriptorLeaks) {
   testing::TempDir dir;
   const std::string path = dir.Join("repo.git");
   ASSERT_TRUE(Ledger::InitRepository(path).ok());
@@ -550,16 +550,25 @@ TEST(LedgerWriterTest, CasRefClosesTheReplacedValueOffThreadAndLeaksNoDescriptor
   Status stale = (*l)->CasRef(ref, blobs[1].id, blobs[0].id, false);
   EXPECT_EQ(stale.code(), StatusCode::kAborted) << stale.message();
   EXPECT_EQ(*(*l)->ResolveRef(ref), blobs[2].id);
+  // View refs: created, replaced, deleted with their emptied directories.
+  const std::string job = "refs/gatos/jobs/" + std::string(64, 'a');
+  ASSERT_TRUE((*l)->SetViewRefs({{job + "/job", blobs[0].id}, {job + "/claims/w", blobs[0].id}}).ok());
+  ASSERT_TRUE((*l)->SetViewRefs({{job + "/job", blobs[1].id}}).ok());
+  EXPECT_EQ(*(*l)->ResolveRef(job + "/job"), blobs[1].id);
+  ASSERT_TRUE((*l)->SetViewRefs({{job + "/job", ""}, {job + "/claims/w", ""}}).ok());
+  EXPECT_FALSE(std::filesystem::exists(path + "/" + job)) << "the job's emptied directories are removed";
+  EXPECT_TRUE(std::filesystem::is_directory(path + "/refs/gatos/jobs"));
   l->reset();
-  // Every descriptor of the ref's replaced values is closed.
+  // Every descriptor of what was replaced or removed is closed.
   for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
     std::error_code ec;
     const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
-    EXPECT_EQ(target.find(ref), std::string::npos) << e.path() << " -> " << target;
+    EXPECT_EQ(target.find(path), std::string::npos) << e.path() << " -> " << target;
   }
   auto again = Ledger::Open(path);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*(*again)->ResolveRef(ref), blobs[2].id);
+  EXPECT_EQ(*(*again)->ResolveRef(job + "/job"), "");
 }
 
 std::set<std::string> PackFiles(const std::string& ledger) {

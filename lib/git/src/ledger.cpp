@@ -469,7 +469,9 @@ Status WriteLock(const std::string& lock, const std::string& content, bool fsync
 }
 
 // Removes empty directories between a deleted ref and refs/, as git does.
-void PruneRefDirs(const std::string& git_dir, std::string name) {
+// With `closer`, each directory removed stays open until the closer's thread
+// closes it (Ledger::CloseReplacedInBackground).
+void PruneRefDirs(const std::string& git_dir, std::string name, BackgroundCloser* closer = nullptr) {
   while (true) {
     size_t slash = name.rfind('/');
     if (slash == std::string::npos) return;
@@ -480,7 +482,13 @@ void PruneRefDirs(const std::string& git_dir, std::string name) {
         name.rfind("refs/", 0) != 0) {
       return;
     }
-    if (::rmdir((git_dir + "/" + name).c_str()) != 0) return;
+    const std::string path = git_dir + "/" + name;
+    const int held = closer ? ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW) : -1;
+    if (::rmdir(path.c_str()) != 0) {
+      if (held >= 0) ::close(held);  // still has entries: nothing freed
+      return;
+    }
+    if (held >= 0) closer->Close(held);
   }
 }
 
@@ -625,19 +633,34 @@ Status Ledger::SetViewRefs(const std::vector<std::pair<std::string, std::string>
   struct stat st;
   const bool have_packed = ::stat((dir + "/packed-refs").c_str(), &st) == 0;
   std::vector<std::string> packed_deletes;
+  // With a closer, a ref file this replaces or deletes stays open until the
+  // closer's thread closes it (CloseReplacedInBackground).
+  auto hold = [this](const std::string& file) {
+    return closer_ ? ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+  };
+  auto release = [this](int fd) {
+    if (fd >= 0) closer_->Close(fd);
+  };
   for (const auto& [name, id] : refs) {
     const std::string file = dir + "/" + name;
     const std::string lock = file + ".lock";
     if (id.empty()) {
-      if (::unlink(file.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("delete " + file);
+      const int held = hold(file);
+      if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
+        if (held >= 0) ::close(held);
+        return ErrnoStatus("delete " + file);
+      }
+      release(held);
       if (have_packed) packed_deletes.push_back(name);
-      PruneRefDirs(dir, name);
+      PruneRefDirs(dir, name, closer_.get());
       continue;
     }
+    bool fresh = false;  // its directory was just made: nothing to replace
     Status w = WriteLock(lock, id + "\n", false);
     if (!w.ok() && w.code() != StatusCode::kAborted) {
       // The ref's directories are created only when missing.
       GATOS_RETURN_IF_ERROR(MakeRefDirs(dir, name));
+      fresh = true;
       w = WriteLock(lock, id + "\n", false);
     }
     if (w.code() == StatusCode::kAborted) {
@@ -647,11 +670,14 @@ Status Ledger::SetViewRefs(const std::vector<std::pair<std::string, std::string>
       w = WriteLock(lock, id + "\n", false);
     }
     GATOS_RETURN_IF_ERROR(w);
+    const int held = fresh ? -1 : hold(file);
     if (::rename(lock.c_str(), file.c_str()) != 0) {
       Status e = ErrnoStatus("rename " + lock);
       ::unlink(lock.c_str());
+      if (held >= 0) ::close(held);
       return e;
     }
+    release(held);
   }
   if (!packed_deletes.empty()) {
     git_transaction* raw = nullptr;

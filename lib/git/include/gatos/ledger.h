@@ -163,10 +163,11 @@ class Ledger {
   // ledger's file system (else this returns false and changes nothing).
   bool SetSpool(std::vector<std::string> dirs);
 
-  // From now on CasRef keeps the ref's old file open across the rename and
-  // closes it on a thread of its own (background_closer.h): where the file
-  // system discards freed blocks synchronously, freeing the old value is
-  // then off the caller's path. For the ledger's writer thread.
+  // From now on CasRef and SetViewRefs keep a ref file they replace or
+  // delete (and a ref directory they remove) open across the rename, unlink
+  // or rmdir, and close it on a thread of its own (background_closer.h):
+  // where the file system discards freed blocks synchronously, freeing them
+  // is then off the caller's path. For the ledger writer's threads.
   void CloseReplacedInBackground();
 
   // Adds `value` to the repository's multi-valued config `name` (in its own
