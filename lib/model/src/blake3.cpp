@@ -10,15 +10,39 @@
 
 namespace gatos {
 
+namespace {
+
+// The C library detects the CPU's features on first use and caches them in
+// a plain global: threads hashing for the first time at once race on it
+// (ThreadSanitizer says so; every thread writes the same value). One hash
+// under a function-local static, which C++ runs once and orders before every
+// later use, fills the cache first.
+void DetectCpuOnce() {
+  static const bool detected = [] {
+    blake3_hasher h;
+    blake3_hasher_init(&h);
+    unsigned char block[2 * BLAKE3_CHUNK_LEN] = {};  // more than a chunk: the SIMD paths run
+    blake3_hasher_update(&h, block, sizeof block);
+    uint8_t out[BLAKE3_OUT_LEN];
+    blake3_hasher_finalize(&h, out, sizeof out);
+    return true;
+  }();
+  (void)detected;
+}
+
+}  // namespace
+
 struct Blake3Hasher::State {
   blake3_hasher h;
 };
 
 Blake3Hasher::Blake3Hasher() : state_(std::make_unique<State>()) {
+  DetectCpuOnce();
   blake3_hasher_init(&state_->h);
 }
 
 Blake3Hasher::Blake3Hasher(const Digest32& key) : state_(std::make_unique<State>()) {
+  DetectCpuOnce();
   blake3_hasher_init_keyed(&state_->h, key.data());
 }
 
