@@ -592,7 +592,7 @@ TEST(LedgerWriterTest, BatchesWhoseRepositoryWritesWereLostAreWrittenAgainFromTh
   ASSERT_TRUE(f.Claim(jobs[0].hex, f.w1).outcome.ok());
   const int64_t seq = f.W().seq();
   const std::string head = f.W().head();
-  EXPECT_FALSE(std::filesystem::is_empty(f.path + "/gatos/wal"));
+  EXPECT_FALSE(testing::WalHasNoRecordFiles(f.path + "/gatos/wal"));
 
   const std::string copy = f.dir.Join("after-power-loss.git");
   std::filesystem::copy(f.path, copy, std::filesystem::copy_options::recursive);
@@ -620,7 +620,7 @@ TEST(LedgerWriterTest, BatchesWhoseRepositoryWritesWereLostAreWrittenAgainFromTh
     ASSERT_TRUE(rec.ok() && rec->has_value()) << i;
     EXPECT_EQ(JobStateName(RecordedState(**rec)), std::string(i == 0 ? "claimed" : "pending")) << i;
   }
-  EXPECT_TRUE(std::filesystem::is_empty(copy + "/gatos/wal")) << "replayed, synced and emptied";
+  EXPECT_TRUE(testing::WalHasNoRecordFiles(copy + "/gatos/wal")) << "replayed, synced and emptied";
   auto fsck = testing::Run({"git", "--git-dir", copy, "fsck", "--connectivity-only", "--no-dangling"}, {});
   EXPECT_EQ(fsck.exit_code, 0) << fsck.err;
   // The log reads back whole, signed and contiguous, and its refs replay.
@@ -630,7 +630,7 @@ TEST(LedgerWriterTest, BatchesWhoseRepositoryWritesWereLostAreWrittenAgainFromTh
 
   // The original writer closes cleanly: its last checkpoint empties the log.
   f.Close();
-  EXPECT_TRUE(std::filesystem::is_empty(f.path + "/gatos/wal"));
+  EXPECT_TRUE(testing::WalHasNoRecordFiles(f.path + "/gatos/wal"));
 }
 
 // The checkpoint thread empties the write-ahead log on its own: a while
@@ -647,7 +647,7 @@ TEST(LedgerWriterTest, CheckpointsEmptyTheWriteAheadLogAfterATimeOrASize) {
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
     bool empty;
-    while (!(empty = std::filesystem::is_empty(dir))) {
+    while (!(empty = testing::WalHasNoRecordFiles(dir))) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) break;
       pollfd p{fd, POLLIN, 0};
@@ -678,9 +678,9 @@ TEST(LedgerWriterTest, CheckpointsEmptyTheWriteAheadLogAfterATimeOrASize) {
     Fixture g;
     g.writer_options.checkpoint_ms = 3'600'000;
     g.Submit(Yaml(4));
-    EXPECT_FALSE(std::filesystem::is_empty(g.path + "/gatos/wal")) << "neither: the record stays until a checkpoint";
+    EXPECT_FALSE(testing::WalHasNoRecordFiles(g.path + "/gatos/wal")) << "neither: the record stays until a checkpoint";
     g.Close();
-    EXPECT_TRUE(std::filesystem::is_empty(g.path + "/gatos/wal")) << "a clean close checkpoints";
+    EXPECT_TRUE(testing::WalHasNoRecordFiles(g.path + "/gatos/wal")) << "a clean close checkpoints";
   }
 }
 
@@ -703,7 +703,7 @@ TEST(LedgerWriterTest, AWriterThatCannotWriteABatchAfterLoggingItStopsAndTheNext
   EXPECT_EQ(r2.outcome.message, r.outcome.message) << "every later batch is refused the same way";
   EXPECT_EQ(f.W().seq(), seq);
   f.Close();
-  EXPECT_FALSE(std::filesystem::is_empty(f.path + "/gatos/wal")) << "no checkpoint after a failure";
+  EXPECT_FALSE(testing::WalHasNoRecordFiles(f.path + "/gatos/wal")) << "no checkpoint after a failure";
   f.writer_options.crash_at.clear();
   EXPECT_EQ(f.W().seq(), seq + 1);
   auto rec = f.W().Find(j.hex);

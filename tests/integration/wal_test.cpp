@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 
 #include "test_util.h"
@@ -131,6 +133,110 @@ TEST(WalTest, ALaterFileReplacesAnUnacknowledgedTailAndAGapIsDataLoss) {
   testing::WriteFile(dir.Join("wal/00000000000000000006.wal"), Record(6));
   auto gap = wal->ReadAll();
   EXPECT_EQ(gap.status().code(), StatusCode::kDataLoss) << gap.status().message();
+}
+
+
+// A checkpoint keeps one dropped file as the spare, its first record made
+// unreadable, and the next file is that spare overwritten from its start
+// (the same inode): only the new records read back, never what is left of
+// the old ones after them.
+TEST(WalTest, ADroppedFileIsRecycledAndItsOldRecordsNeverReadBack) {
+  testing::TempDir dir;
+  auto wal = WriteAheadLog::Open(dir.path());
+  ASSERT_TRUE(wal.ok());
+  // Big old records, so that the new one ends inside the first of them.
+  auto big = [](int64_t seq) {
+    std::vector<GitObject> objs = Objects(static_cast<int>(seq));
+    objs.insert(objs.begin(), MakeObject(ObjectType::kBlob, std::string(4096, 'x') + std::to_string(seq)));
+    return objs;
+  };
+  for (int64_t seq = 1; seq <= 3; ++seq) {
+    auto objs = big(seq);
+    ASSERT_TRUE(wal->Append(seq, objs.back().id, Ptrs(objs)).ok());
+  }
+  const std::vector<std::string> closed = wal->Rotate();
+  ASSERT_EQ(closed.size(), 1u);
+  struct stat before;
+  ASSERT_EQ(::stat(closed[0].c_str(), &before), 0);
+  ASSERT_TRUE(wal->Drop(closed).ok());
+  EXPECT_TRUE(wal->Files().empty());
+  const std::string spare = dir.Join(std::string("wal/") + WriteAheadLog::kSpareName);
+  ASSERT_TRUE(std::filesystem::exists(spare)) << "the dropped file is kept as the spare";
+  EXPECT_TRUE(DecodeWalFile(testing::ReadFile(spare)).records.empty()) << "a spare holds no record";
+
+  auto objs4 = Objects(4);
+  ASSERT_TRUE(wal->Append(4, objs4.back().id, Ptrs(objs4)).ok());
+  ASSERT_EQ(wal->Files().size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(spare));
+  struct stat after;
+  ASSERT_EQ(::stat(wal->Files()[0].c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino) << "the spare became the new file";
+  EXPECT_EQ(after.st_size, before.st_size) << "overwritten in place, not appended to";
+  auto objs5 = Objects(5);
+  ASSERT_TRUE(wal->Append(5, objs5.back().id, Ptrs(objs5)).ok());
+  auto all = wal->ReadAll();
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].seq, 4);
+  EXPECT_EQ((*all)[1].seq, 5);
+  EXPECT_EQ((*all)[1].log_id, objs5.back().id);
+
+  // Two files dropped at once: one becomes the spare, the other goes.
+  std::vector<std::string> two = wal->Rotate();
+  auto objs6 = Objects(6);
+  ASSERT_TRUE(wal->Append(6, objs6.back().id, Ptrs(objs6)).ok());
+  for (auto& f : wal->Rotate()) two.push_back(f);
+  ASSERT_EQ(two.size(), 2u);
+  ASSERT_TRUE(wal->Drop(two).ok());
+  EXPECT_TRUE(wal->Files().empty());
+  size_t left = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.Join("wal"))) {
+    ++left;
+    EXPECT_EQ(e.path().filename(), WriteAheadLog::kSpareName);
+  }
+  EXPECT_EQ(left, 1u);
+}
+
+// A crash right after the spare was renamed into place, before the append
+// overwrote it, leaves a file with no record: nothing old is replayed. And
+// a record a crash left under the spare's name (written, its new name not
+// yet synced) is made unreadable again when the log is opened.
+TEST(WalTest, ASpareRenamedInBeforeItsFirstRecordReadsAsEmptyAndOpenReinvalidatesTheSpare) {
+  testing::TempDir dir;
+  {
+    auto wal = WriteAheadLog::Open(dir.path());
+    ASSERT_TRUE(wal.ok());
+    for (int64_t seq : {1, 2}) {
+      auto objs = Objects(static_cast<int>(seq));
+      ASSERT_TRUE(wal->Append(seq, objs.back().id, Ptrs(objs)).ok());
+    }
+    ASSERT_TRUE(wal->Drop(wal->Rotate()).ok());
+  }
+  const std::string spare = dir.Join(std::string("wal/") + WriteAheadLog::kSpareName);
+  const std::string renamed = dir.Join("wal/00000000000000000003.wal");
+  std::filesystem::rename(spare, renamed);
+  {
+    auto wal = WriteAheadLog::Open(dir.path());
+    ASSERT_TRUE(wal.ok());
+    auto all = wal->ReadAll();
+    ASSERT_TRUE(all.ok()) << all.status().message();
+    EXPECT_TRUE(all->empty()) << "record 2 is still in the file, after an unreadable first record";
+  }
+  // Under the spare's name, a whole record (as a crash can leave it).
+  std::filesystem::remove(renamed);
+  testing::WriteFile(spare, Record(7) + Record(8));
+  ASSERT_EQ(DecodeWalFile(testing::ReadFile(spare)).records.size(), 2u);
+  auto wal = WriteAheadLog::Open(dir.path());
+  ASSERT_TRUE(wal.ok());
+  EXPECT_TRUE(DecodeWalFile(testing::ReadFile(spare)).records.empty());
+  auto objs = Objects(9);
+  ASSERT_TRUE(wal->Append(9, objs.back().id, Ptrs(objs)).ok());
+  ASSERT_EQ(wal->Files().size(), 1u);
+  EXPECT_EQ(wal->Files()[0], dir.Join("wal/00000000000000000009.wal"));
+  auto all = wal->ReadAll();
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(all->size(), 1u) << "record 8, left intact after the new record 9, does not follow it";
+  EXPECT_EQ((*all)[0].seq, 9);
 }
 
 }  // namespace

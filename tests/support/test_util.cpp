@@ -65,6 +65,13 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+bool WalHasNoRecordFiles(const std::string& wal_dir) {
+  for (const auto& e : std::filesystem::directory_iterator(wal_dir)) {
+    if (e.path().extension() == ".wal") return false;
+  }
+  return true;
+}
+
 void WriteFile(const std::string& path, const std::string& data, int mode) {
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);

@@ -49,6 +49,9 @@ std::string SourcePath(const std::string& rel);
 
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& data, int mode = 0644);
+// True when the ledger's write-ahead log (<ledger>/gatos/wal) holds no
+// record file (*.wal; the spare a checkpoint keeps is not one).
+bool WalHasNoRecordFiles(const std::string& wal_dir);
 
 // An unused TCP port on 127.0.0.1.
 int FreePort();

@@ -61,6 +61,17 @@ bool DecodePayload(std::string_view p, WalRecord* r) {
   return at == p.size() && has_log;
 }
 
+// Makes the first record of `path` unreadable (its magic zeroed) and syncs
+// that: false when it cannot.
+bool Invalidate(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  const char zeros[sizeof kMagic] = {};
+  const bool ok = ::pwrite(fd, zeros, sizeof zeros, 0) == static_cast<ssize_t>(sizeof zeros) && ::fdatasync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
 }  // namespace
 
 std::string EncodeWalRecord(int64_t seq, const std::string& log_id, const std::vector<const GitObject*>& objects) {
@@ -104,6 +115,15 @@ WalFileContents DecodeWalFile(std::string_view data) {
   return out;
 }
 
+WriteAheadLog::WriteAheadLog(std::string dir) : dir_(std::move(dir)), spare_mu_(std::make_unique<std::mutex>()) {
+  // A crash between an append into the renamed spare and the sync of its
+  // new name can leave a record under the spare's name: made unreadable
+  // again before the spare is used.
+  struct stat st;
+  const std::string spare = dir_ + "/" + kSpareName;
+  spare_ = ::lstat(spare.c_str(), &st) == 0 && S_ISREG(st.st_mode) && Invalidate(spare);
+}
+
 Result<WriteAheadLog> WriteAheadLog::Open(const std::string& state_dir) {
   std::string dir = state_dir + "/wal";
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return ErrnoStatus("mkdir " + dir);
@@ -116,6 +136,8 @@ Result<WriteAheadLog> WriteAheadLog::Open(const std::string& state_dir) {
 
 WriteAheadLog::WriteAheadLog(WriteAheadLog&& o) noexcept
     : dir_(std::move(o.dir_)),
+      spare_mu_(std::move(o.spare_mu_)),
+      spare_(o.spare_),
       fd_(o.fd_),
       open_path_(std::move(o.open_path_)),
       open_bytes_(o.open_bytes_),
@@ -127,6 +149,8 @@ WriteAheadLog& WriteAheadLog::operator=(WriteAheadLog&& o) noexcept {
   if (this != &o) {
     if (fd_ >= 0) ::close(fd_);
     dir_ = std::move(o.dir_);
+    spare_mu_ = std::move(o.spare_mu_);
+    spare_ = o.spare_;
     fd_ = o.fd_;
     open_path_ = std::move(o.open_path_);
     open_bytes_ = o.open_bytes_;
@@ -190,7 +214,20 @@ Status WriteAheadLog::Append(int64_t seq, const std::string& log_id, const std::
     char name[32];
     std::snprintf(name, sizeof name, "/%020lld%s", static_cast<long long>(seq), kSuffix);
     open_path_ = dir_ + name;
-    fd_ = ::open(open_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0600);
+    {
+      // The spare, renamed into place: its first record is unreadable until
+      // this append overwrites it, so a crash before then leaves a file
+      // that holds no record.
+      std::lock_guard<std::mutex> l(*spare_mu_);
+      if (spare_) {
+        spare_ = false;
+        const std::string spare = dir_ + "/" + kSpareName;
+        if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, open_path_.c_str(), RENAME_NOREPLACE) == 0) {
+          fd_ = ::open(open_path_.c_str(), O_WRONLY | O_CLOEXEC);
+        }
+      }
+    }
+    if (fd_ < 0) fd_ = ::open(open_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd_ < 0) return ErrnoStatus("create " + open_path_);
     open_bytes_ = 0;
     created = true;
@@ -198,7 +235,7 @@ Status WriteAheadLog::Append(int64_t seq, const std::string& log_id, const std::
   const std::string rec = EncodeWalRecord(seq, log_id, objects);
   size_t done = 0;
   while (done < rec.size()) {
-    ssize_t n = ::write(fd_, rec.data() + done, rec.size() - done);
+    ssize_t n = ::pwrite(fd_, rec.data() + done, rec.size() - done, static_cast<off_t>(open_bytes_ + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       Status s = ErrnoStatus("write " + open_path_);
@@ -239,9 +276,24 @@ void WriteAheadLog::Keep(std::vector<std::string> files) {
   closed_ = std::move(files);
 }
 
+
 Status WriteAheadLog::Drop(const std::vector<std::string>& files) {
   if (files.empty()) return OkStatus();
   for (const auto& f : files) {
+    bool want;
+    {
+      std::lock_guard<std::mutex> l(*spare_mu_);
+      want = !spare_;
+    }
+    // Synced unreadable before the rename: a spare never holds a record.
+    if (want && Invalidate(f)) {
+      std::lock_guard<std::mutex> l(*spare_mu_);
+      const std::string spare = dir_ + "/" + kSpareName;
+      if (!spare_ && ::rename(f.c_str(), spare.c_str()) == 0) {
+        spare_ = true;
+        continue;
+      }
+    }
     if (::unlink(f.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("delete " + f);
   }
   return FsyncDirectory(dir_);

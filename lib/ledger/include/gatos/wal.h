@@ -14,6 +14,8 @@
 #define GATOS_LEDGER_WAL_H_
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -58,8 +60,17 @@ class WriteAheadLog {
   // The next Append starts a new file; returns the files closed so far
   // (their records are all appended before this call).
   std::vector<std::string> Rotate();
-  // Deletes these files (after a checkpoint covered them) and syncs the directory.
+  // Deletes these files (after a checkpoint covered them) and syncs the
+  // directory. One of them is kept as the spare (kSpareName) when there is
+  // none: its first record is made unreadable (synced) before it is renamed,
+  // and the next new file is the spare renamed into place and overwritten
+  // from its start, so appends land in blocks already allocated and an
+  // fdatasync writes no inode (~0.1 ms less per batch on ext4). A file
+  // decodes up to its first record that does not follow the one before,
+  // so what is left of older records after the new ones is never read.
+  // Must not run concurrently with itself; may with Append.
   Status Drop(const std::vector<std::string>& files);
+  static constexpr char kSpareName[] = "spare";
   // Gives back files Rotate returned that could not be dropped: the next
   // Rotate returns them again.
   void Keep(std::vector<std::string> files);
@@ -69,9 +80,11 @@ class WriteAheadLog {
   uint64_t open_bytes() const { return open_bytes_; }
 
  private:
-  explicit WriteAheadLog(std::string dir) : dir_(std::move(dir)) {}
+  explicit WriteAheadLog(std::string dir);
   void CloseOpen();
   std::string dir_;
+  std::unique_ptr<std::mutex> spare_mu_;  // spare_ and the spare's name
+  bool spare_ = false;                    // dir_/kSpareName exists, its first record unreadable
   int fd_ = -1;
   std::string open_path_;
   uint64_t open_bytes_ = 0;
