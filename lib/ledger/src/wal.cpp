@@ -224,6 +224,7 @@ Status WriteAheadLog::Append(int64_t seq, const std::string& log_id, const std::
         const std::string spare = dir_ + "/" + kSpareName;
         if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, open_path_.c_str(), RENAME_NOREPLACE) == 0) {
           fd_ = ::open(open_path_.c_str(), O_WRONLY | O_CLOEXEC);
+          if (fd_ < 0) ::unlink(open_path_.c_str());  // holds no record; a new file takes its name
         }
       }
     }
@@ -275,7 +276,6 @@ void WriteAheadLog::Keep(std::vector<std::string> files) {
   files.insert(files.end(), closed_.begin(), closed_.end());
   closed_ = std::move(files);
 }
-
 
 Status WriteAheadLog::Drop(const std::vector<std::string>& files) {
   if (files.empty()) return OkStatus();
