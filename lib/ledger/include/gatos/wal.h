@@ -5,11 +5,12 @@
 // and every object it wrote — is in gatos/wal/ and fdatasync'ed. The pack
 // and the refs/gatos/log move follow without syncs; a checkpoint (syncfs of
 // the ledger's file system, in the background) makes them durable in bulk,
-// and then the files whose records it covers are deleted. After a crash the
+// and then the files whose records it covers are deleted (one is kept as
+// the next file's space: Drop). After a crash the
 // next writer (LedgerWriter::Open) writes every record left in gatos/wal/ as
 // a pack again, durably, and moves the log forward to the last one: a batch
 // acknowledged before the crash is never lost, whatever the file system kept
-// of the unsynced pack and ref. Format: docs/ledger-format.md, section 6.
+// of the unsynced pack and ref. Format: docs/ledger-format.md, section 7a.
 #ifndef GATOS_LEDGER_WAL_H_
 #define GATOS_LEDGER_WAL_H_
 
