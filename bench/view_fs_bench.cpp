@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "gatos/blake3.h"
 #include "gatos/dir_layout.h"
+#include "gatos/flags.h"
 #include "gatos/ledger.h"
 #include "gatos/refs.h"
 
@@ -44,21 +46,20 @@ double WriteJobs(Ledger& ledger, const std::string& salt, int n) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir;
   int n = 3000;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) {
-      dir = argv[++i];
-    } else if (a == "--jobs" && i + 1 < argc) {
-      n = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: view_fs_bench [--dir DIR] [--jobs N]\n");
-      return a == "--help" || a == "-h" ? 0 : 2;
-    }
+  const std::vector<gatos::FlagSpec> specs = {{"dir", 0, true, false, "DIR"}, {"jobs", 0, true, false, "N"}};
+  gatos::Flags flags;
+  if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
+      !flags.GetInt("jobs", 1, 10'000'000, &n)) {
+    std::fprintf(stderr, "view_fs_bench: %s\nusage: view_fs_bench %s\n", flags.error().c_str(),
+                 gatos::FlagSynopsis(specs).c_str());
+    return gatos::kExitUsage;
   }
-  if (n <= 0) Die("--jobs must be positive");
-  if (dir.empty()) dir = "/var/tmp/view_fs_bench." + std::to_string(::getpid());
+  if (flags.help()) {
+    std::printf("usage: view_fs_bench %s\n", gatos::FlagSynopsis(specs).c_str());
+    return gatos::kExitOk;
+  }
+  std::string dir = flags.GetOr("dir", "/var/tmp/view_fs_bench." + std::to_string(::getpid()));
   std::error_code ec;
   fs::remove_all(dir, ec);
   std::printf("view_fs_bench: %d jobs' view refs in %s\n", n, dir.c_str());
