@@ -468,6 +468,13 @@ Status WriteLock(const std::string& lock, const std::string& content, bool fsync
   return st;
 }
 
+// With `closer`, `path` opened so that what a rename, unlink or rmdir of it
+// frees is freed when the closer's thread closes the descriptor (give it to
+// closer->Close whatever happened; -1 without a closer or a file).
+int HoldForCloser(BackgroundCloser* closer, const std::string& path) {
+  return closer ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+}
+
 // Removes empty directories between a deleted ref and refs/, as git does.
 // With `closer`, each directory removed stays open until the closer's thread
 // closes it (Ledger::CloseReplacedInBackground).
@@ -483,12 +490,10 @@ void PruneRefDirs(const std::string& git_dir, std::string name, BackgroundCloser
       return;
     }
     const std::string path = git_dir + "/" + name;
-    const int held = closer ? ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW) : -1;
-    if (::rmdir(path.c_str()) != 0) {
-      if (held >= 0) ::close(held);  // still has entries: nothing freed
-      return;
-    }
-    if (held >= 0) closer->Close(held);
+    const int held = HoldForCloser(closer, path);
+    const bool removed = ::rmdir(path.c_str()) == 0;
+    if (closer) closer->Close(held);
+    if (!removed) return;  // still has entries
   }
 }
 
@@ -615,14 +620,14 @@ Status Ledger::CasRef(const std::string& name, const std::string& old_id, const 
   // The old value's file stays open across the rename: its blocks are freed
   // when the last descriptor closes, on the closer's thread (a file system
   // mounted with `discard` waits for the device as it frees them).
-  const int old_fd = closer_ && !old_id.empty() ? ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
-  if (::rename(lock.c_str(), file.c_str()) != 0) {
-    Status st = ErrnoStatus("rename " + lock);
+  const int held = old_id.empty() ? -1 : HoldForCloser(closer_.get(), file);
+  const bool renamed = ::rename(lock.c_str(), file.c_str()) == 0;
+  Status st = renamed ? OkStatus() : ErrnoStatus("rename " + lock);
+  if (closer_) closer_->Close(held);
+  if (!renamed) {
     ::unlink(lock.c_str());
-    if (old_fd >= 0) ::close(old_fd);
     return st;
   }
-  if (old_fd >= 0) closer_->Close(old_fd);
   if (fsync) GATOS_RETURN_IF_ERROR(FsyncDirectory(DirOf(file)));
   return OkStatus();
 }
@@ -635,24 +640,21 @@ Status Ledger::SetViewRefs(const std::vector<std::pair<std::string, std::string>
   std::vector<std::string> packed_deletes;
   // With a closer, a ref file this replaces or deletes stays open until the
   // closer's thread closes it (CloseReplacedInBackground).
-  auto hold = [this](const std::string& file) {
-    return closer_ ? ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
-  };
-  auto release = [this](int fd) {
-    if (fd >= 0) closer_->Close(fd);
+  BackgroundCloser* closer = closer_.get();
+  auto release = [closer](int fd) {
+    if (closer) closer->Close(fd);
   };
   for (const auto& [name, id] : refs) {
     const std::string file = dir + "/" + name;
     const std::string lock = file + ".lock";
     if (id.empty()) {
-      const int held = hold(file);
-      if (::unlink(file.c_str()) != 0 && errno != ENOENT) {
-        if (held >= 0) ::close(held);
-        return ErrnoStatus("delete " + file);
-      }
+      const int held = HoldForCloser(closer, file);
+      const bool failed = ::unlink(file.c_str()) != 0 && errno != ENOENT;
+      Status st = failed ? ErrnoStatus("delete " + file) : OkStatus();
       release(held);
+      GATOS_RETURN_IF_ERROR(st);
       if (have_packed) packed_deletes.push_back(name);
-      PruneRefDirs(dir, name, closer_.get());
+      PruneRefDirs(dir, name, closer);
       continue;
     }
     bool fresh = false;  // its directory was just made: nothing to replace
@@ -670,14 +672,14 @@ Status Ledger::SetViewRefs(const std::vector<std::pair<std::string, std::string>
       w = WriteLock(lock, id + "\n", false);
     }
     GATOS_RETURN_IF_ERROR(w);
-    const int held = fresh ? -1 : hold(file);
-    if (::rename(lock.c_str(), file.c_str()) != 0) {
-      Status e = ErrnoStatus("rename " + lock);
-      ::unlink(lock.c_str());
-      if (held >= 0) ::close(held);
-      return e;
-    }
+    const int held = fresh ? -1 : HoldForCloser(closer, file);
+    const bool renamed = ::rename(lock.c_str(), file.c_str()) == 0;
+    Status st = renamed ? OkStatus() : ErrnoStatus("rename " + lock);
     release(held);
+    if (!renamed) {
+      ::unlink(lock.c_str());
+      return st;
+    }
   }
   if (!packed_deletes.empty()) {
     git_transaction* raw = nullptr;
