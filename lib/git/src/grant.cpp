@@ -2,7 +2,6 @@
 
 #include <map>
 
-#include "gatos/blake3.h"
 #include "gatos/encoding.h"
 #include "gatos/git_object.h"
 #include "gatos/refs.h"
@@ -98,7 +97,7 @@ Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::strin
     auto m = ParseManifest(blob->second.data, "job.yaml");
     if (!m.ok()) return PermissionDeniedError("job.yaml does not parse: " + m.status().message());
     std::string canonical = CanonicalManifest(*m);
-    const std::string hex = DigestHex(Blake3(canonical));
+    const std::string hex = JobIdHexOfCanonical(canonical);
     if (hex != sent.job_hex) {
       return PermissionDeniedError("job.yaml hashes to blake3:" + hex + ", not to the job this worker claimed");
     }

@@ -888,7 +888,9 @@ std::string CanonicalManifest(const Manifest& m) {
   return c.ok() ? std::move(c).value() : std::string();
 }
 
-std::string JobIdHex(const Manifest& m) { return DigestHex(Blake3(CanonicalManifest(m))); }
+std::string JobIdHexOfCanonical(std::string_view canonical) { return DigestHex(Blake3(canonical)); }
+
+std::string JobIdHex(const Manifest& m) { return JobIdHexOfCanonical(CanonicalManifest(m)); }
 
 std::string JobId(const Manifest& m) { return "blake3:" + JobIdHex(m); }
 

@@ -98,6 +98,8 @@ std::string CanonicalManifest(const Manifest& manifest);
 // Lowercase hex BLAKE3 of CanonicalManifest(m): the bare job id used in ref
 // names.
 std::string JobIdHex(const Manifest& manifest);
+// The same from CanonicalManifest(m) already computed.
+std::string JobIdHexOfCanonical(std::string_view canonical_manifest);
 // "blake3:" + JobIdHex(m): the job id as written in trailers and messages.
 std::string JobId(const Manifest& manifest);
 // True when `hex` is exactly 64 lowercase hex characters.
