@@ -331,6 +331,36 @@ TEST(NamespaceSandbox, NothingOneJobLeavesReachesTheNextOnTheSameSlot) {
   EXPECT_EQ(st.slots_discarded, 0);
 }
 
+// A host file bound into the slot's template that is replaced (renamed over,
+// as package updates do) is seen by the slot's next job.
+TEST(NamespaceSandbox, AReplacedHostFileReachesTheSlotsNextJob) {
+  const std::string path = "/etc/ld.so.conf";  // bound into every job; read only by ldconfig
+  const std::string original = ReadFile(path);
+  ASSERT_FALSE(original.empty());
+  struct Restore {
+    std::string path, content;
+    ~Restore() {
+      WriteFile(path + ".gatos-test", content);
+      std::rename((path + ".gatos-test").c_str(), path.c_str());
+    }
+  } restore{path, original};
+  auto l = NewLauncher();
+  ASSERT_TRUE(l);
+  TempDir d;
+  auto cat = [&](const char* name) { return RunOn(*l, MakeSpec(d, {"cat", path}, Sandbox::kRequire, name)); };
+  EXPECT_EQ(cat("before").stdout_data, original);
+  const std::string changed = original + "# written by a gatos sandbox test; restored when it ends\n";
+  WriteFile(path + ".gatos-test", changed);
+  ASSERT_EQ(std::rename((path + ".gatos-test").c_str(), path.c_str()), 0);
+  EXPECT_EQ(cat("replaced").stdout_data, changed);
+  WriteFile(path + ".gatos-test", original);
+  ASSERT_EQ(std::rename((path + ".gatos-test").c_str(), path.c_str()), 0);
+  EXPECT_EQ(cat("restored").stdout_data, original);
+  auto st = l->stats();
+  EXPECT_EQ(st.slots_started, 1);
+  EXPECT_EQ(st.slots_discarded, 0);
+}
+
 TEST(NamespaceSandbox, ConcurrentJobsDoNotSeeEachOther) {
   TempDir d;
   auto a = MakeSpec(d, {"sh", "-c", "echo a > /tmp/mine; echo a > $HOME/mine; sleep 100"},

@@ -772,7 +772,7 @@ Status StartError(const Record& rec, const PreparedJob& job) {
                          "); the host may be out of processes");
   }
   return InternalError(std::string("sandbox: setup failed while ") + StageName(rec.stage) +
-                       (rec.stage == kStageMount || rec.stage == kStageRoot
+                       (rec.stage == kStageMount || rec.stage == kStageRoot || rec.stage == kStageSlotRoot
                             ? " (step " + std::to_string(rec.index & ~kPidInCredentials) + ")"
                             : "") +
                        ": " + Errno(err));

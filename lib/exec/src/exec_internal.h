@@ -84,6 +84,7 @@ enum Stage : uint8_t {
   kStageSlotIdMap,  // slot: writing uid_map/gid_map
   kStageSlotNet,    // slot: the empty network namespace and its loopback
   kStageProtocol,   // slot: malformed request
+  kStageSlotRoot,   // slot: building the template of its jobs' root (index = which step)
 };
 const char* StageName(uint8_t stage);
 

@@ -54,6 +54,11 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
     Record rec;
     int k = conn->Read(&rec, nullptr, 30000);
     if (k == 1 && rec.kind == kRecReady && rec.value == kProtocolVersion) return conn;
+    if (k == 1 && rec.kind == kRecSlotFailed && rec.stage == kStageSlotRoot) {
+      return InternalError(std::string("sandbox: gatos-supervise failed ") + StageName(rec.stage) + " (step " +
+                           std::to_string(rec.index) + "): " + std::strerror(rec.value2) +
+                           "; it needs a host /tmp and /proc it may mount over (as bubblewrap does)");
+    }
     if (k == 1 && rec.kind == kRecSlotFailed) {
       return FailedPreconditionError(
           std::string("sandbox: gatos-supervise failed ") + StageName(rec.stage) + ": " +

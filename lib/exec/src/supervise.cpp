@@ -56,6 +56,7 @@ const char* StageName(uint8_t stage) {
     case kStageSlotIdMap: return "writing the slot's uid_map/gid_map";
     case kStageSlotNet: return "creating the slot's network namespace";
     case kStageProtocol: return "reading the worker's request";
+    case kStageSlotRoot: return "building the slot's template of the jobs' root file system";
     default: return "setup";
   }
 }
@@ -268,19 +269,28 @@ int ScanDescendants(pid_t* tracked) {
 }
 
 // ---------------------------------------------------------------------------
-// The namespace sandbox of one job (slot mode). Its root is built from these
-// operations in the job's own mount namespace, like bubblewrap does: "a" is a
-// source under /oldroot (the host), an fs option string or a link target;
-// "b" is a destination under /newroot.
+// The namespace sandbox (slot mode). The system part of a job's root (/usr,
+// /etc, /proc, /dev) is built once per slot, as a read-only template at /tpl
+// in the slot init's own mount namespace, whose root is a tmpfs with the host
+// at /oldroot. Each job's root is then a fresh tmpfs at /newroot in the job's
+// own copy of that namespace, made of recursive binds of the template's
+// entries (a bind keeps each mount's read-only, nosuid and nodev flags), a
+// fresh /tmp, /dev/shm and devpts, and the job's own binds. Both are built
+// from these operations: "a" is a source (/oldroot/... on the host, /tpl/...
+// in the template), an fs option string or a link target; "b" is a
+// destination under /tpl or /newroot.
 
 struct MountOp {
-  enum Kind : uint8_t { kMkdir, kSymlink, kBind, kTmpfs, kProc, kDevpts, kCover, kHide, kRemountReadOnly };
+  enum Kind : uint8_t {
+    kMkdir, kSymlink, kBind, kRbind, kTmpfs, kProc, kDevpts, kCover, kHide, kRemountReadOnly
+  };
   enum Flags : uint8_t {
     kReadOnly = 1,
-    kDevices = 2,   // keep device nodes usable (no nodev)
-    kOptional = 4,  // skip if the source is missing
-    kDir = 8,       // the source is a directory (else a file)
-    kNetOnly = 16,  // only for jobs with network
+    kDevices = 2,     // keep device nodes usable (no nodev)
+    kOptional = 4,    // skip if the source is missing
+    kDir = 8,         // the source is a directory (else a file)
+    kNetOnly = 16,    // only for jobs with network
+    kNoNetOnly = 32,  // only for jobs without network
   };
   Kind kind;
   uint8_t flags;
@@ -368,9 +378,14 @@ int SetBindFlags(const char* src, const char* dst, uint8_t flags) {
 
 int RunMountOp(const MountOp& op, bool network) {
   if ((op.flags & MountOp::kNetOnly) && !network) return 0;
+  if ((op.flags & MountOp::kNoNetOnly) && network) return 0;
   switch (op.kind) {
     case MountOp::kMkdir:
       return MkdirP(op.b, true);
+    case MountOp::kRbind:
+      // A part of the slot's template, with every mount below it as it is.
+      if (int e = MkdirP(op.b, true)) return e;
+      return mount(op.a, op.b, nullptr, MS_BIND | MS_REC, nullptr) == 0 ? 0 : errno;
     case MountOp::kSymlink:
       return symlink(op.a, op.b) == 0 ? 0 : errno;
     case MountOp::kTmpfs:
@@ -422,33 +437,27 @@ int RunMountOp(const MountOp& op, bool network) {
 // In the job child, sandboxed: from the slot's namespaces into the job's own.
 void EnterSandbox(const JobChildSpec& s) {
   if (!s.network && setns(s.netns_fd, CLONE_NEWNET) != 0) ChildFail(s, kStageNetns, 0, errno);
+  // A copy of the slot init's mount namespace (every mount in it private):
+  // its root is a tmpfs holding the host at /oldroot and the template at /tpl.
   if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) != 0) {
     ChildFail(s, kStageUnshare, 0, errno);
   }
-  // A fresh tmpfs becomes the root; the host stays reachable at /oldroot
-  // until every bind is made, then it is detached.
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ChildFail(s, kStageRoot, 1, errno);
-  if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) {
-    ChildFail(s, kStageRoot, 2, errno);
+  if (mount("tmpfs", "/newroot", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) {
+    ChildFail(s, kStageRoot, 1, errno);
   }
-  if (chdir("/tmp") != 0 || mkdir("newroot", 0755) != 0 || mkdir("oldroot", 0755) != 0) {
-    ChildFail(s, kStageRoot, 3, errno);
-  }
-  if (mount("newroot", "newroot", nullptr, MS_BIND | MS_REC, nullptr) != 0) {
-    ChildFail(s, kStageRoot, 4, errno);
-  }
-  if (syscall(SYS_pivot_root, "/tmp", "oldroot") != 0) ChildFail(s, kStageRoot, 5, errno);
+
   for (int i = 0; i < s.n_ops; ++i) {
     if (int e = RunMountOp(s.ops[i], s.network)) {
       ChildFail(s, kStageMount, i < s.n_system_ops ? i : (kJobBindIndex | (i - s.n_system_ops)), e);
     }
   }
-  // The root itself (and so /etc and every mount point) is read-only.
+  // The root itself (and so every mount point in it) is read-only.
   if (mount("none", "/newroot", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
             nullptr) != 0) {
     ChildFail(s, kStageRoot, 8, errno);
   }
-  if (umount2("/oldroot", MNT_DETACH) != 0) ChildFail(s, kStageRoot, 6, errno);
+  // The new root goes over the old one, which is then detached with the host
+  // and the template under it.
   if (chdir("/newroot") != 0 || syscall(SYS_pivot_root, ".", ".") != 0 ||
       umount2(".", MNT_DETACH) != 0 || chdir("/") != 0) {
     ChildFail(s, kStageRoot, 7, errno);
@@ -797,7 +806,9 @@ bool PrepareProcess(int* keep, int nkeep, SupCtx* c) {
 // ---------------------------------------------------------------------------
 // Slots.
 
-// The sandbox layout, as mount operations. Built once per slot.
+// The sandbox layout, as mount operations: the template's, run once per slot
+// by its init (again if a host file bound into it was replaced), and the
+// job's, run by each job child.
 class SandboxLayout {
  public:
   void Build() {
@@ -811,51 +822,96 @@ class SandboxLayout {
         ssize_t n = readlink(d, target, sizeof(target) - 1);
         if (n <= 0) continue;
         target[n] = '\0';
-        Add(MountOp::kSymlink, 0, Keep(target), Keep(std::string("/newroot") + d));
+        Job(MountOp::kSymlink, 0, Keep(target), Keep(std::string("/newroot") + d));
       } else if (S_ISDIR(st.st_mode)) {
         Bind(d, d, MountOp::kReadOnly | MountOp::kDir);
       }
     }
     // A minimal /etc: enough for users, the dynamic linker, TLS roots and
     // Debian's alternatives links; no shadow, no ssh keys, no worker config.
-    Add(MountOp::kMkdir, 0, nullptr, Keep("/newroot/etc"));
-    for (const char* e : {"passwd", "group", "nsswitch.conf", "hosts", "ld.so.cache", "ld.so.conf",
-                          "ld.so.conf.d", "alternatives", "localtime", "ssl", "ca-certificates",
-                          "mime.types"}) {
-      EtcEntry(e, 0);
+    // Two of them: the second adds what name resolution needs, for jobs with
+    // network.
+    for (const char* etc : {"/etc", "/etc-net"}) {
+      Tpl(MountOp::kMkdir, 0, nullptr, Keep(std::string("/tpl") + etc));
+      for (const char* e : {"passwd", "group", "nsswitch.conf", "hosts", "ld.so.cache", "ld.so.conf",
+                            "ld.so.conf.d", "alternatives", "localtime", "ssl", "ca-certificates",
+                            "mime.types"}) {
+        EtcEntry(etc, e);
+      }
     }
-    for (const char* e : {"resolv.conf", "gai.conf", "services", "protocols"}) {
-      EtcEntry(e, MountOp::kNetOnly);
-    }
+    for (const char* e : {"resolv.conf", "gai.conf", "services", "protocols"}) EtcEntry("/etc-net", e);
     // /proc of the slot's PID namespace; the parts that a uid-0 job could
     // write to without any capability (sysctls, sysrq) are read-only.
-    Add(MountOp::kProc, 0, nullptr, Keep("/newroot/proc"));
+    Tpl(MountOp::kProc, 0, nullptr, Keep("/tpl/proc"));
     for (const char* p : {"sys", "sysrq-trigger", "irq", "bus"}) {
-      Add(MountOp::kCover, MountOp::kOptional, nullptr, Keep(std::string("/newroot/proc/") + p));
+      Tpl(MountOp::kCover, MountOp::kOptional, nullptr, Keep(std::string("/tpl/proc/") + p));
     }
     // Pid 1 is the slot's supervisor. Its fds, root, memory and environment
     // are out of the job's reach (it has no capability in the slot's user
     // namespace), but a job of the same uid would still pass the owner check
     // on files such as oom_score_adj. The job sees an empty directory instead.
-    Add(MountOp::kHide, 0, nullptr, Keep("/newroot/proc/1"));
-    // A minimal read-only /dev on a tmpfs of its own; /dev/shm and /tmp per job.
-    Add(MountOp::kTmpfs, 0, "mode=0755", Keep("/newroot/dev"));
+    Tpl(MountOp::kHide, 0, nullptr, Keep("/tpl/proc/1"));
+    // A minimal read-only /dev on a tmpfs of its own; /dev/shm and devpts per job.
+    Tpl(MountOp::kTmpfs, 0, "mode=0755", Keep("/tpl/dev"));
     for (const char* d : {"null", "zero", "full", "random", "urandom", "tty"}) {
       std::string p = std::string("/dev/") + d;
-      Add(MountOp::kBind, MountOp::kDevices | MountOp::kOptional, Keep("/oldroot" + p),
-          Keep("/newroot" + p));
+      Tpl(MountOp::kBind, MountOp::kDevices | MountOp::kOptional, Keep("/oldroot" + p), Keep("/tpl" + p));
     }
     const char* links[][2] = {{"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
                               {"/proc/self/fd/2", "stderr"}, {"/proc/self/fd", "fd"},
                               {"pts/ptmx", "ptmx"}};
     for (auto& l : links) {
-      Add(MountOp::kSymlink, 0, l[0], Keep(std::string("/newroot/dev/") + l[1]));
+      Tpl(MountOp::kSymlink, 0, l[0], Keep(std::string("/tpl/dev/") + l[1]));
     }
-    Add(MountOp::kTmpfs, 0, "mode=1777", Keep("/newroot/dev/shm"));
-    Add(MountOp::kDevpts, 0, nullptr, Keep("/newroot/dev/pts"));
-    Add(MountOp::kRemountReadOnly, 0, nullptr, Keep("/newroot/dev"));
-    Add(MountOp::kTmpfs, 0, "mode=0755", Keep("/newroot/tmp"));
+    Tpl(MountOp::kMkdir, 0, nullptr, Keep("/tpl/dev/shm"));
+    Tpl(MountOp::kMkdir, 0, nullptr, Keep("/tpl/dev/pts"));
+    Tpl(MountOp::kRemountReadOnly, 0, nullptr, Keep("/tpl/dev"));
+    // The job's root: the template's parts, then what is the job's alone.
+    Job(MountOp::kRbind, MountOp::kNoNetOnly, "/tpl/etc", "/newroot/etc");
+    Job(MountOp::kRbind, MountOp::kNetOnly, "/tpl/etc-net", "/newroot/etc");
+    Job(MountOp::kRbind, 0, "/tpl/proc", "/newroot/proc");
+    Job(MountOp::kRbind, 0, "/tpl/dev", "/newroot/dev");
+    Job(MountOp::kTmpfs, 0, "mode=1777", "/newroot/dev/shm");
+    Job(MountOp::kDevpts, 0, nullptr, "/newroot/dev/pts");
+    Job(MountOp::kTmpfs, 0, "mode=0755", "/newroot/tmp");
     system_ops_ = ops_.size();
+  }
+
+  // In the slot's init, once: its own mount namespace, whose root becomes a
+  // tmpfs with the host at /oldroot, then the template. 0, or an errno with
+  // *step set.
+  int Prepare(int* step) {
+    *step = 0;
+    if (unshare(CLONE_NEWNS) != 0) return errno;
+    *step = 1;
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+    *step = 2;
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) return errno;
+    *step = 3;
+    for (const char* d : {"/tmp/oldroot", "/tmp/tpl", "/tmp/newroot"}) {
+      if (mkdir(d, 0755) != 0) return errno;
+    }
+    *step = 4;
+    if (syscall(SYS_pivot_root, "/tmp", "/tmp/oldroot") != 0 || chdir("/") != 0) return errno;
+    return MakeTemplate(step);
+  }
+
+  // Before each job: if a host file or directory bound into the template was
+  // replaced (a package update renames a new ld.so.cache, resolv.conf or CA
+  // bundle into place), the template is built again, so that a long-lived
+  // slot runs its jobs with what the host has now. Changes inside a bound
+  // file or directory are seen as they are made.
+  int Refresh(int* step) {
+    bool stale = false;
+    for (const Watched& w : watched_) {
+      struct stat st;
+      bool exists = stat(w.path, &st) == 0;
+      stale |= exists != w.exists || (exists && (st.st_dev != w.dev || st.st_ino != w.ino));
+    }
+    if (!stale) return 0;
+    *step = 20;
+    if (umount2("/tpl", MNT_DETACH) != 0) return errno;
+    return MakeTemplate(step);
   }
 
   // Drops the previous job's binds and adds this job's.
@@ -879,27 +935,60 @@ class SandboxLayout {
   int size() const { return static_cast<int>(ops_.size()); }
 
  private:
+  struct Watched {
+    const char* path;
+    bool exists;
+    dev_t dev;
+    ino_t ino;
+  };
+
+  // The template: a tmpfs at /tpl, read-only once built.
+  int MakeTemplate(int* step) {
+    *step = 5;
+    if (mount("tmpfs", "/tpl", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) return errno;
+    watched_.clear();
+    for (size_t i = 0; i < tpl_ops_.size(); ++i) {
+      const MountOp& op = tpl_ops_[i];
+      if (op.kind == MountOp::kBind) {
+        struct stat st;
+        bool exists = stat(op.a, &st) == 0;
+        watched_.push_back({op.a, exists, exists ? st.st_dev : 0, exists ? st.st_ino : 0});
+      }
+      *step = 100 + static_cast<int>(i);
+      if (int e = RunMountOp(op, true)) return e;
+    }
+    *step = 6;
+    if (mount("none", "/tpl", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0) {
+      return errno;
+    }
+    return 0;
+  }
+
   const char* Keep(std::string s) {
     strings_.push_back(std::move(s));
     return strings_.back().c_str();
   }
-  void Add(MountOp::Kind k, uint8_t flags, const char* a, const char* b) {
-    ops_.push_back({k, flags, a, b});
-  }
+  void Tpl(MountOp::Kind k, uint8_t flags, const char* a, const char* b) { tpl_ops_.push_back({k, flags, a, b}); }
+  void Job(MountOp::Kind k, uint8_t flags, const char* a, const char* b) { ops_.push_back({k, flags, a, b}); }
+  // A host directory: bound read-only into the template, the template's
+  // copy bound into each job at the same place.
   void Bind(const std::string& src, const std::string& dst, uint8_t flags) {
-    Add(MountOp::kBind, flags, Keep("/oldroot" + src), Keep("/newroot" + dst));
+    Tpl(MountOp::kBind, flags, Keep("/oldroot" + src), Keep("/tpl" + dst));
+    Job(MountOp::kRbind, 0, Keep("/tpl" + dst), Keep("/newroot" + dst));
   }
-  void EtcEntry(const char* name, uint8_t extra) {
+  void EtcEntry(const char* etc, const char* name) {
     std::string p = std::string("/etc/") + name;
     struct stat st;
     if (stat(p.c_str(), &st) != 0) return;
-    Bind(p, p,
-         MountOp::kReadOnly | MountOp::kOptional | extra | (S_ISDIR(st.st_mode) ? MountOp::kDir : 0));
+    Tpl(MountOp::kBind, MountOp::kReadOnly | MountOp::kOptional | (S_ISDIR(st.st_mode) ? MountOp::kDir : 0),
+        Keep("/oldroot" + p), Keep(std::string("/tpl") + etc + "/" + name));
   }
 
   std::deque<std::string> strings_;      // stable addresses
   std::deque<std::string> job_strings_;  // this job's bind paths
-  std::vector<MountOp> ops_;
+  std::vector<MountOp> tpl_ops_;
+  std::vector<MountOp> ops_;  // the job's: system_ops_ of them, then its binds
+  std::vector<Watched> watched_;
   size_t system_ops_ = 0;
 };
 
@@ -959,6 +1048,15 @@ class SandboxLayout {
     s.out_w = out_w;
     s.err_w = err_w;
     if (ns) {
+      int step = 0;
+      if (int e = layout->Refresh(&step)) {
+        // The template is half gone: no job can run in this slot any more.
+        ::close(out_w);
+        ::close(err_w);
+        SendRecord(c, Record{kRecStarted, kStageSlotRoot, static_cast<uint16_t>(step), req.seq, -1, e});
+        SendRecord(c, Record{kRecClean, 0, 0, req.seq, 0, 0});
+        _exit(1);
+      }
       if (!layout->SetJobBinds(req.binds)) {
         ::close(out_w);
         ::close(err_w);
@@ -1052,6 +1150,11 @@ struct SlotInitArgs {
   c.creds = true;
   static SandboxLayout layout;
   layout.Build();
+  int step = 0;
+  if (int e = layout.Prepare(&step)) {
+    SendRecord(c, Record{kRecSlotFailed, kStageSlotRoot, static_cast<uint16_t>(step), 0, 0, e});
+    _exit(1);
+  }
   std::string uid_map = std::to_string(getuid()) + " " + std::to_string(getuid()) + " 1";
   std::string gid_map = std::to_string(getgid()) + " " + std::to_string(getgid()) + " 1";
   ServeSlot(c, true, &layout, uid_map, gid_map);
