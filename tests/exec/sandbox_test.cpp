@@ -185,6 +185,18 @@ TEST(BubblewrapSandbox, ProcSysIsReadOnly) {
   EXPECT_NE(r->stderr_data.find("Read-only file system"), std::string::npos) << r->stderr_data;
 }
 
+// So is /proc itself: a root worker's job owns its entries, which every proc
+// mount on the host shares.
+TEST(BubblewrapSandbox, ProcIsReadOnly) {
+  TempDir d;
+  auto ex = Execution::Start(MakeSpec(d, {"sh", "-c", "chmod 0 /proc/meminfo || echo refused; stat -c %a /proc/meminfo"},
+                                      Sandbox::kRequire));
+  ASSERT_TRUE(ex.ok()) << ex.status().ToString();
+  auto r = (*ex)->Wait();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->stdout_data, "refused\n444\n") << r->stderr_data;
+}
+
 TEST(NamespaceSandbox, NoCapabilitiesNoNewPrivilegesNoMounts) {
   TempDir d;
   auto r = RunNs(MakeSpec(d,
@@ -328,6 +340,39 @@ TEST(NamespaceSandbox, NothingOneJobLeavesReachesTheNextOnTheSameSlot) {
       << rb.stderr_data;
   auto st = l->stats();
   EXPECT_EQ(st.slots_started, 1);  // the probe's slot ran both jobs
+  EXPECT_EQ(st.slots_discarded, 0);
+}
+
+// The system part of a job's root (/etc, /dev, /proc and their mounts) is
+// built once per slot and bound into each job read-only: what one job tries
+// on it does not reach the next job on the slot. devpts is each job's own.
+TEST(NamespaceSandbox, AJobCannotChangeWhatTheSlotsJobsShare) {
+  auto l = NewLauncher();
+  ASSERT_TRUE(l);
+  TempDir d;
+  const std::string modes = "stat -c '%n %a' /etc/passwd /dev/null /dev/pts/ptmx /proc/1 /proc/meminfo /etc";
+  auto a = RunOn(*l, MakeSpec(d,
+                              {"sh", "-c",
+                               modes + "; chmod 0 /etc/passwd /dev/null /proc/1 /etc 2>/dev/null || echo refused; "
+                                       "chmod 0 /dev/pts/ptmx 2>/dev/null; "
+                                       "touch /etc/x /dev/x /proc/1/x 2>/dev/null || echo refused; "
+                                       "chmod 0 /proc/meminfo 2>/dev/null || echo refused; "
+                                       "rm -f /dev/null 2>/dev/null; test -c /dev/null && echo null-stays"},
+                              Sandbox::kRequire, "a"));
+  ASSERT_EQ(a.exit_code, 0) << a.stderr_data;
+  const std::string before =
+      "/etc/passwd 644\n/dev/null 666\n/dev/pts/ptmx 666\n/proc/1 555\n/proc/meminfo 444\n/etc 755\n";
+  EXPECT_EQ(a.stdout_data, before + "refused\nrefused\nrefused\nnull-stays\n") << a.stderr_data;
+  auto b = RunOn(*l, MakeSpec(d, {"sh", "-c", modes + "; ls -A /etc /dev | grep -cx x; echo ok > /dev/null"},
+                              Sandbox::kRequire, "b"));
+  EXPECT_EQ(b.stdout_data, before + "0\n") << b.stderr_data;
+  EXPECT_EQ(b.exit_code, 0);  // the last command: a write to the read-only bind of /dev/null works
+  // The host's own nodes and /proc entries (a root worker's job is their owner).
+  struct stat st_null;
+  ASSERT_EQ(stat("/dev/null", &st_null), 0);
+  EXPECT_EQ(st_null.st_mode & 07777, 0666u);
+  auto st = l->stats();
+  EXPECT_EQ(st.slots_started, 1);
   EXPECT_EQ(st.slots_discarded, 0);
 }
 

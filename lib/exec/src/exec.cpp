@@ -224,8 +224,11 @@ std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
   // bwrap leaves /proc/sys writable: a job that is uid 0 (a root worker)
   // could set global sysctls without any capability. Sysctl files show the
   // reader's network namespace, so a read-only bind of the host's is exact.
-  a.insert(a.end(), {"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--dev", "/dev",
-                     "--tmpfs", "/tmp"});
+  // And /proc itself read-only: its entries (meminfo, cpuinfo ...) are the
+  // kernel's, shared by every proc mount, and their owner (such a job) could
+  // chmod or chown them for the whole host.
+  a.insert(a.end(), {"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--remount-ro", "/proc", "--dev",
+                     "/dev", "--tmpfs", "/tmp"});
   for (const auto& b : binds) {
     a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.source, b.destination});
   }

@@ -291,6 +291,7 @@ struct MountOp {
     kDir = 8,         // the source is a directory (else a file)
     kNetOnly = 16,    // only for jobs with network
     kNoNetOnly = 32,  // only for jobs without network
+    kNoExec = 64,     // kRemountReadOnly: noexec too
   };
   Kind kind;
   uint8_t flags;
@@ -349,14 +350,16 @@ int MkdirP(const char* path, bool last_too) {
   return 0;
 }
 
-bool WriteFile(const char* path, const char* data) {
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
+bool WriteFileAt(int dir_fd, const char* path, const char* data) {
+  int fd = openat(dir_fd, path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
   size_t n = strlen(data);
   bool ok = ::write(fd, data, n) == static_cast<ssize_t>(n);
   ::close(fd);
   return ok;
 }
+
+bool WriteFile(const char* path, const char* data) { return WriteFileAt(AT_FDCWD, path, data); }
 
 // Read-only / nosuid / nodev on a bind mount and everything under it.
 int SetBindFlags(const char* src, const char* dst, uint8_t flags) {
@@ -406,11 +409,11 @@ int RunMountOp(const MountOp& op, bool network) {
                    "size=4k,mode=0555") == 0
                  ? 0
                  : errno;
-    case MountOp::kRemountReadOnly:
-      return mount("none", op.b, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) ==
-                     0
-                 ? 0
-                 : errno;
+    case MountOp::kRemountReadOnly: {
+      unsigned long f = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV |
+                        ((op.flags & MountOp::kNoExec) ? MS_NOEXEC : 0);
+      return mount("none", op.b, nullptr, f, nullptr) == 0 ? 0 : errno;
+    }
     case MountOp::kCover:
       // Hide a writable part of the job's /proc behind a read-only view of itself.
       if (access(op.b, F_OK) != 0) return (op.flags & MountOp::kOptional) ? 0 : errno;
@@ -445,7 +448,10 @@ void EnterSandbox(const JobChildSpec& s) {
   if (mount("tmpfs", "/newroot", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) {
     ChildFail(s, kStageRoot, 1, errno);
   }
-
+  // This process's directory in the template's (writable) /proc, kept for
+  // the id maps once the root is switched.
+  int self_fd = open("/tpl/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (self_fd < 0) ChildFail(s, kStageRoot, 2, errno);
   for (int i = 0; i < s.n_ops; ++i) {
     if (int e = RunMountOp(s.ops[i], s.network)) {
       ChildFail(s, kStageMount, i < s.n_system_ops ? i : (kJobBindIndex | (i - s.n_system_ops)), e);
@@ -466,9 +472,10 @@ void EnterSandbox(const JobChildSpec& s) {
   // network, IPC, UTS or PID namespaces (all owned by the slot's), and
   // keyrings and user ids are its own.
   if (unshare(CLONE_NEWUSER) != 0) ChildFail(s, kStageUserns, 0, errno);
-  if (!WriteFile("/proc/self/setgroups", "deny")) ChildFail(s, kStageUserns, 1, errno);
-  if (!WriteFile("/proc/self/uid_map", s.uid_map)) ChildFail(s, kStageUserns, 2, errno);
-  if (!WriteFile("/proc/self/gid_map", s.gid_map)) ChildFail(s, kStageUserns, 3, errno);
+  if (!WriteFileAt(self_fd, "setgroups", "deny")) ChildFail(s, kStageUserns, 1, errno);
+  if (!WriteFileAt(self_fd, "uid_map", s.uid_map)) ChildFail(s, kStageUserns, 2, errno);
+  if (!WriteFileAt(self_fd, "gid_map", s.gid_map)) ChildFail(s, kStageUserns, 3, errno);
+  ::close(self_fd);
   if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0 && errno != ENOSYS) {
     ChildFail(s, kStageKeyring, 0, errno);
   }
@@ -855,7 +862,10 @@ class SandboxLayout {
     Tpl(MountOp::kTmpfs, 0, "mode=0755", Keep("/tpl/dev"));
     for (const char* d : {"null", "zero", "full", "random", "urandom", "tty"}) {
       std::string p = std::string("/dev/") + d;
-      Tpl(MountOp::kBind, MountOp::kDevices | MountOp::kOptional, Keep("/oldroot" + p), Keep("/tpl" + p));
+      // Read-only binds: the nodes stay usable, but their mode and owner
+      // (the host's own nodes) cannot be changed from inside.
+      Tpl(MountOp::kBind, MountOp::kDevices | MountOp::kOptional | MountOp::kReadOnly, Keep("/oldroot" + p),
+          Keep("/tpl" + p));
     }
     const char* links[][2] = {{"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
                               {"/proc/self/fd/2", "stderr"}, {"/proc/self/fd", "fd"},
@@ -870,6 +880,11 @@ class SandboxLayout {
     Job(MountOp::kRbind, MountOp::kNoNetOnly, "/tpl/etc", "/newroot/etc");
     Job(MountOp::kRbind, MountOp::kNetOnly, "/tpl/etc-net", "/newroot/etc");
     Job(MountOp::kRbind, 0, "/tpl/proc", "/newroot/proc");
+    // Read-only for the job: /proc's entries (meminfo, cpuinfo ...) are the
+    // kernel's, shared by every instance, and a job of the same uid as their
+    // owner (a root worker's) could chmod or chown them for the whole host.
+    // The job's own id maps are written through the template's /proc.
+    Job(MountOp::kRemountReadOnly, MountOp::kNoExec, nullptr, "/newroot/proc");
     Job(MountOp::kRbind, 0, "/tpl/dev", "/newroot/dev");
     Job(MountOp::kTmpfs, 0, "mode=1777", "/newroot/dev/shm");
     Job(MountOp::kDevpts, 0, nullptr, "/newroot/dev/pts");
