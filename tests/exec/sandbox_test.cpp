@@ -376,6 +376,38 @@ TEST(NamespaceSandbox, AJobCannotChangeWhatTheSlotsJobsShare) {
   EXPECT_EQ(st.slots_discarded, 0);
 }
 
+// The minimal /etc holds the host's files, also those behind an absolute
+// symlink (Debian's /etc/localtime -> /usr/share/zoneinfo/...), and nothing
+// else; the network's files only for a job with network.
+TEST(NamespaceSandbox, TheMinimalEtcHasTheHostsFiles) {
+  const std::vector<std::string> always = {"passwd", "group", "nsswitch.conf", "hosts", "ld.so.cache", "ld.so.conf",
+                                           "localtime", "mime.types"};
+  const std::vector<std::string> network = {"resolv.conf", "gai.conf", "services", "protocols"};
+  auto expected = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const auto& n : names) {
+      std::error_code ec;
+      auto size = std::filesystem::file_size("/etc/" + n, ec);  // follows symlinks
+      if (!ec) out += n + " " + std::to_string(size) + "\n";
+    }
+    return out;
+  };
+  std::string script;
+  for (const auto& n : always) script += "test -f /etc/" + n + " && echo " + n + " $(wc -c < /etc/" + n + "); ";
+  std::string net_script = script;
+  for (const auto& n : network) net_script += "test -f /etc/" + n + " && echo " + n + " $(wc -c < /etc/" + n + "); ";
+  TempDir d;
+  auto r = RunNs(MakeSpec(d, {"sh", "-c", net_script + "true"}, Sandbox::kRequire, "nonet"));
+  EXPECT_EQ(r.stdout_data, expected(always)) << r.stderr_data;
+  EXPECT_NE(expected(always).find("localtime"), std::string::npos) << "the host has no /etc/localtime to check";
+  auto spec = MakeSpec(d, {"sh", "-c", net_script + "true"}, Sandbox::kRequire, "net");
+  spec.allow_network = true;
+  auto n = RunNs(spec);
+  std::vector<std::string> all = always;
+  all.insert(all.end(), network.begin(), network.end());
+  EXPECT_EQ(n.stdout_data, expected(all)) << n.stderr_data;
+}
+
 // A host file bound into the slot's template that is replaced (renamed over,
 // as package updates do) is seen by the slot's next job.
 TEST(NamespaceSandbox, AReplacedHostFileReachesTheSlotsNextJob) {

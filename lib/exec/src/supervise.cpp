@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -917,12 +918,9 @@ class SandboxLayout {
   // slot runs its jobs with what the host has now. Changes inside a bound
   // file or directory are seen as they are made.
   int Refresh(int* step) {
+    if (!Changed()) return 0;
     bool stale = false;
-    for (const Watched& w : watched_) {
-      struct stat st;
-      bool exists = stat(w.path, &st) == 0;
-      stale |= exists != w.exists || (exists && (st.st_dev != w.dev || st.st_ino != w.ino));
-    }
+    for (const Watched& w : watched_) stale |= !w.Same(Look(w.path));
     if (!stale) return 0;
     *step = 20;
     if (umount2("/tpl", MNT_DETACH) != 0) return errno;
@@ -950,24 +948,130 @@ class SandboxLayout {
   int size() const { return static_cast<int>(ops_.size()); }
 
  private:
+  // A source of the template as it was when the template was built.
   struct Watched {
-    const char* path;
-    bool exists;
-    dev_t dev;
-    ino_t ino;
+    const char* path;      // as the layout names it, under /oldroot
+    std::string resolved;  // its symlinks followed as the host would
+    bool exists = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    bool Same(const Watched& now) const {
+      return now.resolved == resolved && now.exists == exists && now.dev == dev && now.ino == ino;
+    }
   };
+  static Watched Look(const char* path) {
+    Watched w;
+    w.path = path;
+    w.resolved = HostPath(path);
+    struct stat st;
+    w.exists = stat(w.resolved.c_str(), &st) == 0;
+    if (w.exists) {
+      w.dev = st.st_dev;
+      w.ino = st.st_ino;
+    }
+    return w;
+  }
+
+  // `path` (under /oldroot) with its symlinks followed as the host would
+  // follow them: an absolute target is the host's (here the root is the
+  // slot's tmpfs, so /etc/localtime -> /usr/share/zoneinfo/... would
+  // otherwise lead nowhere).
+  static std::string HostPath(const std::string& path) {
+    const std::string root = "/oldroot";
+    if (path.compare(0, root.size() + 1, root + "/") != 0) return path;
+    std::string rest = path.substr(root.size());
+    std::string done;  // resolved so far, relative to the host's root ("" is the root)
+    for (int links = 0; !rest.empty();) {
+      size_t start = rest.find_first_not_of('/');
+      if (start == std::string::npos) break;
+      size_t end = rest.find('/', start);
+      std::string comp = rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      rest = end == std::string::npos ? "" : rest.substr(end);
+      if (comp == ".") continue;
+      if (comp == "..") {
+        size_t s = done.rfind('/');
+        done = s == std::string::npos ? "" : done.substr(0, s);
+        continue;
+      }
+      std::string next = done + "/" + comp;
+      struct stat st;
+      if (lstat((root + next).c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) {
+        done = next;
+        continue;
+      }
+      char target[4096];
+      ssize_t n = readlink((root + next).c_str(), target, sizeof(target) - 1);
+      if (n <= 0 || ++links > 40) return root + next;  // left for the bind to fail on
+      target[n] = '\0';
+      if (target[0] == '/') done.clear();
+      rest = std::string(target) + "/" + rest;
+    }
+    return root + (done.empty() ? "/" : done);
+  }
+
+  // Watches the directories that hold the template's sources (through any
+  // symlink: /etc/resolv.conf may point into /run), so that the check before
+  // a job is one read of an empty queue until something there is created,
+  // deleted or renamed. Set before the sources are looked at.
+  void Watch(const std::vector<Watched>& sources) {
+    if (inotify_fd_ >= 0) ::close(inotify_fd_);
+    inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (inotify_fd_ < 0) return;
+    std::vector<std::string> dirs;
+    for (const Watched& w : sources) {
+      for (const std::string& path : {std::string(w.path), w.resolved}) {
+        size_t slash = path.rfind('/');
+        if (slash == std::string::npos || slash == 0) continue;
+        std::string dir = path.substr(0, slash);
+        bool seen = false;
+        for (const auto& d : dirs) seen |= d == dir;
+        if (!seen) dirs.push_back(dir);
+      }
+    }
+    for (const auto& d : dirs) {
+      const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
+                            IN_ONLYDIR;
+      if (inotify_add_watch(inotify_fd_, d.c_str(), mask) < 0 && errno != ENOENT) {
+        ::close(inotify_fd_);  // out of watches: every job checks instead
+        inotify_fd_ = -1;
+        return;
+      }
+    }
+  }
+  // Whether anything may have changed since the last look.
+  bool Changed() {
+    if (inotify_fd_ < 0) return true;
+    alignas(inotify_event) char buf[4096];
+    bool any = false;
+    for (;;) {
+      ssize_t n = ::read(inotify_fd_, buf, sizeof(buf));
+      if (n > 0) {
+        any = true;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      return any || (n < 0 && errno != EAGAIN);
+    }
+  }
 
   // The template: a tmpfs at /tpl, read-only once built.
   int MakeTemplate(int* step) {
     *step = 5;
     if (mount("tmpfs", "/tpl", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) return errno;
+    // Watched first, then looked at again: a change in between is either
+    // seen now or queued for the next job's check.
+    std::vector<Watched> first;
+    for (const MountOp& op : tpl_ops_) {
+      if (op.kind == MountOp::kBind) first.push_back(Look(op.a));
+    }
+    Watch(first);
     watched_.clear();
+    watched_.reserve(first.size());
     for (size_t i = 0; i < tpl_ops_.size(); ++i) {
-      const MountOp& op = tpl_ops_[i];
+      MountOp op = tpl_ops_[i];
       if (op.kind == MountOp::kBind) {
-        struct stat st;
-        bool exists = stat(op.a, &st) == 0;
-        watched_.push_back({op.a, exists, exists ? st.st_dev : 0, exists ? st.st_ino : 0});
+        watched_.push_back(Look(op.a));
+        op.a = watched_.back().resolved.c_str();
       }
       *step = 100 + static_cast<int>(i);
       if (int e = RunMountOp(op, true)) return e;
@@ -1004,6 +1108,7 @@ class SandboxLayout {
   std::vector<MountOp> tpl_ops_;
   std::vector<MountOp> ops_;  // the job's: system_ops_ of them, then its binds
   std::vector<Watched> watched_;
+  int inotify_fd_ = -1;  // or -1: every source is checked before each job
   size_t system_ops_ = 0;
 };
 
