@@ -411,7 +411,8 @@ TEST(NamespaceSandbox, TheMinimalEtcHasTheHostsFiles) {
 // A host file bound into the slot's template that is replaced (renamed over,
 // as package updates do) is seen by the slot's next job.
 TEST(NamespaceSandbox, AReplacedHostFileReachesTheSlotsNextJob) {
-  const std::string path = "/etc/ld.so.conf";  // bound into every job; read only by ldconfig
+  ASSERT_EQ(geteuid(), 0u) << "this test replaces a host file in /etc: run it as root, as CI does";
+  const std::string path = "/etc/ld.so.conf";  // in every job's /etc; read only by ldconfig
   const std::string original = ReadFile(path);
   ASSERT_FALSE(original.empty());
   struct Restore {
