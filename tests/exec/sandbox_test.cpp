@@ -257,6 +257,28 @@ TEST(NamespaceSandbox, BindsAtOtherDestinations) {
   EXPECT_EQ(RunNs(spec).stdout_data, "ref: refs/heads/main\n");
 }
 
+// Binds under /etc (a directory of config, a file over one of the host's)
+// work; the next job on the slot has the plain /etc again.
+TEST(NamespaceSandbox, BindsUnderEtc) {
+  auto l = NewLauncher();
+  ASSERT_TRUE(l);
+  TempDir d, conf;
+  WriteFile(conf.Join("app.conf"), "setting=1\n");
+  WriteFile(conf.Join("hosts"), "127.0.0.1 gatos-test-host\n");
+  const std::string probe = "cat /etc/app/app.conf /etc/hosts 2>&1; test -s /etc/passwd && echo passwd; "
+                            "touch /etc/app/x 2>/dev/null || echo app-read-only";
+  auto spec = MakeSpec(d, {"sh", "-c", probe}, Sandbox::kRequire, "etc");
+  spec.binds.push_back({conf.path(), "/etc/app", false, ""});
+  spec.binds.push_back({conf.Join("hosts"), "/etc/hosts", false, ""});
+  auto r = RunOn(*l, spec);
+  EXPECT_EQ(r.stdout_data, "setting=1\n127.0.0.1 gatos-test-host\npasswd\napp-read-only\n") << r.stderr_data;
+  auto plain = RunOn(*l, MakeSpec(d, {"sh", "-c", "test -e /etc/app || echo no-app; cat /etc/hosts"},
+                                  Sandbox::kRequire, "plain"));
+  EXPECT_EQ(plain.stdout_data, "no-app\n" + ReadFile("/etc/hosts")) << plain.stderr_data;
+  auto st = l->stats();
+  EXPECT_EQ(st.slots_started, 1);
+}
+
 TEST(NamespaceSandbox, BadBindsAreInvalidArgument) {
   TempDir d, src;
   struct Case {

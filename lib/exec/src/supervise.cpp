@@ -293,6 +293,7 @@ struct MountOp {
     kNetOnly = 16,    // only for jobs with network
     kNoNetOnly = 32,  // only for jobs without network
     kNoExec = 64,     // kRemountReadOnly: noexec too
+    kFile = 128,      // kRbind: the source is a file (else a directory)
   };
   Kind kind;
   uint8_t flags;
@@ -388,7 +389,15 @@ int RunMountOp(const MountOp& op, bool network) {
       return MkdirP(op.b, true);
     case MountOp::kRbind:
       // A part of the slot's template, with every mount below it as it is.
-      if (int e = MkdirP(op.b, true)) return e;
+      if ((op.flags & MountOp::kOptional) && access(op.a, F_OK) != 0 && errno == ENOENT) return 0;
+      if (op.flags & MountOp::kFile) {
+        if (int e = MkdirP(op.b, false)) return e;
+        int fd = open(op.b, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0) return errno;
+        ::close(fd);
+      } else if (int e = MkdirP(op.b, true)) {
+        return e;
+      }
       return mount(op.a, op.b, nullptr, MS_BIND | MS_REC, nullptr) == 0 ? 0 : errno;
     case MountOp::kSymlink:
       return symlink(op.a, op.b) == 0 ? 0 : errno;
@@ -427,7 +436,7 @@ int RunMountOp(const MountOp& op, bool network) {
         if (int e = MkdirP(op.b, true)) return e;
       } else {
         if (int e = MkdirP(op.b, false)) return e;
-        int fd = open(op.b, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        int fd = open(op.b, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (fd < 0) return errno;
         ::close(fd);
       }
@@ -878,8 +887,18 @@ class SandboxLayout {
     Tpl(MountOp::kMkdir, 0, nullptr, Keep("/tpl/dev/pts"));
     Tpl(MountOp::kRemountReadOnly, 0, nullptr, Keep("/tpl/dev"));
     // The job's root: the template's parts, then what is the job's alone.
+    // /etc is one read-only bind, or, for a job that binds something under
+    // /etc, a directory of its own root (writable until the root is made
+    // read-only) holding each entry's bind.
+    etc_at_ = ops_.size();
     Job(MountOp::kRbind, MountOp::kNoNetOnly, "/tpl/etc", "/newroot/etc");
     Job(MountOp::kRbind, MountOp::kNetOnly, "/tpl/etc-net", "/newroot/etc");
+    etc_entries_.push_back({MountOp::kMkdir, 0, nullptr, "/newroot/etc"});
+    for (const auto& [variant, name, dir] : etc_names_) {
+      uint8_t f = MountOp::kOptional | (dir ? 0 : MountOp::kFile) |
+                  (variant == "/etc" ? MountOp::kNoNetOnly : MountOp::kNetOnly);
+      etc_entries_.push_back({MountOp::kRbind, f, Keep("/tpl" + variant + "/" + name), Keep("/newroot/etc/" + name)});
+    }
     Job(MountOp::kRbind, 0, "/tpl/proc", "/newroot/proc");
     // Read-only for the job: /proc's entries (meminfo, cpuinfo ...) are the
     // kernel's, shared by every instance, and a job of the same uid as their
@@ -890,6 +909,10 @@ class SandboxLayout {
     Job(MountOp::kTmpfs, 0, "mode=1777", "/newroot/dev/shm");
     Job(MountOp::kDevpts, 0, nullptr, "/newroot/dev/pts");
     Job(MountOp::kTmpfs, 0, "mode=0755", "/newroot/tmp");
+    plain_ = ops_;
+    with_etc_ = ops_;
+    with_etc_.erase(with_etc_.begin() + static_cast<long>(etc_at_), with_etc_.begin() + static_cast<long>(etc_at_) + 2);
+    with_etc_.insert(with_etc_.begin() + static_cast<long>(etc_at_), etc_entries_.begin(), etc_entries_.end());
     system_ops_ = ops_.size();
   }
 
@@ -929,7 +952,12 @@ class SandboxLayout {
 
   // Drops the previous job's binds and adds this job's.
   bool SetJobBinds(const std::vector<BindPlan>& binds) {
-    ops_.resize(system_ops_);
+    bool under_etc = false;
+    for (const auto& b : binds) {
+      under_etc |= b.destination == "/etc" || b.destination.compare(0, 5, "/etc/") == 0;
+    }
+    ops_ = under_etc ? with_etc_ : plain_;
+    system_ops_ = ops_.size();
     job_strings_.clear();
     if (system_ops_ + binds.size() > kMaxOps) return false;
     for (const auto& b : binds) {
@@ -1099,6 +1127,7 @@ class SandboxLayout {
     std::string p = std::string("/etc/") + name;
     struct stat st;
     if (stat(p.c_str(), &st) != 0) return;
+    etc_names_.push_back({etc, name, S_ISDIR(st.st_mode)});
     Tpl(MountOp::kBind, MountOp::kReadOnly | MountOp::kOptional | (S_ISDIR(st.st_mode) ? MountOp::kDir : 0),
         Keep("/oldroot" + p), Keep(std::string("/tpl") + etc + "/" + name));
   }
@@ -1107,6 +1136,15 @@ class SandboxLayout {
   std::deque<std::string> job_strings_;  // this job's bind paths
   std::vector<MountOp> tpl_ops_;
   std::vector<MountOp> ops_;  // the job's: system_ops_ of them, then its binds
+  std::vector<MountOp> plain_, with_etc_;  // the system ops: /etc as one bind, or entry by entry
+  struct EtcName {
+    std::string variant;  // "/etc" or "/etc-net"
+    std::string name;
+    bool dir;
+  };
+  std::vector<EtcName> etc_names_;
+  std::vector<MountOp> etc_entries_;
+  size_t etc_at_ = 0;
   std::vector<Watched> watched_;
   int inotify_fd_ = -1;  // or -1: every source is checked before each job
   size_t system_ops_ = 0;
