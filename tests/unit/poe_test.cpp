@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <optional>
+#include <random>
+
 #include "gatos/blake3.h"
+#include "gatos/canonical_json.h"
 
 namespace gatos {
 namespace {
@@ -43,6 +48,89 @@ TEST(PoeTest, SerializeIsCanonicalAndRoundTrips) {
   EXPECT_EQ(back->outputs, Sample().outputs);
   EXPECT_EQ(back->lease_epoch, 2);
   EXPECT_EQ(*SerializePoe(*back), *bytes);
+}
+
+// The document SerializePoe writes directly, as a tree for CanonicalJson
+// (how it was serialized before): the two must agree byte for byte, and on
+// every error.
+Result<std::string> ThroughTheGenericSerializer(const Poe& p) {
+  nlohmann::json outputs = nlohmann::json::array();
+  for (const auto& o : p.outputs) outputs.push_back({{"path", o.path}, {"size", o.size}, {"hash", o.hash}});
+  nlohmann::json j = {
+      {"job_id", p.job_id},
+      {"worker_id", p.worker_id},
+      {"lease_epoch", p.lease_epoch},
+      {"status", p.status},
+      {"runner", {{"program", p.runner_program}, {"version", p.runner_version}, {"platform", p.runner_platform}}},
+      {"exit", {{"code", p.exit_code ? nlohmann::json(*p.exit_code) : nlohmann::json(nullptr)},
+                {"signal", p.signal ? nlohmann::json(*p.signal) : nlohmann::json(nullptr)},
+                {"timed_out", p.timed_out}}},
+      {"reason", p.reason},
+      {"stdout_cap", p.stdout_cap},
+      {"truncated", {{"stdout", p.stdout_truncated}, {"stderr", p.stderr_truncated}}},
+      {"started_at", p.started_at},
+      {"finished_at", p.finished_at},
+      {"outputs", outputs},
+  };
+  if (p.transient) j["transient"] = true;
+  if (!p.inputs.empty()) {
+    nlohmann::json inputs = nlohmann::json::array();
+    for (const auto& in : p.inputs) {
+      nlohmann::json e = {{"index", in.index}, {"url", in.url}, {"commit", in.commit}};
+      if (!in.ref.empty()) e["ref"] = in.ref;
+      inputs.push_back(std::move(e));
+    }
+    j["inputs"] = std::move(inputs);
+  }
+  return CanonicalJson(j);
+}
+
+TEST(PoeTest, TheDirectSerializerAgreesWithTheGenericOne) {
+  // Strings that exercise escaping and UTF-8 checks, integers at the edges.
+  const std::vector<std::string> strings = {
+      "", "plain", "quote\" back\\slash /", std::string("nul\0x", 5), "\x01\x1f\x7f", "\b\f\n\r\t",
+      "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\xef\xbf\xbf\xee\x80\x80", "bad \xc3", "bad \xed\xa0\x80",
+      "bad \xf5\x80\x80\x80", "overlong \xc0\xaf"};
+  const std::vector<int64_t> ints = {0, -1, 7, kMaxSafeInteger, -kMaxSafeInteger, kMaxSafeInteger + 1,
+                                     -kMaxSafeInteger - 1, INT64_MAX, INT64_MIN};
+  const std::vector<uint64_t> sizes = {0, 3, static_cast<uint64_t>(kMaxSafeInteger),
+                                       static_cast<uint64_t>(kMaxSafeInteger) + 1, UINT64_MAX};
+  std::mt19937_64 rng(20261127);
+  auto str = [&] { return strings[rng() % strings.size()]; };
+  auto num = [&] { return ints[rng() % ints.size()]; };
+  int compared_ok = 0, compared_errors = 0;
+  for (int round = 0; round < 4000; ++round) {
+    Poe p = Sample();
+    // Mostly valid documents with one or two odd values, so that both the
+    // bytes and the first error's path are compared.
+    switch (rng() % 12) {
+      case 0: p.reason = str(); break;
+      case 1: p.runner_version = str(); p.runner_platform = str(); break;
+      case 2: p.lease_epoch = num(); break;
+      case 3: p.exit_code = rng() % 2 ? std::optional<int64_t>(num()) : std::nullopt; p.signal = num(); break;
+      case 4: p.stdout_cap = num(); break;
+      case 5: p.outputs.push_back({str(), sizes[rng() % sizes.size()], str()}); break;
+      case 6: p.inputs.push_back({num(), str(), rng() % 2 ? str() : "", str()}); break;
+      case 7: p.inputs.push_back({1, "https://example.org/r.git", "", std::string(40, 'a')}); break;
+      case 8: p.transient = rng() % 2; p.timed_out = rng() % 2; break;
+      case 9: p.stderr_truncated = rng() % 2; p.stdout_truncated = rng() % 2; break;
+      case 10: p.job_id = str(); p.worker_id = str(); break;
+      default: p.started_at = str(); p.finished_at = str(); p.status = str(); break;
+    }
+    auto direct = poe_internal::CanonicalPoe(p);
+    auto generic = ThroughTheGenericSerializer(p);
+    ASSERT_EQ(direct.ok(), generic.ok()) << "round " << round << ": "
+                                         << (direct.ok() ? generic.status().message() : direct.status().message());
+    if (direct.ok()) {
+      ASSERT_EQ(*direct, *generic) << "round " << round;
+      ++compared_ok;
+    } else {
+      ASSERT_EQ(direct.status().message(), generic.status().message()) << "round " << round;
+      ++compared_errors;
+    }
+  }
+  EXPECT_GT(compared_ok, 1000);
+  EXPECT_GT(compared_errors, 300);
 }
 
 TEST(PoeTest, ParseRejectsNonCanonicalAndUnknownFields) {

@@ -228,6 +228,122 @@ Result<std::string> CanonicalJson(const nlohmann::json& value) {
   return s.Take();
 }
 
+CanonicalJsonWriter& CanonicalJsonWriter::BeginObject() {
+  BeforeValue();
+  if (levels_.size() >= kMaxCanonicalJsonDepth) Fail("nesting deeper than " + std::to_string(kMaxCanonicalJsonDepth) + " levels; flatten the value");
+  out_.push_back('{');
+  levels_.push_back({false, 0, {}});
+  return *this;
+}
+
+CanonicalJsonWriter& CanonicalJsonWriter::EndObject() {
+  out_.push_back('}');
+  if (!levels_.empty()) levels_.pop_back();
+  AfterValue();
+  return *this;
+}
+
+CanonicalJsonWriter& CanonicalJsonWriter::BeginArray() {
+  BeforeValue();
+  if (levels_.size() >= kMaxCanonicalJsonDepth) Fail("nesting deeper than " + std::to_string(kMaxCanonicalJsonDepth) + " levels; flatten the value");
+  out_.push_back('[');
+  levels_.push_back({true, 0, {}});
+  return *this;
+}
+
+CanonicalJsonWriter& CanonicalJsonWriter::EndArray() {
+  out_.push_back(']');
+  if (!levels_.empty()) levels_.pop_back();
+  AfterValue();
+  return *this;
+}
+
+CanonicalJsonWriter& CanonicalJsonWriter::Key(std::string_view key) {
+  if (levels_.empty() || levels_.back().array) {
+    if (error_.ok()) error_ = InternalError("canonical JSON writer: a key outside an object");
+    return *this;
+  }
+  Level& l = levels_.back();
+  if (l.count) out_.push_back(',');
+  l.key = key;
+  size_t bad = 0;
+  if (!IsValidUtf8(key, &bad)) {
+    Fail("key is not valid UTF-8 (bad byte at offset " + std::to_string(bad) + "); encode text as UTF-8");
+  }
+  AppendEscaped(key, &out_);
+  out_.push_back(':');
+  return *this;
+}
+
+CanonicalJsonWriter& CanonicalJsonWriter::String(std::string_view s) {
+  BeforeValue();
+  size_t bad = 0;
+  if (!IsValidUtf8(s, &bad)) {
+    Fail("string is not valid UTF-8 (bad byte at offset " + std::to_string(bad) + "); encode text as UTF-8");
+  }
+  AppendEscaped(s, &out_);
+  AfterValue();
+  return *this;
+}
+
+CanonicalJsonWriter& CanonicalJsonWriter::Int(int64_t n) {
+  BeforeValue();
+  if (n > kMaxSafeInteger || n < -kMaxSafeInteger) {
+    Fail("integer " + std::to_string(n) + " is outside +-(2^53-1) and cannot be represented exactly; use a string");
+  }
+  out_.append(std::to_string(n));
+  AfterValue();
+  return *this;
+}
+
+CanonicalJsonWriter& CanonicalJsonWriter::Uint(uint64_t n) {
+  if (n <= static_cast<uint64_t>(kMaxSafeInteger)) return Int(static_cast<int64_t>(n));
+  BeforeValue();
+  Fail("integer " + std::to_string(n) + " is outside +-(2^53-1) and cannot be represented exactly; use a string");
+  out_.append(std::to_string(n));
+  AfterValue();
+  return *this;
+}
+
+CanonicalJsonWriter& CanonicalJsonWriter::Bool(bool b) {
+  BeforeValue();
+  out_.append(b ? "true" : "false");
+  AfterValue();
+  return *this;
+}
+
+CanonicalJsonWriter& CanonicalJsonWriter::Null() {
+  BeforeValue();
+  out_.append("null");
+  AfterValue();
+  return *this;
+}
+
+// An array's items are separated here; an object's members by Key.
+void CanonicalJsonWriter::BeforeValue() {
+  if (!levels_.empty() && levels_.back().array && levels_.back().count) out_.push_back(',');
+}
+
+void CanonicalJsonWriter::AfterValue() {
+  if (!levels_.empty()) ++levels_.back().count;
+}
+
+// The message CanonicalJson gives: the value's JSON path, then what is wrong.
+void CanonicalJsonWriter::Fail(std::string_view what) {
+  if (!error_.ok()) return;
+  std::string path = "$";
+  for (const Level& l : levels_) {
+    path += l.array ? "[" + std::to_string(l.count) + "]" : "." + std::string(l.key);
+  }
+  error_ = InvalidArgumentError(path + ": " + std::string(what));
+}
+
+Result<std::string> CanonicalJsonWriter::Finish() {
+  if (!error_.ok()) return error_;
+  if (!levels_.empty()) return InternalError("canonical JSON writer: an object or array was not closed");
+  return std::move(out_);
+}
+
 size_t CanonicalJsonStringSize(std::string_view s) {
   std::string out;
   AppendEscaped(s, &out);

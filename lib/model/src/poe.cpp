@@ -84,38 +84,57 @@ Status CheckFields(const Poe& p) {
 
 Result<std::string> SerializePoe(const Poe& p) {
   GATOS_RETURN_IF_ERROR(CheckFields(p));
-  nlohmann::json outputs = nlohmann::json::array();
-  for (const auto& o : p.outputs) {
-    outputs.push_back({{"path", o.path}, {"size", o.size}, {"hash", o.hash}});
-  }
-  nlohmann::json j = {
-      {"job_id", p.job_id},
-      {"worker_id", p.worker_id},
-      {"lease_epoch", p.lease_epoch},
-      {"status", p.status},
-      {"runner", {{"program", p.runner_program}, {"version", p.runner_version}, {"platform", p.runner_platform}}},
-      {"exit", {{"code", p.exit_code ? nlohmann::json(*p.exit_code) : nlohmann::json(nullptr)},
-                {"signal", p.signal ? nlohmann::json(*p.signal) : nlohmann::json(nullptr)},
-                {"timed_out", p.timed_out}}},
-      {"reason", p.reason},
-      {"stdout_cap", p.stdout_cap},
-      {"truncated", {{"stdout", p.stdout_truncated}, {"stderr", p.stderr_truncated}}},
-      {"started_at", p.started_at},
-      {"finished_at", p.finished_at},
-      {"outputs", outputs},
-  };
-  if (p.transient) j["transient"] = true;
-  if (!p.inputs.empty()) {
-    nlohmann::json inputs = nlohmann::json::array();
-    for (const auto& in : p.inputs) {
-      nlohmann::json e = {{"index", in.index}, {"url", in.url}, {"commit", in.commit}};
-      if (!in.ref.empty()) e["ref"] = in.ref;
-      inputs.push_back(std::move(e));
-    }
-    j["inputs"] = std::move(inputs);
-  }
-  return CanonicalJson(j);
+  return poe_internal::CanonicalPoe(p);
 }
+
+namespace poe_internal {
+
+Result<std::string> CanonicalPoe(const Poe& p) {
+  // Written directly in canonical form (keys in byte order: all ASCII), as
+  // CanonicalJson would write the same document: no tree built, for each
+  // result a worker signs and the ledger checks.
+  CanonicalJsonWriter w;
+  w.BeginObject();
+  w.Key("exit").BeginObject();
+  w.Key("code");
+  p.exit_code ? w.Int(*p.exit_code) : w.Null();
+  w.Key("signal");
+  p.signal ? w.Int(*p.signal) : w.Null();
+  w.Key("timed_out").Bool(p.timed_out);
+  w.EndObject();
+  w.Key("finished_at").String(p.finished_at);
+  if (!p.inputs.empty()) {
+    w.Key("inputs").BeginArray();
+    for (const auto& in : p.inputs) {
+      w.BeginObject().Key("commit").String(in.commit).Key("index").Int(in.index);
+      if (!in.ref.empty()) w.Key("ref").String(in.ref);
+      w.Key("url").String(in.url).EndObject();
+    }
+    w.EndArray();
+  }
+  w.Key("job_id").String(p.job_id);
+  w.Key("lease_epoch").Int(p.lease_epoch);
+  w.Key("outputs").BeginArray();
+  for (const auto& o : p.outputs) {
+    w.BeginObject().Key("hash").String(o.hash).Key("path").String(o.path).Key("size").Uint(o.size).EndObject();
+  }
+  w.EndArray();
+  w.Key("reason").String(p.reason);
+  w.Key("runner").BeginObject();
+  w.Key("platform").String(p.runner_platform).Key("program").String(p.runner_program);
+  w.Key("version").String(p.runner_version).EndObject();
+  w.Key("started_at").String(p.started_at);
+  w.Key("status").String(p.status);
+  w.Key("stdout_cap").Int(p.stdout_cap);
+  if (p.transient) w.Key("transient").Bool(true);
+  w.Key("truncated").BeginObject();
+  w.Key("stderr").Bool(p.stderr_truncated).Key("stdout").Bool(p.stdout_truncated).EndObject();
+  w.Key("worker_id").String(p.worker_id);
+  w.EndObject();
+  return w.Finish();
+}
+
+}  // namespace poe_internal
 
 Result<Poe> ParsePoe(std::string_view bytes) {
   if (bytes.size() > (4u << 20)) return InvalidArgumentError("poe.json: larger than 4 MiB");

@@ -13,9 +13,11 @@
 #define GATOS_CANONICAL_JSON_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gatos/status.h"
 
@@ -37,6 +39,40 @@ Result<std::string> CanonicalJson(const nlohmann::json& value);
 
 // Bytes `s` takes as a string in the canonical form, quotes included.
 size_t CanonicalJsonStringSize(std::string_view s);
+
+// Writes the canonical form directly, for a caller that knows its document's
+// shape (SerializePoe): no tree is built. The caller gives each object's keys
+// in canonical order (ASCII keys: byte order); values are checked as
+// CanonicalJson checks them, with the same messages. The first error sticks
+// and is returned by Finish.
+class CanonicalJsonWriter {
+ public:
+  CanonicalJsonWriter& BeginObject();
+  CanonicalJsonWriter& EndObject();
+  CanonicalJsonWriter& BeginArray();
+  CanonicalJsonWriter& EndArray();
+  // The next member's key (inside an object).
+  CanonicalJsonWriter& Key(std::string_view key);
+  CanonicalJsonWriter& String(std::string_view s);
+  CanonicalJsonWriter& Int(int64_t n);
+  CanonicalJsonWriter& Uint(uint64_t n);
+  CanonicalJsonWriter& Bool(bool b);
+  CanonicalJsonWriter& Null();
+  Result<std::string> Finish();
+
+ private:
+  struct Level {
+    bool array;
+    size_t count;           // members or items written
+    std::string_view key;   // the current member's key (objects)
+  };
+  void BeforeValue();
+  void AfterValue();
+  void Fail(std::string_view what);
+  std::string out_;
+  std::vector<Level> levels_;
+  Status error_;
+};
 
 // True when `s` is well-formed UTF-8 (no overlong forms, no surrogates, no
 // code point above U+10FFFF). On failure `*bad_offset` (if given) receives the

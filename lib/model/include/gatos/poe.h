@@ -68,6 +68,12 @@ struct Poe {
 
 // Canonical bytes of poe.json. InvalidArgument if a field is malformed.
 Result<std::string> SerializePoe(const Poe& poe);
+namespace poe_internal {
+// The canonical JSON of `poe`'s fields, without SerializePoe's field checks
+// (its tests compare it with CanonicalJson of the same document).
+Result<std::string> CanonicalPoe(const Poe& poe);
+}  // namespace poe_internal
+
 // Parses poe.json and checks that `bytes` is exactly its canonical form and
 // that every field has the documented type (schemas/v1/job/
 // proof_of_execution_envelope.schema.json). Errors name the field.
