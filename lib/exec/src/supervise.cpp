@@ -381,6 +381,18 @@ int SetBindFlags(const char* src, const char* dst, uint8_t flags) {
   return mount("none", dst, nullptr, f, nullptr) == 0 ? 0 : errno;
 }
 
+// A directory, or an empty file, to mount on (with its parents). A file that
+// is there already is opened read-only, so that one in a read-only mount
+// (/etc/hosts) can be mounted over.
+int MakeMountPoint(const char* path, bool dir) {
+  if (dir) return MkdirP(path, true);
+  if (int e = MkdirP(path, false)) return e;
+  int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return errno;
+  ::close(fd);
+  return 0;
+}
+
 int RunMountOp(const MountOp& op, bool network) {
   if ((op.flags & MountOp::kNetOnly) && !network) return 0;
   if ((op.flags & MountOp::kNoNetOnly) && network) return 0;
@@ -390,14 +402,7 @@ int RunMountOp(const MountOp& op, bool network) {
     case MountOp::kRbind:
       // A part of the slot's template, with every mount below it as it is.
       if ((op.flags & MountOp::kOptional) && access(op.a, F_OK) != 0 && errno == ENOENT) return 0;
-      if (op.flags & MountOp::kFile) {
-        if (int e = MkdirP(op.b, false)) return e;
-        int fd = open(op.b, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd < 0) return errno;
-        ::close(fd);
-      } else if (int e = MkdirP(op.b, true)) {
-        return e;
-      }
+      if (int e = MakeMountPoint(op.b, !(op.flags & MountOp::kFile))) return e;
       return mount(op.a, op.b, nullptr, MS_BIND | MS_REC, nullptr) == 0 ? 0 : errno;
     case MountOp::kSymlink:
       return symlink(op.a, op.b) == 0 ? 0 : errno;
@@ -432,14 +437,7 @@ int RunMountOp(const MountOp& op, bool network) {
     case MountOp::kBind: {
       struct stat st;
       if (stat(op.a, &st) != 0) return (op.flags & MountOp::kOptional) && errno == ENOENT ? 0 : errno;
-      if (op.flags & MountOp::kDir) {
-        if (int e = MkdirP(op.b, true)) return e;
-      } else {
-        if (int e = MkdirP(op.b, false)) return e;
-        int fd = open(op.b, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd < 0) return errno;
-        ::close(fd);
-      }
+      if (int e = MakeMountPoint(op.b, op.flags & MountOp::kDir)) return e;
       if (mount(op.a, op.b, nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
       return SetBindFlags(op.a, op.b, op.flags);
     }
