@@ -228,31 +228,23 @@ Result<std::string> CanonicalJson(const nlohmann::json& value) {
   return s.Take();
 }
 
-CanonicalJsonWriter& CanonicalJsonWriter::BeginObject() {
+CanonicalJsonWriter& CanonicalJsonWriter::BeginObject() { return Open('{', false); }
+CanonicalJsonWriter& CanonicalJsonWriter::EndObject() { return Close('}'); }
+CanonicalJsonWriter& CanonicalJsonWriter::BeginArray() { return Open('[', true); }
+CanonicalJsonWriter& CanonicalJsonWriter::EndArray() { return Close(']'); }
+
+CanonicalJsonWriter& CanonicalJsonWriter::Open(char bracket, bool array) {
   BeforeValue();
-  if (levels_.size() >= kMaxCanonicalJsonDepth) Fail("nesting deeper than " + std::to_string(kMaxCanonicalJsonDepth) + " levels; flatten the value");
-  out_.push_back('{');
-  levels_.push_back({false, 0, {}});
+  if (levels_.size() >= kMaxCanonicalJsonDepth) {
+    Fail("nesting deeper than " + std::to_string(kMaxCanonicalJsonDepth) + " levels; flatten the value");
+  }
+  out_.push_back(bracket);
+  levels_.push_back({array, 0, {}});
   return *this;
 }
 
-CanonicalJsonWriter& CanonicalJsonWriter::EndObject() {
-  out_.push_back('}');
-  if (!levels_.empty()) levels_.pop_back();
-  AfterValue();
-  return *this;
-}
-
-CanonicalJsonWriter& CanonicalJsonWriter::BeginArray() {
-  BeforeValue();
-  if (levels_.size() >= kMaxCanonicalJsonDepth) Fail("nesting deeper than " + std::to_string(kMaxCanonicalJsonDepth) + " levels; flatten the value");
-  out_.push_back('[');
-  levels_.push_back({true, 0, {}});
-  return *this;
-}
-
-CanonicalJsonWriter& CanonicalJsonWriter::EndArray() {
-  out_.push_back(']');
+CanonicalJsonWriter& CanonicalJsonWriter::Close(char bracket) {
+  out_.push_back(bracket);
   if (!levels_.empty()) levels_.pop_back();
   AfterValue();
   return *this;

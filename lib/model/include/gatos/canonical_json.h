@@ -66,6 +66,8 @@ class CanonicalJsonWriter {
     size_t count;           // members or items written
     std::string_view key;   // the current member's key (objects)
   };
+  CanonicalJsonWriter& Open(char bracket, bool array);
+  CanonicalJsonWriter& Close(char bracket);
   void BeforeValue();
   void AfterValue();
   void Fail(std::string_view what);
