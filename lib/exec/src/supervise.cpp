@@ -888,14 +888,14 @@ class SandboxLayout {
     // /etc is one read-only bind, or, for a job that binds something under
     // /etc, a directory of its own root (writable until the root is made
     // read-only) holding each entry's bind.
-    etc_at_ = ops_.size();
+    const auto etc_at = static_cast<std::ptrdiff_t>(ops_.size());
     Job(MountOp::kRbind, MountOp::kNoNetOnly, "/tpl/etc", "/newroot/etc");
     Job(MountOp::kRbind, MountOp::kNetOnly, "/tpl/etc-net", "/newroot/etc");
-    etc_entries_.push_back({MountOp::kMkdir, 0, nullptr, "/newroot/etc"});
+    std::vector<MountOp> etc_entries = {{MountOp::kMkdir, 0, nullptr, "/newroot/etc"}};
     for (const auto& [variant, name, dir] : etc_names_) {
       uint8_t f = MountOp::kOptional | (dir ? 0 : MountOp::kFile) |
                   (variant == "/etc" ? MountOp::kNoNetOnly : MountOp::kNetOnly);
-      etc_entries_.push_back({MountOp::kRbind, f, Keep("/tpl" + variant + "/" + name), Keep("/newroot/etc/" + name)});
+      etc_entries.push_back({MountOp::kRbind, f, Keep("/tpl" + variant + "/" + name), Keep("/newroot/etc/" + name)});
     }
     Job(MountOp::kRbind, 0, "/tpl/proc", "/newroot/proc");
     // Read-only for the job: /proc's entries (meminfo, cpuinfo ...) are the
@@ -909,8 +909,8 @@ class SandboxLayout {
     Job(MountOp::kTmpfs, 0, "mode=0755", "/newroot/tmp");
     plain_ = ops_;
     with_etc_ = ops_;
-    with_etc_.erase(with_etc_.begin() + static_cast<long>(etc_at_), with_etc_.begin() + static_cast<long>(etc_at_) + 2);
-    with_etc_.insert(with_etc_.begin() + static_cast<long>(etc_at_), etc_entries_.begin(), etc_entries_.end());
+    with_etc_.erase(with_etc_.begin() + etc_at, with_etc_.begin() + etc_at + 2);  // the two binds of /etc
+    with_etc_.insert(with_etc_.begin() + etc_at, etc_entries.begin(), etc_entries.end());
     system_ops_ = ops_.size();
   }
 
@@ -1141,8 +1141,6 @@ class SandboxLayout {
     bool dir;
   };
   std::vector<EtcName> etc_names_;
-  std::vector<MountOp> etc_entries_;
-  size_t etc_at_ = 0;
   std::vector<Watched> watched_;
   int inotify_fd_ = -1;  // or -1: every source is checked before each job
   size_t system_ops_ = 0;
