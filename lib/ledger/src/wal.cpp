@@ -120,9 +120,11 @@ WriteAheadLog::WriteAheadLog(std::string dir) : dir_(std::move(dir)), spare_mu_(
   // new name can leave a record under the spare's name: made unreadable
   // again before the spare is used.
   struct stat st;
-  const std::string spare = dir_ + "/" + kSpareName;
+  const std::string spare = SparePath();
   spare_ = ::lstat(spare.c_str(), &st) == 0 && S_ISREG(st.st_mode) && Invalidate(spare);
 }
+
+std::string WriteAheadLog::SparePath() const { return dir_ + "/" + kSpareName; }
 
 Result<WriteAheadLog> WriteAheadLog::Open(const std::string& state_dir) {
   std::string dir = state_dir + "/wal";
@@ -221,7 +223,7 @@ Status WriteAheadLog::Append(int64_t seq, const std::string& log_id, const std::
       std::lock_guard<std::mutex> l(*spare_mu_);
       if (spare_) {
         spare_ = false;
-        const std::string spare = dir_ + "/" + kSpareName;
+        const std::string spare = SparePath();
         if (::renameat2(AT_FDCWD, spare.c_str(), AT_FDCWD, open_path_.c_str(), RENAME_NOREPLACE) == 0) {
           fd_ = ::open(open_path_.c_str(), O_WRONLY | O_CLOEXEC);
           if (fd_ < 0) ::unlink(open_path_.c_str());  // holds no record; a new file takes its name
@@ -288,8 +290,7 @@ Status WriteAheadLog::Drop(const std::vector<std::string>& files) {
     // Synced unreadable before the rename: a spare never holds a record.
     if (want && Invalidate(f)) {
       std::lock_guard<std::mutex> l(*spare_mu_);
-      const std::string spare = dir_ + "/" + kSpareName;
-      if (!spare_ && ::rename(f.c_str(), spare.c_str()) == 0) {
+      if (!spare_ && ::rename(f.c_str(), SparePath().c_str()) == 0) {
         spare_ = true;
         continue;
       }

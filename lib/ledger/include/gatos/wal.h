@@ -83,6 +83,7 @@ class WriteAheadLog {
  private:
   explicit WriteAheadLog(std::string dir);
   void CloseOpen();
+  std::string SparePath() const;
   std::string dir_;
   std::unique_ptr<std::mutex> spare_mu_;  // spare_ and the spare's name
   bool spare_ = false;                    // dir_/kSpareName exists, its first record unreadable
