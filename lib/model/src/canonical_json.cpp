@@ -97,6 +97,22 @@ void AppendEscaped(std::string_view s, std::string* out) {
   out->push_back('"');
 }
 
+// What is wrong with a value, after its JSON path: the same words from
+// CanonicalJson and CanonicalJsonWriter.
+std::string OutOfRangeMessage(const std::string& n) {
+  return "integer " + n + " is outside +-(2^53-1) and cannot be represented exactly; use a string";
+}
+std::string TooDeepMessage() {
+  return "nesting deeper than " + std::to_string(kMaxCanonicalJsonDepth) + " levels; flatten the value";
+}
+// "" when `s` is valid UTF-8.
+std::string Utf8Message(std::string_view s, std::string_view what) {
+  size_t bad = 0;
+  if (IsValidUtf8(s, &bad)) return "";
+  return std::string(what) + " is not valid UTF-8 (bad byte at offset " + std::to_string(bad) +
+         "); encode text as UTF-8";
+}
+
 // Path segments are kept as a stack and joined only when an error is built.
 class Serializer {
  public:
@@ -188,19 +204,11 @@ class Serializer {
   Status Error(std::string_view what) const {
     return InvalidArgumentError(Path() + ": " + std::string(what));
   }
-  Status OutOfRange(const std::string& n) const {
-    return Error("integer " + n +
-                 " is outside +-(2^53-1) and cannot be represented exactly; use a string");
-  }
-  Status TooDeep() const {
-    return Error("nesting deeper than " + std::to_string(kMaxCanonicalJsonDepth) +
-                 " levels; flatten the value");
-  }
+  Status OutOfRange(const std::string& n) const { return Error(OutOfRangeMessage(n)); }
+  Status TooDeep() const { return Error(TooDeepMessage()); }
   Status CheckUtf8(const std::string& s, std::string_view what) const {
-    size_t bad = 0;
-    if (IsValidUtf8(s, &bad)) return OkStatus();
-    return Error(std::string(what) + " is not valid UTF-8 (bad byte at offset " +
-                 std::to_string(bad) + "); encode text as UTF-8");
+    const std::string m = Utf8Message(s, what);
+    return m.empty() ? OkStatus() : Error(m);
   }
 
   std::string out_;
@@ -235,9 +243,7 @@ CanonicalJsonWriter& CanonicalJsonWriter::EndArray() { return Close(']'); }
 
 CanonicalJsonWriter& CanonicalJsonWriter::Open(char bracket, bool array) {
   BeforeValue();
-  if (levels_.size() >= kMaxCanonicalJsonDepth) {
-    Fail("nesting deeper than " + std::to_string(kMaxCanonicalJsonDepth) + " levels; flatten the value");
-  }
+  if (levels_.size() >= kMaxCanonicalJsonDepth) Fail(TooDeepMessage());
   out_.push_back(bracket);
   levels_.push_back({array, 0, {}});
   return *this;
@@ -258,10 +264,7 @@ CanonicalJsonWriter& CanonicalJsonWriter::Key(std::string_view key) {
   Level& l = levels_.back();
   if (l.count) out_.push_back(',');
   l.key = key;
-  size_t bad = 0;
-  if (!IsValidUtf8(key, &bad)) {
-    Fail("key is not valid UTF-8 (bad byte at offset " + std::to_string(bad) + "); encode text as UTF-8");
-  }
+  if (std::string m = Utf8Message(key, "key"); !m.empty()) Fail(m);
   AppendEscaped(key, &out_);
   out_.push_back(':');
   return *this;
@@ -269,10 +272,7 @@ CanonicalJsonWriter& CanonicalJsonWriter::Key(std::string_view key) {
 
 CanonicalJsonWriter& CanonicalJsonWriter::String(std::string_view s) {
   BeforeValue();
-  size_t bad = 0;
-  if (!IsValidUtf8(s, &bad)) {
-    Fail("string is not valid UTF-8 (bad byte at offset " + std::to_string(bad) + "); encode text as UTF-8");
-  }
+  if (std::string m = Utf8Message(s, "string"); !m.empty()) Fail(m);
   AppendEscaped(s, &out_);
   AfterValue();
   return *this;
@@ -280,9 +280,7 @@ CanonicalJsonWriter& CanonicalJsonWriter::String(std::string_view s) {
 
 CanonicalJsonWriter& CanonicalJsonWriter::Int(int64_t n) {
   BeforeValue();
-  if (n > kMaxSafeInteger || n < -kMaxSafeInteger) {
-    Fail("integer " + std::to_string(n) + " is outside +-(2^53-1) and cannot be represented exactly; use a string");
-  }
+  if (n > kMaxSafeInteger || n < -kMaxSafeInteger) Fail(OutOfRangeMessage(std::to_string(n)));
   out_.append(std::to_string(n));
   AfterValue();
   return *this;
@@ -291,7 +289,7 @@ CanonicalJsonWriter& CanonicalJsonWriter::Int(int64_t n) {
 CanonicalJsonWriter& CanonicalJsonWriter::Uint(uint64_t n) {
   if (n <= static_cast<uint64_t>(kMaxSafeInteger)) return Int(static_cast<int64_t>(n));
   BeforeValue();
-  Fail("integer " + std::to_string(n) + " is outside +-(2^53-1) and cannot be represented exactly; use a string");
+  Fail(OutOfRangeMessage(std::to_string(n)));
   out_.append(std::to_string(n));
   AfterValue();
   return *this;
