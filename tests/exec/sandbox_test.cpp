@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "../../lib/exec/src/exec_internal.h"
 #include "gatos/exec.h"
 #include "launcher_test_util.h"
 #include "test_util.h"
@@ -33,7 +34,7 @@ using ::gatos::testing::WriteFile;
 using namespace ::gatos::launcher_test;  // NOLINT
 
 // This test binary doubles as a tiny helper run inside sandboxes (no keyctl
-// program is installed): GATOS_TEST_HELPER=keys-add|keys-find|attack-init.
+// program is installed): GATOS_TEST_HELPER=keys-add|keys-find|attack-init|private-devices.
 int KeyHelper() {
   const char* mode = std::getenv("GATOS_TEST_HELPER");
   if (!mode) return -1;
@@ -55,6 +56,10 @@ int KeyHelper() {
     long fd = pidfd >= 0 ? syscall(SYS_pidfd_getfd, pidfd, 3, 0) : -1;
     std::printf("pidfd_getfd=%s\n", fd >= 0 ? "got" : strerror(errno));
     std::printf("kill=%d\n", kill(1, SIGKILL));
+  } else if (std::string(mode) == "private-devices") {
+    const char* dir = std::getenv("GATOS_TEST_DIR");
+    auto d = exec_internal::PrivateDevices::Make(dir ? dir : "");
+    std::printf("%s\n", d.ok() ? "made" : d.status().message().c_str());
   } else if (std::string(mode) == "keys-add") {
     long u = syscall(SYS_add_key, "user", "gatos-test-u", "secret", 6, KEY_SPEC_USER_KEYRING);
     long s = syscall(SYS_add_key, "user", "gatos-test-s", "secret", 6, KEY_SPEC_SESSION_KEYRING);
@@ -195,6 +200,107 @@ TEST(BubblewrapSandbox, ProcIsReadOnly) {
   auto r = (*ex)->Wait();
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->stdout_data, "refused\n444\n") << r->stderr_data;
+}
+
+// Puts back the modes of host device nodes a broken sandbox let a job
+// change, so that one failing test does not break the machine for the rest.
+class HostNodeModes {
+ public:
+  explicit HostNodeModes(std::vector<std::string> paths) {
+    for (auto& p : paths) {
+      struct stat st;
+      if (stat(p.c_str(), &st) == 0) modes_.emplace_back(std::move(p), st.st_mode & 07777);
+    }
+  }
+  ~HostNodeModes() {
+    for (const auto& [p, mode] : modes_) {
+      struct stat st;
+      if (stat(p.c_str(), &st) == 0 && (st.st_mode & 07777) != mode) chmod(p.c_str(), mode);
+    }
+  }
+  // The host's modes now, one "path mode" line each.
+  std::string Now() const {
+    std::string out;
+    for (const auto& [p, mode] : modes_) {
+      struct stat st;
+      char line[300];
+      std::snprintf(line, sizeof line, "%s %o\n", p.c_str(),
+                    stat(p.c_str(), &st) == 0 ? st.st_mode & 07777 : 07777);
+      out += line;
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<std::string, mode_t>> modes_;
+};
+
+// bubblewrap binds the host's device nodes writable, and a root worker's job
+// (uid 0) is their owner: its job gets nodes of its own bound over them.
+// What it changes is its own, gone with the job; the host's and the next
+// job's stay as they were. (A job of another user cannot change them at all.)
+TEST(BubblewrapSandbox, AJobCannotChangeTheHostsDeviceNodes) {
+  HostNodeModes host({"/dev/null", "/dev/zero"});
+  const std::string before = host.Now();
+  ASSERT_EQ(before, "/dev/null 666\n/dev/zero 666\n");
+  TempDir d;
+  auto run = [&](const std::string& script) {
+    auto ex = Execution::Start(MakeSpec(d, {"sh", "-c", script}, Sandbox::kRequire));
+    EXPECT_TRUE(ex.ok()) << ex.status().ToString();
+    if (!ex.ok()) return ExecResult{};
+    auto r = (*ex)->Wait();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *r : ExecResult{};
+  };
+  auto a =
+      run("echo x > /dev/null && head -c 3 /dev/zero | wc -c && head -c 5 /dev/urandom | wc -c; "
+          "chmod 0 /dev/null /dev/zero 2>/dev/null; stat -c %a /dev/null /dev/zero");
+  EXPECT_EQ(a.exit_code, 0) << a.stderr_data;
+  EXPECT_EQ(a.stdout_data, std::string("3\n5\n") + (geteuid() == 0 ? "0\n0\n" : "666\n666\n"))
+      << a.stderr_data;
+  EXPECT_EQ(host.Now(), before);
+  auto b = run("stat -c %a /dev/null /dev/zero && echo y > /dev/null && echo usable");
+  EXPECT_EQ(b.stdout_data, "666\n666\nusable\n") << b.stderr_data;
+  EXPECT_EQ(host.Now(), before);
+  // Nothing is left next to the workspace once the jobs are over.
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(d.path())) {
+    if (e.path().filename().string().rfind(".gatos-dev-", 0) == 0)
+      left.push_back(e.path().string());
+  }
+  EXPECT_TRUE(left.empty()) << left[0];
+}
+
+// Where the job's own nodes would not open (a file system mounted nodev),
+// they are not made and a root worker's bubblewrap job does not start:
+// never the host's nodes instead.
+TEST(BubblewrapSandbox, NoDeviceNodesOfItsOwnOnANodevFileSystem) {
+  ASSERT_EQ(geteuid(), 0u) << "this test mounts a file system: run it as root, as CI does";
+  TempDir d;
+  const std::string mnt = d.Join("nodev");
+  std::filesystem::create_directories(mnt);
+  const std::string cmd =
+      "unshare -m sh -c 'mount --make-rprivate / && mount -t tmpfs -o nodev none " + mnt +
+      " && GATOS_TEST_HELPER=private-devices GATOS_TEST_DIR=" + mnt + " " + SelfExe() +
+      " && ls -A " + mnt + " | wc -l' 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(out, "sandbox: " + mnt +
+                     " is on a file system mounted nodev, where the job's own device nodes would "
+                     "not open\n0\n");
+  // And on this test's own file system they are made (and removed).
+  const std::string here = "GATOS_TEST_HELPER=private-devices GATOS_TEST_DIR=" + d.path() + " " +
+                           SelfExe() + " && ls -A " + d.path() + " | grep -c gatos-dev";
+  out.clear();
+  p = popen(here.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  EXPECT_EQ(out, "made\n0\n");
 }
 
 TEST(NamespaceSandbox, NoCapabilitiesNoNewPrivilegesNoMounts) {

@@ -11,6 +11,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,10 +193,28 @@ Result<std::vector<BindPlan>> CheckBinds(const ExecSpec& spec, const std::string
   return out;
 }
 
-// Arguments that build the sandbox, up to and excluding "--".
+// The nodes bubblewrap's --dev binds from the host's /dev.
+constexpr const char* kDevNodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+// Whether this process's user owns one of the host's nodes that bwrap's
+// --dev binds (owners as this user namespace sees them: a node whose owner
+// is not mapped here shows the overflow id).
+bool JobWouldOwnHostDevices() {
+  for (const char* n : kDevNodes) {
+    struct stat st;
+    if (::stat((std::string("/dev/") + n).c_str(), &st) == 0 && S_ISCHR(st.st_mode) &&
+        st.st_uid == ::geteuid()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Arguments that build the sandbox, up to and excluding "--". With
+// `devices`, the job's /dev nodes are bound from there instead of the host's.
 std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
-                                   const std::vector<BindPlan>& binds,
-                                   const std::string& chdir_to) {
+                                   const std::vector<BindPlan>& binds, const std::string& chdir_to,
+                                   const exec_internal::PrivateDevices* devices = nullptr) {
   std::vector<std::string> a = {bwrap, "--unshare-all"};
   if (network) a.push_back("--share-net");
   // --cap-drop ALL: a root worker must not hand the job CAP_SYS_ADMIN, which
@@ -227,8 +246,14 @@ std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
   // And /proc itself read-only: its entries (meminfo, cpuinfo ...) are the
   // kernel's, shared by every proc mount, and their owner (such a job) could
   // chmod or chown them for the whole host.
-  a.insert(a.end(), {"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--remount-ro", "/proc", "--dev",
-                     "/dev", "--tmpfs", "/tmp"});
+  a.insert(a.end(), {"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys", "--remount-ro",
+                     "/proc", "--dev", "/dev"});
+  if (devices) {
+    for (const std::string& n : devices->names()) {
+      a.insert(a.end(), {"--dev-bind", devices->dir() + "/" + n, "/dev/" + n});
+    }
+  }
+  a.insert(a.end(), {"--tmpfs", "/tmp"});
   for (const auto& b : binds) {
     a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.source, b.destination});
   }
@@ -537,6 +562,60 @@ Result<PreparedJob> PrepareJob(const ExecSpec& spec, const Status& sandbox_ok) {
   return job;
 }
 
+Result<std::unique_ptr<PrivateDevices>> PrivateDevices::Make(const std::string& parent) {
+  std::string tmpl = parent + "/.gatos-dev-XXXXXX";
+  if (!::mkdtemp(tmpl.data())) {
+    return FailedPreconditionError(
+        "sandbox: cannot make a directory for the job's device nodes in " + parent + ": " +
+        Errno(errno));
+  }
+  std::unique_ptr<PrivateDevices> d(new PrivateDevices(tmpl));
+  struct statvfs vfs;
+  if (::statvfs(d->dir_.c_str(), &vfs) == 0 && (vfs.f_flag & ST_NODEV)) {
+    return FailedPreconditionError(
+        "sandbox: " + parent +
+        " is on a file system mounted nodev, where the job's own device nodes "
+        "would not open");
+  }
+  for (const char* n : kDevNodes) {
+    struct stat st;
+    if (::stat((std::string("/dev/") + n).c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
+      continue;  // bwrap skips it too
+    const std::string path = d->dir_ + "/" + n;
+    if (::mknod(path.c_str(), S_IFCHR | 0600, st.st_rdev) != 0) {
+      return FailedPreconditionError(
+          "sandbox: cannot make the job's /dev/" + std::string(n) + " in " + parent + ": " +
+          Errno(errno) +
+          "; the job would otherwise own the host's device nodes (run the worker as "
+          "root of the host's user namespace, or as another user)");
+    }
+    d->names_.push_back(n);
+    // The host's owner and mode (mknod's mode is filtered by the umask).
+    if (::chown(path.c_str(), st.st_uid, st.st_gid) != 0 ||
+        ::chmod(path.c_str(), st.st_mode & 07777) != 0) {
+      return FailedPreconditionError("sandbox: cannot set up the job's /dev/" + std::string(n) +
+                                     ": " + Errno(errno));
+    }
+  }
+  // A node the kernel refuses to open (a security module, a nodev mount the
+  // check above missed) is no use to the job.
+  if (!d->names_.empty()) {
+    const std::string first = d->dir_ + "/" + d->names_[0];
+    int fd = ::open(first.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+      return FailedPreconditionError("sandbox: the job's own device nodes in " + parent +
+                                     " cannot be opened (" + Errno(errno) + ")");
+    }
+    ::close(fd);
+  }
+  return d;
+}
+
+PrivateDevices::~PrivateDevices() {
+  for (const std::string& n : names_) ::unlink((dir_ + "/" + n).c_str());
+  ::rmdir(dir_.c_str());
+}
+
 }  // namespace exec_internal
 
 Status ProbeSandbox(const std::string& bwrap_path) {
@@ -593,6 +672,7 @@ struct Execution::Impl {
   int64_t started_mono = 0;
   ExecResult result;
   std::atomic<bool> stop_requested{false};
+  std::shared_ptr<PrivateDevices> devices;  // removed after the job
   std::mutex ctrl_mu;  // serializes control frames from Stop() and Wait()
   bool finished = false;  // guarded by ctrl_mu
   bool waited = false;
@@ -795,6 +875,7 @@ Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> c
   impl->cap = spec.output_cap_bytes;
   impl->result.sandboxed = job.sandboxed;
   impl->result.sandbox_note = job.sandbox_note;
+  impl->devices = job.devices;
   impl->result.started_ms = UnixMillis();
   impl->started_mono = MonoMillis();
   Record rec;
@@ -829,7 +910,17 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
   std::vector<std::string> exec_argv;
   std::string exec_path;
   if (job.sandboxed) {
-    exec_argv = BwrapArgs(spec.bwrap_path, spec.allow_network, job.binds, job.cwd);
+    // A job runs as this process's user (bwrap maps it so): when that is the
+    // owner of the host's device nodes bwrap would bind writable (root), the
+    // job gets nodes of its own, made next to its workspace. Without them
+    // the job does not start.
+    if (JobWouldOwnHostDevices()) {
+      std::string parent = fs::path(CleanPath(spec.workspace)).parent_path().string();
+      GATOS_ASSIGN_OR_RETURN(std::unique_ptr<PrivateDevices> devices, PrivateDevices::Make(parent));
+      job.devices = std::move(devices);
+    }
+    exec_argv =
+        BwrapArgs(spec.bwrap_path, spec.allow_network, job.binds, job.cwd, job.devices.get());
     exec_argv.push_back("--");
     exec_argv.insert(exec_argv.end(), job.argv.begin(), job.argv.end());
     exec_path = spec.bwrap_path;

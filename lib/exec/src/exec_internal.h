@@ -190,6 +190,29 @@ Result<pid_t> SpawnProgram(const std::string& path, const std::vector<std::strin
 const std::string& DefaultSuperviseBinary();
 
 // A validated job, ready to be sent to a supervisor.
+// A job's own copies of the device nodes bubblewrap's --dev binds from the
+// host (/dev/null, /dev/zero, ...), in a new directory of the worker's,
+// removed with this object. bwrap binds the host's nodes writable (it has no
+// read-only device bind), and a job run as uid 0 (a root worker's) owns
+// them: `chmod 0 /dev/null` in the job would change the host's. Bound over
+// them, these are what such a job can change, for itself alone.
+class PrivateDevices {
+ public:
+  // In a new directory in `parent` (which is not bound into the sandbox).
+  // Needs root (mknod) and a file system that allows device nodes.
+  static Result<std::unique_ptr<PrivateDevices>> Make(const std::string& parent);
+  ~PrivateDevices();
+  PrivateDevices(const PrivateDevices&) = delete;
+  PrivateDevices& operator=(const PrivateDevices&) = delete;
+  const std::string& dir() const { return dir_; }
+  const std::vector<std::string>& names() const { return names_; }  // the nodes made
+
+ private:
+  explicit PrivateDevices(std::string dir) : dir_(std::move(dir)) {}
+  std::string dir_;
+  std::vector<std::string> names_;
+};
+
 struct PreparedJob {
   std::string program;             // the resolved command (as the job sees it)
   std::vector<std::string> argv;   // argv[0] = program
@@ -198,6 +221,7 @@ struct PreparedJob {
   std::vector<BindPlan> binds;     // workspace, output dir, spec binds
   bool sandboxed = false;
   std::string sandbox_note;
+  std::shared_ptr<PrivateDevices> devices;  // bubblewrap run by root: the job's own /dev nodes
 };
 // The checks and decisions of Execution::Start up to the process start.
 // `sandbox_ok` says whether the sandbox the caller would use works here.
