@@ -11,7 +11,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libgit2-dev libsodium-dev libyaml-cpp-dev nlohmann-json3-dev
+  libgit2-dev libsodium-dev libjemalloc-dev libyaml-cpp-dev nlohmann-json3-dev
   libnats-dev nats-server libsqlite3-dev libvectorscan-dev libpcre2-dev
   librust-blake3-dev b3sum bubblewrap openssh-client
   libgtest-dev libgmock-dev googletest

@@ -112,7 +112,7 @@ TEST_F(PackageTest, DebInstallsProgramsUnitsAndSettingsThatStartAWorkingStack) {
   EXPECT_EQ(contents.out.find("tests"), std::string::npos) << "test programs in the package";
   RunResult info = testing::Run({"dpkg-deb", "-I", deb});
   ASSERT_EQ(info.exit_code, 0) << info.err;
-  for (const char* field : {"Package: gatos", "Depends: git (>= 1:2.34), adduser", "libgit2", "libnats",
+  for (const char* field : {"Package: gatos", "Depends: git (>= 1:2.34), adduser", "libgit2", "libnats", "libjemalloc2",
                             "Recommends: nats-server, bubblewrap", "postinst", "prerm", "postrm"}) {
     EXPECT_NE(info.out.find(field), std::string::npos) << field << " not in:\n" << info.out;
   }
