@@ -24,7 +24,7 @@
 // Prints figures; never passes or fails on a time.
 //
 //   ledger_bench [--jobs 1000,100000] [--dir DIR] [--batch 256] [--no-fsync] [--no-wal]
-//                [--keep] [--skip-push]
+//                [--keep] [--skip-push] [--skip-gatosd] [--windows]
 //   ledger_bench --ledger DIR [...]   measure a ledger filled before (for
 //                                     example by dashboard_bench --keep: a
 //                                     million jobs take a while to fill)
@@ -160,12 +160,25 @@ struct PhaseFigures {
   size_t requests = 0;
   double seconds = 0;
   std::vector<double> batch_ms;
+  double mono_start = 0, mono_end = 0;  // CLOCK_MONOTONIC, seconds
 };
+
+// --windows: each phase also prints when it ran, on the clock that
+// `perf record -k CLOCK_MONOTONIC` stamps samples with, so that
+// `perf script --time A,B` shows that phase alone.
+bool g_windows = false;
+
+double MonoSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 void PrintPhase(const PhaseFigures& p) {
   std::printf("  %-8s %6zu requests in %6.3f s  %8.0f transitions/s  batch p50 %7.2f ms  p99 %7.2f ms\n",
               p.kind.c_str(), p.requests, p.seconds, p.requests / p.seconds, Pct(p.batch_ms, 0.5),
               Pct(p.batch_ms, 0.99));
+  if (g_windows) std::printf("    %s window (CLOCK_MONOTONIC): %.6f,%.6f\n", p.kind.c_str(), p.mono_start, p.mono_end);
 }
 
 // Runs requests through the service in batches of `batch`, as gatosd does:
@@ -195,6 +208,7 @@ PhaseFigures RunBatches(LedgerWriter& w, JobService& s, const std::string& kind,
   std::vector<std::string> all;
   all.reserve(data.size());
   auto t0 = Clock::now();
+  f.mono_start = MonoSeconds();
   std::future<Prepared> next = std::async(std::launch::async, prepare, 0);
   std::mutex mu;  // batch_ms is appended to on the writer's view thread
   for (size_t i = 0; i < data.size(); i += batch) {
@@ -211,6 +225,7 @@ PhaseFigures RunBatches(LedgerWriter& w, JobService& s, const std::string& kind,
   }
   w.FlushViews();
   f.seconds = Since(t0);
+  f.mono_end = MonoSeconds();
   f.requests = data.size();
   for (const auto& r : all) {
     json j = json::parse(r);
@@ -422,14 +437,16 @@ int main(int argc, char** argv) {
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, {{"jobs"}, {"dir"}, {"batch"}, {"no-fsync", 0, false}, {"no-wal", 0, false},
                                              {"keep", 0, false}, {"skip-push", 0, false},
-                                             {"skip-gatosd", 0, false}, {"ledger"}})) {
+                                             {"skip-gatosd", 0, false}, {"ledger"}, {"windows", 0, false}})) {
     std::cerr << "ledger_bench: " << flags.error() << "\n";
     return 2;
   }
   if (flags.help()) {
     std::cout << "usage: ledger_bench [--jobs 1000,100000,1000000] [--dir DIR] [--batch 256] [--no-fsync] [--no-wal] [--keep]"
-                 " [--skip-push] [--skip-gatosd]\n"
-                 "       ledger_bench --ledger DIR [--batch 256] [--no-fsync] [--skip-push] [--skip-gatosd]\n"
+                 " [--skip-push] [--skip-gatosd] [--windows]\n"
+                 "       ledger_bench --ledger DIR [--batch 256] [--no-fsync] [--skip-push] [--skip-gatosd] [--windows]\n"
+                 "  --windows: print each phase's CLOCK_MONOTONIC window (perf record -k CLOCK_MONOTONIC;\n"
+                 "  perf script --time START,END)\n"
                  "  --ledger DIR: measure a ledger filled before (bench keys in DIR/bench-keys, as\n"
                  "  populate writes them); it gains the 4,200 jobs the measurement submits\n";
     return 0;
@@ -444,6 +461,7 @@ int main(int argc, char** argv) {
   if (!flags.GetInt("batch", 1, 65536, &batch)) Die(flags.error());
   bool fsync = !flags.Has("no-fsync");
   g_wal = !flags.Has("no-wal");
+  g_windows = flags.Has("windows");
   std::string base = flags.GetOr("dir", "");
   if (base.empty()) {
     std::string tmpl = "/tmp/gatos-ledger-bench-XXXXXX";
