@@ -33,7 +33,7 @@ constexpr char kUsage[] =
     "         a lease commit signed by that key for this worker's own request, and\n"
     "         acts on renew replies and cancels only when the ledger signed them.\n"
     "         'gatos policy show --ledger DIR' prints the key.\n"
-    "         --concurrency N: jobs run at once (default 4 per CPU, 4 to 64).\n"
+    "         --concurrency N: jobs run at once (default 8 per CPU, 4 to 64).\n"
     "         --sandbox auto (default) sandboxes jobs when the host allows it\n"
     "         (namespaces set up once per slot, else bubblewrap) and says so\n"
     "         loudly when it does not. --ro-bind makes a host path (a repository\n"

@@ -28,7 +28,7 @@ namespace gatos::worker {
 // mostly waits (for the process start, the ledger's replies, the job's own
 // I/O), so several per CPU keep the CPUs busy with trivial jobs; a machine
 // full of CPU-bound jobs should pass --concurrency = its CPU count.
-inline constexpr int kConcurrencyPerCpu = 4;
+inline constexpr int kConcurrencyPerCpu = 8;
 inline constexpr int kMinDefaultConcurrency = 4;
 inline constexpr int kMaxDefaultConcurrency = 64;
 int DefaultConcurrency();
