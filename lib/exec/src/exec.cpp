@@ -196,20 +196,6 @@ Result<std::vector<BindPlan>> CheckBinds(const ExecSpec& spec, const std::string
 // The nodes bubblewrap's --dev binds from the host's /dev.
 constexpr const char* kDevNodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
-// Whether this process's user owns one of the host's nodes that bwrap's
-// --dev binds (owners as this user namespace sees them: a node whose owner
-// is not mapped here shows the overflow id).
-bool JobWouldOwnHostDevices() {
-  for (const char* n : kDevNodes) {
-    struct stat st;
-    if (::stat((std::string("/dev/") + n).c_str(), &st) == 0 && S_ISCHR(st.st_mode) &&
-        st.st_uid == ::geteuid()) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // Arguments that build the sandbox, up to and excluding "--". With
 // `devices`, the job's /dev nodes are bound from there instead of the host's.
 std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
@@ -563,6 +549,18 @@ Result<PreparedJob> PrepareJob(const ExecSpec& spec, const Status& sandbox_ok) {
 }
 
 Result<std::unique_ptr<PrivateDevices>> PrivateDevices::Make(const std::string& parent) {
+  // The host's nodes bwrap binds (it skips a missing one too), and whether
+  // this process's user owns one (as this user namespace sees the owners: a
+  // node whose owner is not mapped here shows the overflow id).
+  std::vector<std::pair<const char*, struct stat>> host;
+  bool owned = false;
+  for (const char* n : kDevNodes) {
+    struct stat st;
+    if (::stat((std::string("/dev/") + n).c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+    host.emplace_back(n, st);
+    owned |= st.st_uid == ::geteuid();
+  }
+  if (!owned) return std::unique_ptr<PrivateDevices>();
   std::string tmpl = parent + "/.gatos-dev-XXXXXX";
   if (!::mkdtemp(tmpl.data())) {
     return FailedPreconditionError(
@@ -577,10 +575,7 @@ Result<std::unique_ptr<PrivateDevices>> PrivateDevices::Make(const std::string& 
         " is on a file system mounted nodev, where the job's own device nodes "
         "would not open");
   }
-  for (const char* n : kDevNodes) {
-    struct stat st;
-    if (::stat((std::string("/dev/") + n).c_str(), &st) != 0 || !S_ISCHR(st.st_mode))
-      continue;  // bwrap skips it too
+  for (const auto& [n, st] : host) {
     const std::string path = d->dir_ + "/" + n;
     if (::mknod(path.c_str(), S_IFCHR | 0600, st.st_rdev) != 0) {
       return FailedPreconditionError(
@@ -914,11 +909,10 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
     // owner of the host's device nodes bwrap would bind writable (root), the
     // job gets nodes of its own, made next to its workspace. Without them
     // the job does not start.
-    if (JobWouldOwnHostDevices()) {
-      std::string parent = fs::path(CleanPath(spec.workspace)).parent_path().string();
-      GATOS_ASSIGN_OR_RETURN(std::unique_ptr<PrivateDevices> devices, PrivateDevices::Make(parent));
-      job.devices = std::move(devices);
-    }
+    GATOS_ASSIGN_OR_RETURN(
+        std::unique_ptr<PrivateDevices> devices,
+        PrivateDevices::Make(fs::path(CleanPath(spec.workspace)).parent_path().string()));
+    job.devices = std::move(devices);
     exec_argv =
         BwrapArgs(spec.bwrap_path, spec.allow_network, job.binds, job.cwd, job.devices.get());
     exec_argv.push_back("--");

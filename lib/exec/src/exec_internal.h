@@ -198,7 +198,9 @@ const std::string& DefaultSuperviseBinary();
 // them, these are what such a job can change, for itself alone.
 class PrivateDevices {
  public:
-  // In a new directory in `parent` (which is not bound into the sandbox).
+  // In a new directory in `parent` (which is not bound into the sandbox), when
+  // this process's user owns one of the host's nodes (the job would run as
+  // that user); nullptr when it owns none (the host's are safe to bind).
   // Needs root (mknod) and a file system that allows device nodes.
   static Result<std::unique_ptr<PrivateDevices>> Make(const std::string& parent);
   ~PrivateDevices();
