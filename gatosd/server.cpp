@@ -115,6 +115,22 @@ class RequestQueue {
   bool closed_ = false;
 };
 
+// The replies a worker waits for before it runs or keeps running a job.
+bool WorkerLeaseSubject(const std::string& subject) {
+  return subject == rpc::kClaim || subject == rpc::kClaimBatch || subject == rpc::kRenew;
+}
+
+// Moves the job offers out of `events` (the rest keep their order).
+std::vector<ServiceEvent> TakeOffers(std::vector<ServiceEvent>* events) {
+  std::vector<ServiceEvent> offers, rest;
+  for (auto& e : *events) {
+    (e.kind == ServiceEvent::Kind::kJetStream && e.subject == rpc::kPendingSubject ? offers : rest)
+        .push_back(std::move(e));
+  }
+  *events = std::move(rest);
+  return offers;
+}
+
 // Publishes job events in order, retrying while JetStream is unreachable. A
 // lost event is never lost state: the log is the outbox, and every start
 // offers every pending job again (the stream drops duplicates by id).
@@ -480,7 +496,7 @@ int Serve(const ServeOptions& opts) {
   // this one are written; its replies wait for them (AfterViews below).
   wo.async_views = true;
   if (const char* fault = std::getenv("GATOSD_FAULT")) {
-    wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-views" : fault;
+    wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-log-ref" : fault;
   }
   auto t0 = Clock::now();
   auto writer = LedgerWriter::Open(dir, std::move(*key), wo);
@@ -690,10 +706,24 @@ int Serve(const ServeOptions& opts) {
       // were set by the sweep only: a scrape right after a reply could read
       // counts 200 ms old).
       UpdateCounts(&metrics, w);
-      // Replies and events leave once the batch is durable (Finish returned)
-      // and its refs are written (the view thread runs this after them), so
-      // whoever hears of a change finds the refs it names.
-      w.AfterViews([batch = std::move(item->requests), replies = std::move(replies), events = service.TakeEvents(),
+      // Replies and events leave once the batch is durable (Finish returned).
+      // Job offers and the workers' claim and renew replies leave at once:
+      // a worker reads nothing of a job from its refs (the grant carries the
+      // job), and a push of thousands of jobs would otherwise keep every
+      // worker waiting while the view thread writes the refs of all of them.
+      // Everything else waits for the batch's refs (the view thread runs it
+      // after them), so whoever hears of a finished or new job finds the
+      // refs it names.
+      std::vector<ServiceEvent> events = service.TakeEvents();
+      publisher.Enqueue(TakeOffers(&events));
+      for (size_t i = 0; i < item->requests.size(); ++i) {
+        Request& r = item->requests[i];
+        if (r.local || r.nats.reply.empty() || !WorkerLeaseSubject(r.nats.subject)) continue;
+        Status s = bus->Respond(r.nats, replies[i]);
+        if (!s.ok()) Log("reply on " + r.nats.subject + " failed: " + s.message());
+        r.nats.reply.clear();  // sent
+      }
+      w.AfterViews([batch = std::move(item->requests), replies = std::move(replies), events = std::move(events),
                     &bus, &publisher]() mutable {
         for (size_t i = 0; i < batch.size(); ++i) {
           if (batch[i].local) {
@@ -719,7 +749,9 @@ int Serve(const ServeOptions& opts) {
     }
     if (Clock::now() >= next_sweep) {
       service.Sweep();
-      w.AfterViews([events = service.TakeEvents(), &publisher]() mutable { publisher.Enqueue(std::move(events)); });
+      std::vector<ServiceEvent> events = service.TakeEvents();
+      publisher.Enqueue(TakeOffers(&events));
+      w.AfterViews([events = std::move(events), &publisher]() mutable { publisher.Enqueue(std::move(events)); });
       UpdateCounts(&metrics, w);
       metrics.Heartbeat(SystemNowMs());
       metrics.SetNatsConnected(bus->connected());

@@ -428,7 +428,8 @@ TEST(ServeTest, CrashBetweenRefUpdateAndPublishLosesNoJob) {
   ASSERT_TRUE(stack.Start());
   TestWorker w(stack.nats_url(), stack.worker_keys()[0]);
   EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 100).empty());
-  // gatosd dies right after the job ref is written, before it publishes.
+  // gatosd dies right after the batch is durable (its log ref moved), before
+  // it publishes the offer (or writes the job's view refs).
   stack.StopGatosd(SIGKILL);
   ASSERT_TRUE(stack.StartGatosd({{"GATOSD_FAULT", "crash-after-adopt"}}));
   WriteFile(stack.dir().Join("a.yaml"), Job(7));
