@@ -495,8 +495,11 @@ int Serve(const ServeOptions& opts) {
   // The ledger thread goes on with the next batch while the view refs of
   // this one are written; its replies wait for them (AfterViews below).
   wo.async_views = true;
+  // Offers and claim replies leave once a batch is in the write-ahead log;
+  // its pack and log ref are written right after (CompleteBatch below).
+  wo.deferred_tail = true;
   if (const char* fault = std::getenv("GATOSD_FAULT")) {
-    wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-log-ref" : fault;
+    wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-wal" : fault;
   }
   auto t0 = Clock::now();
   auto writer = LedgerWriter::Open(dir, std::move(*key), wo);
@@ -706,8 +709,10 @@ int Serve(const ServeOptions& opts) {
       // were set by the sweep only: a scrape right after a reply could read
       // counts 200 ms old).
       UpdateCounts(&metrics, w);
-      // Replies and events leave once the batch is durable (Finish returned).
-      // Job offers and the workers' claim and renew replies leave at once:
+      // Replies and events leave once the batch is durable (Finish returned:
+      // its record is in the write-ahead log). Job offers and the workers'
+      // claim and renew replies leave at once, before even its pack and log
+      // ref are written (CompleteBatch):
       // a worker reads nothing of a job from its refs (the grant carries the
       // job), and a push of thousands of jobs would otherwise keep every
       // worker waiting while the view thread writes the refs of all of them.
@@ -723,6 +728,7 @@ int Serve(const ServeOptions& opts) {
         if (!s.ok()) Log("reply on " + r.nats.subject + " failed: " + s.message());
         r.nats.reply.clear();  // sent
       }
+      w.CompleteBatch();
       w.AfterViews([batch = std::move(item->requests), replies = std::move(replies), events = std::move(events),
                     &bus, &publisher]() mutable {
         for (size_t i = 0; i < batch.size(); ++i) {

@@ -749,6 +749,78 @@ TEST(LedgerWriterTest, AsyncViewsAreOnDiskBeforeTheCallbacksQueuedAfterThem) {
   EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
 }
 
+// gatosd's writer (deferred_tail): Apply returns once the batch is in the
+// write-ahead log, the writer's state already the batch's; the pack, the log
+// ref and the view refs follow in CompleteBatch, or first thing in the next
+// call that needs them.
+TEST(LedgerWriterTest, ADeferredTailIsWrittenByCompleteBatchOrTheNextBatch) {
+  Fixture f;
+  f.async_views = true;
+  f.writer_options.deferred_tail = true;
+  const std::string head0 = f.W().head();
+  auto j = f.Submit(Yaml(1));
+  // The writer reads its own state; the repository does not have it yet.
+  auto rec = f.W().Find(j.hex);
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ((*rec)->job_commit, j.commit);
+  EXPECT_NE(f.W().head(), head0);
+  EXPECT_EQ(f.Ref(kLogRef), head0) << "the log ref moves in CompleteBatch";
+  EXPECT_NE(f.Ref(JobRef(j.hex, "job")), j.commit);
+  f.W().CompleteBatch();
+  EXPECT_EQ(f.Ref(kLogRef), f.W().head());
+  f.W().FlushViews();
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "job")), j.commit);
+  // A claim in the state the deferred batch left, then another batch: the
+  // claim's tail is written before the next batch's record.
+  OpResult c = f.Claim(j.hex, f.w1);
+  ASSERT_TRUE(c.outcome.ok()) << c.outcome.message;
+  const std::string claim_head = f.W().head();
+  EXPECT_NE(f.Ref(kLogRef), claim_head);
+  auto k = f.Submit(Yaml(2));
+  EXPECT_EQ(f.Ref(kLogRef), claim_head) << "the next Apply wrote the claim's tail first";
+  f.W().FlushViews();
+  EXPECT_EQ(f.Ref(kLogRef), f.W().head());
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), c.commit);
+  EXPECT_EQ(f.Ref(JobRef(k.hex, "job")), k.commit);
+  // Closing writes the last tail.
+  auto m = f.Submit(Yaml(3));
+  EXPECT_NE(f.Ref(kLogRef), f.W().head());
+  f.Close();
+  auto l = f.Open();
+  EXPECT_EQ(l->ResolveRef(JobRef(m.hex, "job")).value_or("?"), m.commit);
+  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+}
+
+// A deferred tail that cannot be written stops the writer like a failed
+// batch; the batch is in the write-ahead log, so the next open writes it.
+TEST(LedgerWriterTest, ADeferredTailThatCannotBeWrittenStopsTheWriterAndTheNextOpenWritesIt) {
+  Fixture f;
+  f.async_views = true;
+  f.writer_options.deferred_tail = true;
+  const int64_t seq = f.W().seq();
+  f.Close();
+  f.writer_options.crash_at = "fail-pack";
+  Fixture::Job j = f.JobCommit(Yaml(1), &f.submitter);
+  OpResult r = f.SubmitJob(j);
+  EXPECT_TRUE(r.outcome.ok()) << "durable in the write-ahead log: " << r.outcome.message;
+  EXPECT_TRUE(f.W().failed().ok());
+  f.W().CompleteBatch();
+  EXPECT_FALSE(f.W().failed().ok());
+  EXPECT_NE(f.W().failed().message().find("write-ahead log"), std::string::npos) << f.W().failed().message();
+  Fixture::Job k = f.JobCommit(Yaml(2), &f.submitter);
+  OpResult r2 = f.SubmitJob(k);
+  EXPECT_FALSE(r2.outcome.ok()) << "every later batch is refused";
+  f.Close();
+  f.writer_options.crash_at.clear();
+  EXPECT_EQ(f.W().seq(), seq + 1);
+  auto rec = f.W().Find(j.hex);
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "job")), j.commit);
+  auto none = f.W().Find(k.hex);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+}
+
 TEST(LedgerWriterTest, PreparedBatchesMergedAnswerAsOneBatch) {
   Fixture f;
   JobService service(&f.W(), ServiceOptions{});

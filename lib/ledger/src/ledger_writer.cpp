@@ -312,7 +312,8 @@ Status LedgerWriter::Checkpoint() {
   {
     // Every batch in a closed file is in the repository too (the ledger
     // thread writes both under wal_mu_); a sync from now covers them all.
-    std::lock_guard<std::mutex> l(wal_mu_);
+    std::unique_lock<std::mutex> l(wal_mu_);
+    wal_cv_.wait(l, [this] { return !tail_open_; });
     files = wal_->Rotate();
   }
   if (files.empty()) return OkStatus();
@@ -337,6 +338,7 @@ Status LedgerWriter::failed() const {
 }
 
 LedgerWriter::~LedgerWriter() {
+  CompleteBatch();
   views_.reset();  // every committed batch's views written
   checkpointer_.reset();
   if (wal_ && failed().ok()) {
@@ -347,6 +349,7 @@ LedgerWriter::~LedgerWriter() {
 }
 
 void LedgerWriter::AfterViews(std::function<void()> fn) {
+  CompleteBatch();
   if (views_) {
     views_->Then(std::move(fn));
   } else {
@@ -355,7 +358,64 @@ void LedgerWriter::AfterViews(std::function<void()> fn) {
 }
 
 void LedgerWriter::FlushViews() {
+  CompleteBatch();
   if (views_) views_->Flush();
+}
+
+void LedgerWriter::CompleteBatch() {
+  if (!tail_) return;
+  Tail t = std::move(*tail_);
+  tail_.reset();
+  Status s = WriteTail(t);
+  if (!s.ok()) {
+    {
+      std::lock_guard<std::mutex> l(wal_mu_);
+      failed_ = InternalError("log batch " + std::to_string(t.seq) +
+                              " is in the write-ahead log but could not be written to the repository (" +
+                              s.message() + "); the ledger's writer stopped: restart it to write the batch");
+      tail_open_ = false;
+    }
+    wal_cv_.notify_all();
+    std::fprintf(stderr, "gatos: %s\n", failed().message().c_str());
+  }
+}
+
+Status LedgerWriter::WriteTail(Tail& t) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<const GitObject*> all;
+  all.reserve(t.objects.size());
+  for (const auto& o : t.objects) all.push_back(&o);
+  Ledger::DeferredSyncs deferred;
+  Status s = options_.crash_at == "fail-pack"
+                 ? InternalError("failpoint fail-pack: the pack was not written")
+                 : ledger_->WriteObjectsPacked(all, /*fsync=*/false, /*remember=*/false, &deferred);
+  if (!s.ok()) return s;
+  const auto t1 = std::chrono::steady_clock::now();
+  Crash(options_, "after-pack");
+  s = ledger_->CasRef(kLogRef, t.old_head, t.log_id, /*fsync=*/false, &deferred);
+  if (!s.ok()) {
+    if (s.code() == StatusCode::kAborted) {
+      s = InternalError("refs/gatos/log moved under the writer (" + s.message() +
+                        "); another process wrote the ledger without its lock");
+    }
+    return s;
+  }
+  uint64_t wal_bytes = 0;
+  {
+    std::lock_guard<std::mutex> l(wal_mu_);
+    wal_bytes = wal_->open_bytes();
+    tail_open_ = false;
+  }
+  wal_cv_.notify_all();
+  if (checkpointer_) checkpointer_->Written(wal_bytes);
+  if (std::getenv("GATOS_WRITER_TIMING")) {
+    auto us = [](auto d) { return static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(d).count()); };
+    std::fprintf(stderr, "writer: tail pack=%lldus log-ref=%lldus\n", us(t1 - t0),
+                 us(std::chrono::steady_clock::now() - t1));
+  }
+  Crash(options_, "after-log-ref");
+  views_->Write(t.seq, std::move(t.view));
+  return OkStatus();
 }
 
 namespace {
@@ -604,6 +664,7 @@ Result<std::pair<ObjectType, std::string>> LookupIn(Ledger& ledger, const std::v
 }  // namespace
 
 std::vector<OpResult> LedgerWriter::Apply(std::vector<Op>& ops, BatchStats* stats) {
+  CompleteBatch();  // the batch before: its pack and log ref first
   auto t_apply = std::chrono::steady_clock::now();
   std::vector<OpResult> results(ops.size());
   if (Status f = failed(); !f.ok()) {
@@ -1189,6 +1250,62 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
     timer.Mark("wal");
     Crash(options_, "after-wal");
   }
+  // The batch is the writer's state from now on.
+  auto adopt = [&](const std::string& log_id, size_t written) {
+    head_ = log_id;
+    seq_ = info.seq;
+    index_.Commit(*root);
+    stats_ = st;
+    for (const auto& [job, rec] : b.touched) {
+      if (IsTerminal(RecordedState(rec))) {
+        live_.erase(job);
+      } else {
+        live_[job] = rec;
+      }
+    }
+    if (b.new_policy) {
+      policy_ = *b.new_policy;
+      policy_commit_ = b.new_policy_commit;
+    }
+    if (b.new_key) key_ = *b.new_key;
+    if (stats) {
+      stats->objects = written;
+      stats->seq = seq_;
+      stats->log_commit = head_;
+      stats->entries = b.entries;
+      stats->records = std::move(b.touched);
+    }
+  };
+  if (durable_in_wal && options_.deferred_tail && views_) {
+    // Durable already: the pack, the log ref and the view refs follow in
+    // CompleteBatch. Until then reads find the batch's objects among the
+    // handle's recent ones (the index's trees in the index itself).
+    Tail t;
+    t.seq = info.seq;
+    t.old_head = head_;
+    t.log_id = log->id;
+    t.objects.reserve(all.size());
+    for (auto& o : b.objects) {
+      ledger_->Remember(GitObject(o));
+      t.objects.push_back(std::move(o));
+    }
+    for (auto& o : index_objects) {
+      if (o.type != ObjectType::kTree) ledger_->Remember(GitObject(o));
+      t.objects.push_back(std::move(o));
+    }
+    ledger_->Remember(GitObject(*log));
+    t.objects.push_back(std::move(*log));
+    for (const auto& e : b.entries) {
+      if (!e.ref.empty()) t.view.emplace_back(e.ref, e.new_id);
+    }
+    tail_open_ = true;  // a checkpoint waits for its log ref (CompleteBatch)
+    wal_lock.unlock();
+    const std::string log_id = t.log_id;
+    const size_t written = t.objects.size();
+    tail_ = std::move(t);
+    adopt(log_id, written);
+    return OkStatus();
+  }
   // From here on, a failure with the batch in the write-ahead log leaves
   // the writer unusable: its next batch would reuse this sequence.
   auto fail = [&](Status s) {
@@ -1247,29 +1364,7 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
     Crash(options_, "after-views");
   }
   timer.Mark("views");
-  head_ = log_id;
-  seq_ = info.seq;
-  index_.Commit(*root);
-  stats_ = st;
-  for (const auto& [job, rec] : b.touched) {
-    if (IsTerminal(RecordedState(rec))) {
-      live_.erase(job);
-    } else {
-      live_[job] = rec;
-    }
-  }
-  if (b.new_policy) {
-    policy_ = *b.new_policy;
-    policy_commit_ = b.new_policy_commit;
-  }
-  if (b.new_key) key_ = *b.new_key;
-  if (stats) {
-    stats->objects = written;
-    stats->seq = seq_;
-    stats->log_commit = head_;
-    stats->entries = b.entries;
-    stats->records = std::move(b.touched);
-  }
+  adopt(log_id, written);
   return OkStatus();
 }
 

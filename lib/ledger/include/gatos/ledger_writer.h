@@ -22,6 +22,7 @@
 #ifndef GATOS_LEDGER_WRITER_H_
 #define GATOS_LEDGER_WRITER_H_
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -70,6 +71,13 @@ struct WriterOptions {
   bool wal = true;
   uint64_t checkpoint_bytes = 16u << 20;
   int checkpoint_ms = 2000;
+  // With the write-ahead log and async_views: Apply returns as soon as the
+  // batch's record is durable in the write-ahead log, its state already the
+  // writer's (reads see it); the batch's pack and log ref are written by
+  // CompleteBatch, which the caller runs once it has sent what may leave
+  // before them (gatosd: job offers and the workers' claim and renew
+  // replies), and which every later call that needs them runs first.
+  bool deferred_tail = false;
 };
 
 // ---- operations ----
@@ -193,6 +201,10 @@ class LedgerWriter {
   void AfterViews(std::function<void()> fn);
   // Waits until the view refs of every committed batch are written.
   void FlushViews();
+  // With deferred_tail: writes the last batch's pack and log ref and hands
+  // its view refs to the view thread (nothing to do when they are written).
+  // A failure makes failed() not OK, as a failed Apply would.
+  void CompleteBatch();
 
  private:
   LedgerWriter(std::unique_ptr<Ledger> ledger, Ed25519PrivateKey key, WriterOptions options, int lock_fd);
@@ -212,6 +224,15 @@ class LedgerWriter {
   void DoPolicy(Batch& b, PolicyOp& op, OpResult* r);
   void DoNote(Batch& b, NoteOp& op, OpResult* r);
   Status Commit(Batch& b, BatchStats* stats);
+  // What Commit leaves to CompleteBatch with deferred_tail.
+  struct Tail {
+    int64_t seq = 0;
+    std::string old_head, log_id;
+    std::vector<GitObject> objects;
+    std::vector<std::pair<std::string, std::string>> view;
+  };
+  Status WriteTail(Tail& t);
+  std::optional<Tail> tail_;
 
   class ViewWriter;
   std::unique_ptr<ViewWriter> views_;  // with async_views; destroyed (drained) first
@@ -219,8 +240,12 @@ class LedgerWriter {
   std::unique_ptr<Checkpointer> checkpointer_;  // with the write-ahead log; stopped next
   // The write-ahead log. A batch holds wal_mu_ from its record to its log
   // ref, so a checkpoint's Rotate never splits one; failed_ under it too.
+  // A deferred tail (deferred_tail) is open from its record to its log ref
+  // without holding it: a checkpoint waits on wal_cv_ until it is closed.
   std::unique_ptr<WriteAheadLog> wal_;
   mutable std::mutex wal_mu_;
+  std::condition_variable wal_cv_;
+  bool tail_open_ = false;
   Status failed_;
 
   std::unique_ptr<Ledger> ledger_;
