@@ -782,6 +782,12 @@ TEST(LedgerWriterTest, ADeferredTailIsWrittenByCompleteBatchOrTheNextBatch) {
   EXPECT_EQ(f.Ref(kLogRef), f.W().head());
   EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), c.commit);
   EXPECT_EQ(f.Ref(JobRef(k.hex, "job")), k.commit);
+  // A checkpoint on the writer's own thread writes the open tail first
+  // (instead of waiting for itself).
+  f.Submit(Yaml(4));
+  EXPECT_NE(f.Ref(kLogRef), f.W().head());
+  EXPECT_TRUE(f.W().Checkpoint().ok());
+  EXPECT_EQ(f.Ref(kLogRef), f.W().head());
   // Closing writes the last tail.
   auto m = f.Submit(Yaml(3));
   EXPECT_NE(f.Ref(kLogRef), f.W().head());

@@ -308,6 +308,14 @@ class LedgerWriter::Checkpointer {
 
 Status LedgerWriter::Checkpoint() {
   if (!wal_) return OkStatus();
+  {
+    // The thread that left a tail open writes it first; any other waits for
+    // it below.
+    std::unique_lock<std::mutex> l(wal_mu_);
+    const bool own = tail_open_ && tail_thread_ == std::this_thread::get_id();
+    l.unlock();
+    if (own) CompleteBatch();
+  }
   std::vector<std::string> files;
   {
     // Every batch in a closed file is in the repository too (the ledger
@@ -1299,6 +1307,7 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
       if (!e.ref.empty()) t.view.emplace_back(e.ref, e.new_id);
     }
     tail_open_ = true;  // a checkpoint waits for its log ref (CompleteBatch)
+    tail_thread_ = std::this_thread::get_id();
     wal_lock.unlock();
     const std::string log_id = t.log_id;
     const size_t written = t.objects.size();

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -233,6 +234,7 @@ class LedgerWriter {
   };
   Status WriteTail(Tail& t);
   std::optional<Tail> tail_;
+  std::thread::id tail_thread_;  // the thread that left it open (under wal_mu_)
 
   class ViewWriter;
   std::unique_ptr<ViewWriter> views_;  // with async_views; destroyed (drained) first
