@@ -459,8 +459,9 @@ TEST(LedgerWriterTest, JobRefDirectoriesAreSpreadAndTheirParentOutlivesPruning) 
   ASSERT_EQ(::statfs(jobs_dir.c_str(), &fs), 0);
   std::string why;
   if (fs.f_type == EXT4_SUPER_MAGIC) {
-    // ext4 (this project's machines): marked by the writer when it opened.
-    EXPECT_EQ(TopDirFlag(jobs_dir), std::optional<bool>(true));
+    // ext4 (this project's machines, without a journal): marked by the
+    // writer when it opened, unless the file system has a journal.
+    EXPECT_EQ(TopDirFlag(jobs_dir), std::optional<bool>(FileSystemOf(jobs_dir) != DirFileSystem::kExt4Journaled));
     EXPECT_TRUE(SpreadSubdirectories(jobs_dir, &why)) << why;
   } else if (!TopDirFlag(jobs_dir).has_value()) {
     // A file system without inode flags (tmpfs): refused, and said where.
@@ -475,6 +476,59 @@ TEST(LedgerWriterTest, JobRefDirectoriesAreSpreadAndTheirParentOutlivesPruning) 
   EXPECT_TRUE(std::filesystem::is_directory(jobs_dir)) << "the last job's pruning keeps refs/gatos/jobs";
   EXPECT_FALSE(SpreadSubdirectories(f.path + "/no-such-dir", &why));
   EXPECT_NE(why.find("no-such-dir"), std::string::npos) << why;
+}
+
+// The ledger's job directories are spread over ext4's block groups only
+// where that pays: ext4 without a journal. Real file systems, loop-mounted.
+TEST(LedgerWriterTest, JobRefDirectoriesAreSpreadOnlyOnExt4WithoutAJournal) {
+  ASSERT_EQ(::geteuid(), 0u) << "mounting loop file systems needs root (CI runs as root)";
+  testing::TempDir tmp;
+  struct Mounted {
+    std::string dir;
+    ~Mounted() {
+      if (!dir.empty()) testing::Run({"umount", dir});
+    }
+  };
+  for (bool journal : {true, false}) {
+    const std::string img = tmp.Join(journal ? "j.img" : "nj.img");
+    const std::string mnt = tmp.Join(journal ? "j" : "nj");
+    std::filesystem::create_directories(mnt);
+    ASSERT_EQ(testing::Run({"truncate", "-s", "64M", img}).exit_code, 0);
+    std::vector<std::string> mkfs = {"mkfs.ext4", "-q", "-F"};
+    if (!journal) mkfs.insert(mkfs.end(), {"-O", "^has_journal"});
+    mkfs.push_back(img);
+    testing::RunResult made = testing::Run(mkfs);
+    ASSERT_EQ(made.exit_code, 0) << made.err;
+    testing::RunResult mounted = testing::Run({"mount", "-o", "loop", img, mnt});
+    ASSERT_EQ(mounted.exit_code, 0) << mounted.err;
+    Mounted guard{mnt};
+    EXPECT_EQ(FileSystemOf(mnt), journal ? DirFileSystem::kExt4Journaled : DirFileSystem::kExt4NoJournal);
+    const std::string jobs = mnt + "/jobs";
+    std::filesystem::create_directories(jobs);
+    std::string why;
+    // A directory marked before (a ledger made by an earlier version) is
+    // put right too.
+    ASSERT_TRUE(SpreadSubdirectories(jobs, &why)) << why;
+    EXPECT_TRUE(LayOutPerJobDirectories(jobs, &why)) << why;
+    EXPECT_EQ(TopDirFlag(jobs), std::optional<bool>(!journal)) << (journal ? "journaled" : "no journal");
+    // The writer lays out its ledger's refs/gatos/jobs the same way.
+    const std::string ledger = mnt + "/ledger.git";
+    ASSERT_TRUE(Ledger::InitRepository(ledger).ok());
+    std::filesystem::create_directories(ledger + "/refs/gatos/jobs");
+    ASSERT_TRUE(SpreadSubdirectories(ledger + "/refs/gatos/jobs", &why)) << why;
+    auto key = GenerateEd25519Key("ledger");
+    ASSERT_TRUE(key.ok());
+    Policy policy;
+    policy.ledger_key = key->public_key();
+    Status init = LedgerWriter::Initialize(ledger, policy, *key, 1);
+    ASSERT_TRUE(init.ok()) << init.message();
+    {
+      auto w = LedgerWriter::Open(ledger, *key);
+      ASSERT_TRUE(w.ok()) << w.status().message();
+    }
+    EXPECT_EQ(TopDirFlag(ledger + "/refs/gatos/jobs"), std::optional<bool>(!journal));
+  }
+  EXPECT_EQ(FileSystemOf("/dev/shm"), DirFileSystem::kOther);
 }
 
 // A batch's pack and the log ref's next value share one spool directory and

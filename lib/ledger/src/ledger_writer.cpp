@@ -484,12 +484,13 @@ Result<std::unique_ptr<LedgerWriter>> LedgerWriter::Open(const std::string& dir_
     std::fprintf(stderr, "gatos: removed %s left by a writer that died mid-batch; that batch was not recorded\n",
                  log_lock.c_str());
   }
-  // Each job's ref directory lands in a block group of its own choosing
-  // (dir_layout.h); best effort, as the file system allows.
+  // Each job's ref directory lands in a block group of its own choosing,
+  // unless the file system has a journal (dir_layout.h); best effort, as
+  // the file system allows.
   const std::string jobs_dir = dir + "/" + std::string(kJobsPrefix, sizeof(kJobsPrefix) - 2);
   ::mkdir(jobs_dir.c_str(), 0755);
   std::string why;
-  (void)SpreadSubdirectories(jobs_dir, &why);
+  (void)LayOutPerJobDirectories(jobs_dir, &why);
   PrepareSpool(dir, ledger.get());
   // The log ref's old value is freed off the ledger thread: on a file system
   // mounted with `discard`, ext4 without a journal waits for the device in
