@@ -6,7 +6,12 @@
 # JOBS trivial jobs: `/bin/sh -c 'echo N >> file'` as a subprocess, plus a
 # Python no-op task for Celery's best case. Prints jobs/s and the ratios.
 #
-#   bench/side_by_side/run.sh [JOBS]        (default 2000)
+#   bench/side_by_side/run.sh [JOBS [ROUNDS]]   (default 2000 jobs, 3 rounds)
+#
+# Every system runs once per round, the rounds one after the other, so a
+# machine whose speed drifts (a VM's does, by 20 % within an hour here)
+# moves all of them alike; the table shows each round and the median, and
+# the ratios are of the medians, with the range of each round's own ratio.
 #
 # GATOS is measured twice per sandbox setting: jobs submitted with one stock
 # `git push` (as a user would; this includes the push front door) and
@@ -20,6 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 JOBS=${1:-2000}
+ROUNDS=${2:-3}
 BIN=${GATOS_BUILD_DIR:-build}/bin
 [ -x "$BIN/e2e_bench" ] || ./scripts/build.sh >&2
 HERE=$(pwd)/bench/side_by_side
@@ -36,16 +42,7 @@ trap cleanup EXIT
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 echo "machine: $(nproc) CPUs ($cpu), $(free -g | awk '/^Mem:/{print $2}') GiB, Linux $(uname -r), $(. /etc/os-release; echo "$PRETTY_NAME")"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "jobs per system: $JOBS"
-
-echo "== GATOS, unsandboxed (--sandbox off), one git push" >&2
-g_off=$("$BIN/e2e_bench" --jobs "$JOBS" --sandbox off --json | tail -1)
-echo "== GATOS, default flags (sandboxed), one git push" >&2
-g_sb=$("$BIN/e2e_bench" --jobs "$JOBS" --json | tail -1)
-echo "== GATOS, unsandboxed (--sandbox off), submit RPC" >&2
-g_off_rpc=$("$BIN/e2e_bench" --jobs "$JOBS" --sandbox off --submit rpc --json | tail -1)
-echo "== GATOS, default flags (sandboxed), submit RPC" >&2
-g_sb_rpc=$("$BIN/e2e_bench" --jobs "$JOBS" --submit rpc --json | tail -1)
+echo "jobs per system: $JOBS, rounds: $ROUNDS"
 
 port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" > "$work/redis.log" 2>&1 &
@@ -57,57 +54,95 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
-echo "== Celery, prefork, 2 worker processes" >&2
-(cd "$work" && exec "$PY" -m celery -A celery_tasks worker --pool prefork --concurrency 2 --loglevel WARNING \
-  --without-gossip --without-mingle --without-heartbeat > "$work/celery.log" 2>&1) &
-celery_pid=$!
-pids+=($celery_pid)
-"$PY" -c 'import celery_tasks; celery_tasks.noop.delay(0).get(timeout=60)'  # the worker is up
-c_shell=$("$PY" "$HERE/peers.py" celery shell "$JOBS" "$work/celery.out" | tail -1)
-c_noop=$("$PY" "$HERE/peers.py" celery noop "$JOBS" "$work/celery.out" | tail -1)
-kill -TERM "$celery_pid"
-wait "$celery_pid" 2>/dev/null || true
+# Appends one result to $work/results: a JSON line of e2e_bench's or
+# peers.py's fields plus "name" and "round".
+tag() {
+  "$PY" -c 'import json, sys; r = json.loads(sys.argv[3]); r["name"] = sys.argv[1]; r["round"] = int(sys.argv[2]); print(json.dumps(r))' \
+    "$@" >> "$work/results"
+}
+# Stops a worker process and waits for it.
+stop() { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
-echo "== RQ, 2 workers (a fork per job)" >&2
-for i in 1 2; do
-  (cd "$work" && exec "$PY" -m rq.cli worker --url "$GATOS_BENCH_REDIS" --quiet bench > "$work/rq$i.log" 2>&1) &
-  pids+=($!)
-done
-for _ in $(seq 1 100); do
-  n=$("$PY" -c 'import os, redis, rq; print(len(rq.Worker.all(connection=redis.Redis.from_url(os.environ["GATOS_BENCH_REDIS"]))))')
-  [ "$n" -ge 2 ] && break
-  sleep 0.1
-done
-r_shell=$("$PY" "$HERE/peers.py" rq "$JOBS" "$work/rq.out" | tail -1)
+round() {
+  local r=$1 lines
+  echo "== round $r: GATOS, unsandboxed (--sandbox off), one git push" >&2
+  tag g_off "$r" "$("$BIN/e2e_bench" --jobs "$JOBS" --sandbox off --json | tail -1)"
+  echo "== round $r: GATOS, default flags (sandboxed), one git push" >&2
+  tag g_sb "$r" "$("$BIN/e2e_bench" --jobs "$JOBS" --json | tail -1)"
+  echo "== round $r: GATOS, unsandboxed (--sandbox off), submit RPC" >&2
+  tag g_off_rpc "$r" "$("$BIN/e2e_bench" --jobs "$JOBS" --sandbox off --submit rpc --json | tail -1)"
+  echo "== round $r: GATOS, default flags (sandboxed), submit RPC" >&2
+  tag g_sb_rpc "$r" "$("$BIN/e2e_bench" --jobs "$JOBS" --submit rpc --json | tail -1)"
 
-lines_celery=$(wc -l < "$work/celery.out")
-lines_rq=$(wc -l < "$work/rq.out")
-"$PY" - "$g_off" "$g_sb" "$g_off_rpc" "$g_sb_rpc" "$c_shell" "$c_noop" "$r_shell" "$lines_celery" "$lines_rq" "$JOBS" <<'EOF'
-import json, sys
-g_off, g_sb, g_off_rpc, g_sb_rpc, c_shell, c_noop, r_shell = (json.loads(a) for a in sys.argv[1:8])
-lines_celery, lines_rq, jobs = int(sys.argv[8]), int(sys.argv[9]), int(sys.argv[10])
-rows = [
-    ("GATOS, unsandboxed, one git push, sh -c 'echo N >> file'", g_off),
-    ("GATOS, sandboxed (default), one git push, sh -c 'echo N >> file'", g_sb),
-    ("GATOS, unsandboxed, submit RPC, sh -c 'echo N >> file'", g_off_rpc),
-    ("GATOS, sandboxed (default), submit RPC, sh -c 'echo N >> file'", g_sb_rpc),
-    ("Celery prefork, subprocess sh -c 'echo N >> file'", c_shell),
-    ("Celery prefork, Python no-op", c_noop),
-    ("RQ, subprocess sh -c 'echo N >> file'", r_shell),
+  echo "== round $r: Celery, prefork, 2 worker processes" >&2
+  : > "$work/celery.out"
+  (cd "$work" && exec "$PY" -m celery -A celery_tasks worker --pool prefork --concurrency 2 --loglevel WARNING \
+    --without-gossip --without-mingle --without-heartbeat > "$work/celery.log" 2>&1) &
+  local celery_pid=$!
+  pids+=($celery_pid)
+  "$PY" -c 'import celery_tasks; celery_tasks.noop.delay(0).get(timeout=60)'  # the worker is up
+  tag c_shell "$r" "$("$PY" "$HERE/peers.py" celery shell "$JOBS" "$work/celery.out" | tail -1)"
+  tag c_noop "$r" "$("$PY" "$HERE/peers.py" celery noop "$JOBS" "$work/celery.out" | tail -1)"
+  stop "$celery_pid"
+  lines=$(wc -l < "$work/celery.out")
+  [ "$lines" -eq "$JOBS" ] || { echo "round $r: Celery's shell jobs wrote $lines lines, not $JOBS" >&2; exit 1; }
+
+  echo "== round $r: RQ, 2 workers (a fork per job)" >&2
+  : > "$work/rq.out"
+  # RQ counts finished jobs in Redis: each round starts from an empty one.
+  "$PY" -c 'import os, redis; redis.Redis.from_url(os.environ["GATOS_BENCH_REDIS"]).flushdb()'
+
+  local rq_pids=() n
+  for i in 1 2; do
+    (cd "$work" && exec "$PY" -m rq.cli worker --url "$GATOS_BENCH_REDIS" --quiet --name "bench-$r-$i" bench \
+      > "$work/rq$i.log" 2>&1) &
+    rq_pids+=($!)
+    pids+=($!)
+  done
+  for _ in $(seq 1 100); do
+    n=$("$PY" -c 'import os, redis, rq; print(len(rq.Worker.all(connection=redis.Redis.from_url(os.environ["GATOS_BENCH_REDIS"]))))')
+    [ "$n" -ge 2 ] && break
+    sleep 0.1
+  done
+  tag r_shell "$r" "$("$PY" "$HERE/peers.py" rq "$JOBS" "$work/rq.out" | tail -1)"
+  for p in "${rq_pids[@]}"; do stop "$p"; done
+  lines=$(wc -l < "$work/rq.out")
+  [ "$lines" -eq "$JOBS" ] || { echo "round $r: RQ's shell jobs wrote $lines lines, not $JOBS" >&2; exit 1; }
+}
+
+for r in $(seq 1 "$ROUNDS"); do round "$r"; done
+
+"$PY" - "$work/results" "$JOBS" "$ROUNDS" <<'EOF'
+import json, statistics, sys
+results = [json.loads(l) for l in open(sys.argv[1])]
+jobs, rounds = int(sys.argv[2]), int(sys.argv[3])
+names = [
+    ("g_off", "GATOS, unsandboxed, one git push, sh -c 'echo N >> file'"),
+    ("g_sb", "GATOS, sandboxed (default), one git push, sh -c 'echo N >> file'"),
+    ("g_off_rpc", "GATOS, unsandboxed, submit RPC, sh -c 'echo N >> file'"),
+    ("g_sb_rpc", "GATOS, sandboxed (default), submit RPC, sh -c 'echo N >> file'"),
+    ("c_shell", "Celery prefork, subprocess sh -c 'echo N >> file'"),
+    ("c_noop", "Celery prefork, Python no-op"),
+    ("r_shell", "RQ, subprocess sh -c 'echo N >> file'"),
 ]
+by = {k: {r["round"]: r for r in results if r["name"] == k} for k, _ in names}
+rate = lambda k, i: by[k][i]["jobs_per_s"]
+median = {k: statistics.median(rate(k, i) for i in range(1, rounds + 1)) for k, _ in names}
 print()
-print("| system | jobs | seconds | jobs/s |")
-print("|---|---|---|---|")
-for name, r in rows:
-    print("| %s | %d | %.2f | %.0f |" % (name, r.get("finished", r["jobs"]), r["seconds"], r["jobs_per_s"]))
+print("jobs/s per round, and the median (%d jobs each):" % jobs)
 print()
-print("ratios (jobs/s of GATOS / jobs/s of the peer):")
-for gname, g in (("unsandboxed, push", g_off), ("sandboxed, push", g_sb), ("unsandboxed, RPC", g_off_rpc),
-                 ("sandboxed, RPC", g_sb_rpc)):
-    for pname, p in (("Celery subprocess", c_shell), ("Celery no-op", c_noop), ("RQ", r_shell)):
-        print("  GATOS %-17s / %-17s %6.2fx" % (gname, pname, g["jobs_per_s"] / p["jobs_per_s"]))
-if any(g["finished"] != jobs for g in (g_off, g_sb, g_off_rpc, g_sb_rpc)):
-    sys.exit("GATOS did not finish every job")
-if lines_celery != jobs or lines_rq != jobs:
-    sys.exit("the peers' shell jobs did not all run: %d celery, %d rq lines" % (lines_celery, lines_rq))
+print("| system | " + " | ".join("round %d" % i for i in range(1, rounds + 1)) + " | median |")
+print("|---|" + "---|" * (rounds + 1))
+for k, name in names:
+    print("| %s | %s | %.0f |" % (name, " | ".join("%.0f" % rate(k, i) for i in range(1, rounds + 1)), median[k]))
+print()
+print("ratios (jobs/s of GATOS / jobs/s of the peer): of the medians (each round's own, lowest to highest):")
+for gk, gname in (("g_off", "unsandboxed, push"), ("g_sb", "sandboxed, push"), ("g_off_rpc", "unsandboxed, RPC"),
+                  ("g_sb_rpc", "sandboxed, RPC")):
+    for pk, pname in (("c_shell", "Celery subprocess"), ("c_noop", "Celery no-op"), ("r_shell", "RQ")):
+        per = sorted(rate(gk, i) / rate(pk, i) for i in range(1, rounds + 1))
+        print("  GATOS %-17s / %-17s %6.2fx   (%.2fx to %.2fx)" % (gname, pname, median[gk] / median[pk], per[0], per[-1]))
+unfinished = [r for r in results if r["name"].startswith("g_") and r["finished"] != jobs]
+if unfinished:
+    sys.exit("GATOS did not finish every job in %d run(s)" % len(unfinished))
 EOF
