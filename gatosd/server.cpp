@@ -493,10 +493,10 @@ int Serve(const ServeOptions& opts) {
   wo.fsync = opts.fsync;
   wo.wal = opts.wal;
   // The ledger thread goes on with the next batch while the view refs of
-  // this one are written; its replies wait for them (AfterViews below).
+  // this one are written; most replies wait for them (AfterViews below).
   wo.async_views = true;
-  // Offers and claim replies leave once a batch is in the write-ahead log;
-  // its pack and log ref are written right after (CompleteBatch below).
+  // Offers and claim/renew replies leave once a batch is in the write-ahead
+  // log; its pack and log ref are written right after (CompleteBatch below).
   wo.deferred_tail = true;
   if (const char* fault = std::getenv("GATOSD_FAULT")) {
     wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-wal" : fault;
@@ -711,14 +711,14 @@ int Serve(const ServeOptions& opts) {
       UpdateCounts(&metrics, w);
       // Replies and events leave once the batch is durable (Finish returned:
       // its record is in the write-ahead log). Job offers and the workers'
-      // claim and renew replies leave at once, before even its pack and log
-      // ref are written (CompleteBatch):
-      // a worker reads nothing of a job from its refs (the grant carries the
-      // job), and a push of thousands of jobs would otherwise keep every
-      // worker waiting while the view thread writes the refs of all of them.
-      // Everything else waits for the batch's refs (the view thread runs it
-      // after them), so whoever hears of a finished or new job finds the
-      // refs it names.
+      // claim and renew replies leave at once, before the batch's pack, log
+      // ref and view refs are written (CompleteBatch, then the view thread):
+      // a worker reads nothing of a job from the repository (the grant
+      // carries the job), and a push of thousands of jobs would otherwise
+      // keep every worker waiting while the view thread writes the refs of
+      // all of them. Everything else waits for the batch's refs (the view
+      // thread runs it after them), so whoever hears of a finished or new
+      // job finds the refs it names.
       std::vector<ServiceEvent> events = service.TakeEvents();
       publisher.Enqueue(TakeOffers(&events));
       for (size_t i = 0; i < item->requests.size(); ++i) {
