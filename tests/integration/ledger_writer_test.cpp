@@ -769,6 +769,15 @@ TEST(LedgerWriterTest, AWriterThatCannotWriteABatchAfterLoggingItStopsAndTheNext
   EXPECT_TRUE(f.W().failed().ok());
 }
 
+// Closes the writer: `last`, submitted just before, has its job ref on disk
+// and the log replays to exactly the refs there.
+void ExpectWrittenByClose(Fixture& f, const Fixture::Job& last) {
+  f.Close();
+  auto l = f.Open();
+  EXPECT_EQ(l->ResolveRef(JobRef(last.hex, "job")).value_or("?"), last.commit);
+  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+}
+
 TEST(LedgerWriterTest, AsyncViewsAreOnDiskBeforeTheCallbacksQueuedAfterThem) {
   Fixture f;
   f.async_views = true;
@@ -796,11 +805,7 @@ TEST(LedgerWriterTest, AsyncViewsAreOnDiskBeforeTheCallbacksQueuedAfterThem) {
     EXPECT_EQ(s.lease, s.want_lease);
   }
   // A batch whose views are still queued when the writer closes is written.
-  auto last = f.Submit(Yaml(100));
-  f.Close();
-  auto l = f.Open();
-  EXPECT_EQ(l->ResolveRef(JobRef(last.hex, "job")).value_or("?"), last.commit);
-  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+  ExpectWrittenByClose(f, f.Submit(Yaml(100)));
 }
 
 // gatosd's writer (deferred_tail): Apply returns once the batch is in the
@@ -845,10 +850,7 @@ TEST(LedgerWriterTest, ADeferredTailIsWrittenByCompleteBatchOrTheNextBatch) {
   // Closing writes the last tail.
   auto m = f.Submit(Yaml(3));
   EXPECT_NE(f.Ref(kLogRef), f.W().head());
-  f.Close();
-  auto l = f.Open();
-  EXPECT_EQ(l->ResolveRef(JobRef(m.hex, "job")).value_or("?"), m.commit);
-  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+  ExpectWrittenByClose(f, m);
 }
 
 // A deferred tail that cannot be written stops the writer like a failed
