@@ -370,37 +370,59 @@ void LedgerWriter::FlushViews() {
   if (views_) views_->Flush();
 }
 
+namespace {
+struct PhaseTimer {
+  bool on = std::getenv("GATOS_WRITER_TIMING") != nullptr;
+  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
+  std::string line;
+  void Mark(const char* what) {
+    if (!on) return;
+    auto n = std::chrono::steady_clock::now();
+    line += std::string(what) + "=" + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(n - t).count()) + "us ";
+    t = n;
+  }
+  ~PhaseTimer() {
+    if (on) std::fprintf(stderr, "writer: %s\n", line.c_str());
+  }
+};
+}  // namespace
+
 void LedgerWriter::CompleteBatch() {
   if (!tail_) return;
   Tail t = std::move(*tail_);
   tail_.reset();
-  Status s = WriteTail(t);
-  if (!s.ok()) {
-    {
-      std::lock_guard<std::mutex> l(wal_mu_);
-      failed_ = InternalError("log batch " + std::to_string(t.seq) +
-                              " is in the write-ahead log but could not be written to the repository (" +
-                              s.message() + "); the ledger's writer stopped: restart it to write the batch");
-      tail_open_ = false;
-    }
-    wal_cv_.notify_all();
-    std::fprintf(stderr, "gatos: %s\n", failed().message().c_str());
-  }
+  PhaseTimer timer;
+  Status s = WriteTail(t, /*sync_repo=*/false, [&timer](const char* what) { timer.Mark(what); });
+  if (!s.ok()) (void)Stop(t.seq, s);
 }
 
-Status LedgerWriter::WriteTail(Tail& t) {
-  const auto t0 = std::chrono::steady_clock::now();
+Status LedgerWriter::Stop(int64_t seq, const Status& why) {
+  Status failed;
+  {
+    std::lock_guard<std::mutex> l(wal_mu_);
+    failed_ = InternalError("log batch " + std::to_string(seq) +
+                            " is in the write-ahead log but could not be written to the repository (" +
+                            why.message() + "); the ledger's writer stopped: restart it to write the batch");
+    tail_open_ = false;
+    failed = failed_;
+  }
+  wal_cv_.notify_all();
+  std::fprintf(stderr, "gatos: %s\n", failed.message().c_str());
+  return failed;
+}
+
+Status LedgerWriter::WriteTail(Tail& t, bool sync_repo, const std::function<void(const char*)>& mark) {
   std::vector<const GitObject*> all;
   all.reserve(t.objects.size());
   for (const auto& o : t.objects) all.push_back(&o);
   Ledger::DeferredSyncs deferred;
   Status s = options_.crash_at == "fail-pack"
                  ? InternalError("failpoint fail-pack: the pack was not written")
-                 : ledger_->WriteObjectsPacked(all, /*fsync=*/false, /*remember=*/false, &deferred);
+                 : ledger_->WriteObjectsPacked(all, sync_repo, /*remember=*/false, &deferred);
   if (!s.ok()) return s;
-  const auto t1 = std::chrono::steady_clock::now();
+  mark("pack");
   Crash(options_, "after-pack");
-  s = ledger_->CasRef(kLogRef, t.old_head, t.log_id, /*fsync=*/false, &deferred);
+  s = ledger_->CasRef(kLogRef, t.old_head, t.log_id, sync_repo, &deferred);
   if (!s.ok()) {
     if (s.code() == StatusCode::kAborted) {
       s = InternalError("refs/gatos/log moved under the writer (" + s.message() +
@@ -408,21 +430,29 @@ Status LedgerWriter::WriteTail(Tail& t) {
     }
     return s;
   }
-  uint64_t wal_bytes = 0;
-  {
-    std::lock_guard<std::mutex> l(wal_mu_);
-    wal_bytes = wal_->open_bytes();
-    tail_open_ = false;
+  if (wal_) {
+    uint64_t wal_bytes = 0;
+    {
+      std::lock_guard<std::mutex> l(wal_mu_);
+      wal_bytes = wal_->open_bytes();
+      tail_open_ = false;
+    }
+    wal_cv_.notify_all();
+    if (checkpointer_) checkpointer_->Written(wal_bytes);
   }
-  wal_cv_.notify_all();
-  if (checkpointer_) checkpointer_->Written(wal_bytes);
-  if (std::getenv("GATOS_WRITER_TIMING")) {
-    auto us = [](auto d) { return static_cast<long long>(std::chrono::duration_cast<std::chrono::microseconds>(d).count()); };
-    std::fprintf(stderr, "writer: tail pack=%lldus log-ref=%lldus\n", us(t1 - t0),
-                 us(std::chrono::steady_clock::now() - t1));
-  }
+  mark("log-ref");
   Crash(options_, "after-log-ref");
-  views_->Write(t.seq, std::move(t.view));
+  // The batch is durable. The view refs follow; if this fails the next Open
+  // repairs them from the log.
+  if (views_) {
+    views_->Write(t.seq, std::move(t.view));
+  } else {
+    Status vs = ledger_->SetViewRefs(t.view);
+    if (!vs.ok()) std::fprintf(stderr, "gatos: refs of log batch %lld not all written (%s); repaired at next start\n",
+                               static_cast<long long>(t.seq), vs.message().c_str());
+    Crash(options_, "after-views");
+  }
+  mark("views");
   return OkStatus();
 }
 
@@ -1169,22 +1199,6 @@ void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
   for (auto& o : op.objects) AddObject(b, std::move(o));
 }
 
-namespace {
-struct PhaseTimer {
-  bool on = std::getenv("GATOS_WRITER_TIMING") != nullptr;
-  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
-  std::string line;
-  void Mark(const char* what) {
-    if (!on) return;
-    auto n = std::chrono::steady_clock::now();
-    line += std::string(what) + "=" + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(n - t).count()) + "us ";
-    t = n;
-  }
-  ~PhaseTimer() {
-    if (on) std::fprintf(stderr, "writer: %s\n", line.c_str());
-  }
-};
-}  // namespace
 
 Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   PhaseTimer timer;
@@ -1233,34 +1247,56 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
     index_.DropPending();
     return log.status();
   }
-  std::vector<const GitObject*> all;
-  all.reserve(b.objects.size() + index_objects.size() + 1);
-  for (const auto& o : b.objects) all.push_back(&o);
-  for (const auto& o : index_objects) all.push_back(&o);
-  all.push_back(&*log);
-  // The index's trees stay out of the handle's recent objects: the index
-  // keeps the directories it wrote, parsed. What a later request reads back
-  // (jobs, leases, results, records, the log commit) is kept, moved.
+  Tail t;
+  t.seq = info.seq;
+  t.old_head = head_;
+  t.log_id = log->id;
+  t.objects.reserve(b.objects.size() + index_objects.size() + 1);
+  for (auto& o : b.objects) t.objects.push_back(std::move(o));
+  const size_t index_from = t.objects.size();
+  for (auto& o : index_objects) t.objects.push_back(std::move(o));
+  const size_t index_to = t.objects.size();
+  t.objects.push_back(std::move(*log));
+  for (const auto& e : b.entries) {
+    if (!e.ref.empty()) t.view.emplace_back(e.ref, e.new_id);
+  }
+  // What a later request reads back (jobs, leases, results, records, the log
+  // commit) joins the handle's recent objects; the index's trees stay out:
+  // the index keeps the directories it wrote, parsed.
+  auto remember = [&](bool copy) {
+    for (size_t i = 0; i < t.objects.size(); ++i) {
+      GitObject& o = t.objects[i];
+      if (i >= index_from && i < index_to && o.type == ObjectType::kTree) continue;
+      ledger_->Remember(copy ? GitObject(o) : std::move(o));
+    }
+  };
   // With the write-ahead log the batch is durable once its record is
   // (the commit point); the repository's writes follow without syncs, and
   // a checkpoint syncs them. Without it, the log ref's durable move is the
   // commit point, after the pack's.
   const bool durable_in_wal = wal_ != nullptr;
   const bool sync_repo = options_.fsync && !durable_in_wal;
-  std::unique_lock<std::mutex> wal_lock(wal_mu_, std::defer_lock);
   if (durable_in_wal) {
-    wal_lock.lock();
+    std::vector<const GitObject*> all;
+    all.reserve(t.objects.size());
+    for (const auto& o : t.objects) all.push_back(&o);
+    std::lock_guard<std::mutex> l(wal_mu_);
     Crash(options_, "before-wal");
-    Status s = wal_->Append(info.seq, log->id, all);
+    Status s = wal_->Append(info.seq, t.log_id, all);
     if (!s.ok()) {
       index_.DropPending();
       return s;
     }
     timer.Mark("wal");
     Crash(options_, "after-wal");
+    // Open until its log ref is written: a checkpoint waits for that.
+    tail_open_ = true;
+    tail_thread_ = std::this_thread::get_id();
   }
   // The batch is the writer's state from now on.
-  auto adopt = [&](const std::string& log_id, size_t written) {
+  const std::string log_id = t.log_id;
+  const size_t written = t.objects.size();
+  auto adopt = [&] {
     head_ = log_id;
     seq_ = info.seq;
     index_.Commit(*root);
@@ -1289,92 +1325,19 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
     // Durable already: the pack, the log ref and the view refs follow in
     // CompleteBatch. Until then reads find the batch's objects among the
     // handle's recent ones (the index's trees in the index itself).
-    Tail t;
-    t.seq = info.seq;
-    t.old_head = head_;
-    t.log_id = log->id;
-    t.objects.reserve(all.size());
-    for (auto& o : b.objects) {
-      ledger_->Remember(GitObject(o));
-      t.objects.push_back(std::move(o));
-    }
-    for (auto& o : index_objects) {
-      if (o.type != ObjectType::kTree) ledger_->Remember(GitObject(o));
-      t.objects.push_back(std::move(o));
-    }
-    ledger_->Remember(GitObject(*log));
-    t.objects.push_back(std::move(*log));
-    for (const auto& e : b.entries) {
-      if (!e.ref.empty()) t.view.emplace_back(e.ref, e.new_id);
-    }
-    tail_open_ = true;  // a checkpoint waits for its log ref (CompleteBatch)
-    tail_thread_ = std::this_thread::get_id();
-    wal_lock.unlock();
-    const std::string log_id = t.log_id;
-    const size_t written = t.objects.size();
+    remember(/*copy=*/true);
     tail_ = std::move(t);
-    adopt(log_id, written);
+    adopt();
     return OkStatus();
   }
-  // From here on, a failure with the batch in the write-ahead log leaves
-  // the writer unusable: its next batch would reuse this sequence.
-  auto fail = [&](Status s) {
-    index_.DropPending();
-    if (durable_in_wal) {
-      failed_ = InternalError("log batch " + std::to_string(info.seq) +
-                              " is in the write-ahead log but could not be written to the repository (" +
-                              s.message() + "); the ledger's writer stopped: restart it to write the batch");
-      std::fprintf(stderr, "gatos: %s\n", failed_.message().c_str());
-      return failed_;
-    }
-    return s;
-  };
-  Ledger::DeferredSyncs deferred;
-  Status s = options_.crash_at == "fail-pack"
-                 ? InternalError("failpoint fail-pack: the pack was not written")
-                 : ledger_->WriteObjectsPacked(all, sync_repo, /*remember=*/false, &deferred);
-  if (!s.ok()) return fail(s);
-  const size_t written = all.size();
-  const std::string log_id = log->id;
-  for (auto& o : b.objects) ledger_->Remember(std::move(o));
-  for (auto& o : index_objects) {
-    if (o.type != ObjectType::kTree) ledger_->Remember(std::move(o));
-  }
-  ledger_->Remember(std::move(*log));
-  timer.Mark("pack");
-  Crash(options_, "after-pack");
-  s = ledger_->CasRef(kLogRef, head_, log_id, sync_repo, &deferred);
+  Status s = WriteTail(t, sync_repo, [&timer](const char* what) { timer.Mark(what); });
   if (!s.ok()) {
-    if (s.code() == StatusCode::kAborted) {
-      s = InternalError("refs/gatos/log moved under the writer (" + s.message() +
-                        "); another process wrote the ledger without its lock");
-    }
-    return fail(s);
+    index_.DropPending();
+    // In the write-ahead log already, the batch would reuse its sequence.
+    return durable_in_wal ? Stop(info.seq, s) : s;
   }
-  if (durable_in_wal) {
-    const uint64_t wal_bytes = wal_->open_bytes();
-    wal_lock.unlock();
-    if (checkpointer_) checkpointer_->Written(wal_bytes);
-  }
-  timer.Mark("log-ref");
-  Crash(options_, "after-log-ref");
-  // The batch is durable. The view refs follow; if this fails the next Open
-  // repairs them from the log.
-  std::vector<std::pair<std::string, std::string>> view;
-  view.reserve(b.entries.size());
-  for (const auto& e : b.entries) {
-    if (!e.ref.empty()) view.emplace_back(e.ref, e.new_id);
-  }
-  if (views_) {
-    views_->Write(info.seq, std::move(view));
-  } else {
-    Status vs = ledger_->SetViewRefs(view);
-    if (!vs.ok()) std::fprintf(stderr, "gatos: refs of log batch %lld not all written (%s); repaired at next start\n",
-                               static_cast<long long>(info.seq), vs.message().c_str());
-    Crash(options_, "after-views");
-  }
-  timer.Mark("views");
-  adopt(log_id, written);
+  remember(/*copy=*/false);
+  adopt();
   return OkStatus();
 }
 

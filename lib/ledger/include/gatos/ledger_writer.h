@@ -225,14 +225,21 @@ class LedgerWriter {
   void DoPolicy(Batch& b, PolicyOp& op, OpResult* r);
   void DoNote(Batch& b, NoteOp& op, OpResult* r);
   Status Commit(Batch& b, BatchStats* stats);
-  // What Commit leaves to CompleteBatch with deferred_tail.
+  // A batch's writes after its record: the pack, the log ref, the view refs.
+  // Commit writes them at once, or leaves them to CompleteBatch with
+  // deferred_tail.
   struct Tail {
     int64_t seq = 0;
     std::string old_head, log_id;
     std::vector<GitObject> objects;
     std::vector<std::pair<std::string, std::string>> view;
   };
-  Status WriteTail(Tail& t);
+  // `sync_repo`: the pack and the log ref synced (no write-ahead log);
+  // `mark` names each phase done (GATOS_WRITER_TIMING).
+  Status WriteTail(Tail& t, bool sync_repo, const std::function<void(const char*)>& mark);
+  // A batch in the write-ahead log that cannot be written to the repository
+  // stops the writer (failed()); returns that status.
+  Status Stop(int64_t seq, const Status& why);
   std::optional<Tail> tail_;
   std::thread::id tail_thread_;  // the thread that left it open (under wal_mu_)
 
