@@ -189,7 +189,6 @@ Result<pid_t> SpawnProgram(const std::string& path, const std::vector<std::strin
 // gatos-supervise next to the running binary or $GATOS_SUPERVISE; "" if none.
 const std::string& DefaultSuperviseBinary();
 
-// A validated job, ready to be sent to a supervisor.
 // A job's own copies of the device nodes bubblewrap's --dev binds from the
 // host (/dev/null, /dev/zero, ...), in a new directory of the worker's,
 // removed with this object. bwrap binds the host's nodes writable (it has no
@@ -215,6 +214,7 @@ class PrivateDevices {
   std::vector<std::string> names_;
 };
 
+// A validated job, ready to be sent to a supervisor.
 struct PreparedJob {
   std::string program;             // the resolved command (as the job sees it)
   std::vector<std::string> argv;   // argv[0] = program
