@@ -376,6 +376,41 @@ TEST(NamespaceSandbox, BindsUnderEtc) {
   EXPECT_EQ(st.slots_started, 1);
 }
 
+// A job enters its slot's prepared root, unless it binds something under
+// /etc: then it builds a root of its own from the slot's template. Both
+// give the same mounts with the same flags outside /etc, job binds included.
+TEST(NamespaceSandbox, APreparedRootAndABuiltOneAreAlike) {
+  auto l = NewLauncher();
+  ASSERT_TRUE(l);
+  TempDir d, conf, input;
+  WriteFile(conf.Join("setting"), "1\n");
+  // Mount point and options (fields 5 and 6) of each mount, the job's own
+  // workspace and output dir named by what they are.
+  const std::string list =
+      "awk -v ws=\"$PWD\" -v out=\"$GATOS_OUTPUT_DIR\" '$5 !~ /^\\/etc(\\/|$)/ {"
+      "p = $5; if (p == ws) p = \"WS\"; else if (p == out) p = \"OUT\"; print p, $6 }' "
+      "/proc/self/mountinfo | sort";
+  auto prepared = MakeSpec(d, {"sh", "-c", list}, Sandbox::kRequire, "prepared");
+  prepared.binds.push_back({input.path(), "/gatos/inputs/0", false, ""});
+  auto built = MakeSpec(d, {"sh", "-c", list}, Sandbox::kRequire, "built");
+  built.binds.push_back({input.path(), "/gatos/inputs/0", false, ""});
+  built.binds.push_back({conf.path(), "/etc/app", false, ""});
+  auto rp = RunOn(*l, prepared);
+  auto rb = RunOn(*l, built);
+  ASSERT_EQ(rp.exit_code, 0) << rp.stderr_data;
+  ASSERT_EQ(rb.exit_code, 0) << rb.stderr_data;
+  EXPECT_EQ(rp.stdout_data, rb.stdout_data);
+  for (const char* m :
+       {"/ ro,nosuid,nodev,", "/gatos/inputs/0 ro,nosuid,nodev,", "/tmp rw,nosuid,nodev,",
+        "/proc ro,nosuid,nodev,noexec,", "/proc/1 ro,", "/dev ro,nosuid,nodev,",
+        "/dev/shm rw,nosuid,nodev,", "/dev/pts rw,nosuid,noexec,", "WS rw,nosuid,nodev,",
+        "/usr ro,nosuid,nodev,"}) {
+    EXPECT_NE(("\n" + rp.stdout_data).find(std::string("\n") + m), std::string::npos)
+        << m << " in\n"
+        << rp.stdout_data;
+  }
+}
+
 TEST(NamespaceSandbox, BadBindsAreInvalidArgument) {
   TempDir d, src;
   struct Case {
@@ -416,20 +451,24 @@ TEST(NamespaceSandbox, NothingOneJobLeavesReachesTheNextOnTheSameSlot) {
   ASSERT_TRUE(l);
   TempDir d;
   const std::string helper_dir = std::filesystem::path(SelfExe()).parent_path().string();
-  auto a = MakeSpec(d,
-                    {"sh", "-c",
-                     "echo a > /tmp/left; echo a > /dev/shm/left; echo a > \"$HOME/left\"; "
-                     "ipcmk -M 4096 >/dev/null && ipcmk -Q >/dev/null && ipcmk -S 1 >/dev/null && echo ipc-made; "
-                     "GATOS_TEST_HELPER=keys-add \"$HELPER\"; "
-                     "(setsid sleep 100 &); sleep 100 & echo started"},
-                    Sandbox::kRequire, "a");
+  auto a = MakeSpec(
+      d,
+      {"sh", "-c",
+       "test -x \"/gatos-only-a/bin/${HELPER##*/}\" && echo a-bound; "
+       "echo a > /tmp/left; echo a > /dev/shm/left; echo a > \"$HOME/left\"; "
+       "ipcmk -M 4096 >/dev/null && ipcmk -Q >/dev/null && ipcmk -S 1 >/dev/null && echo ipc-made; "
+       "GATOS_TEST_HELPER=keys-add \"$HELPER\"; "
+       "(setsid sleep 100 &); sleep 100 & echo started"},
+      Sandbox::kRequire, "a");
   a.env["HELPER"] = SelfExe();
   a.binds.push_back({helper_dir, "", false, ""});
+  // A mount point in the slot's prepared root, made for job A alone.
+  a.binds.push_back({helper_dir, "/gatos-only-a/bin", false, ""});
   auto ra = RunOn(*l, a);
   ASSERT_EQ(ra.exit_code, 0) << ra.stderr_data;
   // Job A really left all of it (or the test would prove nothing).
   EXPECT_EQ(ra.stdout_data,
-            "ipc-made\nadded user=1 session=1\nfound user=1 session=1\nstarted\n")
+            "a-bound\nipc-made\nadded user=1 session=1\nfound user=1 session=1\nstarted\n")
       << ra.stderr_data;
   EXPECT_TRUE(ProcessesWithMarker(a.env["GATOS_TEST_MARKER"]).empty());
 
@@ -440,6 +479,7 @@ TEST(NamespaceSandbox, NothingOneJobLeavesReachesTheNextOnTheSameSlot) {
                      "GATOS_TEST_HELPER=keys-find \"$HELPER\"; "
                      "for p in /proc/[0-9]*; do cat $p/comm 2>/dev/null; done; "
                      "test -e \"$A_WS/left\" && echo saw-a-workspace; "
+                     "test -e /gatos-only-a && echo saw-a-mount-point; "
                      "test -e \"$A_OUT\" && echo saw-a-output; true"},
                     Sandbox::kRequire, "b");
   b.env["HELPER"] = SelfExe();

@@ -273,13 +273,16 @@ int ScanDescendants(pid_t* tracked) {
 // The namespace sandbox (slot mode). The system part of a job's root (/usr,
 // /etc, /proc, /dev) is built once per slot, as a read-only template at /tpl
 // in the slot init's own mount namespace, whose root is a tmpfs with the host
-// at /oldroot. Each job's root is then a fresh tmpfs at /newroot in the job's
-// own copy of that namespace, made of recursive binds of the template's
-// entries (a bind keeps each mount's read-only, nosuid and nodev flags), a
-// fresh /tmp, /dev/shm and devpts, and the job's own binds. Both are built
-// from these operations: "a" is a source (/oldroot/... on the host, /tpl/...
-// in the template), an fs option string or a link target; "b" is a
-// destination under /tpl or /newroot.
+// at /oldroot. From it the slot prepares the jobs' root once (a mount
+// namespace of its own made of recursive binds of the template's entries: a
+// bind keeps each mount's read-only, nosuid and nodev flags), and each job
+// enters a copy of that root and adds a fresh /tmp, /dev/shm and devpts and
+// its own binds (EnterPreparedRoot). A job that binds something under /etc
+// builds the same kind of root on a fresh tmpfs at /newroot in its own copy
+// of the init's namespace instead (BuildRoot). All are built from these
+// operations: "a" is a source (/oldroot/... on the host, /tpl/... in the
+// template), an fs option string or a link target; "b" is a destination
+// under /tpl or /newroot, or in the job's root once it is entered.
 
 struct MountOp {
   enum Kind : uint8_t {
@@ -318,6 +321,9 @@ struct JobChildSpec {
   const MountOp* ops = nullptr;
   int n_ops = 0;
   int n_system_ops = 0;  // ops after these are the job's binds
+  // The slot's prepared root for this job (a mount namespace), or -1: the
+  // job builds its root from the template (ops then name /newroot paths).
+  int root_ns_fd = -1;
   const char* uid_map = nullptr;  // "U U 1"
   const char* gid_map = nullptr;
 };
@@ -445,9 +451,9 @@ int RunMountOp(const MountOp& op, bool network) {
   return EINVAL;
 }
 
-// In the job child, sandboxed: from the slot's namespaces into the job's own.
-void EnterSandbox(const JobChildSpec& s) {
-  if (!s.network && setns(s.netns_fd, CLONE_NEWNET) != 0) ChildFail(s, kStageNetns, 0, errno);
+// In the job child: a root of its own, built from the slot's template on a
+// fresh tmpfs (the slot has no prepared root for this job).
+void BuildRoot(const JobChildSpec& s) {
   // A copy of the slot init's mount namespace (every mount in it private):
   // its root is a tmpfs holding the host at /oldroot and the template at /tpl.
   if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) != 0) {
@@ -456,10 +462,6 @@ void EnterSandbox(const JobChildSpec& s) {
   if (mount("tmpfs", "/newroot", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) {
     ChildFail(s, kStageRoot, 1, errno);
   }
-  // This process's directory in the template's (writable) /proc, kept for
-  // the id maps once the root is switched.
-  int self_fd = open("/tpl/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (self_fd < 0) ChildFail(s, kStageRoot, 2, errno);
   for (int i = 0; i < s.n_ops; ++i) {
     if (int e = RunMountOp(s.ops[i], s.network)) {
       ChildFail(s, kStageMount, i < s.n_system_ops ? i : (kJobBindIndex | (i - s.n_system_ops)), e);
@@ -475,6 +477,66 @@ void EnterSandbox(const JobChildSpec& s) {
   if (chdir("/newroot") != 0 || syscall(SYS_pivot_root, ".", ".") != 0 ||
       umount2(".", MNT_DETACH) != 0 || chdir("/") != 0) {
     ChildFail(s, kStageRoot, 7, errno);
+  }
+}
+
+// In the job child: a copy of the slot's prepared root, plus what is the
+// job's alone (s.ops: /dev/shm, devpts, /tmp, then its binds, whose mount
+// points the slot made). The binds' sources are the host's, which the
+// prepared root does not hold: each is cloned here, in the slot's namespace,
+// as a detached tree with its flags set, and attached once inside.
+void EnterPreparedRoot(const JobChildSpec& s) {
+  int trees[kMaxOps];
+  const int n_binds = s.n_ops - s.n_system_ops;
+  for (int j = 0; j < n_binds; ++j) {
+    const MountOp& op = s.ops[s.n_system_ops + j];
+    const int index = kJobBindIndex | j;
+    int fd = static_cast<int>(
+        syscall(SYS_open_tree, AT_FDCWD, op.a, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+    if (fd < 0) ChildFail(s, kStageMount, index, errno);
+    struct mount_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.attr_set = MOUNT_ATTR_NOSUID | ((op.flags & MountOp::kDevices) ? 0 : MOUNT_ATTR_NODEV) |
+                    ((op.flags & MountOp::kReadOnly) ? MOUNT_ATTR_RDONLY : 0);
+    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) !=
+        0) {
+      ChildFail(s, kStageMount, index, errno);
+    }
+    trees[j] = fd;
+  }
+  // setns puts our root at the prepared root; unshare gives us a copy of
+  // it (every mount in it private), where our mounts stay our own.
+  if (setns(s.root_ns_fd, CLONE_NEWNS) != 0) ChildFail(s, kStageRoot, 9, errno);
+  if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) != 0) {
+    ChildFail(s, kStageUnshare, 0, errno);
+  }
+  for (int i = 0; i < s.n_system_ops; ++i) {
+    if (int e = RunMountOp(s.ops[i], s.network)) ChildFail(s, kStageMount, i, e);
+  }
+  for (int j = 0; j < n_binds; ++j) {
+    const MountOp& op = s.ops[s.n_system_ops + j];
+    int e = MakeMountPoint(op.b, op.flags & MountOp::kDir);
+    if (e == 0 &&
+        syscall(SYS_move_mount, trees[j], "", AT_FDCWD, op.b, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
+      e = errno;
+    }
+    if (e != 0) ChildFail(s, kStageMount, kJobBindIndex | j, e);
+    ::close(trees[j]);
+  }
+  if (chdir("/") != 0) ChildFail(s, kStageRoot, 10, errno);
+}
+
+// In the job child, sandboxed: from the slot's namespaces into the job's own.
+void EnterSandbox(const JobChildSpec& s) {
+  if (!s.network && setns(s.netns_fd, CLONE_NEWNET) != 0) ChildFail(s, kStageNetns, 0, errno);
+  // This process's directory in the template's (writable) /proc, kept for
+  // the id maps once the root is switched.
+  int self_fd = open("/tpl/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (self_fd < 0) ChildFail(s, kStageRoot, 2, errno);
+  if (s.root_ns_fd >= 0) {
+    EnterPreparedRoot(s);
+  } else {
+    BuildRoot(s);
   }
   // Its own user namespace last: the job has no capability over the mount,
   // network, IPC, UTS or PID namespaces (all owned by the slot's), and
@@ -904,6 +966,7 @@ class SandboxLayout {
     // The job's own id maps are written through the template's /proc.
     Job(MountOp::kRemountReadOnly, MountOp::kNoExec, nullptr, "/newroot/proc");
     Job(MountOp::kRbind, 0, "/tpl/dev", "/newroot/dev");
+    const size_t own_at = ops_.size();  // what each job has of its own
     Job(MountOp::kTmpfs, 0, "mode=1777", "/newroot/dev/shm");
     Job(MountOp::kDevpts, 0, nullptr, "/newroot/dev/pts");
     Job(MountOp::kTmpfs, 0, "mode=0755", "/newroot/tmp");
@@ -912,6 +975,15 @@ class SandboxLayout {
     with_etc_.erase(with_etc_.begin() + etc_at, with_etc_.begin() + etc_at + 2);  // the two binds of /etc
     with_etc_.insert(with_etc_.begin() + etc_at, etc_entries.begin(), etc_entries.end());
     system_ops_ = ops_.size();
+    // A prepared root holds the rest; a job entering one adds its own parts
+    // at their place in that root.
+    root_ops_.assign(plain_.begin(), plain_.begin() + static_cast<std::ptrdiff_t>(own_at));
+    for (size_t i = own_at; i < plain_.size(); ++i) {
+      root_ops_.push_back({MountOp::kMkdir, 0, nullptr, plain_[i].b});  // the mount point
+      MountOp op = plain_[i];
+      op.b += strlen("/newroot");
+      own_ops_.push_back(op);
+    }
   }
 
   // In the slot's init, once: its own mount namespace, whose root becomes a
@@ -925,12 +997,14 @@ class SandboxLayout {
     *step = 2;
     if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) return errno;
     *step = 3;
-    for (const char* d : {"/tmp/oldroot", "/tmp/tpl", "/tmp/newroot"}) {
+    for (const char* d :
+         {"/tmp/oldroot", "/tmp/tpl", "/tmp/newroot", "/tmp/skel", "/tmp/skel-net"}) {
       if (mkdir(d, 0755) != 0) return errno;
     }
     *step = 4;
     if (syscall(SYS_pivot_root, "/tmp", "/tmp/oldroot") != 0 || chdir("/") != 0) return errno;
-    return MakeTemplate(step);
+    if (int e = MakeTemplate(step)) return e;
+    return PrepareRoots(step);
   }
 
   // Before each job: if a host file or directory bound into the template was
@@ -945,35 +1019,165 @@ class SandboxLayout {
     if (!stale) return 0;
     *step = 20;
     if (umount2("/tpl", MNT_DETACH) != 0) return errno;
-    return MakeTemplate(step);
+    if (int e = MakeTemplate(step)) return e;
+    return PrepareRoots(step);
   }
 
-  // Drops the previous job's binds and adds this job's.
-  bool SetJobBinds(const std::vector<BindPlan>& binds) {
+  // Drops the previous job's binds and adds this job's. A job enters the
+  // slot's prepared root unless it binds something under /etc (its /etc is
+  // then a directory of binds in a root of its own); the mount points of its
+  // binds are made in the prepared root's skeleton, until ClearJob().
+  bool SetJobBinds(const std::vector<BindPlan>& binds, bool network) {
     bool under_etc = false;
     for (const auto& b : binds) {
       under_etc |= b.destination == "/etc" || b.destination.compare(0, 5, "/etc/") == 0;
     }
-    ops_ = under_etc ? with_etc_ : plain_;
+    const PreparedRoot* root = nullptr;
+    if (!under_etc && roots_[network ? 1 : 0].ns_fd >= 0) root = &roots_[network ? 1 : 0];
+    root_ns_fd_ = root ? root->ns_fd : -1;
+    ops_ = root ? own_ops_ : under_etc ? with_etc_ : plain_;
     system_ops_ = ops_.size();
     job_strings_.clear();
     if (system_ops_ + binds.size() > kMaxOps) return false;
     for (const auto& b : binds) {
       job_strings_.push_back("/oldroot" + b.source);
       const char* src = job_strings_.back().c_str();
-      job_strings_.push_back("/newroot" + b.destination);
+      job_strings_.push_back((root ? "" : "/newroot") + b.destination);
       const char* dst = job_strings_.back().c_str();
       uint8_t f = (b.writable ? 0 : MountOp::kReadOnly) | (b.is_dir ? MountOp::kDir : 0);
       ops_.push_back({MountOp::kBind, f, src, dst});
+      if (root) MakeSkeletonPath(root->skel_fd, b.destination, b.is_dir);
     }
     return true;
+  }
+
+  // After the job (once none of its processes is left): removes the mount
+  // points made for it, so the next job's root does not show them.
+  void ClearJob() {
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+      unlinkat(it->skel_fd, it->path.c_str(), it->dir ? AT_REMOVEDIR : 0);
+    }
+    made_.clear();
   }
 
   const MountOp* ops() const { return ops_.data(); }
   int system_ops() const { return static_cast<int>(system_ops_); }
   int size() const { return static_cast<int>(ops_.size()); }
+  int root_ns_fd() const { return root_ns_fd_; }
 
  private:
+  // A job root prepared once per slot (again when the template is built
+  // again), for the jobs without network and for those with: a mount
+  // namespace whose root is a read-only bind of a tmpfs of the slot's (the
+  // skeleton, writable here at /skel or /skel-net) holding the template's
+  // parts (root_ops_). A job enters a copy of it and adds its own parts
+  // (EnterPreparedRoot), instead of building a root and switching to it.
+  struct PreparedRoot {
+    int ns_fd = -1;
+    int skel_fd = -1;  // O_PATH
+    void Close() {
+      if (ns_fd >= 0) ::close(ns_fd);
+      if (skel_fd >= 0) ::close(skel_fd);
+      ns_fd = skel_fd = -1;
+    }
+  };
+  struct RootHelper {
+    const std::vector<MountOp>* ops;
+    const char* skel;
+    bool network;
+    int ns_fd = -1;
+    int err = 0;
+    int step = 0;
+  };
+  // Runs in a helper sharing our memory and descriptor table.
+  static int RootHelperMain(void* arg) {
+    RootHelper& h = *static_cast<RootHelper*>(arg);
+    auto fail = [&h](int step, int err) {
+      h.step = step;
+      h.err = err ? err : EIO;
+      return 1;
+    };
+    if (unshare(CLONE_NEWNS) != 0) return fail(40, errno);
+    if (mount(h.skel, "/newroot", nullptr, MS_BIND, nullptr) != 0) return fail(41, errno);
+    for (size_t i = 0; i < h.ops->size(); ++i) {
+      if (int e = RunMountOp((*h.ops)[i], h.network)) return fail(200 + static_cast<int>(i), e);
+    }
+    if (mount("none", "/newroot", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+              nullptr) != 0) {
+      return fail(42, errno);
+    }
+    if (chdir("/newroot") != 0 || syscall(SYS_pivot_root, ".", ".") != 0 ||
+        umount2(".", MNT_DETACH) != 0 || chdir("/") != 0) {
+      return fail(43, errno);
+    }
+    h.ns_fd = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    return h.ns_fd < 0 ? fail(44, errno) : 0;
+  }
+
+  // (Re)makes both prepared roots. Without the new mount API (Linux < 5.12)
+  // there are none and every job builds its root. 0, or an errno with *step.
+  int PrepareRoots(int* step) {
+    for (PreparedRoot& r : roots_) r.Close();
+    if (syscall(SYS_mount_setattr, -1, "", AT_EMPTY_PATH, nullptr, 0) != 0 && errno == ENOSYS) {
+      return 0;
+    }
+    for (int net = 0; net < 2; ++net) {
+      PreparedRoot& r = roots_[net];
+      const char* skel = net ? "/skel-net" : "/skel";
+      *step = 30 + net;
+      if (umount2(skel, MNT_DETACH) != 0 && errno != EINVAL) return errno;
+      if (mount("tmpfs", skel, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) return errno;
+      r.skel_fd = open(skel, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (r.skel_fd < 0) return errno;
+      static char stack[64 * 1024];
+      RootHelper h{&root_ops_, skel, net == 1};
+      pid_t p = clone(RootHelperMain, stack + sizeof(stack),
+                      CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, &h);
+      if (p < 0) return errno;
+      int st;
+      while (waitpid(p, &st, 0) < 0 && errno == EINTR) {
+      }
+      if (h.err) {
+        *step = h.step;
+        return h.err;
+      }
+      r.ns_fd = h.ns_fd;
+    }
+    return 0;
+  }
+
+  // The mount point of a job's bind in a skeleton: its missing directories
+  // (and the file, for a file's bind), each recorded for ClearJob. It stops
+  // at a symlink or a file on the way; the job's own attempt then reports it.
+  void MakeSkeletonPath(int skel_fd, const std::string& dest, bool dir) {
+    int at = fcntl(skel_fd, F_DUPFD_CLOEXEC, 0);
+    std::string rel;
+    for (size_t pos = 1; at >= 0;) {
+      size_t end = dest.find('/', pos);
+      std::string comp = dest.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+      rel += (rel.empty() ? "" : "/") + comp;
+      if (end == std::string::npos) {
+        if (dir) {
+          if (mkdirat(at, comp.c_str(), 0755) == 0) made_.push_back({skel_fd, rel, true});
+        } else {
+          int fd =
+              openat(at, comp.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+          if (fd >= 0) {
+            ::close(fd);
+            made_.push_back({skel_fd, rel, false});
+          }
+        }
+        break;
+      }
+      if (mkdirat(at, comp.c_str(), 0755) == 0) made_.push_back({skel_fd, rel, true});
+      int next = openat(at, comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      ::close(at);
+      at = next;
+      pos = end + 1;
+    }
+    if (at >= 0) ::close(at);
+  }
+
   // A source of the template as it was when the template was built.
   struct Watched {
     const char* path;      // as the layout names it, under /oldroot
@@ -1144,6 +1348,16 @@ class SandboxLayout {
   std::vector<Watched> watched_;
   int inotify_fd_ = -1;  // or -1: every source is checked before each job
   size_t system_ops_ = 0;
+  std::vector<MountOp> root_ops_;  // a prepared root's, on /newroot
+  std::vector<MountOp> own_ops_;   // what a job adds to a prepared root
+  PreparedRoot roots_[2];          // without network, with network
+  int root_ns_fd_ = -1;            // this job's, or -1
+  struct Made {
+    int skel_fd;
+    std::string path;  // relative to the skeleton
+    bool dir;
+  };
+  std::vector<Made> made_;
 };
 
 // Serves job requests until the worker closes the socket.
@@ -1211,7 +1425,8 @@ class SandboxLayout {
         SendRecord(c, Record{kRecClean, 0, 0, req.seq, 0, 0});
         _exit(1);
       }
-      if (!layout->SetJobBinds(req.binds)) {
+      if (!layout->SetJobBinds(req.binds, req.network)) {
+        layout->ClearJob();
         ::close(out_w);
         ::close(err_w);
         SendRecord(c, Record{kRecStarted, kStageProtocol, 0, req.seq, -1, E2BIG});
@@ -1224,10 +1439,12 @@ class SandboxLayout {
       s.ops = layout->ops();
       s.n_ops = layout->size();
       s.n_system_ops = layout->system_ops();
+      s.root_ns_fd = layout->root_ns_fd();
       s.uid_map = uid_map.c_str();
       s.gid_map = gid_map.c_str();
     }
     RunJob(c, s, req.seq, req.grace_ms);
+    if (ns) layout->ClearJob();
     if (!c.sock_open) _exit(0);
   }
 }
