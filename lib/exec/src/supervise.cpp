@@ -27,10 +27,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -515,10 +517,17 @@ void EnterPreparedRoot(const JobChildSpec& s) {
   }
   for (int j = 0; j < n_binds; ++j) {
     const MountOp& op = s.ops[s.n_system_ops + j];
-    int e = MakeMountPoint(op.b, op.flags & MountOp::kDir);
-    if (e == 0 &&
-        syscall(SYS_move_mount, trees[j], "", AT_FDCWD, op.b, MOVE_MOUNT_F_EMPTY_PATH) != 0) {
-      e = errno;
+    // The slot made most mount points; the rest (under /tmp, under another
+    // bind) are made here.
+    auto attach = [&] {
+      return syscall(SYS_move_mount, trees[j], "", AT_FDCWD, op.b, MOVE_MOUNT_F_EMPTY_PATH) == 0
+                 ? 0
+                 : errno;
+    };
+    int e = attach();
+    if (e == ENOENT) {
+      e = MakeMountPoint(op.b, op.flags & MountOp::kDir);
+      if (e == 0) e = attach();
     }
     if (e != 0) ChildFail(s, kStageMount, kJobBindIndex | j, e);
     ::close(trees[j]);
@@ -1026,7 +1035,10 @@ class SandboxLayout {
   // Drops the previous job's binds and adds this job's. A job enters the
   // slot's prepared root unless it binds something under /etc (its /etc is
   // then a directory of binds in a root of its own); the mount points of its
-  // binds are made in the prepared root's skeleton, until ClearJob().
+  // binds are made in the prepared root's skeleton. Those made for earlier
+  // jobs that this one does not need are removed first: a job's root shows
+  // its own mount points only, and a slot whose jobs bind the same paths
+  // (a worker's slot directories) makes them once.
   bool SetJobBinds(const std::vector<BindPlan>& binds, bool network) {
     bool under_etc = false;
     for (const auto& b : binds) {
@@ -1035,6 +1047,25 @@ class SandboxLayout {
     const PreparedRoot* root = nullptr;
     if (!under_etc && roots_[network ? 1 : 0].ns_fd >= 0) root = &roots_[network ? 1 : 0];
     root_ns_fd_ = root ? root->ns_fd : -1;
+    std::set<std::string> needed;
+    if (root) {
+      for (const auto& b : binds) {
+        for (size_t slash = b.destination.find('/', 1); slash != std::string::npos;
+             slash = b.destination.find('/', slash + 1)) {
+          needed.insert(MadeKey(root->skel_fd, b.destination.substr(1, slash - 1), true));
+        }
+        needed.insert(MadeKey(root->skel_fd, b.destination.substr(1), b.is_dir));
+      }
+    }
+    for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
+      if (needed.count(it->key) == 0) {
+        unlinkat(it->skel_fd, it->path.c_str(), it->dir ? AT_REMOVEDIR : 0);
+        it->key.clear();
+      }
+    }
+    made_.erase(
+        std::remove_if(made_.begin(), made_.end(), [](const MadePath& m) { return m.key.empty(); }),
+        made_.end());
     ops_ = root ? own_ops_ : under_etc ? with_etc_ : plain_;
     system_ops_ = ops_.size();
     job_strings_.clear();
@@ -1049,15 +1080,6 @@ class SandboxLayout {
       if (root) MakeSkeletonPath(root->skel_fd, b.destination, b.is_dir);
     }
     return true;
-  }
-
-  // After the job (once none of its processes is left): removes the mount
-  // points made for it, so the next job's root does not show them.
-  void ClearJob() {
-    for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
-      unlinkat(it->skel_fd, it->path.c_str(), it->dir ? AT_REMOVEDIR : 0);
-    }
-    made_.clear();
   }
 
   const MountOp* ops() const { return ops_.data(); }
@@ -1118,6 +1140,7 @@ class SandboxLayout {
   // there are none and every job builds its root. 0, or an errno with *step.
   int PrepareRoots(int* step) {
     for (PreparedRoot& r : roots_) r.Close();
+    made_.clear();
     if (syscall(SYS_mount_setattr, -1, "", AT_EMPTY_PATH, nullptr, 0) != 0 && errno == ENOSYS) {
       return 0;
     }
@@ -1146,10 +1169,21 @@ class SandboxLayout {
     return 0;
   }
 
+  static std::string MadeKey(int skel_fd, const std::string& path, bool dir) {
+    return std::to_string(skel_fd) + (dir ? "d/" : "f/") + path;
+  }
+  void AddMade(int skel_fd, const std::string& path, bool dir) {
+    made_.push_back({skel_fd, path, dir, MadeKey(skel_fd, path, dir)});
+  }
+
   // The mount point of a job's bind in a skeleton: its missing directories
-  // (and the file, for a file's bind), each recorded for ClearJob. It stops
-  // at a symlink or a file on the way; the job's own attempt then reports it.
+  // (and the file, for a file's bind), each recorded in made_. It stops at a
+  // symlink or a file on the way; the job's own attempt then reports it.
   void MakeSkeletonPath(int skel_fd, const std::string& dest, bool dir) {
+    const std::string key = MadeKey(skel_fd, dest.substr(1), dir);
+    for (const auto& m : made_) {
+      if (m.key == key) return;  // made for an earlier job, with its parents
+    }
     int at = fcntl(skel_fd, F_DUPFD_CLOEXEC, 0);
     std::string rel;
     for (size_t pos = 1; at >= 0;) {
@@ -1158,18 +1192,18 @@ class SandboxLayout {
       rel += (rel.empty() ? "" : "/") + comp;
       if (end == std::string::npos) {
         if (dir) {
-          if (mkdirat(at, comp.c_str(), 0755) == 0) made_.push_back({skel_fd, rel, true});
+          if (mkdirat(at, comp.c_str(), 0755) == 0) AddMade(skel_fd, rel, true);
         } else {
           int fd =
               openat(at, comp.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
           if (fd >= 0) {
             ::close(fd);
-            made_.push_back({skel_fd, rel, false});
+            AddMade(skel_fd, rel, false);
           }
         }
         break;
       }
-      if (mkdirat(at, comp.c_str(), 0755) == 0) made_.push_back({skel_fd, rel, true});
+      if (mkdirat(at, comp.c_str(), 0755) == 0) AddMade(skel_fd, rel, true);
       int next = openat(at, comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       ::close(at);
       at = next;
@@ -1352,12 +1386,13 @@ class SandboxLayout {
   std::vector<MountOp> own_ops_;   // what a job adds to a prepared root
   PreparedRoot roots_[2];          // without network, with network
   int root_ns_fd_ = -1;            // this job's, or -1
-  struct Made {
+  struct MadePath {
     int skel_fd;
     std::string path;  // relative to the skeleton
     bool dir;
+    std::string key;  // MadeKey
   };
-  std::vector<Made> made_;
+  std::vector<MadePath> made_;  // parents first
 };
 
 // Serves job requests until the worker closes the socket.
@@ -1426,7 +1461,6 @@ class SandboxLayout {
         _exit(1);
       }
       if (!layout->SetJobBinds(req.binds, req.network)) {
-        layout->ClearJob();
         ::close(out_w);
         ::close(err_w);
         SendRecord(c, Record{kRecStarted, kStageProtocol, 0, req.seq, -1, E2BIG});
@@ -1444,7 +1478,6 @@ class SandboxLayout {
       s.gid_map = gid_map.c_str();
     }
     RunJob(c, s, req.seq, req.grace_ms);
-    if (ns) layout->ClearJob();
     if (!c.sock_open) _exit(0);
   }
 }
