@@ -271,6 +271,39 @@ TEST_P(LauncherModes, OneSlotServesJobAfterJob) {
   EXPECT_EQ(st.idle_slots, 1);
 }
 
+// A sandboxed slot keeps the mount points of its last job's binds, so a
+// job goes back to the idle slot that last ran a job in its workspace.
+TEST(Launcher, AJobGoesBackToTheSlotThatRanItsWorkspace) {
+  auto l = NewLauncher();
+  ASSERT_TRUE(l);
+  TempDir d;
+  auto start = [&](const std::string& ws) {
+    auto ex = l->Start(MakeSpec(d, {"sleep", "100"}, Sandbox::kRequire, ws));
+    EXPECT_TRUE(ex.ok()) << ex.status().ToString();
+    return ex.ok() ? std::move(*ex) : nullptr;
+  };
+  auto slot_of = [](Execution& ex) { return std::stoi(ProcStatus(ex.pid(), "PPid")); };
+  auto end = [](std::unique_ptr<Execution> ex) {
+    ex->Stop();
+    EXPECT_TRUE(ex->Wait().ok());
+  };
+  // Two slots, one per workspace.
+  auto a = start("a"), b = start("b");
+  ASSERT_TRUE(a && b);
+  const int slot_a = slot_of(*a), slot_b = slot_of(*b);
+  ASSERT_NE(slot_a, slot_b);
+  end(std::move(a));
+  end(std::move(b));
+  for (int round = 0; round < 3; ++round) {
+    for (const auto& [ws, slot] : {std::pair<std::string, int>{"a", slot_a}, {"b", slot_b}}) {
+      auto ex = start(ws);
+      ASSERT_TRUE(ex);
+      EXPECT_EQ(slot_of(*ex), slot) << "workspace " << ws << ", round " << round;
+      end(std::move(ex));
+    }
+  }
+}
+
 TEST_P(LauncherModes, LateStopDoesNotReachTheNextJob) {
   auto l = NewLauncher(Options([](LauncherOptions& o) { o.probe_in_create = false; }));
   ASSERT_TRUE(l);

@@ -160,6 +160,10 @@ class SupervisorConn {
   pid_t pid() const { return pid_; }
   bool ns() const { return ns_; }  // a namespace-sandbox slot
   uint32_t NextSeq() { return ++seq_; }
+  // The workspace of the last job sent (a slot keeps the mount points of
+  // the binds its next job makes again).
+  const std::string& last_workspace() const { return last_workspace_; }
+  void set_last_workspace(std::string ws) { last_workspace_ = std::move(ws); }
 
   // One record: 1, or 0 when none is complete within timeout_ms (-1 =
   // block), or -1 at EOF / on error. *cred_pid: the pid from
@@ -176,6 +180,7 @@ class SupervisorConn {
   pid_t pid_;
   bool ns_;
   uint32_t seq_ = 0;
+  std::string last_workspace_;
   char buf_[sizeof(Record)];
   size_t have_ = 0;
   pid_t cred_pid_ = 0;

@@ -71,11 +71,21 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
                          "); check that it belongs to this worker's version");
   }
 
-  Result<std::unique_ptr<SupervisorConn>> Acquire(bool ns) {
+  // An idle slot, preferably the one that last ran a job in `workspace`
+  // (a sandboxed slot then has its binds' mount points made already).
+  Result<std::unique_ptr<SupervisorConn>> Acquire(bool ns, const std::string& workspace) {
     std::vector<std::unique_ptr<SupervisorConn>> dead;  // closed outside the lock
     {
       std::lock_guard<std::mutex> l(mu);
       auto& list = idle[ns ? 1 : 0];
+      if (!list.empty() && list.back()->last_workspace() != workspace) {
+        for (size_t i = list.size() - 1; i-- > 0;) {
+          if (list[i]->last_workspace() == workspace) {
+            std::swap(list[i], list.back());
+            break;
+          }
+        }
+      }
       while (!list.empty()) {
         std::unique_ptr<SupervisorConn> c = std::move(list.back());
         list.pop_back();
@@ -108,7 +118,8 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
 
   Result<std::unique_ptr<Execution>> RunOnSlot(const ExecSpec& spec, const PreparedJob& job, bool ns) {
     for (int attempt = 0;; ++attempt) {
-      GATOS_ASSIGN_OR_RETURN(std::unique_ptr<SupervisorConn> conn, Acquire(ns));
+      const std::string workspace = job.binds.empty() ? "" : job.binds.front().destination;
+      GATOS_ASSIGN_OR_RETURN(std::unique_ptr<SupervisorConn> conn, Acquire(ns, workspace));
       Fd out_r, out_w, err_r, err_w;
       int p[2];
       if (pipe2(p, O_CLOEXEC) != 0) {
@@ -134,6 +145,7 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
       req.argv = job.argv;
       req.env = job.env;
       req.binds = job.binds;
+      conn->set_last_workspace(workspace);
       if (!conn->SendJob(EncodeJob(req), out_w.get(), err_w.get())) {
         Release(std::move(conn), false);  // it died while idle: the job never reached it
         if (attempt == 0) continue;
