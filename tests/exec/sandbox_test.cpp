@@ -511,20 +511,52 @@ TEST(NamespaceSandbox, AJobCannotChangeWhatTheSlotsJobsShare) {
   ASSERT_TRUE(l);
   TempDir d;
   const std::string modes = "stat -c '%n %a' /etc/passwd /dev/null /dev/pts/ptmx /proc/1 /proc/meminfo /etc";
-  auto a = RunOn(*l, MakeSpec(d,
-                              {"sh", "-c",
-                               modes + "; chmod 0 /etc/passwd /dev/null /proc/1 /etc 2>/dev/null || echo refused; "
-                                       "chmod 0 /dev/pts/ptmx 2>/dev/null; "
-                                       "touch /etc/x /dev/x /proc/1/x 2>/dev/null || echo refused; "
-                                       "chmod 0 /proc/meminfo 2>/dev/null || echo refused; "
-                                       "rm -f /dev/null 2>/dev/null; test -c /dev/null && echo null-stays"},
-                              Sandbox::kRequire, "a"));
+  auto a = RunOn(
+      *l,
+      MakeSpec(d,
+               {"sh", "-c",
+                modes + "; chmod 0 /etc/passwd /dev/null /proc/1 /etc 2>/dev/null || echo refused; "
+                        "chmod 0 /dev/pts/ptmx 2>/dev/null; "
+                        "touch /etc/x /dev/x /proc/1/x 2>/dev/null || echo refused; "
+                        "chmod 0 /proc/meminfo 2>/dev/null || echo refused; "
+                        "rm -f /dev/null 2>/dev/null; test -c /dev/null && echo null-stays; "
+                        // The root is the slot's, shared by its jobs.
+                        "touch /x 2>/dev/null || mkdir /x 2>/dev/null || echo refused"},
+               Sandbox::kRequire, "a"));
   ASSERT_EQ(a.exit_code, 0) << a.stderr_data;
   const std::string before =
       "/etc/passwd 644\n/dev/null 666\n/dev/pts/ptmx 666\n/proc/1 555\n/proc/meminfo 444\n/etc 755\n";
-  EXPECT_EQ(a.stdout_data, before + "refused\nrefused\nrefused\nnull-stays\n") << a.stderr_data;
-  auto b = RunOn(*l, MakeSpec(d, {"sh", "-c", modes + "; ls -A /etc /dev | grep -cx x; echo ok > /dev/null"},
-                              Sandbox::kRequire, "b"));
+  EXPECT_EQ(a.stdout_data, before + "refused\nrefused\nrefused\nnull-stays\nrefused\n")
+      << a.stderr_data;
+  // Nor from a user and mount namespace of the job's own, where it holds every
+  // capability: the slot's read-only mounts stay read-only in its copy and in
+  // any bind of them (the kernel locks their flags).
+  const std::string nested = R"(
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWUSER, CLONE_NEWNS, MS_REMOUNT, MS_BIND, MS_REC = 0x10000000, 0x20000, 32, 4096, 16384
+def call(what, r):
+    print(what, "done" if r == 0 else "refused")
+call("unshare", libc.unshare(CLONE_NEWUSER | CLONE_NEWNS))
+call("remount-rw", libc.mount(None, b"/", None, MS_REMOUNT | MS_BIND, None))
+os.mkdir("/tmp/r")
+call("rbind", libc.mount(b"/", b"/tmp/r", None, MS_BIND | MS_REC, None))
+call("rbind-rw", libc.mount(None, b"/tmp/r", None, MS_REMOUNT | MS_BIND, None))
+for path in ("/tmp/r/x", "/tmp/r/etc/x", "/tmp/r/dev/x"):
+    try:
+        open(path, "w")
+        print("wrote", path)
+    except OSError:
+        print("refused")
+)";
+  auto n = RunOn(*l, MakeSpec(d, {"python3", "-c", nested}, Sandbox::kRequire, "nested"));
+  EXPECT_EQ(
+      n.stdout_data,
+      "unshare done\nremount-rw refused\nrbind done\nrbind-rw refused\nrefused\nrefused\nrefused\n")
+      << n.stderr_data;
+  auto b = RunOn(
+      *l, MakeSpec(d, {"sh", "-c", modes + "; ls -A / /etc /dev | grep -cx x; echo ok > /dev/null"},
+                   Sandbox::kRequire, "b"));
   EXPECT_EQ(b.stdout_data, before + "0\n") << b.stderr_data;
   EXPECT_EQ(b.exit_code, 0);  // the last command: a write to the read-only bind of /dev/null works
   // The host's own nodes and /proc entries (a root worker's job is their owner).
