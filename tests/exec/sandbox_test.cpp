@@ -409,6 +409,19 @@ TEST(NamespaceSandbox, APreparedRootAndABuiltOneAreAlike) {
         << m << " in\n"
         << rp.stdout_data;
   }
+  // And each is what it says: the slot's jobs share the prepared root's file
+  // system (read-only to them), while a built root is a file system of the
+  // job's own (a fresh tmpfs, whose device number a later one may reuse).
+  auto root_dev = [&](ExecSpec spec) {
+    spec.argv = {"stat", "-c", "%d", "/"};
+    auto r = RunOn(*l, spec);
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_data;
+    return r.stdout_data;
+  };
+  const std::string prepared_dev = root_dev(prepared);
+  EXPECT_NE(root_dev(built), prepared_dev);
+  EXPECT_EQ(root_dev(prepared), prepared_dev);
+  EXPECT_EQ(l->stats().slots_started, 1);
 }
 
 TEST(NamespaceSandbox, BadBindsAreInvalidArgument) {
