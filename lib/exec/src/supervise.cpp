@@ -453,14 +453,38 @@ int RunMountOp(const MountOp& op, bool network) {
   return EINVAL;
 }
 
+// The job's own mount, IPC, UTS and cgroup namespaces (its user namespace
+// comes last, in EnterSandbox).
+void UnshareJobNamespaces(const JobChildSpec& s) {
+  if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) != 0) {
+    ChildFail(s, kStageUnshare, 0, errno);
+  }
+}
+
+// Makes the root built at /newroot (a mount) read-only, with every mount
+// point in it, and switches to it: the new root goes over the old one, which
+// is then detached with the host and the template under it. 0, or an errno
+// with *step: 8 for the remount, 7 for the switch.
+int SwitchToNewRoot(int* step) {
+  *step = 8;
+  if (mount("none", "/newroot", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+            nullptr) != 0) {
+    return errno;
+  }
+  *step = 7;
+  if (chdir("/newroot") != 0 || syscall(SYS_pivot_root, ".", ".") != 0 ||
+      umount2(".", MNT_DETACH) != 0 || chdir("/") != 0) {
+    return errno;
+  }
+  return 0;
+}
+
 // In the job child: a root of its own, built from the slot's template on a
 // fresh tmpfs (the slot has no prepared root for this job).
 void BuildRoot(const JobChildSpec& s) {
   // A copy of the slot init's mount namespace (every mount in it private):
   // its root is a tmpfs holding the host at /oldroot and the template at /tpl.
-  if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) != 0) {
-    ChildFail(s, kStageUnshare, 0, errno);
-  }
+  UnshareJobNamespaces(s);
   if (mount("tmpfs", "/newroot", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) {
     ChildFail(s, kStageRoot, 1, errno);
   }
@@ -469,17 +493,8 @@ void BuildRoot(const JobChildSpec& s) {
       ChildFail(s, kStageMount, i < s.n_system_ops ? i : (kJobBindIndex | (i - s.n_system_ops)), e);
     }
   }
-  // The root itself (and so every mount point in it) is read-only.
-  if (mount("none", "/newroot", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-            nullptr) != 0) {
-    ChildFail(s, kStageRoot, 8, errno);
-  }
-  // The new root goes over the old one, which is then detached with the host
-  // and the template under it.
-  if (chdir("/newroot") != 0 || syscall(SYS_pivot_root, ".", ".") != 0 ||
-      umount2(".", MNT_DETACH) != 0 || chdir("/") != 0) {
-    ChildFail(s, kStageRoot, 7, errno);
-  }
+  int step = 0;
+  if (int e = SwitchToNewRoot(&step)) ChildFail(s, kStageRoot, step, e);
 }
 
 // In the job child: a copy of the slot's prepared root, plus what is the
@@ -509,9 +524,7 @@ void EnterPreparedRoot(const JobChildSpec& s) {
   // setns puts our root at the prepared root; unshare gives us a copy of
   // it (every mount in it private), where our mounts stay our own.
   if (setns(s.root_ns_fd, CLONE_NEWNS) != 0) ChildFail(s, kStageRoot, 9, errno);
-  if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP) != 0) {
-    ChildFail(s, kStageUnshare, 0, errno);
-  }
+  UnshareJobNamespaces(s);
   for (int i = 0; i < s.n_system_ops; ++i) {
     if (int e = RunMountOp(s.ops[i], s.network)) ChildFail(s, kStageMount, i, e);
   }
@@ -1124,14 +1137,8 @@ class SandboxLayout {
     for (size_t i = 0; i < h.ops->size(); ++i) {
       if (int e = RunMountOp((*h.ops)[i], h.network)) return fail(200 + static_cast<int>(i), e);
     }
-    if (mount("none", "/newroot", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
-              nullptr) != 0) {
-      return fail(42, errno);
-    }
-    if (chdir("/newroot") != 0 || syscall(SYS_pivot_root, ".", ".") != 0 ||
-        umount2(".", MNT_DETACH) != 0 || chdir("/") != 0) {
-      return fail(43, errno);
-    }
+    int step = 0;
+    if (int e = SwitchToNewRoot(&step)) return fail(step == 8 ? 42 : 43, e);
     h.ns_fd = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
     return h.ns_fd < 0 ? fail(44, errno) : 0;
   }
