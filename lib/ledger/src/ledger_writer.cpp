@@ -1199,7 +1199,6 @@ void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
   for (auto& o : op.objects) AddObject(b, std::move(o));
 }
 
-
 Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   PhaseTimer timer;
   // Stats and index changes.
