@@ -120,6 +120,15 @@ bool WorkerLeaseSubject(const std::string& subject) {
   return subject == rpc::kClaim || subject == rpc::kClaimBatch || subject == rpc::kRenew;
 }
 
+// Answers a request that came over NATS, once (its reply subject is then
+// cleared); a request with no reply subject gets nothing.
+void SendReply(Bus& bus, Request& r, const std::string& reply) {
+  if (r.nats.reply.empty()) return;
+  Status s = bus.Respond(r.nats, reply);
+  if (!s.ok()) Log("reply on " + r.nats.subject + " failed: " + s.message());
+  r.nats.reply.clear();
+}
+
 // Moves the job offers out of `events` (the rest keep their order).
 std::vector<ServiceEvent> TakeOffers(std::vector<ServiceEvent>* events) {
   std::vector<ServiceEvent> offers, rest;
@@ -723,10 +732,7 @@ int Serve(const ServeOptions& opts) {
       publisher.Enqueue(TakeOffers(&events));
       for (size_t i = 0; i < item->requests.size(); ++i) {
         Request& r = item->requests[i];
-        if (r.local || r.nats.reply.empty() || !WorkerLeaseSubject(r.nats.subject)) continue;
-        Status s = bus->Respond(r.nats, replies[i]);
-        if (!s.ok()) Log("reply on " + r.nats.subject + " failed: " + s.message());
-        r.nats.reply.clear();  // sent
+        if (!r.local && WorkerLeaseSubject(r.nats.subject)) SendReply(*bus, r, replies[i]);
       }
       w.CompleteBatch();
       w.AfterViews([batch = std::move(item->requests), replies = std::move(replies), events = std::move(events),
@@ -734,9 +740,8 @@ int Serve(const ServeOptions& opts) {
         for (size_t i = 0; i < batch.size(); ++i) {
           if (batch[i].local) {
             batch[i].local->set_value(std::move(replies[i]));
-          } else if (!batch[i].nats.reply.empty()) {
-            Status s = bus->Respond(batch[i].nats, replies[i]);
-            if (!s.ok()) Log("reply on " + batch[i].nats.subject + " failed: " + s.message());
+          } else {
+            SendReply(*bus, batch[i], replies[i]);
           }
         }
         publisher.Enqueue(std::move(events));
