@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "gatos/blake3.h"
+#include "gatos/dir_layout.h"
 #include "gatos/flags.h"
 #include "gatos/job_service.h"
 #include "gatos/ledger_writer.h"
@@ -101,7 +102,17 @@ bool FsyncHonestHere(const std::string& dir) {
   return ::statvfs(dir.c_str(), &s) == 0;
 }
 
+// The file system under `dir`: `stat -f` names ext4 "ext2/ext3", and whether
+// it has a journal changes the figures a lot (operations.md, "File systems").
 std::string FsType(const std::string& dir) {
+  switch (gatos::FileSystemOf(dir)) {
+    case gatos::DirFileSystem::kExt4Journaled:
+      return "ext4 with a journal";
+    case gatos::DirFileSystem::kExt4NoJournal:
+      return "ext4 without a journal";
+    case gatos::DirFileSystem::kOther:
+      break;
+  }
   auto r = RunAndCapture({"stat", "-f", "-c", "%T", dir}, {}, "", std::chrono::seconds(5));
   if (!r.ok()) return "?";
   std::string t = r->out;
