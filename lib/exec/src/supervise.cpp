@@ -1063,11 +1063,9 @@ class SandboxLayout {
     std::set<std::string> needed;
     if (root) {
       for (const auto& b : binds) {
-        for (size_t slash = b.destination.find('/', 1); slash != std::string::npos;
-             slash = b.destination.find('/', slash + 1)) {
-          needed.insert(MadeKey(root->skel_fd, b.destination.substr(1, slash - 1), true));
+        for (const auto& [path, dir] : MountPointPaths(b.destination, b.is_dir)) {
+          needed.insert(MadeKey(root->skel_fd, path, dir));
         }
-        needed.insert(MadeKey(root->skel_fd, b.destination.substr(1), b.is_dir));
       }
     }
     for (auto it = made_.rbegin(); it != made_.rend(); ++it) {
@@ -1183,6 +1181,20 @@ class SandboxLayout {
     made_.push_back({skel_fd, path, dir, MadeKey(skel_fd, path, dir)});
   }
 
+  // The paths, relative to a skeleton, that the mount point of a bind at
+  // `dest` takes, parents first: each directory on the way, then `dest`
+  // itself (a directory, or a file for a file's bind).
+  static std::vector<std::pair<std::string, bool>> MountPointPaths(const std::string& dest,
+                                                                   bool dir) {
+    std::vector<std::pair<std::string, bool>> out;
+    for (size_t slash = dest.find('/', 1); slash != std::string::npos;
+         slash = dest.find('/', slash + 1)) {
+      out.emplace_back(dest.substr(1, slash - 1), true);
+    }
+    out.emplace_back(dest.substr(1), dir);
+    return out;
+  }
+
   // The mount point of a job's bind in a skeleton: its missing directories
   // (and the file, for a file's bind), each recorded in made_. It stops at a
   // symlink or a file on the way; the job's own attempt then reports it.
@@ -1191,30 +1203,25 @@ class SandboxLayout {
     for (const auto& m : made_) {
       if (m.key == key) return;  // made for an earlier job, with its parents
     }
+    const auto paths = MountPointPaths(dest, dir);
     int at = fcntl(skel_fd, F_DUPFD_CLOEXEC, 0);
-    std::string rel;
-    for (size_t pos = 1; at >= 0;) {
-      size_t end = dest.find('/', pos);
-      std::string comp = dest.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-      rel += (rel.empty() ? "" : "/") + comp;
-      if (end == std::string::npos) {
-        if (dir) {
-          if (mkdirat(at, comp.c_str(), 0755) == 0) AddMade(skel_fd, rel, true);
-        } else {
-          int fd =
-              openat(at, comp.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-          if (fd >= 0) {
-            ::close(fd);
-            AddMade(skel_fd, rel, false);
-          }
+    for (size_t i = 0; i < paths.size() && at >= 0; ++i) {
+      const auto& [rel, is_dir] = paths[i];
+      const std::string comp = rel.substr(rel.rfind('/') + 1);  // npos + 1: all of it
+      if (is_dir) {
+        if (mkdirat(at, comp.c_str(), 0755) == 0) AddMade(skel_fd, rel, true);
+      } else {
+        int fd =
+            openat(at, comp.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+          ::close(fd);
+          AddMade(skel_fd, rel, false);
         }
-        break;
       }
-      if (mkdirat(at, comp.c_str(), 0755) == 0) AddMade(skel_fd, rel, true);
+      if (i + 1 == paths.size()) break;
       int next = openat(at, comp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       ::close(at);
       at = next;
-      pos = end + 1;
     }
     if (at >= 0) ::close(at);
   }
