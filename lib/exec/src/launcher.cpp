@@ -117,8 +117,8 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
   }
 
   Result<std::unique_ptr<Execution>> RunOnSlot(const ExecSpec& spec, const PreparedJob& job, bool ns) {
+    const std::string workspace = job.binds.empty() ? "" : job.binds.front().destination;
     for (int attempt = 0;; ++attempt) {
-      const std::string workspace = job.binds.empty() ? "" : job.binds.front().destination;
       GATOS_ASSIGN_OR_RETURN(std::unique_ptr<SupervisorConn> conn, Acquire(ns, workspace));
       Fd out_r, out_w, err_r, err_w;
       int p[2];
