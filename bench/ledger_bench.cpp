@@ -36,8 +36,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -104,15 +106,21 @@ bool FsyncHonestHere(const std::string& dir) {
   return ::statvfs(dir.c_str(), &s) == 0;
 }
 
-// Writes out everything dirty on the file system under `dir`; seconds taken.
-double SyncFileSystem(const std::string& dir) {
+// Writes out everything dirty on the file system under `dir`: how long it
+// took, or why it could not.
+std::string SyncFileSystem(const std::string& dir) {
   auto t0 = std::chrono::steady_clock::now();
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    (void)::syncfs(fd);
-    ::close(fd);
-  }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const bool ok = fd >= 0 && ::syncfs(fd) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok)
+    return std::string("failed (") + std::strerror(err) +
+           "); the first phases may measure its writeback";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "in %.1f s",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return buf;
 }
 
 // The file system under `dir`: `stat -f` names ext4 "ext2/ext3", and whether
@@ -530,7 +538,7 @@ int main(int argc, char** argv) {
     // What the fill left dirty is written before anything is measured: a
     // million jobs leave gigabytes for writeback, which would otherwise run
     // during the first phases (the fill is not what they measure).
-    std::printf("  fill written out (syncfs) in %.1f s\n", SyncFileSystem(dir));
+    std::printf("  fill written out (syncfs) %s\n", SyncFileSystem(dir).c_str());
     InProcess(dir, keys, n + 1'000'000'000, static_cast<size_t>(batch), fsync);
     if (!flags.Has("skip-gatosd")) WithGatosd(dir, scratch, keys, fsync, flags.Has("skip-push"));
     if (!flags.Has("keep")) {
