@@ -7,7 +7,7 @@
 // submit-to-result latency p50/p99.
 //   e2e_bench [--jobs 2000] [--workers 2] [--concurrency N] [--sandbox off|auto]
 //             [--submit push|rpc] [--job sh|true] [--submitters 32]
-//             [--rate JOBS/S] [--keep DIR] [--json] [--no-wal]
+//             [--rate JOBS/S] [--keep DIR] [--ledger-dir DIR] [--json] [--no-wal]
 // --submit push (default): every job is a signed commit, all pushed with ONE
 // stock `git push` to refs/gatos/submit/*, as a user would. --submit rpc:
 // each job through the gatosd RPC by --submitters connections, each waiting
@@ -16,6 +16,9 @@
 // figure measured the clients, not the plane); with --rate
 // the submissions are paced, so latencies show the plane's own delay rather
 // than the queue of an overloaded run.
+// --ledger-dir DIR: the ledger lives in DIR (made empty first), everything
+// else (nats-server's store, the workers' state) in the work directory: to
+// measure the ledger's file system apart from the rest.
 // --no-wal: gatosd syncs each batch's pack and log ref instead of writing a
 // write-ahead log record (for comparison).
 // --job sh (default): `/bin/sh -c 'echo N >> file'` in the job's workspace;
@@ -145,17 +148,19 @@ int main(int argc, char** argv) {
   int jobs = 2000, workers = 2, concurrency = 0, submitters = 32;
   std::string sandbox, keep, submit = "push", job_kind = "sh";
   double rate = 0;  // jobs/s offered in total; 0 = as fast as gatosd accepts
-  const std::vector<FlagSpec> specs = {{"jobs", 0, true, false, "N"},
-                                       {"workers", 0, true, false, "N"},
-                                       {"concurrency", 0, true, false, "N (default: the worker's)"},
-                                       {"submitters", 0, true, false, "N"},
-                                       {"sandbox", 0, true, false, "off|auto (default: the worker's)"},
-                                       {"submit", 0, true, false, "push|rpc"},
-                                       {"job", 0, true, false, "sh|true"},
-                                       {"rate", 0, true, false, "JOBS/S"},
-                                       {"keep", 0, true, false, "DIR"},
-                                       {"json", 0, false},
-                                       {"no-wal", 0, false}};
+  const std::vector<FlagSpec> specs = {
+      {"jobs", 0, true, false, "N"},
+      {"workers", 0, true, false, "N"},
+      {"concurrency", 0, true, false, "N (default: the worker's)"},
+      {"submitters", 0, true, false, "N"},
+      {"sandbox", 0, true, false, "off|auto (default: the worker's)"},
+      {"submit", 0, true, false, "push|rpc"},
+      {"job", 0, true, false, "sh|true"},
+      {"rate", 0, true, false, "JOBS/S"},
+      {"keep", 0, true, false, "DIR"},
+      {"ledger-dir", 0, true, false, "DIR"},
+      {"json", 0, false},
+      {"no-wal", 0, false}};
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
       !flags.GetInt("jobs", 1, 10'000'000, &jobs) || !flags.GetInt("workers", 1, 64, &workers) ||
@@ -189,7 +194,9 @@ int main(int argc, char** argv) {
                          "-c", dir + "/nats.conf"},
                         dir + "/nats.log"));
   if (!WaitForText(dir + "/nats.log", "Server is ready", 10000)) Die("nats-server did not start; see " + dir);
-  std::string ledger = dir + "/ledger.git";
+  const std::string ledger_dir = flags.GetOr("ledger-dir", "");
+  std::string ledger = ledger_dir.empty() ? dir + "/ledger.git" : ledger_dir;
+  if (!ledger_dir.empty()) fs::remove_all(ledger, ec);
   if (RunWait({g_bin + "/gatosd", "init", ledger}, log) != 0) Die("gatosd init failed; see " + log);
   if (RunWait({g_bin + "/gatos", "keygen", "-f", dir + "/submitter"}, log) != 0) Die("keygen");
   RunWait({g_bin + "/gatos", "policy", "allow-submitter", "--ledger", ledger, dir + "/submitter.pub"}, log);
@@ -454,6 +461,9 @@ int main(int argc, char** argv) {
   bus->reset();
   for (auto it = procs.rbegin(); it != procs.rend(); ++it) it->Stop(SIGTERM, std::chrono::seconds(60));
   // A repack gatosd started may still be finishing: remove what can be removed.
-  if (keep.empty()) fs::remove_all(dir, ec);
+  if (keep.empty()) {
+    fs::remove_all(dir, ec);
+    if (!ledger_dir.empty()) fs::remove_all(ledger, ec);
+  }
   return done == jobs ? 0 : 1;
 }
