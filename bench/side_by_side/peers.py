@@ -3,8 +3,11 @@
   peers.py celery shell|noop N FILE     (workers already running)
   peers.py rq N FILE
 
-Prints one JSON line: {"system", "task", "jobs", "seconds", "jobs_per_s"}.
-Time runs from the first submission to the last result, as for GATOS.
+Prints one JSON line: {"system", "task", "jobs", "seconds", "jobs_per_s",
+"window_monotonic_s"}. Time runs from the first submission to the last
+result, as for GATOS; the window is that span on CLOCK_MONOTONIC (Python's
+time.monotonic on Linux), the clock `perf record -k CLOCK_MONOTONIC` stamps
+samples with (profile_peers.sh counts only those inside it).
 """
 import json
 import os
@@ -19,7 +22,7 @@ def celery_run(task, n, path):
     results = [t.delay(i, path) if task == "shell" else t.delay(i) for i in range(n)]
     for r in results:
         r.get(timeout=600)
-    return time.monotonic() - start
+    return start, time.monotonic()
 
 
 def rq_run(n, path):
@@ -39,18 +42,20 @@ def rq_run(n, path):
         time.sleep(0.02)
     if registry.count < n:
         sys.exit("rq: only %d of %d jobs finished in time" % (registry.count, n))
-    return time.monotonic() - start
+    return start, time.monotonic()
 
 
 def main():
     system = sys.argv[1]
     if system == "celery":
         task, n, path = sys.argv[2], int(sys.argv[3]), sys.argv[4]
-        secs = celery_run(task, n, path)
+        start, end = celery_run(task, n, path)
     else:
         task, n, path = "shell", int(sys.argv[2]), sys.argv[3]
-        secs = rq_run(n, path)
-    print(json.dumps({"system": system, "task": task, "jobs": n, "seconds": secs, "jobs_per_s": n / secs}))
+        start, end = rq_run(n, path)
+    secs = end - start
+    print(json.dumps({"system": system, "task": task, "jobs": n, "seconds": secs, "jobs_per_s": n / secs,
+                      "window_monotonic_s": [start, end]}))
 
 
 if __name__ == "__main__":

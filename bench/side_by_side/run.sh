@@ -44,15 +44,8 @@ echo "machine: $(nproc) CPUs ($cpu), $(free -g | awk '/^Mem:/{print $2}') GiB, L
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "jobs per system: $JOBS, rounds: $ROUNDS"
 
-port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" > "$work/redis.log" 2>&1 &
-pids+=($!)
-export GATOS_BENCH_REDIS="redis://127.0.0.1:$port/0"
-export PYTHONPATH="$HERE"
-for _ in $(seq 1 100); do
-  "$PY" -c 'import os, redis; redis.Redis.from_url(os.environ["GATOS_BENCH_REDIS"]).ping()' 2>/dev/null && break
-  sleep 0.1
-done
+. "$HERE/peers_lib.sh"
+start_redis
 
 # Appends one result to $work/results: a JSON line of e2e_bench's or
 # peers.py's fields plus "name" and "round".
@@ -60,9 +53,6 @@ tag() {
   "$PY" -c 'import json, sys; r = json.loads(sys.argv[3]); r["name"] = sys.argv[1]; r["round"] = int(sys.argv[2]); print(json.dumps(r))' \
     "$@" >> "$work/results"
 }
-# Stops a worker process and waits for it.
-stop() { kill -TERM "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
-
 round() {
   local r=$1 lines
   echo "== round $r: GATOS, unsandboxed (--sandbox off), one git push" >&2
@@ -76,11 +66,7 @@ round() {
 
   echo "== round $r: Celery, prefork, 2 worker processes" >&2
   : > "$work/celery.out"
-  (cd "$work" && exec "$PY" -m celery -A celery_tasks worker --pool prefork --concurrency 2 --loglevel WARNING \
-    --without-gossip --without-mingle --without-heartbeat > "$work/celery.log" 2>&1) &
-  local celery_pid=$!
-  pids+=($celery_pid)
-  "$PY" -c 'import celery_tasks; celery_tasks.noop.delay(0).get(timeout=60)'  # the worker is up
+  start_celery
   tag c_shell "$r" "$("$PY" "$HERE/peers.py" celery shell "$JOBS" "$work/celery.out" | tail -1)"
   tag c_noop "$r" "$("$PY" "$HERE/peers.py" celery noop "$JOBS" "$work/celery.out" | tail -1)"
   stop "$celery_pid"
@@ -89,21 +75,7 @@ round() {
 
   echo "== round $r: RQ, 2 workers (a fork per job)" >&2
   : > "$work/rq.out"
-  # RQ counts finished jobs in Redis: each round starts from an empty one.
-  "$PY" -c 'import os, redis; redis.Redis.from_url(os.environ["GATOS_BENCH_REDIS"]).flushdb()'
-
-  local rq_pids=() n
-  for i in 1 2; do
-    (cd "$work" && exec "$PY" -m rq.cli worker --url "$GATOS_BENCH_REDIS" --quiet --name "bench-$r-$i" bench \
-      > "$work/rq$i.log" 2>&1) &
-    rq_pids+=($!)
-    pids+=($!)
-  done
-  for _ in $(seq 1 100); do
-    n=$("$PY" -c 'import os, redis, rq; print(len(rq.Worker.all(connection=redis.Redis.from_url(os.environ["GATOS_BENCH_REDIS"]))))')
-    [ "$n" -ge 2 ] && break
-    sleep 0.1
-  done
+  start_rq "$r"
   tag r_shell "$r" "$("$PY" "$HERE/peers.py" rq "$JOBS" "$work/rq.out" | tail -1)"
   for p in "${rq_pids[@]}"; do stop "$p"; done
   lines=$(wc -l < "$work/rq.out")
