@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154
 # Shared by run.sh and profile_peers.sh: starting and stopping the peers
 # (Redis without persistence, Celery prefork, RQ). Source it after setting
 # PY (the Python with Debian's celery and rq), HERE (this directory) and
@@ -27,7 +28,7 @@ start_celery() {
   (cd "$work" && exec "$PY" -m celery -A celery_tasks worker --pool prefork --concurrency 2 --loglevel WARNING \
     --without-gossip --without-mingle --without-heartbeat > "$work/celery.log" 2>&1) &
   celery_pid=$!
-  pids+=($celery_pid)
+  pids+=("$celery_pid")
   "$PY" -c 'import celery_tasks; celery_tasks.noop.delay(0).get(timeout=60)'
 }
 
