@@ -1,9 +1,22 @@
 # shellcheck shell=bash disable=SC2154
-# Shared by run.sh and profile_peers.sh: starting and stopping the peers
+# Shared by run.sh and profile_peers.sh: a scratch directory and the
+# processes started, cleaned up at exit; starting and stopping the peers
 # (Redis without persistence, Celery prefork, RQ). Source it after setting
-# PY (the Python with Debian's celery and rq), HERE (this directory) and
-# work (a scratch directory), with an array `pids` that the caller's exit
-# trap kills.
+# PY (the Python with Debian's celery and rq) and HERE (this directory),
+# then call peers_init.
+
+# Makes the scratch directory `work` and the list `pids` of processes to
+# stop at exit; sets the exit trap that stops them and removes `work`.
+peers_init() {
+  work=$(mktemp -d)
+  pids=()
+  trap peers_cleanup EXIT
+}
+peers_cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
 
 # Starts redis-server on a free loopback port; exports GATOS_BENCH_REDIS and
 # PYTHONPATH for the tasks' modules; returns once Redis answers.

@@ -27,15 +27,9 @@ esac
 [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || { echo "profile_peers.sh: JOBS must be a positive number, not '$JOBS'" >&2; exit 2; }
 HERE=$(pwd)/bench/side_by_side
 PY=${GATOS_BENCH_PYTHON:-/usr/bin/python3}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/side_by_side/peers_lib.sh disable=SC2154  # work: set by peers_init
 . "$HERE/peers_lib.sh"
+peers_init
 start_redis
 : > "$work/jobs.out"
 case "$what" in
@@ -44,6 +38,7 @@ case "$what" in
 esac
 # The client writes its pid first, so its samples can be told from the
 # workers' (all of them are python3).
+# shellcheck disable=SC2016  # $$ and $1 are the inner shell's
 perf record -a -k CLOCK_MONOTONIC -F 999 -o "$work/perf.data" -- \
   sh -c 'echo $$ > "$1"; shift; exec "$@"' sh "$work/client.pid" "$PY" "$HERE/peers.py" "${client[@]}" \
   > "$work/client.out" 2> "$work/perf.err" || { cat "$work/perf.err" >&2; exit 1; }

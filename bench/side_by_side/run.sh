@@ -30,21 +30,15 @@ BIN=${GATOS_BUILD_DIR:-build}/bin
 [ -x "$BIN/e2e_bench" ] || ./scripts/build.sh >&2
 HERE=$(pwd)/bench/side_by_side
 PY=${GATOS_BENCH_PYTHON:-/usr/bin/python3}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=bench/side_by_side/peers_lib.sh disable=SC2154  # work: set by peers_init
+. "$HERE/peers_lib.sh"
+peers_init
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 echo "machine: $(nproc) CPUs ($cpu), $(free -g | awk '/^Mem:/{print $2}') GiB, Linux $(uname -r), $(. /etc/os-release; echo "$PRETTY_NAME")"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "jobs per system: $JOBS, rounds: $ROUNDS"
 
-. "$HERE/peers_lib.sh"
 start_redis
 
 # Appends one result to $work/results: a JSON line of e2e_bench's or
