@@ -16,7 +16,7 @@
 # workers. Needs perf (linux-perf), root, and what run.sh needs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-usage() { sed -n "8,9p" "$0" | sed "s/^# *//"; }
+usage() { echo "usage: bench/side_by_side/profile_peers.sh [celery-shell|celery-noop|rq] [JOBS]   (default: celery-shell 2000)"; }
 what=${1:-celery-shell}
 JOBS=${2:-2000}
 case "$what" in
