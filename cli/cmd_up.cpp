@@ -21,6 +21,7 @@
 #include "gatos/flags.h"
 #include "gatos/keys.h"
 #include "gatos/local_ledger.h"
+#include "gatos/private_state.h"
 #include "gatos/process.h"
 #include "gatos/signal_watcher.h"
 
@@ -142,9 +143,11 @@ int RunUp(const Args& args) {
                  "workers, gatosd and nats-server in that order.\n\n"
                  "Git inputs (docs/inputs.md): workers fetch the repositories a job declares\n"
                  "and show them to it read-only. Local repositories (paths, file:// URLs) may\n"
-                 "be inputs under each --local-inputs DIR (default: /, any repository you can\n"
-                 "read; only its git objects reach the job). --credentials FILE is passed to\n"
-                 "every worker: a token file or SSH key per URL prefix for private remotes.\n";
+                 "be inputs under each --local-inputs DIR (default: none; name the directories\n"
+                 "that hold the repositories you want scanned). Workers fetch each in a sandbox\n"
+                 "that sees only its git directory; DIR itself (keys, ledger, workers' state)\n"
+                 "is never an input. --credentials FILE is passed to every worker: a token\n"
+                 "file or SSH key per URL prefix for private remotes.\n";
     return kExitOk;
   }
   int workers = 2, concurrency = 2, nats_port = 4222, http_port = 9464;
@@ -164,10 +167,10 @@ int RunUp(const Args& args) {
   if (ec) return ReportError("cannot create " + dir.string() + ": " + ec.message(), kExitFailure);
   std::string d = dir.string();
   fs::remove(d + "/up.json", ec);
+  // The ledger, keys and workers' state: never a job's input.
+  if (Status m = MarkPrivate(d); !m.ok()) return ReportError(m.message(), kExitFailure);
   std::vector<std::string> input_flags;
-  std::vector<std::string> local_inputs = flags.GetAll("local-inputs");
-  if (local_inputs.empty()) local_inputs = {"/"};
-  for (const std::string& l : local_inputs) {
+  for (const std::string& l : flags.GetAll("local-inputs")) {
     fs::path p = fs::absolute(l, ec);
     if (ec || !fs::is_directory(p, ec)) return UsageError("up", "--local-inputs " + l + ": not an existing directory");
     input_flags.insert(input_flags.end(), {"--local-inputs", p.string()});

@@ -8,6 +8,7 @@
 #include "gatos/ledger.h"
 #include "gatos/ledger_writer.h"
 #include "gatos/local_ledger.h"
+#include "gatos/private_state.h"
 #include "gatos/refs.h"
 
 namespace gatos::gatosd {
@@ -112,6 +113,8 @@ Status InitLedger(const std::string& dir, const InitOptions& options) {
     }
   }
   GATOS_RETURN_IF_ERROR(Ledger::InitRepository(dir));
+  // Its key and private objects: never a job's input (private_state.h).
+  GATOS_RETURN_IF_ERROR(MarkPrivate(dir));
   std::filesystem::create_directories(dir + "/gatos", ec);
   if (ec) return InternalError("cannot create " + dir + "/gatos: " + ec.message());
   ::chmod((dir + "/gatos").c_str(), 0700);

@@ -18,7 +18,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: gatos-worker run --nats URL --key KEY --ledger-key FILE --state-dir DIR [--concurrency N]\n"
     "                        [--sandbox auto|require|off] [--ro-bind PATH]... [--name NAME]\n"
-    "                        [--local-inputs DIR]... [--credentials FILE] [--config FILE]\n"
+    "                        [--local-inputs DIR]... [--allow-input-url PREFIX]...\n"
+    "                        [--credentials FILE] [--config FILE]\n"
     "       gatos-worker status --state-dir DIR [--json] [--config FILE]\n"
     "\n"
     "run      takes jobs from gatosd (JetStream consumer gatos-workers on\n"
@@ -48,8 +49,13 @@ constexpr char kUsage[] =
     "         $GATOS_INPUT_<n>_COMMIT); the job needs no network.\n"
     "         --local-inputs DIR: local repositories (absolute paths, file://\n"
     "         URLs) may be inputs when they are under DIR (repeatable; default:\n"
-    "         none). --credentials FILE: per URL prefix, a token file or an SSH\n"
-    "         key the worker fetches with; jobs never see them.\n"
+    "         none); the worker fetches them in a sandbox that sees only their\n"
+    "         git directory, and refuses one that redirects elsewhere (symlinks,\n"
+    "         gitfiles, alternates) or that holds gatos state.\n"
+    "         --allow-input-url PREFIX: network inputs under PREFIX may reach\n"
+    "         this host's loopback or link-local addresses (repeatable; default:\n"
+    "         none, such inputs are refused). --credentials FILE: per URL prefix,\n"
+    "         a token file or an SSH key the worker fetches with; jobs never see them.\n"
     "         SIGINT/SIGTERM: stop taking jobs, let\n"
     "         running ones finish (10 s), then stop.\n"
     "         --config FILE: settings from a YAML file, every flag by its name\n"
@@ -69,7 +75,8 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   // (status uses state-dir only).
   std::vector<gatos::FlagSpec> specs = {{"state-dir"}, {"json", 0, false}, {"nats"}, {"ledger"}, {"key"},
                                         {"ledger-key"}, {"ro-bind", 0, true, true}, {"name"},
-                                        {"local-inputs", 0, true, true}, {"credentials"}, {"concurrency"},
+                                        {"local-inputs", 0, true, true}, {"allow-input-url", 0, true, true},
+                                        {"credentials"}, {"concurrency"},
                                         {"sandbox"}, {"nats-ca"}};
   specs.push_back({"config"});
   auto usage = [&cmd](const std::string& message) {
@@ -106,6 +113,7 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   opts.ledger_key_path = flags.GetOr("ledger-key", "");
   opts.ro_binds = flags.GetAll("ro-bind");
   opts.local_inputs = flags.GetAll("local-inputs");
+  opts.allow_input_urls = flags.GetAll("allow-input-url");
   opts.credentials_path = flags.GetOr("credentials", "");
   opts.name = flags.GetOr("name", "");
   std::string sandbox = "auto";

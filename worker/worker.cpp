@@ -36,6 +36,7 @@
 #include "gatos/grant.h"
 #include "gatos/input_credentials.h"
 #include "gatos/inputs.h"
+#include "gatos/local_input.h"
 #include "gatos/job_stream.h"
 #include "gatos/keys.h"
 #include "gatos/log.h"
@@ -173,6 +174,10 @@ class Worker {
     program_hash_ = TaggedDigest(*program);
 
     std::error_code ec;
+    // Nothing in the state (keys, mirrors of private repositories, other
+    // jobs' workspaces) is ever a job's input, on this worker or another.
+    fs::create_directories(opts_.state_dir, ec);
+    if (Status m = MarkPrivate(opts_.state_dir); !m.ok()) return Fail("--state-dir: " + m.message());
     // Workspaces of a previous run (no job of it runs any more: its
     // supervisors killed every job when it died); runners start on empty slots.
     fs::remove_all(opts_.state_dir + "/jobs", ec);
@@ -329,6 +334,8 @@ class Worker {
     std::error_code ec;
     io.cache_dir = fs::absolute(opts_.state_dir + "/inputs", ec).lexically_normal().string();
     io.local_roots = opts_.local_inputs;
+    io.local_network_url_prefixes = opts_.allow_input_urls;
+    io.log = [this](const std::string& m) { Log(m); };
     // Never an input: the worker's own state (keys, outbox, other jobs'
     // private mirrors) and its key file.
     io.forbidden_roots = {fs::absolute(opts_.state_dir, ec).lexically_normal().string(),

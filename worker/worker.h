@@ -48,6 +48,9 @@ struct WorkerOptions {
   // (none: local repositories are refused).
   std::string credentials_path;
   std::vector<std::string> local_inputs;
+  // Network input URLs under these prefixes may reach loopback and
+  // link-local addresses (all others are refused: --allow-input-url).
+  std::vector<std::string> allow_input_urls;
   std::string name;  // for logs and the NATS connection; default: worker-<key prefix>
 };
 

@@ -217,7 +217,7 @@ TEST_F(InputsE2ETest, PrivateRepositoryOverHttpUsesOnlyTheWorkersCredential) {
   WriteFile(Dir("secrets/token"), token + "\n", 0600);
   WriteFile(Dir("secrets/creds.yaml"), "credentials:\n  - prefix: " + server.url() +
                                            "\n    token_file: " + Dir("secrets/token") + "\n    username: ci\n");
-  stack_.StartWorker(0, {"--credentials", Dir("secrets/creds.yaml")});
+  stack_.StartWorker(0, {"--credentials", Dir("secrets/creds.yaml"), "--allow-input-url", server.url() + "/"});
   ASSERT_TRUE(stack_.worker(0)->running()) << stack_.worker(0)->log();
 
   // Submitted with the scan template: the submitter has no credential, so
@@ -269,7 +269,7 @@ TEST_F(InputsE2ETest, PrivateRepositoryOverHttpUsesOnlyTheWorkersCredential) {
   WriteFile(Dir("secrets/wrong.yaml"), "credentials:\n  - prefix: " + server.url() +
                                            "\n    token_file: " + Dir("secrets/wrong") + "\n    username: ci\n");
   stack_.worker(0)->Stop(SIGTERM);
-  stack_.StartWorker(1, {"--credentials", Dir("secrets/wrong.yaml")});
+  stack_.StartWorker(1, {"--credentials", Dir("secrets/wrong.yaml"), "--allow-input-url", server.url() + "/"});
   ASSERT_TRUE(stack_.worker(1)->running()) << stack_.worker(1)->log();
   const std::string refused = stack_.PushJob("command: [\"gatos-scan\"]\nargs: [\"--input\", \"0\"]\ninputs:\n"
                                              "  - {kind: git, url: \"" + url + "\", ref: main, nonce: \"2\"}\n"

@@ -62,6 +62,8 @@ class InputsResolverTest : public ::testing::Test {
     o.credentials = std::move(creds);
     o.local_roots = local_roots.empty() ? std::vector<std::string>{dir_.Join("repos")} : local_roots;
     o.forbidden_roots = {dir_.Join("state")};
+    // The test's git servers listen on loopback.
+    o.local_network_url_prefixes = {"http://127.0.0.1:"};
     o.fetch_timeout_ms = 60000;
     auto r = InputResolver::Create(o);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -154,18 +156,25 @@ TEST_F(InputsResolverTest, PermanentFailuresSayWhat) {
   std::filesystem::create_directories(dir_.Join("repos/empty-dir"));
   auto not_git = resolver->Resolve(Input(dir_.Join("repos/empty-dir"), "main"));
   EXPECT_EQ(not_git.status().code(), StatusCode::kNotFound) << not_git.status().ToString();
-  EXPECT_HAS(not_git.status().message(), "repository not found");
+  EXPECT_HAS(not_git.status().message(), "not a git repository");
   // Outside the local roots, or inside the worker's own state: refused.
   const std::string elsewhere = dir_.Join("elsewhere");
   MakeRepo(elsewhere);
   auto outside = resolver->Resolve(Input(elsewhere, "main"));
   EXPECT_EQ(outside.status().code(), StatusCode::kPermissionDenied);
   EXPECT_HAS(outside.status().message(), "only under its --local-inputs directories");
+  // Outside the roots, a path that does not exist gets the same answer as
+  // one that does: the refusal tells nothing about the host's directories.
+  auto outside_missing = resolver->Resolve(Input(dir_.Join("elsewhere-missing"), "main"));
+  EXPECT_EQ(outside_missing.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(outside_missing.status().message(),
+            "input 0 (" + dir_.Join("elsewhere-missing") + "): " +
+                outside.status().message().substr(outside.status().message().find("): ") + 3));
   auto wide = Resolver({}, {"/"});
   MakeRepo(dir_.Join("state/secret-mirror"));
   auto state = wide->Resolve(Input(dir_.Join("state/secret-mirror"), "main"));
   EXPECT_EQ(state.status().code(), StatusCode::kPermissionDenied);
-  EXPECT_HAS(state.status().message(), "worker's own state");
+  EXPECT_HAS(state.status().message(), "this path holds gatos state and is never an input");
   // The cache of mirrors is never an input either, even through a symlink.
   auto ok = wide->Resolve(Input(repo, "main"));
   ASSERT_TRUE(ok.ok());

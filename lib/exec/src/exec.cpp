@@ -196,11 +196,22 @@ Result<std::vector<BindPlan>> CheckBinds(const ExecSpec& spec, const std::string
 // The nodes bubblewrap's --dev binds from the host's /dev.
 constexpr const char* kDevNodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 
-// Arguments that build the sandbox, up to and excluding "--". With
-// `devices`, the job's /dev nodes are bound from there instead of the host's.
+std::vector<char*> CStrings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+namespace exec_internal {
+
 std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
                                    const std::vector<BindPlan>& binds, const std::string& chdir_to,
-                                   const exec_internal::PrivateDevices* devices = nullptr) {
+                                   const PrivateDevices* devices) {
   std::vector<std::string> a = {bwrap, "--unshare-all"};
   if (network) a.push_back("--share-net");
   // --cap-drop ALL: a root worker must not hand the job CAP_SYS_ADMIN, which
@@ -247,18 +258,6 @@ std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
   return a;
 }
 
-std::vector<char*> CStrings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (auto& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-}  // namespace
-
-// ---------------------------------------------------------------------------
-
-namespace exec_internal {
 
 const std::string& DefaultSuperviseBinary() {
   static const std::string path = [] {

@@ -219,6 +219,15 @@ class PrivateDevices {
   std::vector<std::string> names_;
 };
 
+// bubblewrap's arguments that build a job's sandbox, up to and excluding
+// "--": /usr and the merged-/usr links, a minimal /etc, /proc, /dev (the
+// nodes from `devices` when given), a /tmp of its own, then `binds`, and
+// `chdir_to`. No network unless `network`; no capability. Also how the
+// worker runs git on a local input (inputs.cpp).
+std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
+                                   const std::vector<BindPlan>& binds, const std::string& chdir_to,
+                                   const PrivateDevices* devices = nullptr);
+
 // A validated job, ready to be sent to a supervisor.
 struct PreparedJob {
   std::string program;             // the resolved command (as the job sees it)

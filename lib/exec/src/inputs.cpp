@@ -1,6 +1,9 @@
 #include "gatos/inputs.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -12,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -19,7 +23,9 @@
 #include "gatos/blake3.h"
 #include "gatos/clock.h"
 #include "gatos/encoding.h"
+#include "gatos/local_input.h"
 #include "gatos/process.h"
+#include "exec_internal.h"
 
 namespace gatos {
 namespace fs = std::filesystem;
@@ -59,40 +65,6 @@ class FileLock {
  private:
   int fd_ = -1;
 };
-
-bool Under(const std::string& path, const std::string& root) {
-  if (root == "/") return true;
-  return path == root || (path.size() > root.size() && path.starts_with(root) &&
-                          path[root.size()] == '/');
-}
-
-// The last lines of git's stderr, safe for a message: control characters
-// replaced, at most ~300 bytes, any occurrence of `secret` removed.
-std::string Tail(std::string_view text, const std::string& secret) {
-  std::string t(text);
-  if (!secret.empty()) {
-    for (size_t at = t.find(secret); at != std::string::npos; at = t.find(secret, at)) {
-      t.replace(at, secret.size(), "[redacted]");
-    }
-  }
-  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ')) t.pop_back();
-  size_t start = t.size() > 300 ? t.size() - 300 : 0;
-  std::string out;
-  for (char c : t.substr(start)) {
-    const auto u = static_cast<unsigned char>(c);
-    out += u == '\n' ? ' ' : (u < 0x20 || u == 0x7f) ? '?' : c;
-  }
-  return TruncateUtf8(out, 320);
-}
-
-// The one line of a token file, for redaction only.
-std::string ReadToken(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string line;
-  std::getline(in, line);
-  if (line.size() > kMaxTokenBytes) line.clear();
-  return line;
-}
 
 std::string ShellQuote(const std::string& s) {
   // Paths were checked to hold no single quote (input_credentials.cpp).
@@ -153,6 +125,88 @@ Status ClassifyGitFetchError(std::string_view err, bool has_credentials) {
   return UnavailableError("the repository could not be fetched (transient; will be retried)");
 }
 
+std::string GitFailureKind(std::string_view err) {
+  // A fixed vocabulary: what git said is never passed on, only which of
+  // these it was (git 2.39, curl and OpenSSH wording under LANG=C).
+  if (Contains(err, "Could not resolve host") || Contains(err, "Could not resolve hostname")) {
+    return "host name not resolved";
+  }
+  if (Contains(err, "Connection refused")) return "connection refused";
+  if (Contains(err, "timed out") || Contains(err, "Timeout")) return "connection timed out";
+  if (Contains(err, "SSL") || Contains(err, "certificate") || Contains(err, "TLS")) return "TLS error";
+  if (Contains(err, "returned error: 5")) return "server error (HTTP 5xx)";
+  if (Contains(err, "hung up") || Contains(err, "unexpected disconnect") ||
+      Contains(err, "Connection reset") || Contains(err, "Connection closed")) {
+    return "connection closed by the server";
+  }
+  if (Contains(err, "protocol error") || Contains(err, "bad line length") ||
+      Contains(err, "invalid packet")) {
+    return "protocol error";
+  }
+  if (Contains(err, "unexpected line in") || Contains(err, "bad config") ||
+      Contains(err, "corrupt") || Contains(err, "bad object") || Contains(err, "fatal: bad ")) {
+    return "repository damaged or unreadable";
+  }
+  return "unclassified";
+}
+
+namespace {
+
+// Whether git may connect to `a`: not a loopback, link-local or unspecified
+// address (nor one of them mapped into IPv6).
+bool IsLocalNetworkAddress(const sockaddr* a) {
+  if (a->sa_family == AF_INET) {
+    const uint32_t v = ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr);
+    return (v >> 24) == 127 || (v >> 16) == 0xa9fe || (v >> 24) == 0;
+  }
+  if (a->sa_family == AF_INET6) {
+    const in6_addr& v = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&v) || IN6_IS_ADDR_LINKLOCAL(&v) || IN6_IS_ADDR_UNSPECIFIED(&v)) {
+      return true;
+    }
+    if (IN6_IS_ADDR_V4MAPPED(&v) || IN6_IS_ADDR_V4COMPAT(&v)) {
+      sockaddr_in four{};
+      four.sin_family = AF_INET;
+      std::memcpy(&four.sin_addr, &v.s6_addr[12], 4);
+      return IsLocalNetworkAddress(reinterpret_cast<const sockaddr*>(&four));
+    }
+    return false;
+  }
+  return true;  // no other family is a place git should go
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> CheckInputEndpoint(const GitUrlEndpoint& e) {
+  const std::string refused =
+      "refused: the repository's host is a loopback or link-local address of this worker (an "
+      "operator may allow a URL prefix with gatos-worker --allow-input-url)";
+  if (e.host == "localhost" || e.host.ends_with(".localhost")) return PermissionDeniedError(refused);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(e.host.c_str(), std::to_string(e.port).c_str(), &hints, &res);
+  if (rc != 0) {
+    return rc == EAI_NONAME ? Status(NotFoundError("repository not found (its host name does not resolve)"))
+                            : Status(UnavailableError("the repository's host name could not be resolved "
+                                                      "(transient; will be retried)"));
+  }
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owned(res, ::freeaddrinfo);
+  std::vector<std::string> out;
+  for (const addrinfo* a = res; a; a = a->ai_next) {
+    if (IsLocalNetworkAddress(a->ai_addr)) return PermissionDeniedError(refused);
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* bytes = a->ai_family == AF_INET
+                            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr)
+                            : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if (!::inet_ntop(a->ai_family, bytes, text, sizeof text)) continue;
+    const std::string addr = a->ai_family == AF_INET6 ? "[" + std::string(text) + "]" : text;
+    if (std::find(out.begin(), out.end(), addr) == out.end()) out.push_back(addr);
+  }
+  if (out.empty()) return UnavailableError("the repository's host name has no usable address (transient; will be retried)");
+  return out;
+}
+
 InputResolver::InputResolver(InputResolverOptions options) : options_(std::move(options)) {}
 
 Result<std::unique_ptr<InputResolver>> InputResolver::Create(InputResolverOptions o) {
@@ -189,12 +243,24 @@ namespace {
 
 // Runs git with `args` and the resolver's environment. Output goes to files
 // (no pipe can fill up); the process group is killed on cancel or timeout.
+// Where a sandboxed git sees a local source's git directory and the mirror.
+constexpr char kSandboxSource[] = "/gatos/source";
+constexpr char kSandboxMirror[] = "/gatos/mirror";
+
+// A git run that must see nothing of the host but a local source's git
+// directory (bound from `source_fd`, opened without following symlinks) and
+// the mirror `mirror_dir` it writes (local_input.h, step 3).
+struct Isolation {
+  int source_fd = -1;
+  std::string mirror_dir;
+};
+
 Result<GitRun> RunGit(const InputResolverOptions& o, const InputCredential* cred,
                       const std::vector<std::string>& args, const std::atomic<bool>* cancel,
-                      uint64_t serial) {
+                      uint64_t serial, const Isolation* isolation = nullptr) {
   Environment env;
   env.Set("PATH", "/usr/local/bin:/usr/bin:/bin")
-      .Set("HOME", o.cache_dir + "/home")
+      .Set("HOME", isolation ? "/tmp" : o.cache_dir + "/home")
       .Set("LANG", "C")
       .Set("LC_ALL", "C")
       .Set("GIT_TERMINAL_PROMPT", "0")
@@ -235,12 +301,24 @@ Result<GitRun> RunGit(const InputResolverOptions& o, const InputCredential* cred
                            ShellQuote(cred->token_file) + "; }; f"});
   }
   argv.insert(argv.end(), args.begin(), args.end());
+  if (isolation) {
+    // The source is bwrap's stdin: /proc/self/fd/0 is the directory opened
+    // by OpenLocalGitDir, whatever its path names by now.
+    std::vector<exec_internal::BindPlan> binds = {
+        {"/proc/self/fd/0", kSandboxSource, false, true},
+        {isolation->mirror_dir, kSandboxMirror, true, true}};
+    std::vector<std::string> wrapped =
+        exec_internal::BwrapArgs(o.bwrap_path, /*network=*/false, binds, "/");
+    wrapped.push_back("--");
+    wrapped.insert(wrapped.end(), argv.begin(), argv.end());
+    argv = std::move(wrapped);
+  }
 
   const std::string base = o.cache_dir + "/tmp/git-" + std::to_string(::getpid()) + "-" +
                            std::to_string(serial);
   SpawnOptions so;
   so.env = env;
-  so.in = Stdio::Null();
+  so.in = isolation ? Stdio::Fd(isolation->source_fd) : Stdio::Null();
   so.out = Stdio::File(base + ".out", false);
   so.err = Stdio::File(base + ".err", false);
   so.new_process_group = true;
@@ -306,36 +384,40 @@ Result<ResolvedInput> InputResolver::ResolveOnce(const GitInput& in,
   std::string source, key;
   const InputCredential* cred = nullptr;
   std::string local;
+  std::optional<LocalGitDir> local_dir;
+  std::vector<std::string> network_config;  // "-c", "name=value" for git fetch
   if (IsLocalGitUrl(in.url, &local)) {
-    std::error_code ec;
-    fs::path canonical = fs::canonical(local, ec);
-    if (ec || !fs::is_directory(canonical, ec)) {
-      return NotFoundError("repository not found (no such directory on this worker)");
+    // Only the git directory is shown to git (local_input.h), so a project
+    // checkout that holds `gatos up`'s state in its work tree is fine.
+    GATOS_ASSIGN_OR_RETURN(LocalGitDir d,
+                           OpenLocalGitDir(local, {options_.local_roots, options_.forbidden_roots}));
+    if (Status sandbox = ProbeSandbox(options_.bwrap_path); !sandbox.ok()) {
+      return FailedPreconditionError(
+          "local repositories are fetched in a sandbox, and this worker cannot make one (its log "
+          "says why)");
     }
-    source = canonical.string();
-    // Only inside the worker's state is refused: a repository that merely
-    // contains it (a project checkout with `gatos up`'s ./gatos-local) is
-    // fetched with `git fetch`, which reads committed objects, never the
-    // work tree where the state lives.
-    for (const std::string& root : options_.forbidden_roots) {
-      if (Under(source, root)) {
-        return PermissionDeniedError(
-            "this path holds the worker's own state and is never an input");
-      }
-    }
-    const bool allowed = std::any_of(options_.local_roots.begin(), options_.local_roots.end(),
-                                     [&](const std::string& root) { return Under(source, root); });
-    if (!allowed) {
-      return PermissionDeniedError(
-          std::string("local repositories are inputs on this worker only under its "
-                      "--local-inputs directories") +
-          (options_.local_roots.empty() ? " (it has none)" : ""));
-    }
-    key = GitUrlKey(source);
+    key = GitUrlKey(d.canonical.ends_with("/.git") ? d.canonical.substr(0, d.canonical.size() - 5)
+                                                   : d.canonical);
+    source = kSandboxSource;
+    local_dir = std::move(d);
   } else {
     source = in.url;
     key = GitUrlKey(in.url);
     cred = options_.credentials.Match(in.url);
+    const std::optional<GitUrlEndpoint> endpoint = GitUrlEndpointOf(in.url);
+    if (!endpoint) return InvalidArgumentError("not a repository URL this worker can fetch");
+    if (!GitUrlHasPrefix(in.url, options_.local_network_url_prefixes)) {
+      GATOS_ASSIGN_OR_RETURN(std::vector<std::string> addresses, CheckInputEndpoint(*endpoint));
+      // HTTP(S): curl connects only to the addresses just checked, so a name
+      // that resolves elsewhere a moment later (DNS rebinding) changes nothing.
+      if (endpoint->scheme == "http" || endpoint->scheme == "https") {
+        std::string pin = endpoint->host.find(':') != std::string::npos ? "[" + endpoint->host + "]"
+                                                                         : endpoint->host;
+        pin += ":" + std::to_string(endpoint->port) + ":";
+        for (size_t i = 0; i < addresses.size(); ++i) pin += (i ? "," : "") + addresses[i];
+        network_config = {"-c", "http.curloptResolve=" + pin};
+      }
+    }
   }
 
   const std::string mirror = options_.cache_dir + "/mirrors/" + DigestHex(Blake3(key));
@@ -365,19 +447,24 @@ Result<ResolvedInput> InputResolver::ResolveOnce(const GitInput& in,
     init.push_back(dir);
     GATOS_ASSIGN_OR_RETURN(GitRun r, git(init));
     if (!r.status.ok()) {
-      return UnavailableError("cannot create a mirror in the input cache: " + Tail(r.err, ""));
+      return UnavailableError("cannot create a mirror in the input cache (git init " +
+                              r.status.ToString() + ")");
     }
   }
   auto cleanup_fresh = [&] {
     if (fresh) fs::remove_all(dir, ec);
   };
   auto fetch = [&](const std::vector<std::string>& refspecs) -> Status {
-    std::vector<std::string> args = {"--git-dir=" + dir, "fetch", "--quiet", "--prune",
-                                     "--no-tags", "--no-write-fetch-head",
-                                     "--no-recurse-submodules", "--no-auto-maintenance", "--",
-                                     source};
+    Isolation iso;
+    if (local_dir) iso = {local_dir->fd.get(), dir};
+    std::vector<std::string> args = network_config;
+    args.insert(args.end(), {"--git-dir=" + (local_dir ? std::string(kSandboxMirror) : dir),
+                                     "fetch", "--quiet", "--prune", "--no-tags",
+                                     "--no-write-fetch-head", "--no-recurse-submodules",
+                                     "--no-auto-maintenance", "--", source});
     args.insert(args.end(), refspecs.begin(), refspecs.end());
-    GATOS_ASSIGN_OR_RETURN(GitRun r, git(args));
+    GATOS_ASSIGN_OR_RETURN(GitRun r, RunGit(options_, cred, args, cancel, ++counter_,
+                                            local_dir ? &iso : nullptr));
     if (r.cancelled) return AbortedError("cancelled");
     if (r.timed_out) {
       return DeadlineExceededError("fetching took longer than " +
@@ -385,13 +472,21 @@ Result<ResolvedInput> InputResolver::ResolveOnce(const GitInput& in,
                                    " s (transient; will be retried)");
     }
     if (r.status.ok()) return OkStatus();
-    Status s = ClassifyGitFetchError(r.err, cred != nullptr);
-    if (s.code() == StatusCode::kUnavailable) {
-      // Unknown trouble: say what git said, without the token if a server echoed it.
-      const std::string token = cred && cred->is_token() ? ReadToken(cred->token_file) : "";
-      s = UnavailableError(s.message() + ": git " + r.status.ToString() + ": " + Tail(r.err, token));
+    // What git said stays here: it may quote a file it read (a line of
+    // packed-refs) or a server's banner. The job's result gets a class, the
+    // worker's log one word more from a fixed list.
+    const std::string kind = GitFailureKind(r.err);
+    if (options_.log) {
+      options_.log("input " + std::to_string(in.index) + ": git fetch " + r.status.ToString() + ": " +
+                   kind);
     }
-    return s;
+    if (local_dir) {
+      Status s = ClassifyGitFetchError(r.err, false);
+      if (s.code() == StatusCode::kNotFound) return s;
+      // A local repository git cannot read will not become readable.
+      return FailedPreconditionError("not a readable git repository (" + kind + ")");
+    }
+    return ClassifyGitFetchError(r.err, cred != nullptr);
   };
 
   std::vector<std::string> refspecs = {"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"};

@@ -293,6 +293,66 @@ Result<std::vector<GitInput>> GitInputsOf(const nlohmann::json& inputs) {
   return out;
 }
 
+std::optional<GitUrlEndpoint> GitUrlEndpointOf(std::string_view url) {
+  if (!GitUrlProblem(url).empty() || IsLocalGitUrl(url)) return std::nullopt;
+  GitUrlEndpoint e;
+  std::string_view authority;
+  size_t p = 0;
+  while (p < url.size() && IsSchemeChar(url[p], p == 0)) ++p;
+  if (p > 0 && url.substr(p, 3) == "://") {
+    e.scheme = Lower(url.substr(0, p));
+    const std::string_view rest = url.substr(p + 3);
+    authority = rest.substr(0, rest.find('/'));
+  } else {
+    std::string_view user_host, path;
+    if (!SplitScpLike(url, &user_host, &path)) return std::nullopt;
+    e.scheme = "ssh";
+    authority = user_host;
+  }
+  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    authority = authority.substr(at + 1);
+  }
+  std::string_view host = authority, port;
+  if (authority.starts_with("[")) {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = authority.substr(1, close - 1);
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':') return std::nullopt;
+      port = after.substr(1);
+    }
+  } else if (const size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    port = authority.substr(colon + 1);
+  }
+  if (host.empty()) return std::nullopt;
+  e.host = Lower(host);
+  e.port = e.scheme == "https" ? 443 : e.scheme == "http" ? 80 : e.scheme == "git" ? 9418 : 22;
+  if (!port.empty()) {
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos) {
+      return std::nullopt;
+    }
+    e.port = std::stoi(std::string(port));
+    if (e.port < 1 || e.port > 65535) return std::nullopt;
+  }
+  return e;
+}
+
+bool GitUrlHasPrefix(std::string_view url, const std::vector<std::string>& prefixes) {
+  for (const std::string& prefix : prefixes) {
+    if (prefix.empty() || !url.starts_with(prefix)) continue;
+    if (prefix.back() == '/' || prefix.back() == ':' || url.size() == prefix.size()) return true;
+    const char next = url[prefix.size()];
+    // A prefix that ends inside a host name must end where the host does.
+    const size_t scheme_end = prefix.find("://");
+    const bool in_authority = scheme_end != std::string::npos &&
+                              prefix.find('/', scheme_end + 3) == std::string::npos;
+    if (!in_authority || next == '/' || next == ':') return true;
+  }
+  return false;
+}
+
 bool IsLocalGitUrl(std::string_view url, std::string* path) {
   std::string_view p;
   if (url.starts_with("/")) {

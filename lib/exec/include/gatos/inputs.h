@@ -19,14 +19,22 @@
 // and tags (plus a requested ref outside them); their config holds no URL and
 // no credential. A pinned commit already in the cache is used without any
 // network access. Automatic gc is off, so objects a running job reads are
-// never removed under it.
+// never removed under it. A local repository is opened and checked by
+// local_input.h, and git fetches it in a sandbox that shows it nothing else.
+//
+// What git prints is never passed on (it may quote a host file a repository
+// pointed at, or a server's banner): a failure becomes one of the classes
+// below, and `log` gets one word more from GitFailureKind's fixed list.
 //
 // Errors: every Status message starts with "input <n> (<url>): ". Codes:
 //   InvalidArgument   the url is not acceptable (manifest rules)
 //   NotFound          "repository not found", "ref <r> not found in the
 //                     repository", "commit <c> not found in the repository"
 //   PermissionDenied  "authentication refused ...", an unknown SSH host key, a
-//                     local repository outside this worker's --local-inputs
+//                     local repository outside this worker's --local-inputs,
+//                     gatos state, "refused: redirects outside the input (...)"
+//   FailedPrecondition a local repository git cannot read ("not a readable
+//                     git repository"), or no sandbox for local fetches
 //   Unavailable       network or server trouble: transient, retry later
 //   DeadlineExceeded  the fetch took longer than fetch_timeout_ms: transient
 //   Aborted           `cancel` became true
@@ -64,8 +72,17 @@ struct InputResolverOptions {
   std::vector<std::string> local_roots;
   // Never inputs, even under a local root: the worker's own state (its cache
   // of private mirrors, keys, outbox), checked after resolving symlinks.
+  // Directories marked as gatos state (local_input.h) are refused too.
   std::vector<std::string> forbidden_roots;
+  // Network URLs starting with one of these (GitUrlHasPrefix) may reach a
+  // loopback, link-local or unspecified address; every other URL whose host
+  // resolves to one is refused (the worker's own services are not inputs).
+  std::vector<std::string> local_network_url_prefixes;
   std::string git_program = "git";
+  std::string bwrap_path = "/usr/bin/bwrap";  // the sandbox of local fetches
+  // Told why a fetch failed, in words of GitFailureKind's list (for the
+  // worker's log; never git's own text). Called from resolving threads.
+  std::function<void(const std::string&)> log;
   int64_t fetch_timeout_ms = 30 * 60 * 1000;  // per git process
 };
 
@@ -116,6 +133,12 @@ class InputResolver {
   std::atomic<uint64_t> counter_{0};
 };
 
+// Where git may connect for a network input: the host's addresses (IPv6 in
+// brackets), or PermissionDenied when the host is "localhost" or one of its
+// addresses is loopback, link-local or unspecified; NotFound when the name
+// does not exist, Unavailable when resolving failed otherwise.
+Result<std::vector<std::string>> CheckInputEndpoint(const GitUrlEndpoint& endpoint);
+
 // Unavailable and DeadlineExceeded.
 bool IsTransientInputError(const Status& status);
 
@@ -130,7 +153,13 @@ std::vector<PoeInput> PoeInputsOf(const std::vector<ResolvedInput>& inputs);
 
 // Maps the stderr of a failed `git fetch` to the codes above (no prefix).
 // Exposed for tests; `has_credentials` says whether the worker offered any.
+// The message is one of a fixed set: nothing of `stderr_text` is in it.
 Status ClassifyGitFetchError(std::string_view stderr_text, bool has_credentials);
+
+// Which of a fixed list of failures git's stderr describes ("connection
+// refused", "repository damaged or unreadable", ..., "unclassified"): a word
+// for an operator's log that cannot carry what git quoted.
+std::string GitFailureKind(std::string_view stderr_text);
 
 }  // namespace gatos
 

@@ -102,6 +102,22 @@ std::string GitUrlKey(std::string_view url);
 // file:// URL); `path` receives the path (percent-escapes are not decoded).
 bool IsLocalGitUrl(std::string_view url, std::string* path = nullptr);
 
+// Where a network URL makes git connect: its scheme ("https", "http", "ssh",
+// "git"; "ssh" for user@host:path), host (lowercase; an IPv6 literal without
+// brackets) and port (the scheme's default when absent). nullopt for local
+// URLs and URLs GitUrlProblem refuses.
+struct GitUrlEndpoint {
+  std::string scheme;
+  std::string host;
+  int port = 0;
+};
+std::optional<GitUrlEndpoint> GitUrlEndpointOf(std::string_view url);
+
+// Whether `url` starts with one of `prefixes` (byte for byte; a prefix that
+// ends without '/' after a host must be followed by '/', ':' or the end, so
+// "https://git.corp" does not admit "https://git.corp.evil.example").
+bool GitUrlHasPrefix(std::string_view url, const std::vector<std::string>& prefixes);
+
 }  // namespace gatos
 
 #endif  // GATOS_GIT_INPUT_H_
