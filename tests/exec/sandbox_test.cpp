@@ -479,9 +479,10 @@ TEST(NamespaceSandbox, NothingOneJobLeavesReachesTheNextOnTheSameSlot) {
   a.binds.push_back({helper_dir, "/gatos-only-a/bin", false, ""});
   auto ra = RunOn(*l, a);
   ASSERT_EQ(ra.exit_code, 0) << ra.stderr_data;
-  // Job A really left all of it (or the test would prove nothing).
+  // Job A really left all of it (or the test would prove nothing); keys it
+  // cannot make at all (job_seccomp.h: keyrings are out of a job's reach).
   EXPECT_EQ(ra.stdout_data,
-            "a-bound\nipc-made\nadded user=1 session=1\nfound user=1 session=1\nstarted\n")
+            "a-bound\nipc-made\nadded user=0 session=0\nfound user=0 session=0\nstarted\n")
       << ra.stderr_data;
   EXPECT_TRUE(ProcessesWithMarker(a.env["GATOS_TEST_MARKER"]).empty());
 
@@ -541,9 +542,11 @@ TEST(NamespaceSandbox, AJobCannotChangeWhatTheSlotsJobsShare) {
       "/etc/passwd 644\n/dev/null 666\n/dev/pts/ptmx 666\n/proc/1 555\n/proc/meminfo 444\n/etc 755\n";
   EXPECT_EQ(a.stdout_data, before + "refused\nrefused\nrefused\nnull-stays\nrefused\n")
       << a.stderr_data;
-  // Nor from a user and mount namespace of the job's own, where it holds every
-  // capability: the slot's read-only mounts stay read-only in its copy and in
-  // any bind of them (the kernel locks their flags).
+  // Nor from a user and mount namespace of the job's own, where it would hold
+  // every capability: the job's system-call filter refuses to make one
+  // (job_seccomp.h), so every mount stays refused. (Were it made, the slot's
+  // read-only mounts would stay read-only in its copy: the kernel locks their
+  // flags.) /tmp/r is then a plain directory of the job's own /tmp.
   const std::string nested = R"(
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -565,7 +568,8 @@ for path in ("/tmp/r/x", "/tmp/r/etc/x", "/tmp/r/dev/x"):
   auto n = RunOn(*l, MakeSpec(d, {"python3", "-c", nested}, Sandbox::kRequire, "nested"));
   EXPECT_EQ(
       n.stdout_data,
-      "unshare done\nremount-rw refused\nrbind done\nrbind-rw refused\nrefused\nrefused\nrefused\n")
+      "unshare refused\nremount-rw refused\nrbind refused\nrbind-rw refused\nwrote /tmp/r/x\n"
+      "refused\nrefused\n")
       << n.stderr_data;
   auto b = RunOn(
       *l, MakeSpec(d, {"sh", "-c", modes + "; ls -A / /etc /dev | grep -cx x; echo ok > /dev/null"},

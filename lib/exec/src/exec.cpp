@@ -25,6 +25,9 @@
 #include <system_error>
 
 #include "exec_internal.h"
+#include "gatos/encoding.h"
+#include "gatos/process.h"
+#include "job_seccomp.h"
 
 namespace gatos {
 namespace {
@@ -211,7 +214,7 @@ namespace exec_internal {
 
 std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
                                    const std::vector<BindPlan>& binds, const std::string& chdir_to,
-                                   const PrivateDevices* devices) {
+                                   const PrivateDevices* devices, bool seccomp) {
   std::vector<std::string> a = {bwrap, "--unshare-all"};
   if (network) a.push_back("--share-net");
   // --cap-drop ALL: a root worker must not hand the job CAP_SYS_ADMIN, which
@@ -255,6 +258,7 @@ std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
     a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.source, b.destination});
   }
   a.insert(a.end(), {"--chdir", chdir_to});
+  if (seccomp) a.insert(a.end(), {"--seccomp", std::to_string(kBwrapSeccompFd)});
   return a;
 }
 
@@ -624,25 +628,24 @@ Status ProbeSandbox(const std::string& bwrap_path) {
     st = FailedPreconditionError("sandbox: bubblewrap not found at " + bwrap_path + " (" +
                                  Errno(errno) + "); install the bubblewrap package");
   } else {
-    ExecSpec probe;
-    probe.argv = BwrapArgs(bwrap_path, false, {}, "/");
-    probe.argv.insert(probe.argv.end(), {"--", "/bin/true"});
-    probe.workspace = "/";
-    probe.sandbox = ExecSpec::Sandbox::kOff;
-    probe.timeout_ms = 10000;
-    probe.kill_grace_ms = 100;
-    probe.output_cap_bytes = 4096;
-    auto ex = Execution::Start(probe);
-    Result<ExecResult> res = ex.ok() ? (*ex)->Wait() : Result<ExecResult>(ex.status());
+    // Run directly, not as a job: a job's system-call filter refuses the
+    // namespaces bwrap makes (job_seccomp.h).
+    std::vector<std::string> argv = BwrapArgs(bwrap_path, false, {}, "/");
+    argv.insert(argv.end(), {"--", "/bin/true"});
+    SpawnOptions so;
+    so.err = Stdio::Pipe();
+    so.out = Stdio::Null();
+    so.new_process_group = true;
+    Result<Captured> res = RunAndCapture(argv, so, {}, std::chrono::seconds(10));
     if (!res.ok()) {
       st = FailedPreconditionError("sandbox: could not run " + bwrap_path + ": " +
                                    res.status().message());
-    } else if (res->exit_code != 0) {
-      std::string why = res->stderr_data.substr(0, res->stderr_data.find('\n'));
+    } else if (!res->status.ok()) {
+      // bwrap's own first line (it says which kernel setting is missing).
+      std::string why = TruncateUtf8(res->err.substr(0, res->err.find('\n')), 300);
       st = FailedPreconditionError(
           "sandbox: " + bwrap_path + " cannot build a sandbox on this host (" +
-          (res->timed_out ? std::string("timed out")
-                          : "exit " + std::to_string(res->exit_code.value_or(-1))) +
+          (res->timed_out ? std::string("timed out") : res->status.ToString()) +
           (why.empty() ? "" : ": " + why) +
           "); user namespaces may be disabled (sysctl kernel.unprivileged_userns_clone / "
           "user.max_user_namespaces) or a container profile blocks mounts");
@@ -912,8 +915,8 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
         std::unique_ptr<PrivateDevices> devices,
         PrivateDevices::Make(fs::path(CleanPath(spec.workspace)).parent_path().string()));
     job.devices = std::move(devices);
-    exec_argv =
-        BwrapArgs(spec.bwrap_path, spec.allow_network, job.binds, job.cwd, job.devices.get());
+    exec_argv = BwrapArgs(spec.bwrap_path, spec.allow_network, job.binds, job.cwd,
+                          job.devices.get(), JobSeccompFilter() != nullptr);
     exec_argv.push_back("--");
     exec_argv.insert(exec_argv.end(), job.argv.begin(), job.argv.end());
     exec_path = spec.bwrap_path;
@@ -955,7 +958,7 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
     std::vector<pid_t> tracked(kMaxTracked, 0);
     ForkedJob fj{exec_path.c_str(), argv_c.data(), env_c.data(), job.cwd.c_str(),
                  spec.kill_grace_ms, job.sandboxed, sock_child.get(), out_w.get(), err_w.get(),
-                 tracked.data()};
+                 tracked.data(), JobSeccompFilter()};
     pid = fork();
     if (pid < 0) {
       return InternalError("exec: fork failed: " + Errno(errno) +

@@ -24,6 +24,7 @@
 #ifndef GATOS_EXEC_SRC_EXEC_INTERNAL_H_
 #define GATOS_EXEC_SRC_EXEC_INTERNAL_H_
 
+#include <linux/filter.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -85,6 +86,7 @@ enum Stage : uint8_t {
   kStageSlotNet,    // slot: the empty network namespace and its loopback
   kStageProtocol,   // slot: malformed request
   kStageSlotRoot,   // slot: building the template of its jobs' root (index = which step)
+  kStageSeccomp,    // installing the job's system-call filter (job_seccomp.h)
 };
 const char* StageName(uint8_t stage);
 
@@ -224,9 +226,11 @@ class PrivateDevices {
 // nodes from `devices` when given), a /tmp of its own, then `binds`, and
 // `chdir_to`. No network unless `network`; no capability. Also how the
 // worker runs git on a local input (inputs.cpp).
+// With `seccomp`, bwrap applies the job's system-call filter, read from
+// kBwrapSeccompFd (job_seccomp.h), which the job's supervisor provides.
 std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
                                    const std::vector<BindPlan>& binds, const std::string& chdir_to,
-                                   const PrivateDevices* devices = nullptr);
+                                   const PrivateDevices* devices = nullptr, bool seccomp = false);
 
 // A validated job, ready to be sent to a supervisor.
 struct PreparedJob {
@@ -263,6 +267,7 @@ struct ForkedJob {
   bool bwrap;  // the job is bwrap's monitor: spare it from SIGTERM
   int sock, out_w, err_w;
   pid_t* tracked;  // kMaxTracked entries
+  const ::sock_fprog* seccomp;  // JobSeccompFilter(), built before the fork
 };
 [[noreturn]] void ForkedSupervisorMain(const ForkedJob& job);
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "exec_internal.h"
+#include "job_seccomp.h"
 #include "gatos/exec.h"
 
 namespace gatos {
@@ -60,6 +61,7 @@ const char* StageName(uint8_t stage) {
     case kStageSlotNet: return "creating the slot's network namespace";
     case kStageProtocol: return "reading the worker's request";
     case kStageSlotRoot: return "building the slot's template of the jobs' root file system";
+    case kStageSeccomp: return "installing the job's system-call filter";
     default: return "setup";
   }
 }
@@ -328,6 +330,9 @@ struct JobChildSpec {
   int root_ns_fd = -1;
   const char* uid_map = nullptr;  // "U U 1"
   const char* gid_map = nullptr;
+  // The job's system-call filter (job_seccomp.h): installed before execve,
+  // or handed to bwrap (`bwrap`), which installs it inside its sandbox.
+  const sock_fprog* seccomp = nullptr;
 };
 
 struct ChildError {
@@ -605,6 +610,9 @@ void DropPrivileges(const JobChildSpec& s) {
   if (s.ns) EnterSandbox(s);
   if (s.chdir_path && s.chdir_path[0] && chdir(s.chdir_path) != 0) ChildFail(s, kStageChdir, 0, errno);
   if (s.ns) DropPrivileges(s);
+  if (int e = s.bwrap ? WriteSeccompFd(s.seccomp) : InstallJobSeccomp(s.seccomp)) {
+    ChildFail(s, kStageSeccomp, 0, e);
+  }
   execve(s.exec_path, s.argv, s.envp);
   ChildFail(s, kStageExec, 0, errno);
 }
@@ -1458,6 +1466,7 @@ class SandboxLayout {
     for (auto& e : req.env) envp.push_back(e.data());
     envp.push_back(nullptr);
     JobChildSpec s;
+    s.seccomp = JobSeccompFilter();  // built once, when the slot's first job comes
     s.exec_path = req.exec_path.c_str();
     s.argv = argv.data();
     s.envp = envp.data();
@@ -1646,6 +1655,7 @@ void ForkedSupervisorMain(const ForkedJob& job) {
   s.out_w = keep[1];
   s.err_w = keep[2];
   s.bwrap = job.bwrap;
+  s.seccomp = job.seccomp;
   RunJob(c, s, 0, job.grace_ms);
   _exit(0);
 }
@@ -1688,6 +1698,7 @@ int SuperviseMain(int argc, char** argv) {
   s.out_w = keep[1];
   s.err_w = keep[2];
   s.bwrap = std::string(argv[4]) == "1";
+  s.seccomp = JobSeccompFilter();
   RunJob(c, s, 0, grace);
   return 0;
 }
