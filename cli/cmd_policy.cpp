@@ -83,7 +83,9 @@ int RunPolicySet(const Args& args) {
     std::cout << "usage: gatos policy set --ledger DIR NAME=VALUE...\n\n"
                  "Changes policy settings (policy.json), for example\n"
                  "  gatos policy set --ledger DIR max_attempts=3 retry_base_ms=5000\n"
-                 "Values are integers or true/false; 'gatos policy show' lists the settings.\n";
+                 "Values are integers or true/false; 'gatos policy show' lists the settings.\n"
+                 "input_url_prefixes=P1,P2 restricts the URLs of jobs' git inputs to those\n"
+                 "prefixes (checked at push); input_url_prefixes= lifts the restriction.\n";
     return kExitOk;
   }
   auto dir = flags.Get("ledger");
@@ -95,6 +97,18 @@ int RunPolicySet(const Args& args) {
     size_t eq = a.find('=');
     if (eq == std::string::npos || eq == 0) return UsageError("policy set", "expected NAME=VALUE, got '" + a + "'");
     std::string k = a.substr(0, eq), v = a.substr(eq + 1);
+    if (k == "input_url_prefixes") {
+      // A comma-separated list; empty: no restriction.
+      json list = json::array();
+      for (size_t start = 0; start < v.size();) {
+        size_t comma = v.find(',', start);
+        if (comma == std::string::npos) comma = v.size();
+        if (comma > start) list.push_back(v.substr(start, comma - start));
+        start = comma + 1;
+      }
+      settings[k] = list;
+      continue;
+    }
     if (v == "true" || v == "false") {
       settings[k] = v == "true";
       continue;

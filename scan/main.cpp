@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -170,6 +171,36 @@ gatos::Result<gatos::scan::PreparedRepo> InputRepo(const std::string& n) {
   return p;
 }
 
+// Run as a job (the worker sets GATOS_JOB_ID and, for scan jobs only,
+// GATOS_STATE_DIR; a manifest can set neither), the flags are the
+// submitter's and the state is the worker's: keys, the baselines and
+// mirrors of every other repository scanned here. No flag may read or
+// write inside it, and the state and key are the worker's own.
+// `paths`: flag name -> value, for every path flag given.
+std::string JobPathProblem(const std::vector<std::pair<std::string, std::string>>& paths) {
+  const std::string state = Env("GATOS_STATE_DIR");
+  if (Env("GATOS_JOB_ID").empty() || state.empty()) return "";
+  std::error_code ec;
+  const std::filesystem::path root = std::filesystem::weakly_canonical(state, ec);
+  if (ec) return "the worker's scan state " + state + " cannot be resolved";
+  for (const auto& [flag, value] : paths) {
+    if (flag == "state-dir" || flag == "fingerprint-key") {
+      return "--" + flag + " is not for scan jobs: a scan job uses the worker's scan state and key";
+    }
+    // Symlinks resolved, as far as the path exists; the rest lexically.
+    const std::string path = value.starts_with("file://") ? value.substr(7) : value;
+    const std::filesystem::path p =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
+    if (ec) return "--" + flag + ": " + gatos::TruncateUtf8(value, 200) + " cannot be resolved";
+    auto [r, q] = std::mismatch(root.begin(), root.end(), p.begin(), p.end());
+    if (r == root.end()) {
+      return "--" + flag + ": " + gatos::TruncateUtf8(value, 200) +
+             " is inside the worker's scan state, which no job may name";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -222,6 +253,14 @@ int main(int argc, char** argv) {
   baseline = flags.Get("baseline");
   write_baseline = flags.Get("write-baseline");
   check_rules = flags.Get("check-rules");
+  {
+    std::vector<std::pair<std::string, std::string>> paths;
+    for (const char* f : {"repo", "state-dir", "output-dir", "rules", "allowlist", "fingerprint-key",
+                          "baseline", "write-baseline", "check-rules"}) {
+      for (const std::string& v : flags.GetAll(f)) paths.emplace_back(f, v);
+    }
+    if (std::string problem = JobPathProblem(paths); !problem.empty()) return Usage(problem);
+  }
   double seconds = 0;
   uint64_t blobs = 0;
   if (!flags.GetDouble("max-seconds", 0, HUGE_VAL, &seconds) || !flags.GetUint("max-blobs", 0, UINT64_MAX, &blobs) ||

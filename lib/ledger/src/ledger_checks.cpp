@@ -87,6 +87,17 @@ Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::str
                                 " s is over this ledger's ceiling of " +
                                 std::to_string(policy.settings.max_timeout_seconds) + " s");
   }
+  if (!policy.settings.input_url_prefixes.empty()) {
+    GATOS_ASSIGN_OR_RETURN(std::vector<GitInput> inputs, GitInputs(m));
+    for (const GitInput& in : inputs) {
+      if (!GitUrlHasPrefix(in.url, policy.settings.input_url_prefixes)) {
+        return PermissionDeniedError("job.yaml: inputs[" + std::to_string(in.index) + "].url: " +
+                                     TruncateUtf8(in.url, 200) +
+                                     " is not under this ledger's allowed input URL prefixes "
+                                     "(input_url_prefixes; 'gatos policy show' lists them)");
+      }
+    }
+  }
   if (m.policy_root && *m.policy_root != PolicyRoot(policy)) {
     return InvalidArgumentError("job.yaml: policy_root: " + *m.policy_root +
                                 " does not match this ledger's policy " + PolicyRoot(policy));

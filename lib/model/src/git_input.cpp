@@ -353,6 +353,27 @@ bool GitUrlHasPrefix(std::string_view url, const std::vector<std::string>& prefi
   return false;
 }
 
+std::string InputUrlPrefixProblem(std::string_view prefix) {
+  if (prefix.empty()) return "an empty prefix would admit every URL; remove it";
+  if (prefix.size() > kMaxGitUrlBytes) return "a prefix is over " + std::to_string(kMaxGitUrlBytes) + " bytes";
+  if (HasControl(prefix)) return Quote(prefix) + " contains a control character";
+  if (prefix[0] == '/') return "";
+  const size_t sep = prefix.find("://");
+  const std::string scheme = sep == std::string_view::npos ? "" : Lower(prefix.substr(0, sep));
+  if (scheme != "https" && scheme != "http" && scheme != "ssh" && scheme != "git" && scheme != "file") {
+    return Quote(prefix) + " is not an absolute path or an https, http, ssh, git or file URL prefix";
+  }
+  const std::string_view rest = prefix.substr(sep + 3);
+  if (scheme != "file" && (rest.empty() || rest[0] == '/' || rest[0] == ':')) {
+    return Quote(prefix) + " names no host";
+  }
+  const std::string_view authority = rest.substr(0, rest.find('/'));
+  if (authority.find('@') != std::string_view::npos && scheme != "ssh") {
+    return Quote(prefix) + " carries credentials; remove them";
+  }
+  return "";
+}
+
 bool IsLocalGitUrl(std::string_view url, std::string* path) {
   std::string_view p;
   if (url.starts_with("/")) {

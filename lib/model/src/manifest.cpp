@@ -122,6 +122,20 @@ bool ParseSafeInt(std::string_view s, int64_t* out) {
   return true;
 }
 
+// The worker's own variables (GATOS_INPUT_<n>, GATOS_STATE_DIR,
+// GATOS_OUTPUT_DIR, ...): a manifest that set them could make a program
+// shipped with the worker (gatos-scan) act on an input the job never
+// declared. Case-insensitive, as some programs read them so.
+constexpr char kReservedEnvProblem[] =
+    " is reserved for the worker (GATOS_* variables describe what the worker gave the job: its "
+    "inputs, output and state directories); choose another name";
+bool IsReservedEnvName(std::string_view s) {
+  if (s.size() < 6) return false;
+  std::string head(s.substr(0, 6));
+  for (char& c : head) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return head == "GATOS_";
+}
+
 bool IsEnvName(std::string_view s) {
   if (s.empty() || IsDigit(s[0])) return false;
   for (char c : s) {
@@ -418,6 +432,10 @@ class Checker {
             Quote(entry.key.value) +
                 " is not a valid environment variable name; expected "
                 "[A-Za-z_][A-Za-z0-9_]*");
+        continue;
+      }
+      if (IsReservedEnvName(entry.key.value)) {
+        Add(entry.key, field, Quote(entry.key.value) + kReservedEnvProblem);
         continue;
       }
       std::string value;
@@ -829,6 +847,8 @@ Status ValidateManifest(const Manifest& m, const ManifestLimits& limits) {
         add("env." + k, Quote(k) +
                             " is not a valid environment variable name; expected "
                             "[A-Za-z_][A-Za-z0-9_]*");
+      } else if (IsReservedEnvName(k)) {
+        add("env." + k, Quote(k) + kReservedEnvProblem);
       }
       add("env." + k, TextProblem(v, limits.max_string_bytes));
     }

@@ -6,6 +6,7 @@
 
 #include "gatos/canonical_json.h"
 #include "gatos/encoding.h"
+#include "gatos/git_input.h"
 
 namespace gatos {
 
@@ -29,6 +30,7 @@ std::string SerializePolicySettings(const PolicySettings& s) {
       {"retry_failed", s.retry_failed},
       {"retry_timed_out", s.retry_timed_out},
   };
+  if (!s.input_url_prefixes.empty()) j["input_url_prefixes"] = s.input_url_prefixes;
   auto c = CanonicalJson(j);
   return c.ok() ? *c : j.dump();
 }
@@ -57,6 +59,21 @@ Result<PolicySettings> ParsePolicySettings(std::string_view text) {
     if (k == "version") {
       if (!it->is_number_integer() || it->get<int64_t>() != 1) {
         return InvalidArgumentError("policy.json: version: expected 1");
+      }
+      continue;
+    }
+    if (k == "input_url_prefixes") {
+      if (!it->is_array() || it->size() > kMaxInputUrlPrefixes) {
+        return InvalidArgumentError("policy.json: input_url_prefixes: expected a list of at most " +
+                                    std::to_string(kMaxInputUrlPrefixes) + " URL prefixes");
+      }
+      for (const auto& e : *it) {
+        if (!e.is_string()) return InvalidArgumentError("policy.json: input_url_prefixes: expected strings");
+        const std::string& prefix = e.get_ref<const std::string&>();
+        if (std::string problem = InputUrlPrefixProblem(prefix); !problem.empty()) {
+          return InvalidArgumentError("policy.json: input_url_prefixes: " + problem);
+        }
+        s.input_url_prefixes.push_back(prefix);
       }
       continue;
     }

@@ -118,6 +118,12 @@ std::optional<GitUrlEndpoint> GitUrlEndpointOf(std::string_view url);
 // "https://git.corp" does not admit "https://git.corp.evil.example").
 bool GitUrlHasPrefix(std::string_view url, const std::vector<std::string>& prefixes);
 
+// "" when `prefix` may stand in a list of allowed input URL prefixes (the
+// policy's input_url_prefixes): an absolute path, or https/http/ssh/git/file
+// "://" and at least a host; no control character, no credentials, at most
+// kMaxGitUrlBytes. Otherwise what is wrong.
+std::string InputUrlPrefixProblem(std::string_view prefix);
+
 }  // namespace gatos
 
 #endif  // GATOS_GIT_INPUT_H_

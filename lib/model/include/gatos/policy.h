@@ -45,7 +45,12 @@ struct PolicySettings {
   int64_t retry_jitter_pct = 20;
   bool retry_failed = true;     // a failed attempt is retried (while attempts are left)
   bool retry_timed_out = true;  // a timed-out attempt is retried
+  // When not empty, every git input's URL must start with one of these
+  // (GitUrlHasPrefix), checked at push. Absent from policy.json when empty.
+  std::vector<std::string> input_url_prefixes;
 };
+
+inline constexpr size_t kMaxInputUrlPrefixes = 64;
 
 // The backoff before attempt `next_attempt` (>= 2) without jitter, and the
 // smallest value jitter can make of it.
