@@ -34,7 +34,9 @@ echo "== example manifests"
 gatos job validate examples/*.yaml examples/*.json
 
 echo "== gatos up: nats-server, gatosd, 2 workers on loopback"
-gatos up --dir "$work/stack" --workers 2 > "$work/up.out" 2> "$work/up.err" &
+# Local repositories may be job inputs only under the directories named here.
+mkdir -p "$work/repos"
+gatos up --dir "$work/stack" --workers 2 --local-inputs "$work/repos" > "$work/up.out" 2> "$work/up.err" &
 up_pid=$!
 for _ in $(seq 1 300); do
   [ -f "$work/stack/up.json" ] && break
@@ -114,7 +116,7 @@ echo "== a scan job: a repository declared as a git input, scanned in the sandbo
 # The scan template declares {{repo}} as a git input: the worker fetches it
 # and shows it read-only to gatos-scan, which needs no network; the batch
 # pins the repository's current commit (docs/inputs.md).
-demo="$work/demo-repo"
+demo="$work/repos/demo"
 git init -q -b main "$demo"
 fake=$(python3 -c 'import secrets; a="ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"; print("AK" + "IA" + "".join(secrets.choice(a) for _ in range(16)))')
 printf 'AWS_ACCESS_KEY_ID=%s\n' "$fake" > "$demo/deploy.env"
