@@ -1,6 +1,7 @@
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -278,11 +279,12 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& addr, H
   if (inet_pton(AF_INET, hp.host.c_str(), &sa.sin_addr) != 1) {
     return InvalidArgumentError("--http " + addr + ": \"" + hp.host + "\" is not an IPv4 address");
   }
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: the loop accepts until the backlog is empty.
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return UnavailableError(std::string("socket: ") + std::strerror(errno));
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 64) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, static_cast<int>(kMaxConnections)) != 0) {
     std::string err = std::strerror(errno);
     ::close(fd);
     return UnavailableError("cannot listen on " + addr + ": " + err);
@@ -305,43 +307,114 @@ HttpServer::~HttpServer() {
   ::close(fd_);
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One client: its request as read so far, then its response as sent so far.
+struct Conn {
+  int fd = -1;
+  std::string in;
+  std::string out;  // non-empty once the response is ready
+  size_t sent = 0;
+  Clock::time_point deadline;
+};
+
+}  // namespace
+
+// One thread multiplexes every connection (poll), so an idle or slow client
+// holds nothing but its own slot: it cannot delay /healthz. Each connection
+// has kRequestDeadline to send its request and kResponseDeadline to take its
+// response; past that it is closed. Handlers run on this thread, one at a
+// time, as before.
 void HttpServer::Loop() {
+  std::vector<Conn> conns;
+  std::vector<pollfd> fds;
+  auto close_conn = [](Conn& c) {
+    ::close(c.fd);
+    c.fd = -1;
+  };
   while (!stop_) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) continue;
-    Serve(c);
+    fds.clear();
+    fds.push_back({fd_, POLLIN, 0});
+    Clock::time_point next = Clock::now() + std::chrono::milliseconds(200);
+    for (const Conn& c : conns) {
+      fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+      next = std::min(next, c.deadline);
+    }
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(0, wait.count()))) < 0 &&
+        errno != EINTR) {
+      continue;
+    }
+    const Clock::time_point now = Clock::now();
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Conn& c = conns[i];
+      const short ev = fds[i + 1].revents;
+      if (now >= c.deadline) {
+        close_conn(c);  // too slow: its request (a byte at a time counts) or its reading
+        continue;
+      }
+      if (c.out.empty() && (ev & (POLLIN | POLLHUP | POLLERR))) {
+        char buf[4096];
+        ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (n <= 0) {
+          close_conn(c);
+          continue;
+        }
+        c.in.append(buf, static_cast<size_t>(n));
+        Result<HttpRequest> parsed = ParseHttpRequest(c.in);
+        if (!parsed.ok() && parsed.status().code() == StatusCode::kUnavailable) continue;
+        if (Respond(c.fd, parsed, &c.out)) {
+          c.fd = -1;  // a stream's thread owns it now
+          continue;
+        }
+        c.deadline = now + kResponseDeadline;
+      } else if (!c.out.empty() && (ev & (POLLOUT | POLLHUP | POLLERR))) {
+        ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (n <= 0) {
+          close_conn(c);
+          continue;
+        }
+        c.sent += static_cast<size_t>(n);
+        if (c.sent == c.out.size()) close_conn(c);
+      }
+    }
+    std::erase_if(conns, [](const Conn& c) { return c.fd < 0; });
+    if (fds[0].revents & POLLIN) {
+      // Every waiting client, up to the limit; past it, the oldest pending
+      // one is closed to make room (a client that sends nothing loses).
+      while (true) {
+        int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0) break;
+        if (conns.size() >= kMaxConnections) {
+          auto idle = std::find_if(conns.begin(), conns.end(), [](const Conn& x) { return x.out.empty(); });
+          if (idle == conns.end()) {
+            ::close(c);
+            continue;
+          }
+          ::close(idle->fd);
+          conns.erase(idle);
+        }
+        conns.push_back({c, "", "", 0, Clock::now() + kRequestDeadline});
+      }
+    }
   }
+  for (Conn& c : conns) close_conn(c);
 }
 
-void HttpServer::Serve(int c) {
-  std::string req;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  char buf[2048];
-  Result<HttpRequest> parsed = UnavailableError("no request");
-  while (std::chrono::steady_clock::now() < deadline) {
-    parsed = ParseHttpRequest(req);
-    if (parsed.ok() || parsed.status().code() != StatusCode::kUnavailable) break;
-    pollfd cp{c, POLLIN, 0};
-    if (::poll(&cp, 1, 100) <= 0) continue;
-    ssize_t n = ::recv(c, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    req.append(buf, static_cast<size_t>(n));
-  }
+bool HttpServer::Respond(int c, const Result<HttpRequest>& parsed, std::string* out) {
   HttpResponse resp;
   if (!parsed.ok()) {
-    if (req.empty()) {
-      ::close(c);
-      return;
-    }
-    resp = {400, "text/plain; charset=utf-8", "bad request: " + parsed.status().message() + "\n"};
+    resp = {400, "text/plain; charset=utf-8", "bad request: " + parsed.status().message() + "\n", {}, {}};
   } else {
     try {
       resp = handler_(*parsed);
     } catch (const std::exception& e) {
       // A handler bug must not take the daemon down; the message is ours.
-      resp = {500, "text/plain; charset=utf-8", "internal error\n"};
+      resp = {500, "text/plain; charset=utf-8", "internal error\n", {}, {}};
     }
     if (parsed->method == "HEAD") {
       resp.body.clear();
@@ -351,13 +424,15 @@ void HttpServer::Serve(int c) {
   if (resp.stream) {
     std::unique_lock<std::mutex> l(streams_mu_);
     if (active_streams_ >= kMaxStreams) {
-      resp = {503, "text/plain; charset=utf-8", "too many event streams\n"};
+      resp = {503, "text/plain; charset=utf-8", "too many event streams\n", {}, {}};
     } else {
       ++active_streams_;
       l.unlock();
       auto stream = std::move(resp.stream);
       resp.stream = [](HttpStream&) {};  // headers only, no Content-Length
       std::string head = FormatHttpResponse(resp);
+      // A stream writes as it goes: blocking again, on a thread of its own.
+      ::fcntl(c, F_SETFL, ::fcntl(c, F_GETFL) & ~O_NONBLOCK);
       // Detached, counted: the destructor waits for every stream to notice
       // stop_ (they poll it at least every second).
       std::thread([this, c, head = std::move(head), stream = std::move(stream)] {
@@ -374,11 +449,11 @@ void HttpServer::Serve(int c) {
         --active_streams_;
         streams_cv_.notify_all();
       }).detach();
-      return;
+      return true;
     }
   }
-  SendAll(c, FormatHttpResponse(resp));
-  ::close(c);
+  *out = FormatHttpResponse(resp);
+  return false;
 }
 
 }  // namespace gatos::gatosd

@@ -1,15 +1,20 @@
 // A minimal HTTP/1.0 server for /metrics, /healthz and the dashboard: one
 // request per connection, requests over 8 KiB (headers) or 4 KiB (body) or
-// slower than 2 s are dropped. A response may instead be a stream
-// (server-sent events): it then runs on a thread of its own, at most
-// kMaxStreams at once, until the client goes away or the server stops.
+// slower than 2 s are dropped, a response the client has not taken in 10 s
+// is dropped. Connections are served at once (one thread polls them all), so
+// idle or slow clients cannot delay anyone else; at most kMaxConnections
+// are open, and past that the oldest one still sending its request is
+// closed. A response may instead be a stream (server-sent events): it then
+// runs on a thread of its own, at most kMaxStreams at once, until the client
+// goes away or the server stops.
 //
-// Thread-safety: runs one accept thread; the handler is called on it (never
+// Thread-safety: runs one thread; the handler is called on it (never
 // concurrently). Stream callbacks run on their own threads.
 #ifndef GATOS_GATOSD_HTTP_H_
 #define GATOS_GATOSD_HTTP_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -93,6 +98,9 @@ class HttpServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest& request)>;
   static constexpr int kMaxStreams = 32;
+  static constexpr size_t kMaxConnections = 256;
+  static constexpr std::chrono::seconds kRequestDeadline{2};
+  static constexpr std::chrono::seconds kResponseDeadline{10};
   // addr "HOST:PORT" (IPv4; port 0 picks a free one). InvalidArgument for a
   // malformed address, Unavailable when it cannot bind.
   static Result<std::unique_ptr<HttpServer>> Start(const std::string& addr, Handler handler);
@@ -102,7 +110,9 @@ class HttpServer {
  private:
   HttpServer(int fd, int port, Handler handler);
   void Loop();
-  void Serve(int c);
+  // The response to `parsed` into *out; or true when it is a stream, whose
+  // thread now owns `c`.
+  bool Respond(int c, const Result<HttpRequest>& parsed, std::string* out);
   int fd_;
   int port_;
   Handler handler_;
