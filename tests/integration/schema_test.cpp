@@ -112,7 +112,7 @@ TEST_F(SchemaTest, ParserAndSchemaAgreeOnRejections) {
   const std::vector<std::pair<std::string, nlohmann::json>> bad_fields = {
       {"timeout", -1},        {"timeout", "PT30S"},   {"command", nlohmann::json::array()},
       {"cwd", "/abs"},        {"cwd", "a/../b"},      {"policy_root", "sha256:00"},
-      {"ulid", "not-a-ulid"}, {"env", {{"1X", "v"}}}, {"args", {1}},
+      {"ulid", "not-a-ulid"}, {"env", {{"1X", "v"}}}, {"env", {{"GATOS_INPUT_7", "v"}}}, {"env", {{"gatos_state_dir", "v"}}}, {"args", {1}},
   };
   std::vector<nlohmann::json> docs = {good, unknown};
   for (const auto& [field, value] : bad_fields) {

@@ -212,6 +212,11 @@ TEST(ManifestTest, EnvRules) {
   EXPECT_HAS(ErrorOf(WithBase("env: {A: x, A: y}\n")), "job.yaml:3:13: env.A: duplicate key 'A'");
   EXPECT_HAS(ErrorOf(WithBase("env: [A]\n")), "env: is a list; expected a mapping");
   EXPECT_HAS(ErrorOf(WithBase("env: {A: [x]}\n")), "env.A: is a list; expected a string");
+  // The worker's own variables (inputs, output and state directories).
+  EXPECT_HAS(ErrorOf(WithBase("env: {GATOS_INPUT_7: /gatos/inputs/0}\n")),
+             "env.GATOS_INPUT_7: \"GATOS_INPUT_7\" is reserved for the worker");
+  EXPECT_HAS(ErrorOf(WithBase("env: {Gatos_State_Dir: /x}\n")), "is reserved for the worker");
+  EXPECT_TRUE(ParseManifest(WithBase("env: {GATOSX: a, MY_GATOS_X: b}\n"), "job.yaml").ok());
   Manifest m = MustParse(WithBase("env: {_x9: \"\", PATH: /bin}\n"));
   EXPECT_EQ(m.env->size(), 2u);
   EXPECT_EQ(m.env->at("_x9"), "");
