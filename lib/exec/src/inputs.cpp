@@ -392,6 +392,7 @@ Result<ResolvedInput> InputResolver::ResolveOnce(const GitInput& in,
     GATOS_ASSIGN_OR_RETURN(LocalGitDir d,
                            OpenLocalGitDir(local, {options_.local_roots, options_.forbidden_roots}));
     if (Status sandbox = ProbeSandbox(options_.bwrap_path); !sandbox.ok()) {
+      if (options_.log) options_.log("input " + std::to_string(in.index) + ": " + sandbox.message());
       return FailedPreconditionError(
           "local repositories are fetched in a sandbox, and this worker cannot make one (its log "
           "says why)");
