@@ -224,7 +224,7 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
       return FailedPreconditionError("sandbox: /bin/true failed in a namespace slot (" +
                                      (res->signal ? "signal " + std::to_string(*res->signal)
                                                   : "exit " + std::to_string(res->exit_code.value_or(-1))) +
-                                     "): " + res->stderr_data.substr(0, 200));
+                                     "); run 'gatos doctor --sandbox' on this host");
     }
     return OkStatus();
   }

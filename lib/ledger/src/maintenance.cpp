@@ -74,7 +74,12 @@ Status Repacker::Wait() {
 
 Status RepackNow(const std::string& ledger_dir) {
   GATOS_ASSIGN_OR_RETURN(Captured c, RunAndCapture(RepackArgv(ledger_dir), Options()));
-  if (!c.status.ok()) return InternalError("git repack in " + ledger_dir + " failed: " + c.err);
+  // git's own words stay out of gatosd's log (they may quote what a push
+  // brought); the command says how to see them.
+  if (!c.status.ok()) {
+    return InternalError("git repack in " + ledger_dir + " ended with " + c.status.ToString() +
+                         "; run 'git -C " + ledger_dir + " repack -d' by hand to see why");
+  }
   return OkStatus();
 }
 
