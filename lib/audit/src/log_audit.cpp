@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <set>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -27,6 +28,7 @@
 #include "gatos/rpc.h"
 #include "gatos/sshsig.h"
 #include "gatos/state_index.h"
+#include "gatos/transition.h"
 #include "gatos/witness.h"
 
 namespace gatos {
@@ -162,14 +164,14 @@ bool Verifies(const std::string& key_hex, const std::string& payload, const std:
 
 // A transition: consecutive batch lines with the same kind and job, each
 // ref at most once.
-struct Transition {
+struct LoggedTransition {
   LogKind kind;
   std::string job_hex;
   std::vector<LogEntry> entries;
 };
 
-std::vector<Transition> Group(const std::vector<LogEntry>& entries) {
-  std::vector<Transition> out;
+std::vector<LoggedTransition> Group(const std::vector<LogEntry>& entries) {
+  std::vector<LoggedTransition> out;
   std::set<std::string> refs;
   for (const LogEntry& e : entries) {
     bool join = !out.empty() && !e.job_hex.empty() && out.back().kind == e.kind &&
@@ -185,20 +187,36 @@ std::vector<Transition> Group(const std::vector<LogEntry>& entries) {
   return out;
 }
 
-// The lines the writer records for a transition from `old` to `now`.
-std::vector<LogEntry> ExpectedEntries(LogKind kind, const std::optional<JobRecord>& old, const JobRecord& now) {
-  std::vector<LogEntry> out;
-  std::map<std::string, std::string> a = old ? JobRefs(*old) : std::map<std::string, std::string>{};
-  std::map<std::string, std::string> z = JobRefs(now);
-  for (const auto& [ref, id] : z) {
-    auto it = a.find(ref);
-    std::string prev = it == a.end() ? "" : it->second;
-    if (prev != id) out.push_back({kind, now.job_hex, ref, prev, id});
-  }
-  for (const auto& [ref, id] : a) {
-    if (!z.count(ref)) out.push_back({kind, now.job_hex, ref, id, ""});
-  }
-  if (out.empty()) out.push_back({kind, now.job_hex, "", "", ""});
+// The fields in which `index` (what the ledger wrote) and `replayed` differ.
+std::string RecordDifference(const JobRecord& index, const JobRecord& replayed) {
+  std::string out;
+  auto field = [&](const char* name, const auto& a, const auto& b) {
+    if (a == b) return;
+    std::ostringstream os;
+    os << (out.empty() ? "" : "; ") << name << ": index " << a << ", log " << b;
+    out += os.str();
+  };
+  field("job_commit", index.job_commit, replayed.job_commit);
+  field("submitter", index.submitter_hex, replayed.submitter_hex);
+  field("submitted_ms", index.submitted_ms, replayed.submitted_ms);
+  field("attempt", index.attempt, replayed.attempt);
+  field("epoch", index.epoch, replayed.epoch);
+  field("lease_commit", index.lease_commit, replayed.lease_commit);
+  field("worker", index.worker_hex, replayed.worker_hex);
+  field("expires_ms", index.expires_ms, replayed.expires_ms);
+  field("requested_at_ms", index.requested_at_ms, replayed.requested_at_ms);
+  field("claim_commit", index.claim_commit, replayed.claim_commit);
+  field("claims", index.claims.size(), replayed.claims.size());
+  field("cancel_commit", index.cancel_commit, replayed.cancel_commit);
+  field("retry_commit", index.retry_commit, replayed.retry_commit);
+  field("result_commit", index.result_commit, replayed.result_commit);
+  field("result_status", index.result_status, replayed.result_status);
+  field("attempts", index.attempts.size(), replayed.attempts.size());
+  field("not_before_ms", index.not_before_ms, replayed.not_before_ms);
+  field("finished_ms", index.finished_ms, replayed.finished_ms);
+  field("pruned_ms", index.pruned_ms, replayed.pruned_ms);
+  if (out.empty() && index.claims != replayed.claims) out = "claims";
+  if (out.empty()) out = "attempts";
   return out;
 }
 
@@ -363,22 +381,24 @@ class Replay {
   void AddSettling(const std::vector<LogEntry>& entries);
   Status LoadSettlingBeforeStart();
   Result<std::optional<JobRecord>*> Record(const std::string& job);
-  void ApplyTransition(const Transition& t, const CommitInfo& c, const LogCommitInfo& info,
+  void ReplayTransition(const LoggedTransition& t, const CommitInfo& c, const LogCommitInfo& info,
                        const std::set<std::string>& parents, bool* batch_ok);
   // Each returns the new record or nullopt after reporting a problem.
-  std::optional<JobRecord> Submit(const Transition& t, const std::optional<JobRecord>& old);
-  std::optional<JobRecord> Lease(const Transition& t, const std::optional<JobRecord>& old);
-  std::optional<JobRecord> ResultOf(const Transition& t, const std::optional<JobRecord>& old);
-  std::optional<JobRecord> UserRequest(const Transition& t, const std::optional<JobRecord>& old);
-  std::optional<JobRecord> Other(const Transition& t, const std::optional<JobRecord>& old);
-  void Note(const Transition& t, const std::set<std::string>& parents);
-  void PolicyChange(const Transition& t);
+  std::optional<JobRecord> Submit(const LoggedTransition& t, const std::optional<JobRecord>& old);
+  std::optional<JobRecord> Lease(const LoggedTransition& t, const std::optional<JobRecord>& old);
+  std::optional<JobRecord> ResultOf(const LoggedTransition& t, const std::optional<JobRecord>& old,
+                                    const CommitInfo& c);
+  TransitionRules Rules() const { return {&pol_.policy, now_}; }
+  std::optional<JobRecord> UserRequest(const LoggedTransition& t, const std::optional<JobRecord>& old);
+  std::optional<JobRecord> Other(const LoggedTransition& t, const std::optional<JobRecord>& old);
+  void Note(const LoggedTransition& t, const std::set<std::string>& parents);
+  void PolicyChange(const LoggedTransition& t);
   bool WorkerAllowed(const std::string& worker_hex, std::string* why);
   void CompareRefs();
   void CompareIndex();
   void CheckWitnesses();
   Result<std::string> LogCommitAt(int64_t seq);
-  void Fail(const Transition& t, const std::string& check, const std::string& detail) {
+  void Fail(const LoggedTransition& t, const std::string& check, const std::string& detail) {
     Problem(check, detail, seq_, t.job_hex, t.entries.empty() ? "" : t.entries.front().ref);
   }
 
@@ -398,7 +418,6 @@ class Replay {
   Ed25519PublicKey batch_key_;              // signs the log commit and the ledger's commits of the batch
   std::optional<Ed25519PublicKey> rotated_key_;  // a rotation earlier in this batch signs later policy commits
   std::unordered_map<std::string, std::optional<JobRecord>> jobs_;  // replayed records (nullopt: no such job)
-  std::unordered_map<std::string, int64_t> min_not_before_;         // retried jobs: the earliest next claim
   std::map<std::string, std::string> notes_;  // other refs (batches/, witness/)
   std::set<std::string> touched_;
   // Settling window (LogAuditOptions::settling_after): every value each ref
@@ -681,10 +700,10 @@ Status Replay::VerifyCommit(const CommitInfo& c, const LogCommitInfo& info) {
     return OkStatus();
   }
   bool batch_ok = true;
-  for (const Transition& t : Group(*entries)) {
+  for (const LoggedTransition& t : Group(*entries)) {
     ++rep_->transitions;
     ++rep_->by_kind[std::string(LogKindName(t.kind))];
-    ApplyTransition(t, c, info, parents, &batch_ok);
+    ReplayTransition(t, c, info, parents, &batch_ok);
   }
   if (info.policy_commit != pol_.commit) {
     Problem("log_policy", "log commit " + Short(c.id) + " says the policy in force is " + Short(info.policy_commit) +
@@ -695,7 +714,7 @@ Status Replay::VerifyCommit(const CommitInfo& c, const LogCommitInfo& info) {
   return OkStatus();
 }
 
-void Replay::ApplyTransition(const Transition& t, const CommitInfo& c, const LogCommitInfo& info,
+void Replay::ReplayTransition(const LoggedTransition& t, const CommitInfo& c, const LogCommitInfo& info,
                              const std::set<std::string>& parents, bool* batch_ok) {
   switch (t.kind) {
     case LogKind::kInit:
@@ -734,7 +753,7 @@ void Replay::ApplyTransition(const Transition& t, const CommitInfo& c, const Log
       break;
     case LogKind::kResult:
     case LogKind::kAttempt:
-      next = ResultOf(t, rec);
+      next = ResultOf(t, rec, c);
       break;
     case LogKind::kCancel:
     case LogKind::kRetry:
@@ -749,7 +768,7 @@ void Replay::ApplyTransition(const Transition& t, const CommitInfo& c, const Log
     return;
   }
   // The lines must be exactly the ref changes of the transition.
-  std::vector<LogEntry> want = ExpectedEntries(t.kind, rec, *next);
+  std::vector<LogEntry> want = TransitionEntries(t.kind, rec, *next);
   if (want != t.entries) {
     std::string detail = "the batch lines of this " + std::string(LogKindName(t.kind)) +
                          " do not match the transition it records: recorded [";
@@ -774,15 +793,15 @@ void Replay::ApplyTransition(const Transition& t, const CommitInfo& c, const Log
   rec = std::move(next);
 }
 
-std::optional<JobRecord> Replay::Submit(const Transition& t, const std::optional<JobRecord>& old) {
+std::optional<JobRecord> Replay::Submit(const LoggedTransition& t, const std::optional<JobRecord>& old) {
+  const LogEntry* e = nullptr;
+  for (const auto& x : t.entries) {
+    if (x.ref == JobRef(t.job_hex, "job")) e = &x;
+  }
   if (old) {
     Fail(t, "transition", "job " + Short(t.job_hex) + " is submitted again (it exists since " +
                               FormatRfc3339Millis(old->submitted_ms) + ")");
     return std::nullopt;
-  }
-  const LogEntry* e = nullptr;
-  for (const auto& x : t.entries) {
-    if (x.ref == JobRef(t.job_hex, "job")) e = &x;
   }
   if (!e || e->new_id.empty()) {
     Fail(t, "log_batch", "a submit must create " + JobRef(t.job_hex, "job"));
@@ -798,20 +817,18 @@ std::optional<JobRecord> Replay::Submit(const Transition& t, const std::optional
     auto key = ParseWorkerId("ed25519:" + check->signer_key_hex);
     if (!key.ok() || !pol_.policy.submitters.FindKey(*key, kSignerNamespaceGit, now_ / 1000)) ++rep_->dev_mode_jobs;
   }
-  JobRecord n;
-  n.job_hex = t.job_hex;
-  n.job_commit = e->new_id;
-  n.submitter_hex = check->signer_key_hex;
-  n.submitted_ms = now_;
-  return n;
-}
-
-std::optional<JobRecord> Replay::Lease(const Transition& t, const std::optional<JobRecord>& old) {
-  bool renew = t.kind == LogKind::kRenew;
-  if (!old || old->pruned_ms) {
-    Fail(t, "transition", std::string(LogKindName(t.kind)) + " of a job that " + (old ? "was pruned" : "does not exist"));
+  AppliedTransition a;
+  Decision d = gatos::ApplyTransition(t.job_hex, old, SubmitTransition{t.job_hex, e->new_id, check->signer_key_hex},
+                                      Rules(), &a);
+  if (!d.ok()) {
+    Fail(t, "transition", "submit of job " + Short(t.job_hex) + ": " + d.message);
     return std::nullopt;
   }
+  return a.record;
+}
+
+std::optional<JobRecord> Replay::Lease(const LoggedTransition& t, const std::optional<JobRecord>& old) {
+  const bool renew = t.kind == LogKind::kRenew;
   const LogEntry* e = nullptr;
   for (const auto& x : t.entries) {
     if (x.ref == JobRef(t.job_hex, "lease")) e = &x;
@@ -837,35 +854,24 @@ std::optional<JobRecord> Replay::Lease(const Transition& t, const std::optional<
   std::string why;
   if (info->job_hex != t.job_hex) why = "it is a lease of job " + Short(info->job_hex);
   if (why.empty() && lc->tree != kEmptyTreeId) why = "it has a non-empty tree";
-  ClaimPlan plan;
-  Decision d;
+  AppliedTransition a;
   if (why.empty()) {
-    if (renew) {
-      d = DecideRenew(*old, info->worker_hex, info->epoch, info->requested_at_ms, now_);
-    } else {
-      d = DecideClaim(*old, info->worker_hex, info->epoch, now_, &plan);
-      if (d.ok() && plan.takeover != (t.kind == LogKind::kTakeover)) {
-        why = std::string("recorded as ") + (plan.takeover ? "a claim but it takes over an expired lease"
-                                                             : "a takeover but no lease had expired");
-      }
-      auto nb = min_not_before_.find(t.job_hex);
-      if (d.ok() && why.empty() && nb != min_not_before_.end() && now_ < nb->second) {
-        why = "attempt " + std::to_string(old->attempt) + " was claimed at " + FormatRfc3339Millis(now_) +
-              ", before the policy's backoff allowed (" + FormatRfc3339Millis(nb->second) + ")";
-      }
+    Decision d = gatos::ApplyTransition(
+        t.job_hex, old, LeaseTransition{renew, info->worker_hex, info->epoch, info->requested_at_ms, e->new_id},
+        Rules(), &a);
+    if (!d.ok()) {
+      why = "the ledger's rules refuse it: " + d.message;
+    } else if (a.kind != t.kind) {
+      why = std::string("recorded as ") + (a.kind == LogKind::kTakeover ? "a claim but it takes over an expired lease"
+                                                                          : "a takeover but no lease had expired");
     }
-    if (!d.ok()) why = "the ledger's rules refuse it: " + d.message;
   }
   if (!why.empty()) {
     Fail(t, "transition", std::string(LogKindName(t.kind)) + " " + Short(e->new_id) + ": " + why);
     return std::nullopt;
   }
   std::vector<std::string> want_parents = {old->job_commit};
-  if (renew) {
-    want_parents.push_back(old->lease_commit);
-  } else if (!plan.expected_lease.empty()) {
-    want_parents.push_back(plan.expected_lease);
-  }
+  if (!a.replaced_lease.empty()) want_parents.push_back(a.replaced_lease);
   if (lc->parents != want_parents) {
     Fail(t, "lease_commit", "lease commit " + Short(e->new_id) + " has the wrong parents (the job commit, then the lease it replaces)");
     return std::nullopt;
@@ -888,34 +894,20 @@ std::optional<JobRecord> Replay::Lease(const Transition& t, const std::optional<
     Fail(t, "worker_allowed", why);
     return std::nullopt;
   }
-  const PolicySettings& ps = pol_.policy.settings;
-  if (info->expires_ms != now_ + ps.lease_ms || info->attempt != old->attempt) {
+  if (info->expires_ms != a.record.expires_ms || info->attempt != old->attempt) {
     Fail(t, "lease_commit", "lease commit " + Short(e->new_id) + " says it expires at " +
                                 FormatRfc3339Millis(info->expires_ms) + " (attempt " + std::to_string(info->attempt) +
                                 "); the policy's lease from the batch time ends at " +
-                                FormatRfc3339Millis(now_ + ps.lease_ms) + " (attempt " + std::to_string(old->attempt) + ")");
+                                FormatRfc3339Millis(a.record.expires_ms) + " (attempt " +
+                                std::to_string(old->attempt) + ")");
     return std::nullopt;
   }
-  JobRecord n = *old;
-  n.epoch = info->epoch;
-  n.lease_commit = e->new_id;
-  n.worker_hex = info->worker_hex;
-  n.expires_ms = info->expires_ms;
-  n.requested_at_ms = info->requested_at_ms;
-  if (!renew) {
-    n.claim_commit = e->new_id;
-    n.claims[info->worker_hex] = e->new_id;
-    runs_[t.job_hex].push_back({n.attempt, n.epoch, n.worker_hex, "", "", false});
-    min_not_before_.erase(t.job_hex);
-  }
-  return n;
+  if (!renew) runs_[t.job_hex].push_back({a.record.attempt, a.record.epoch, a.record.worker_hex, "", "", false});
+  return a.record;
 }
 
-std::optional<JobRecord> Replay::ResultOf(const Transition& t, const std::optional<JobRecord>& old) {
-  if (!old) {
-    Fail(t, "transition", "a result of a job that does not exist");
-    return std::nullopt;
-  }
+std::optional<JobRecord> Replay::ResultOf(const LoggedTransition& t, const std::optional<JobRecord>& old,
+                                          const CommitInfo& c) {
   std::string commit;
   for (const auto& x : t.entries) {
     if (!x.new_id.empty() && (x.ref == JobRef(t.job_hex, "result") || x.ref.find("/attempts/") != std::string::npos)) {
@@ -935,22 +927,39 @@ std::optional<JobRecord> Replay::ResultOf(const Transition& t, const std::option
     return std::nullopt;
   }
   const ParsedResult& p = rr.parsed;
+  const PolicySettings& ps = pol_.policy.settings;
+  // The backoff before the attempt it opens, as the ledger drew it: the
+  // state index this log commit carries holds the job's next claim time.
+  // (A result recorded as final is checked with the policy's shortest
+  // backoff: whether it should have opened an attempt is the question.)
+  int64_t backoff = old ? RetryBackoffMinMs(ps, old->attempt + 1) : 0;
+  if (old && t.kind == LogKind::kAttempt) {
+    StateIndex at(&ledger_);
+    at.Reset(c.tree);
+    auto rec = at.Get(t.job_hex);
+    if (!rec.ok() || !*rec) {
+      Fail(t, "index", "the state index of log commit " + Short(c.id) + " lacks job " + Short(t.job_hex) +
+                           (rec.ok() ? "" : ": " + rec.status().message()));
+      return std::nullopt;
+    }
+    backoff = (*rec)->not_before_ms - now_;
+  }
   std::string why;
+  AppliedTransition a;
   if (p.job_hex != t.job_hex) {
     why = "it is a result of job " + Short(p.job_hex);
-  } else if (p.parents.size() != 2 || p.parents[0] != old->job_commit) {
-    why = "its first parent is not the job commit";
-  }
-  if (why.empty()) {
-    Decision d = DecideResult(*old, p.worker_hex, p.epoch, now_, pol_.policy.settings.result_grace_ms);
+  } else {
+    Decision d = gatos::ApplyTransition(t.job_hex, old,
+                                        ResultTransition{commit, p.worker_hex, p.epoch, p.parents, p.status,
+                                                         p.poe.reason, p.poe.transient, backoff},
+                                        Rules(), &a);
     if (!d.ok()) {
-      why = !old->result_commit.empty()
+      why = old && !old->result_commit.empty()
                 ? "the job already had its final result " + Short(old->result_commit) + " (" + old->result_status +
                       "); no attempt may follow it"
                 : "the ledger's rules refuse it (fencing): " + d.message;
-    } else if (p.parents[1] != old->claim_commit) {
-      why = "its second parent " + Short(p.parents[1]) + " is not the claim of the current lease " +
-            Short(old->claim_commit);
+    } else if (a.unchanged) {
+      why = "the log recorded this result before";
     }
   }
   if (!why.empty()) {
@@ -973,10 +982,9 @@ std::optional<JobRecord> Replay::ResultOf(const Transition& t, const std::option
     Fail(t, "provenance", "result " + Short(commit) + ": " + prov.detail);
     return std::nullopt;
   }
-  const PolicySettings& ps = pol_.policy.settings;
-  // The same decision the ledger made (job_record.h): a refused run is final.
-  bool retry = RetryAfterResult(*old, ps, p.status, p.poe.reason, p.poe.transient);
-  if (retry != (t.kind == LogKind::kAttempt)) {
+  // The same decision the ledger made (transition.h): a refused run is final.
+  const bool retry = a.kind == LogKind::kAttempt;
+  if (a.kind != t.kind) {
     std::string what = retry ? "recorded as the final result, but policy " + Short(pol_.commit) + " retries a " +
                                    p.status + " attempt " + std::to_string(old->attempt) + " of " +
                                    std::to_string(ps.max_attempts)
@@ -988,34 +996,17 @@ std::optional<JobRecord> Replay::ResultOf(const Transition& t, const std::option
     Fail(t, "retry_policy", "result " + Short(commit) + " " + what);
     return std::nullopt;
   }
-  JobRecord n = *old;
-  if (retry) {
-    n.attempts.push_back({old->attempt, commit, p.status, p.epoch, now_});
-    n.attempt = old->attempt + 1;
-    n.not_before_ms = 0;  // random within the backoff; the index's value is taken
-    min_not_before_[t.job_hex] = now_ + RetryBackoffMinMs(ps, n.attempt);
-  } else {
-    n.result_commit = commit;
-    n.result_status = p.status;
-    n.finished_ms = now_;
-  }
-  n.worker_hex.clear();
-  n.expires_ms = 0;
   auto& runs = runs_[t.job_hex];
   if (!runs.empty() && runs.back().epoch == p.epoch && runs.back().result_commit.empty()) {
     runs.back().status = p.status;
     runs.back().result_commit = commit;
     runs.back().final = !retry;
   }
-  return n;
+  return a.record;
 }
 
-std::optional<JobRecord> Replay::UserRequest(const Transition& t, const std::optional<JobRecord>& old) {
-  bool retry = t.kind == LogKind::kRetry;
-  if (!old) {
-    Fail(t, "transition", std::string(retry ? "a re-run" : "a cancel") + " of a job that does not exist");
-    return std::nullopt;
-  }
+std::optional<JobRecord> Replay::UserRequest(const LoggedTransition& t, const std::optional<JobRecord>& old) {
+  const bool retry = t.kind == LogKind::kRetry;
   std::string ref = JobRef(t.job_hex, retry ? "retry" : "cancel");
   std::string commit;
   for (const auto& x : t.entries) {
@@ -1036,99 +1027,63 @@ std::optional<JobRecord> Replay::UserRequest(const Transition& t, const std::opt
     return std::nullopt;
   }
   std::string why;
-  std::vector<std::string> want_parents = {old->job_commit};
-  if (retry) want_parents.push_back(old->result_commit);
-  Decision d;
-  bool already = false;
+  AppliedTransition a;
   if (info->retry != retry || info->job_hex != t.job_hex) {
     why = "the commit is not a " + std::string(retry ? "re-run" : "cancel") + " of this job";
-  } else if (c->parents != want_parents) {
-    why = "it has the wrong parents";
-  } else if (!MayControlJob(info->requester_hex, old->submitter_hex, pol_.policy, now_)) {
-    why = "key ed25519:" + info->requester_hex + " may not control this job under policy " + Short(pol_.commit);
-  } else if (!Verifies(info->requester_hex,
-                       retry ? rpc::RetryPayload(t.job_hex, info->requester_hex, info->attempt, info->requested_at_ms)
-                             : rpc::CancelPayload(t.job_hex, info->requester_hex, info->requested_at_ms),
-                       info->request_sig_hex)) {
-    why = "Request-Sig does not verify for ed25519:" + info->requester_hex;
-  } else if (retry ? !(d = DecideRetry(*old, info->attempt, now_)).ok() : !(d = DecideCancel(*old, now_, &already)).ok()) {
-    why = "the ledger's rules refuse it: " + d.message;
-  } else if (already) {
-    why = "the job was already cancelled";
+  } else {
+    Transition tr = retry ? Transition(RetryTransition{info->requester_hex, info->attempt, commit})
+                          : Transition(CancelTransition{info->requester_hex, commit});
+    Decision d = gatos::ApplyTransition(t.job_hex, old, tr, Rules(), &a);
+    if (!d.ok()) {
+      why = "the ledger's rules refuse it: " + d.message;
+    } else if (a.unchanged) {
+      why = "the job was already cancelled";
+    }
+  }
+  if (why.empty()) {
+    std::vector<std::string> want_parents = {old->job_commit};
+    if (retry) want_parents.push_back(old->result_commit);
+    if (c->parents != want_parents) {
+      why = "it has the wrong parents";
+    } else if (!Verifies(info->requester_hex,
+                         retry ? rpc::RetryPayload(t.job_hex, info->requester_hex, info->attempt, info->requested_at_ms)
+                               : rpc::CancelPayload(t.job_hex, info->requester_hex, info->requested_at_ms),
+                         info->request_sig_hex)) {
+      why = "Request-Sig does not verify for ed25519:" + info->requester_hex;
+    }
   }
   if (!why.empty()) {
     Fail(t, "transition", std::string(LogKindName(t.kind)) + " " + Short(commit) + ": " + why);
     return std::nullopt;
   }
-  JobRecord n = *old;
   if (retry) {
-    n.attempts.push_back({old->attempt, old->result_commit, old->result_status, old->epoch, old->finished_ms});
-    n.result_commit.clear();
-    n.result_status.clear();
-    n.attempt = info->attempt;
-    n.finished_ms = 0;
-    n.not_before_ms = 0;
-    n.retry_commit = commit;
-    min_not_before_.erase(t.job_hex);
     auto& runs = runs_[t.job_hex];
     if (!runs.empty()) runs.back().final = false;
-  } else {
-    n.cancel_commit = commit;
-    if (!(!old->worker_hex.empty() && now_ < old->expires_ms)) {
-      n.worker_hex.clear();
-      n.finished_ms = now_;
-    }
   }
-  return n;
+  return a.record;
 }
 
-std::optional<JobRecord> Replay::Other(const Transition& t, const std::optional<JobRecord>& old) {
-  if (!old) {
-    Fail(t, "transition", std::string(LogKindName(t.kind)) + " of a job that does not exist");
-    return std::nullopt;
-  }
-  JobRecord n = *old;
-  std::string why;
+std::optional<JobRecord> Replay::Other(const LoggedTransition& t, const std::optional<JobRecord>& old) {
+  Transition tr;
   switch (t.kind) {
-    case LogKind::kAbort:
-      if (old->cancel_commit.empty() || old->worker_hex.empty() || now_ < old->expires_ms || !old->result_commit.empty()) {
-        why = "an abort needs a cancelled job whose lease has run out";
-      }
-      n.worker_hex.clear();
-      n.finished_ms = now_;
-      break;
-    case LogKind::kRevoke: {
-      std::string w;
-      if (old->worker_hex.empty() || now_ >= old->expires_ms) {
-        why = "no live lease to end";
-      } else if (WorkerAllowed(old->worker_hex, &w)) {
-        why = "the policy in force still allows worker ed25519:" + old->worker_hex;
-      }
-      n.expires_ms = now_;
-      break;
-    }
-    case LogKind::kPrune: {
-      int64_t retention = pol_.policy.settings.retention_ms;
-      if (old->pruned_ms) {
-        why = "the job was pruned already";
-      } else if (!IsTerminal(RecordedState(*old)) || !old->finished_ms || retention == 0 ||
-                 now_ < old->finished_ms + retention) {
-        why = "the job is not finished or not past the retention (" + std::to_string(retention) + " ms)";
-      }
-      n.pruned_ms = now_;
-      break;
-    }
+    case LogKind::kAbort: tr = AbortTransition{}; break;
+    case LogKind::kRevoke: tr = RevokeTransition{}; break;
+    case LogKind::kPrune: tr = PruneTransition{}; break;
     default:
-      why = "unexpected kind";
+      Fail(t, "transition", std::string(LogKindName(t.kind)) + " of job " + Short(t.job_hex) + ": unexpected kind");
+      return std::nullopt;
   }
+  AppliedTransition a;
+  Decision d = gatos::ApplyTransition(t.job_hex, old, tr, Rules(), &a);
+  std::string why = !d.ok() ? d.message : a.unchanged ? "the job was pruned already" : "";
   if (!why.empty()) {
     Fail(t, "transition", std::string(LogKindName(t.kind)) + " of job " + Short(t.job_hex) + ": " + why);
     return std::nullopt;
   }
-  return n;
+  return a.record;
 }
 
-void Replay::PolicyChange(const Transition& t) {
+void Replay::PolicyChange(const LoggedTransition& t) {
   for (const LogEntry& e : t.entries) {
     if (e.ref != kPolicyRef || e.old_id != pol_.commit || e.new_id.empty()) {
       Fail(t, "log_policy", "a policy change must move refs/gatos/policy from the policy in force " + Short(pol_.commit));
@@ -1159,7 +1114,7 @@ void Replay::PolicyChange(const Transition& t) {
   }
 }
 
-void Replay::Note(const Transition& t, const std::set<std::string>& parents) {
+void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parents) {
   for (const LogEntry& e : t.entries) {
     const char* prefix = t.kind == LogKind::kBatch ? kBatchPrefix : kWitnessPrefix;
     if (e.ref.rfind(prefix, 0) != 0 || e.new_id.empty()) {
@@ -1270,12 +1225,10 @@ void Replay::CompareIndex() {
               rep_->seq, job);
       return;
     }
-    JobRecord a = *want;
-    a.not_before_ms = got->not_before_ms;
-    auto nb = min_not_before_.find(job);
-    if (a != *got || (nb != min_not_before_.end() && got->not_before_ms < nb->second)) {
+    if (*want != *got) {
       Problem("index", "the head's state index record of job " + Short(job) +
-                           " differs from the record the log's transitions produce",
+                           " differs from the record the log's transitions produce (" +
+                           RecordDifference(*got, *want) + ")",
               rep_->seq, job);
     }
   };

@@ -18,6 +18,7 @@
 #include "gatos/poe.h"
 #include "gatos/result.h"
 #include "gatos/trailers.h"
+#include "gatos/transition.h"
 
 namespace gatos {
 namespace {
@@ -893,9 +894,9 @@ void JobService::ProcessDue(int64_t now) {
       due_.emplace(at, job);
     };
     if (!r.worker_hex.empty()) {
-      if (now < r.expires_ms) {
+      if (LeaseLive(r, now)) {
         schedule(r.expires_ms);
-      } else if (!r.cancel_commit.empty()) {
+      } else if (DecideAbort(r, now)) {
         aborts.push_back(AbortOp{job});
         schedule(now + options_.republish_ms);
       } else {
@@ -955,8 +956,7 @@ void JobService::Sweep() {
     Status s = writer_->index().ForEachJob(prune_cursor_, [&](const JobRecord& rec) {
       ++seen;
       last = rec.job_hex;
-      if (!rec.pruned_ms && rec.finished_ms && !writer_->live().count(rec.job_hex) &&
-          now >= rec.finished_ms + retention && !rec.result_commit.empty() == !rec.result_status.empty()) {
+      if (!writer_->live().count(rec.job_hex) && DecidePrune(rec, writer_->policy().settings, now)) {
         prunes.push_back(PruneOp{rec.job_hex});
       }
       return seen < options_.prune_per_sweep;

@@ -202,15 +202,6 @@ Outcome VerifyUserRequest(std::string_view requester_hex, std::string_view paylo
   return CheckSig(requester_hex, payload, sig_hex, "request", nullptr);
 }
 
-bool MayControlJob(std::string_view requester_hex, std::string_view submitter_hex, const Policy& policy,
-                   int64_t now_ms) {
-  if (requester_hex.empty()) return false;
-  if (requester_hex == submitter_hex) return true;
-  if (requester_hex == policy.ledger_key.Hex()) return true;
-  auto key = ParseWorkerId("ed25519:" + std::string(requester_hex));
-  return key.ok() && policy.operators.FindKey(*key, kSignerNamespaceGit, now_ms / 1000) != nullptr;
-}
-
 Outcome CheckResultContent(const ObjectLookup& lookup, const std::string& commit_id, const Policy& policy,
                            ParsedResult* parsed) {
   ResultCheckLimits limits;

@@ -24,6 +24,7 @@
 #include "gatos/encoding.h"
 #include "gatos/ledger_commits.h"
 #include "gatos/sshsig.h"
+#include "gatos/transition.h"
 #include "gatos/wal.h"
 
 namespace gatos {
@@ -792,91 +793,62 @@ void RecordTransition(std::map<std::string, JobRecord>& touched,
                       const JobRecord& now_rec) {
   const std::string& job = now_rec.job_hex;
   if (!before.count(job)) before[job] = old;
-  std::map<std::string, std::string> a = old ? JobRefs(*old) : std::map<std::string, std::string>{};
-  std::map<std::string, std::string> z = JobRefs(now_rec);
-  size_t n = entries.size();
-  for (const auto& [ref, id] : z) {
-    auto it = a.find(ref);
-    std::string prev = it == a.end() ? "" : it->second;
-    if (prev != id) entries.push_back({kind, job, ref, prev, id});
-  }
-  for (const auto& [ref, id] : a) {
-    if (!z.count(ref)) entries.push_back({kind, job, ref, id, ""});
-  }
-  if (entries.size() == n) entries.push_back({kind, job, "", "", ""});
+  for (LogEntry& e : TransitionEntries(kind, old, now_rec)) entries.push_back(std::move(e));
   touched[job] = now_rec;
   ++counts[std::string(LogKindName(kind))];
 }
 
 }  // namespace
 
+namespace {
+
+// The transition's outcome as a reply: its error class and message.
+void Refuse(const Decision& d, OpResult* r) { r->outcome = Outcome::Error(d.error, d.message); }
+
+}  // namespace
+
+const Policy& LedgerWriter::BatchPolicy(const Batch& b) const {
+  return b.new_policy ? *b.new_policy : policy_;  // a policy change earlier in the batch counts
+}
+
 void LedgerWriter::DoSubmit(Batch& b, SubmitOp& op, OpResult* r) {
   const std::string job = op.check.job_hex;
   r->job_hex = job;
   GATOS_BATCH_RECORD(b, job, rec, r);
-  if (rec) {
+  AppliedTransition a;
+  Decision d = ApplyTransition(job, rec, SubmitTransition{job, op.check.commit, op.check.signer_key_hex},
+                               {&BatchPolicy(b), b.now}, &a);
+  if (!d.ok()) return Refuse(d, r);
+  r->commit = a.record.job_commit;
+  r->record = a.record;
+  if (a.unchanged) {
     r->existing = true;
-    r->commit = rec->job_commit;
-    r->record = rec;
     return;
   }
-  JobRecord n;
-  n.job_hex = job;
-  n.job_commit = op.check.commit;
-  n.submitter_hex = op.check.signer_key_hex;
-  n.submitted_ms = b.now;
   for (auto& o : op.objects) AddObject(b, std::move(o));
-  b.new_commits.push_back(n.job_commit);
-  RecordTransition(b.touched, b.before, b.entries, b.counts, LogKind::kSubmit, rec, n);
-  r->commit = n.job_commit;
-  r->record = n;
+  b.new_commits.push_back(a.record.job_commit);
+  RecordTransition(b.touched, b.before, b.entries, b.counts, a.kind, rec, a.record);
 }
 
 void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
   const LeaseRequest& req = op.req;
   r->job_hex = req.job_hex;
   GATOS_BATCH_RECORD(b, req.job_hex, rec, r);
-  if (!rec || rec->pruned_ms) {
-    r->outcome = rec ? Outcome::Error(TransitionError::kTerminal, "job " + req.job_hex + " has finished")
-                     : Outcome::Error(TransitionError::kInvalid, "no job blake3:" + req.job_hex + " in this ledger");
-    return;
-  }
-  auto key = ParseWorkerId("ed25519:" + req.worker_hex);
-  const Policy& pol = b.new_policy ? *b.new_policy : policy_;  // a policy change earlier in this batch counts
-  if (!key.ok() || !pol.workers.FindKey(*key, kSignerNamespaceGit, b.now / 1000)) {
-    r->outcome = Outcome::Error(TransitionError::kUnauthorized,
-                                "worker ed25519:" + req.worker_hex + " is not allowed by this ledger's policy");
-    return;
-  }
-  JobRecord n = *rec;
-  LeaseCommitInfo info;
-  std::vector<std::string> parents = {rec->job_commit};
-  LogKind kind;
-  if (req.renew) {
-    Decision d = DecideRenew(*rec, req.worker_hex, req.epoch, req.requested_at_ms, b.now);
-    if (!d.ok()) {
-      r->outcome = Outcome::Error(d.error, d.message);
-      return;
-    }
-    parents.push_back(rec->lease_commit);
-    info.kind = "renew";
-    kind = LogKind::kRenew;
-  } else {
-    ClaimPlan plan;
-    Decision d = DecideClaim(*rec, req.worker_hex, req.epoch, b.now, &plan);
-    if (!d.ok()) {
-      r->outcome = Outcome::Error(d.error, d.message);
-      return;
-    }
-    if (!plan.expected_lease.empty()) parents.push_back(plan.expected_lease);
-    info.kind = plan.takeover ? "takeover" : "claim";
-    kind = plan.takeover ? LogKind::kTakeover : LogKind::kClaim;
-  }
+  const Policy& pol = BatchPolicy(b);
+  const TransitionRules rules{&pol, b.now};
+  // The plan first (claim or takeover, the lease it replaces), then the
+  // lease commit that records it, then the transition with its id.
+  LeaseTransition t{req.renew, req.worker_hex, req.epoch, req.requested_at_ms, ""};
+  AppliedTransition plan;
+  Decision d = ApplyTransition(req.job_hex, rec, t, rules, &plan);
+  if (!d.ok()) return Refuse(d, r);
   const PolicySettings& ps = pol.settings;
+  LeaseCommitInfo info;
+  info.kind = std::string(LogKindName(plan.kind));
   info.job_hex = req.job_hex;
   info.worker_hex = req.worker_hex;
   info.epoch = req.epoch;
-  info.expires_ms = b.now + ps.lease_ms;
+  info.expires_ms = plan.record.expires_ms;
   info.attempt = rec->attempt;
   info.requested_at_ms = req.requested_at_ms;
   info.request_sig_hex = req.sig_hex;
@@ -884,21 +856,18 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
   info.output_cap_bytes = ps.output_cap_bytes;
   info.max_result_bytes = ps.max_result_bytes;
   info.allow_network = ps.allow_network;
+  std::vector<std::string> parents = {rec->job_commit};
+  if (!plan.replaced_lease.empty()) parents.push_back(plan.replaced_lease);
   auto commit = BuildCommitObject(kEmptyTreeId, parents, FormatLeaseCommitMessage(info), kLedgerCommitterName,
                                   kLedgerCommitterEmail, b.now, &key_);
   if (!commit.ok()) {
     r->outcome = Outcome::FromStatus(commit.status());
     return;
   }
-  n.epoch = req.epoch;
-  n.lease_commit = commit->id;
-  n.worker_hex = req.worker_hex;
-  n.expires_ms = info.expires_ms;
-  n.requested_at_ms = req.requested_at_ms;
-  if (!req.renew) {
-    n.claim_commit = commit->id;
-    n.claims[req.worker_hex] = commit->id;
-  }
+  t.lease_commit = commit->id;
+  AppliedTransition a;
+  d = ApplyTransition(req.job_hex, rec, t, rules, &a);
+  if (!d.ok()) return Refuse(d, r);
   // The grant: the signed lease commit and what the worker needs to check
   // that job.yaml is the job it names.
   r->grant.push_back(*commit);
@@ -929,93 +898,55 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
   }
   b.new_commits.push_back(commit->id);
   AddObject(b, std::move(*commit));
-  RecordTransition(b.touched, b.before, b.entries, b.counts, kind, rec, n);
-  r->commit = n.lease_commit;
-  r->record = n;
+  RecordTransition(b.touched, b.before, b.entries, b.counts, a.kind, rec, a.record);
+  r->commit = a.record.lease_commit;
+  r->record = a.record;
 }
 
 void LedgerWriter::DoResult(Batch& b, ResultOp& op, OpResult* r) {
   const ParsedResult& p = op.result;
   r->job_hex = p.job_hex;
   GATOS_BATCH_RECORD(b, p.job_hex, rec, r);
-  if (!rec) {
-    r->outcome = Outcome::Error(TransitionError::kInvalid, "result refused: job " + p.job_hex + " is not in this ledger");
-    return;
-  }
   r->record = rec;
-  bool known = rec->result_commit == p.commit_id;
-  for (const auto& a : rec->attempts) known = known || a.result_commit == p.commit_id;
-  if (known) {
+  const Policy& pol = BatchPolicy(b);
+  // The backoff, should the result open another attempt (the policy's
+  // range, less a random part: retries of many jobs do not come in step).
+  const int64_t backoff = rec ? DrawRetryBackoffMs(pol.settings, rec->attempt + 1, BatchRng()()) : 0;
+  AppliedTransition a;
+  Decision d = ApplyTransition(p.job_hex, rec,
+                               ResultTransition{p.commit_id, p.worker_hex, p.epoch, p.parents, p.status,
+                                                p.poe.reason, p.poe.transient, backoff},
+                               {&pol, b.now}, &a);
+  if (!d.ok()) return Refuse(d, r);
+  r->commit = p.commit_id;
+  if (a.unchanged) {
     r->existing = true;
-    r->commit = p.commit_id;
     return;
   }
-  if (p.parents.size() != 2 || p.parents[0] != rec->job_commit) {
-    r->outcome = Outcome::Error(TransitionError::kInvalid,
-                                "result refused: its first parent is not the commit of job " + Short(p.job_hex));
-    return;
-  }
-  auto key = ParseWorkerId("ed25519:" + p.worker_hex);
-  const Policy& pol = b.new_policy ? *b.new_policy : policy_;
-  if (!key.ok() || !pol.workers.FindKey(*key, kSignerNamespaceGit, b.now / 1000)) {
-    r->outcome = Outcome::Error(TransitionError::kUnauthorized,
-                                "result refused: worker ed25519:" + p.worker_hex +
-                                    " is not allowed by this ledger's policy (gatos policy allow-worker)");
-    return;
-  }
-  Decision d = DecideResult(*rec, p.worker_hex, p.epoch, b.now, pol.settings.result_grace_ms);
-  if (!d.ok()) {
-    r->outcome = Outcome::Error(d.error, d.message);
-    return;
-  }
-  if (p.parents[1] != rec->claim_commit) {
-    r->outcome = Outcome::Error(TransitionError::kStaleOwner,
-                                "result refused: its second parent " + Short(p.parents[1]) +
-                                    " is not the claim commit of the current lease of job " + Short(p.job_hex));
-    return;
-  }
-  JobRecord n = *rec;
-  const PolicySettings& ps = pol.settings;
-  bool retry = RetryAfterResult(*rec, ps, p.status, p.poe.reason, p.poe.transient);
-  LogKind kind;
-  if (retry) {
-    n.attempts.push_back({rec->attempt, p.commit_id, p.status, p.epoch, b.now});
-    n.attempt = rec->attempt + 1;
-    n.not_before_ms = b.now + DrawRetryBackoffMs(ps, n.attempt, BatchRng()());
-    kind = LogKind::kAttempt;
-    r->retried = true;
-  } else {
-    n.result_commit = p.commit_id;
-    n.result_status = p.status;
-    n.finished_ms = b.now;
-    kind = LogKind::kResult;
-  }
-  n.worker_hex.clear();
-  n.expires_ms = 0;
+  r->retried = a.kind == LogKind::kAttempt;
   for (auto& o : op.objects) AddObject(b, std::move(o));
   b.new_commits.push_back(p.commit_id);
-  RecordTransition(b.touched, b.before, b.entries, b.counts, kind, rec, n);
-  r->commit = p.commit_id;
-  r->record = n;
+  RecordTransition(b.touched, b.before, b.entries, b.counts, a.kind, rec, a.record);
+  r->record = a.record;
 }
 
 void LedgerWriter::DoUser(Batch& b, UserOp& op, OpResult* r) {
   r->job_hex = op.job_hex;
   GATOS_BATCH_RECORD(b, op.job_hex, rec, r);
-  if (!rec) {
-    r->outcome = Outcome::Error(TransitionError::kInvalid, "no job blake3:" + op.job_hex + " in this ledger");
-    return;
-  }
   r->record = rec;
-  if (!MayControlJob(op.requester_hex, rec->submitter_hex, b.new_policy ? *b.new_policy : policy_, b.now)) {
-    r->outcome = Outcome::Error(
-        TransitionError::kUnauthorized,
-        "key ed25519:" + op.requester_hex.substr(0, 64) + " may not " + (op.retry ? "re-run" : "cancel") +
-            " job " + Short(op.job_hex) + ": only its submitter, an operator named in the policy "
-            "(gatos policy allow-operator) or the ledger key may");
+  const TransitionRules rules{&BatchPolicy(b), b.now};
+  auto transition = [&](const std::string& commit) -> Transition {
+    if (op.retry) return RetryTransition{op.requester_hex, op.attempt, commit};
+    return CancelTransition{op.requester_hex, commit};
+  };
+  AppliedTransition plan;
+  Decision d = ApplyTransition(op.job_hex, rec, transition(""), rules, &plan);
+  if (!d.ok()) return Refuse(d, r);
+  if (plan.unchanged) {  // cancelled already
+    r->existing = true;
+    r->commit = rec->cancel_commit;
     return;
   }
-  JobRecord n = *rec;
   UserRequestCommitInfo info;
   info.retry = op.retry;
   info.job_hex = op.job_hex;
@@ -1023,102 +954,53 @@ void LedgerWriter::DoUser(Batch& b, UserOp& op, OpResult* r) {
   info.recorded_at_ms = b.now;
   info.requested_at_ms = op.requested_at_ms;
   info.request_sig_hex = op.sig_hex;
+  if (op.retry) info.attempt = op.attempt;
   std::vector<std::string> parents = {rec->job_commit};
-  LogKind kind;
-  if (op.retry) {
-    Decision d = DecideRetry(*rec, op.attempt, b.now);
-    if (!d.ok()) {
-      r->outcome = Outcome::Error(d.error, d.message);
-      return;
-    }
-    info.attempt = op.attempt;
-    parents.push_back(rec->result_commit);
-    kind = LogKind::kRetry;
-  } else {
-    bool already = false;
-    Decision d = DecideCancel(*rec, b.now, &already);
-    if (!d.ok()) {
-      r->outcome = Outcome::Error(d.error, d.message);
-      return;
-    }
-    if (already) {
-      r->existing = true;
-      r->commit = rec->cancel_commit;
-      return;
-    }
-    kind = LogKind::kCancel;
-  }
+  if (op.retry) parents.push_back(rec->result_commit);
   auto commit = BuildCommitObject(kEmptyTreeId, parents, FormatUserRequestCommitMessage(info), kLedgerCommitterName,
                                   kLedgerCommitterEmail, b.now, &key_);
   if (!commit.ok()) {
     r->outcome = Outcome::FromStatus(commit.status());
     return;
   }
-  if (op.retry) {
-    n.attempts.push_back({rec->attempt, rec->result_commit, rec->result_status, rec->epoch, rec->finished_ms});
-    n.result_commit.clear();
-    n.result_status.clear();
-    n.attempt = op.attempt;
-    n.finished_ms = 0;
-    n.not_before_ms = 0;
-    n.retry_commit = commit->id;
-  } else {
-    n.cancel_commit = commit->id;
-    if (!(!rec->worker_hex.empty() && b.now < rec->expires_ms)) {
-      // No live lease: the job is aborted now.
-      n.worker_hex.clear();
-      n.finished_ms = b.now;
-    } else {
-      r->notice.push_back(*commit);  // the holder is told, with the signed cancel commit
-    }
-  }
+  AppliedTransition a;
+  d = ApplyTransition(op.job_hex, rec, transition(commit->id), rules, &a);
+  if (!d.ok()) return Refuse(d, r);
+  // A cancel of a running job: its holder is told, with the signed commit.
+  if (!op.retry && LeaseLive(*rec, b.now)) r->notice.push_back(*commit);
   b.new_commits.push_back(commit->id);
   r->commit = commit->id;
   AddObject(b, std::move(*commit));
-  RecordTransition(b.touched, b.before, b.entries, b.counts, kind, rec, n);
-  r->record = n;
+  RecordTransition(b.touched, b.before, b.entries, b.counts, a.kind, rec, a.record);
+  r->record = a.record;
 }
 
 void LedgerWriter::DoPrune(Batch& b, PruneOp& op, OpResult* r) {
   r->job_hex = op.job_hex;
   GATOS_BATCH_RECORD(b, op.job_hex, rec, r);
-  if (!rec) {
-    r->outcome = Outcome::Error(TransitionError::kInvalid, "no job blake3:" + op.job_hex + " in this ledger");
-    return;
-  }
   r->record = rec;
-  if (rec->pruned_ms) {
+  AppliedTransition a;
+  Decision d = ApplyTransition(op.job_hex, rec, PruneTransition{}, {&BatchPolicy(b), b.now}, &a);
+  if (!d.ok()) return Refuse(d, r);
+  if (a.unchanged) {
     r->existing = true;
     return;
   }
-  int64_t retention = policy_.settings.retention_ms;
-  if (!IsTerminal(RecordedState(*rec)) || !rec->finished_ms || retention == 0 ||
-      b.now < rec->finished_ms + retention) {
-    r->outcome = Outcome::Error(TransitionError::kInvalid, "job " + Short(op.job_hex) +
-                                                               " is not past the retention (" +
-                                                               std::to_string(retention) + " ms after it ends)");
-    return;
-  }
-  JobRecord n = *rec;
-  n.pruned_ms = b.now;
-  RecordTransition(b.touched, b.before, b.entries, b.counts, LogKind::kPrune, rec, n);
-  r->record = n;
+  RecordTransition(b.touched, b.before, b.entries, b.counts, a.kind, rec, a.record);
+  r->record = a.record;
 }
 
 void LedgerWriter::DoAbort(Batch& b, AbortOp& op, OpResult* r) {
   r->job_hex = op.job_hex;
   GATOS_BATCH_RECORD(b, op.job_hex, rec, r);
-  if (!rec || rec->cancel_commit.empty() || rec->worker_hex.empty() || b.now < rec->expires_ms ||
-      !rec->result_commit.empty()) {
+  AppliedTransition a;
+  if (!ApplyTransition(op.job_hex, rec, AbortTransition{}, {&BatchPolicy(b), b.now}, &a).ok()) {
     r->existing = true;  // nothing to abort (any more)
     r->record = rec;
     return;
   }
-  JobRecord n = *rec;
-  n.worker_hex.clear();
-  n.finished_ms = b.now;
-  RecordTransition(b.touched, b.before, b.entries, b.counts, LogKind::kAbort, rec, n);
-  r->record = n;
+  RecordTransition(b.touched, b.before, b.entries, b.counts, a.kind, rec, a.record);
+  r->record = a.record;
 }
 
 void LedgerWriter::DoPolicy(Batch& b, PolicyOp& op, OpResult* r) {
@@ -1144,24 +1026,18 @@ void LedgerWriter::DoPolicy(Batch& b, PolicyOp& op, OpResult* r) {
   r->commit = commit;
   // Leases of workers the new policy no longer allows end now: their jobs
   // are offered again, and their later requests and results are refused.
-  std::vector<std::string> revoked;
-  for (const auto& [job, live] : live_) {
-    const JobRecord& cur = b.touched.count(job) ? b.touched[job] : live;
-    if (cur.worker_hex.empty() || b.now >= cur.expires_ms) continue;
-    auto key = ParseWorkerId("ed25519:" + cur.worker_hex);
-    if (key.ok() && next.workers.FindKey(*key, kSignerNamespaceGit, b.now / 1000)) continue;
-    revoked.push_back(job);
-  }
+  std::vector<std::string> candidates;
+  for (const auto& [job, live] : live_) candidates.push_back(job);
   for (const auto& [job, cur] : b.touched) {
-    if (live_.count(job) || cur.worker_hex.empty() || b.now >= cur.expires_ms) continue;
-    auto key = ParseWorkerId("ed25519:" + cur.worker_hex);
-    if (!key.ok() || !next.workers.FindKey(*key, kSignerNamespaceGit, b.now / 1000)) revoked.push_back(job);
+    if (!live_.count(job)) candidates.push_back(job);
   }
-  for (const auto& job : revoked) {
+  std::vector<std::string> revoked;
+  for (const std::string& job : candidates) {
     std::optional<JobRecord> old = b.touched.count(job) ? b.touched[job] : live_[job];
-    JobRecord n = *old;
-    n.expires_ms = b.now;
-    RecordTransition(b.touched, b.before, b.entries, b.counts, LogKind::kRevoke, old, n);
+    AppliedTransition a;
+    if (!ApplyTransition(job, old, RevokeTransition{}, {&next, b.now}, &a).ok()) continue;
+    RecordTransition(b.touched, b.before, b.entries, b.counts, a.kind, old, a.record);
+    revoked.push_back(job);
   }
   r->revoked_jobs = std::move(revoked);
 }

@@ -68,12 +68,9 @@ Outcome VerifyLeaseRequest(const LeaseRequest& req, const Policy& policy, int64_
 
 // A signed user request (cancel or re-run) by `requester_hex` over
 // `payload`: well-formed, fresh and verifying. Whether the requester may act
-// on the job is decided against the job's record (MayControlJob).
+// on the job is decided against the job's record (transition.h).
 Outcome VerifyUserRequest(std::string_view requester_hex, std::string_view payload,
                           int64_t requested_at_ms, std::string_view sig_hex, int64_t now_ms);
-// The job's submitter, an operator of the policy, or the ledger key.
-bool MayControlJob(std::string_view requester_hex, std::string_view submitter_hex,
-                   const Policy& policy, int64_t now_ms);
 
 // The self-contained checks of a result commit (CheckResultCommit) with the
 // policy's limits, mapped to an Outcome: a bad signature is kUnauthorized,

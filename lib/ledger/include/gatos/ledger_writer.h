@@ -216,6 +216,7 @@ class LedgerWriter {
   // Adds an object the batch writes (once per id).
   static void AddObject(Batch& b, GitObject&& o);
   void ApplyOne(Batch& b, Op& op, OpResult* r);
+  const Policy& BatchPolicy(const Batch& b) const;
   void DoSubmit(Batch& b, SubmitOp& op, OpResult* r);
   void DoLease(Batch& b, LeaseOp& op, OpResult* r);
   void DoResult(Batch& b, ResultOp& op, OpResult* r);
