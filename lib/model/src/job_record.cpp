@@ -21,6 +21,8 @@ bool LeaseExpired(const JobRecord& r, int64_t now_ms) {
   return HoldsLease(r) && now_ms >= r.expires_ms;
 }
 
+bool LeaseLive(const JobRecord& r, int64_t now_ms) { return HoldsLease(r) && now_ms < r.expires_ms; }
+
 JobState RecordState(const JobRecord& r, int64_t now_ms) {
   if (!r.result_commit.empty()) {
     auto st = ParseJobState(r.result_status);
@@ -28,8 +30,7 @@ JobState RecordState(const JobRecord& r, int64_t now_ms) {
     // possible in a corrupt ledger) reads as failed rather than running.
     return st && IsTerminal(*st) ? *st : JobState::kFailed;
   }
-  bool live = HoldsLease(r) && now_ms < r.expires_ms;
-  if (!r.cancel_commit.empty() && !live) return JobState::kAborted;
+  if (!r.cancel_commit.empty() && !LeaseLive(r, now_ms)) return JobState::kAborted;
   if (HoldsLease(r)) return JobState::kClaimed;
   return JobState::kPending;
 }
@@ -302,7 +303,7 @@ Decision DecideClaim(const JobRecord& r, std::string_view worker_hex, int64_t wa
                 "job " + r.job_hex + " already has a result (" + r.result_status + ")");
   }
   if (!r.cancel_commit.empty()) return Fail(TransitionError::kCancelled, "job " + r.job_hex + " was cancelled");
-  if (HoldsLease(r) && now_ms < r.expires_ms) {
+  if (LeaseLive(r, now_ms)) {
     return Fail(TransitionError::kLostRace, "job " + r.job_hex + " is leased to " +
                                                 r.worker_hex.substr(0, 16) + " until " +
                                                 FormatRfc3339Millis(r.expires_ms));

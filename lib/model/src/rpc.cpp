@@ -162,7 +162,7 @@ nlohmann::json RecordJson(const JobRecord& r, int64_t now_ms) {
     j["lease"] = {{"worker", "ed25519:" + r.worker_hex},
                   {"epoch", r.epoch},
                   {"expires", FormatRfc3339Millis(r.expires_ms)},
-                  {"expired", now_ms >= r.expires_ms}};
+                  {"expired", LeaseExpired(r, now_ms)}};
   }
   if (r.epoch) j["epoch"] = r.epoch;
   if (!r.result_commit.empty()) {

@@ -245,8 +245,6 @@ std::vector<LogEntry> TransitionEntries(LogKind kind, const std::optional<JobRec
   return out;
 }
 
-bool LeaseLive(const JobRecord& r, int64_t now_ms) { return !r.worker_hex.empty() && now_ms < r.expires_ms; }
-
 bool DecideAbort(const JobRecord& r, int64_t now_ms) {
   return !r.cancel_commit.empty() && LeaseExpired(r, now_ms) && r.result_commit.empty();
 }

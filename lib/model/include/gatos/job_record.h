@@ -69,8 +69,10 @@ JobState RecordState(const JobRecord& r, int64_t now_ms);
 // replaying the log counts. (A cancelled job whose lease runs out becomes
 // aborted through an abort transition, so the two converge.)
 JobState RecordedState(const JobRecord& r);
-// Whether the current attempt's lease is past its deadline.
+// Whether the current attempt holds a lease that is past its deadline, or
+// one that is not: the only two tests of a lease's life.
 bool LeaseExpired(const JobRecord& r, int64_t now_ms);
+bool LeaseLive(const JobRecord& r, int64_t now_ms);
 // Terminal (has a final result, or aborted).
 bool RecordTerminal(const JobRecord& r, int64_t now_ms);
 // A terminal failed or timed-out job: no attempt is left (listed as "dead").

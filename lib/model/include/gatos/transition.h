@@ -137,9 +137,6 @@ Decision ApplyTransition(std::string_view job_hex, const std::optional<JobRecord
 // revoke). What the writer writes and the auditor expects.
 std::vector<LogEntry> TransitionEntries(LogKind kind, const std::optional<JobRecord>& old, const JobRecord& now);
 
-// Whether the current attempt holds a lease that has not expired at `now_ms`.
-bool LeaseLive(const JobRecord& r, int64_t now_ms);
-
 // Whether an abort may end the job now (JobService's timer asks; the abort
 // transition applies the same test).
 bool DecideAbort(const JobRecord& r, int64_t now_ms);
