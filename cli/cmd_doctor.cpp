@@ -17,6 +17,7 @@
 #include "gatos/config_file.h"
 #include "gatos/encoding.h"
 #include "gatos/exec.h"
+#include "gatos/file.h"
 #include "gatos/flags.h"
 #include "gatos/job_stream.h"
 #include "gatos/keys.h"
@@ -204,7 +205,7 @@ int RunDoctor(const Args& args) {
                                      {"http-token-file"}, {"stream-replicas"}, {"state-dir"}, {"key"},
                                      {"ledger-key"},  {"ro-bind", 0, true, true}, {"name"}, {"concurrency"},
                                      {"sandbox"}, {"nats-ca"}, {"require-nats-auth", 0, false}, {"nats-auth-file"}, {"nats-pid-file"}, {"config"}};
-    auto text = ReadSmallFile(path, 1 << 20);
+    auto text = ReadFileToString(path, 1 << 20);
     if (!text.ok()) return UsageError("doctor", text.status().message());
     auto extra = ConfigArgs(*text, path, service, args);
     if (!extra.ok()) return UsageError("doctor", extra.status().message());

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "gatos/flags.h"
 #include "gatos/manifest.h"
+#include "gatos/manifest_file.h"
 
 namespace gatos::cli {
 namespace {

@@ -9,14 +9,15 @@
 #include <thread>
 
 #include "commands.h"
-#include "gatos/flags.h"
 #include "gatos/encoding.h"
+#include "gatos/flags.h"
 #include "gatos/ledger.h"
 #include "gatos/local_ledger.h"
-#include "gatos/signed_request.h"
 #include "gatos/manifest.h"
+#include "gatos/manifest_file.h"
 #include "gatos/result.h"
 #include "gatos/rpc.h"
+#include "gatos/signed_request.h"
 #include "gatos/trailers.h"
 #include "ledger_client.h"
 

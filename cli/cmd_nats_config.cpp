@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "gatos/bus_identity.h"
+#include "gatos/file.h"
 #include "gatos/flags.h"
 #include "gatos/ledger.h"
 #include "gatos/nats_cluster.h"
@@ -92,7 +93,7 @@ int RunNatsClusterConfig(const Args& args) {
     o.nodes = std::move(*nodes);
     o.node = *flags.Get("node");
     if (auto secret_file = flags.Get("route-secret-file")) {
-      auto secret = ReadSmallFile(*secret_file, 4096);
+      auto secret = ReadFileToString(*secret_file, 4096, {.secret = true});
       if (!secret.ok()) return ReportError(secret.status().message(), kExitUsage);
       std::string s = *secret;
       while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();

@@ -10,6 +10,7 @@
 #include "gatos/blake3.h"
 #include "gatos/clock.h"
 #include "gatos/encoding.h"
+#include "gatos/file.h"
 #include "gatos/ledger_commits.h"
 #include "gatos/log_format.h"
 #include "gatos/manifest.h"
@@ -93,14 +94,14 @@ json TimeJson(int64_t ms) { return ms ? json(FormatRfc3339Millis(ms)) : json(nul
 }  // namespace
 
 Result<std::string> LoadHttpToken(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NotFoundError("--http-token-file " + path + ": cannot be opened");
-  std::string data;
-  char buf[1024];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof buf)) > 0 && data.size() <= 4096) data.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  if (data.size() > 4096) return InvalidArgumentError("--http-token-file " + path + ": larger than 4 KiB");
+  Result<std::string> read = ReadFileToString(path, 4096, {.secret = true});
+  if (!read.ok()) {
+    return Status(read.status().code(),
+                  "--http-token-file " + path + ": " +
+                      (read.status().code() == StatusCode::kInvalidArgument ? "larger than 4 KiB or not a file"
+                                                                            : "cannot be read"));
+  }
+  const std::string& data = *read;
   size_t b = data.find_first_not_of(" \t\r\n");
   size_t e = data.find_last_not_of(" \t\r\n");
   std::string token = b == std::string::npos ? "" : data.substr(b, e - b + 1);

@@ -24,11 +24,11 @@
 #include "gatos/dir_layout.h"
 #include "gatos/job_service.h"
 #include "gatos/ledger_commits.h"
+#include "gatos/log_format.h"
+#include "gatos/refs.h"
 #include "gatos/rpc.h"
 #include "gatos/signed_request.h"
 #include "gatos/sshsig.h"
-#include "gatos/log_format.h"
-#include "gatos/refs.h"
 #include "gatos/trailers.h"
 #include "ledger_fixture.h"
 #include "test_util.h"
@@ -332,6 +332,40 @@ TEST(LedgerWriterTest, AViewLeftBehindByACrashIsRepairedFromTheLog) {
   f.W();  // opening the writer repairs the view
   EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), lease);
   EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+}
+
+// A sync of the view refs that fails never leaves a mark saying it
+// succeeded: after the failure and a crash that loses the refs written since
+// the last good sync, the next open repairs them from the log.
+TEST(LedgerWriterTest, AFailedViewSyncWritesNoMarkAndTheViewsAreRepairedAfterACrash) {
+  Fixture f;
+  f.W();
+  f.Close();
+  const std::string mark_path = f.path + "/gatos/views-synced";
+  const std::string mark = testing::ReadFile(mark_path);
+  ASSERT_FALSE(mark.empty());
+  f.writer_options.crash_at = "fail-syncfs";
+  auto j = f.Submit(kJob);
+  ASSERT_TRUE(f.Claim(j.hex, f.w1).outcome.ok());
+  const std::string lease = f.Ref(JobRef(j.hex, "lease"));
+  ASSERT_FALSE(lease.empty());
+  Status s = f.W().SyncViews();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
+  EXPECT_EQ(testing::ReadFile(mark_path), mark) << "a failed sync moved the mark";
+  f.Close();
+  // The crash: the view refs written since the last good sync are gone.
+  auto l = f.Open();
+  ASSERT_TRUE(l->SetViewRefs({{JobRef(j.hex, "job"), ""},
+                              {JobRef(j.hex, "lease"), ""},
+                              {ClaimRef(j.hex, f.w1.public_key().Hex()), ""}})
+                  .ok());
+  ASSERT_EQ(f.Ref(JobRef(j.hex, "lease")), "");
+  f.writer_options.crash_at.clear();
+  f.W();  // opening the writer repairs the views and marks them synced
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "job")), j.commit);
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), lease);
+  EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+  EXPECT_NE(testing::ReadFile(mark_path), mark);
 }
 
 // A writer SIGKILLed while it held refs/gatos/log.lock (the lock written,

@@ -9,6 +9,7 @@
 
 #include "gatos/canonical_json.h"
 #include "gatos/manifest.h"
+#include "gatos/manifest_file.h"
 #include "gatos/poe.h"
 #include "test_util.h"
 

@@ -1,3 +1,4 @@
+#include "gatos/manifest_file.h"
 #include "gatos/manifest.h"
 
 #include <gtest/gtest.h>

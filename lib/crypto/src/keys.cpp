@@ -9,8 +9,9 @@
 #include <cstring>
 #include <vector>
 
-#include "gatos/ssh_wire.h"
 #include "gatos/encoding.h"
+#include "gatos/file.h"
+#include "gatos/ssh_wire.h"
 
 namespace gatos {
 namespace ssh {
@@ -317,9 +318,16 @@ std::string FormatOpenSshPrivateKey(const Ed25519PrivateKey& key) {
 }
 
 Result<Ed25519PrivateKey> ReadPrivateKeyFile(const std::string& path) {
-  GATOS_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxKeyText));
+  GATOS_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxKeyText, {.secret = true}));
   Wiper<std::string> wipe(text);
   auto key = ParseOpenSshPrivateKey(text);
+  if (!key.ok()) return key.status().WithContext(path);
+  return key;
+}
+
+Result<Ed25519PublicKey> ReadPublicKeyFile(const std::string& path) {
+  GATOS_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path, kMaxKeyText));
+  auto key = ParseOpenSshPublicKey(text);
   if (!key.ok()) return key.status().WithContext(path);
   return key;
 }

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "gatos/encoding.h"
+#include "gatos/file.h"
 #include "gatos/git_input.h"
 #include "gatos/yaml_tree.h"
 
@@ -266,15 +267,16 @@ Status CheckFile(const InputCredential& c, const std::string& path, const char* 
                std::to_string(st.st_mode & 7) + "); chmod 600 it";
   }
   if (!token) return OkStatus();
-  std::string data(kMaxTokenBytes + 2, '\0');
-  size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
+  // A read that fails is an error, never a shorter token.
+  Result<std::string> read = ReadFileToString(path, kMaxTokenBytes + 1, {.secret = true});
+  if (!read.ok()) {
+    return InvalidArgumentError(where + ": cannot be read (" +
+                                (read.status().code() == StatusCode::kInvalidArgument
+                                     ? std::string("over ") + std::to_string(kMaxTokenBytes + 1) + " bytes"
+                                     : std::string(StatusCodeName(read.status().code()))) +
+                                ")");
   }
-  data.resize(got);
+  std::string data = std::move(*read);
   if (!data.empty() && data.back() == '\n') data.pop_back();
   bool printable = !data.empty() && data.size() <= kMaxTokenBytes;
   for (char ch : data) printable &= ch > 0x20 && ch < 0x7f;
@@ -349,38 +351,9 @@ Result<InputCredentials> ParseInputCredentials(std::string_view text, std::strin
 }
 
 Result<InputCredentials> LoadInputCredentialsFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string what = "--credentials " + path + ": cannot open: " + std::strerror(err);
-    if (err == ENOENT) return NotFoundError(what);
-    if (err == EACCES) return PermissionDeniedError(what);
-    return InvalidArgumentError(what);
-  }
-  std::string text;
-  {
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      return InvalidArgumentError("--credentials " + path + ": not a regular file");
-    }
-    if (static_cast<uint64_t>(st.st_size) > kMaxCredentialsFileBytes) {
-      return InvalidArgumentError("--credentials " + path + ": larger than " +
-                                  std::to_string(kMaxCredentialsFileBytes) + " bytes");
-    }
-    text.resize(kMaxCredentialsFileBytes + 1);
-    size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-    }
-    text.resize(got);
-  }
+  Result<std::string> read = ReadFileToString(path, kMaxCredentialsFileBytes);
+  if (!read.ok()) return Status(read.status().code(), "--credentials " + read.status().message());
+  const std::string& text = *read;
   GATOS_ASSIGN_OR_RETURN(InputCredentials creds, ParseInputCredentials(text, path));
   std::string problems;
   for (const InputCredential& c : creds.entries_) {

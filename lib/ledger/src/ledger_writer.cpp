@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +23,7 @@
 
 #include "gatos/dir_layout.h"
 #include "gatos/encoding.h"
+#include "gatos/file.h"
 #include "gatos/ledger_commits.h"
 #include "gatos/sshsig.h"
 #include "gatos/transition.h"
@@ -587,10 +589,18 @@ Status LedgerWriter::Load() {
 }
 
 Status LedgerWriter::RepairViews() {
+  // The last batch whose view refs are known to be on disk. Without the
+  // mark (or with one that does not read), every batch is checked.
   int64_t synced = 0;
   {
-    std::ifstream in(LedgerStateDir(ledger_->path()) + "/" + kViewsSyncedFile);
-    in >> synced;
+    Result<std::string> mark = ReadFileToString(LedgerStateDir(ledger_->path()) + "/" + kViewsSyncedFile, 64);
+    if (!mark.ok() && mark.status().code() != StatusCode::kNotFound) return mark.status();
+    if (mark.ok()) {
+      std::string text = *mark;
+      while (!text.empty() && text.back() == '\n') text.pop_back();
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), synced);
+      if (ec != std::errc() || end != text.data() + text.size() || synced < 0) synced = 0;
+    }
   }
   if (synced >= seq_) return OkStatus();
   // Batches after the last sync, oldest first.
@@ -627,21 +637,25 @@ Status LedgerWriter::RepairViews() {
                  static_cast<long long>(synced + 1), static_cast<long long>(seq_));
     GATOS_RETURN_IF_ERROR(ledger_->SetViewRefs(fix));
   }
-  return SyncViews();
+  // Repaired; if they cannot be marked synced, the next open checks again.
+  if (Status s = SyncViews(); !s.ok()) {
+    std::fprintf(stderr, "gatos: cannot mark the view refs synced (%s); the next open checks them again\n",
+                 s.message().c_str());
+  }
+  return OkStatus();
 }
 
 Status LedgerWriter::SyncViews() {
   FlushViews();
-  if (options_.fsync) (void)SyncFileSystem(ledger_->path());
-  std::string path = LedgerStateDir(ledger_->path()) + "/" + kViewsSyncedFile;
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << seq_ << "\n";
-    if (!out) return UnavailableError("cannot write " + tmp);
+  if (options_.fsync) {
+    // A mark that says the views are on disk is written only once they are:
+    // after a failed sync and a crash, the next open repairs them.
+    Status synced = options_.crash_at == "fail-syncfs" ? UnavailableError("syncfs " + ledger_->path() + ": failpoint")
+                                                       : SyncFileSystem(ledger_->path());
+    GATOS_RETURN_IF_ERROR(synced);
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return UnavailableError("cannot rename " + tmp);
-  return OkStatus();
+  return WriteFileAtomically(LedgerStateDir(ledger_->path()) + "/" + kViewsSyncedFile,
+                             std::to_string(seq_) + "\n", 0644, options_.fsync);
 }
 
 Status LedgerWriter::Initialize(const std::string& dir_in, const Policy& policy, const Ed25519PrivateKey& key,
@@ -676,8 +690,7 @@ Status LedgerWriter::Initialize(const std::string& dir_in, const Policy& policy,
   GATOS_RETURN_IF_ERROR(ledger->WriteObjectsPacked(ptrs, true));
   GATOS_RETURN_IF_ERROR(ledger->CasRef(kLogRef, "", log.id, true));
   GATOS_RETURN_IF_ERROR(ledger->SetViewRefs({{kPolicyRef, policy_commit}}));
-  std::ofstream(LedgerStateDir(dir) + "/" + kViewsSyncedFile) << 1 << "\n";
-  return OkStatus();
+  return WriteFileAtomically(LedgerStateDir(dir) + "/" + kViewsSyncedFile, "1\n");
 }
 
 Result<std::optional<JobRecord>> LedgerWriter::Find(const std::string& job_hex) {

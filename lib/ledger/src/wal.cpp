@@ -11,6 +11,7 @@
 
 #include "gatos/blake3.h"
 #include "gatos/encoding.h"
+#include "gatos/file.h"
 #include "gatos/pack_writer.h"
 
 namespace gatos {
@@ -182,19 +183,10 @@ std::vector<std::string> WriteAheadLog::Files() const {
 Result<std::vector<WalRecord>> WriteAheadLog::ReadAll() const {
   std::vector<WalRecord> all;
   for (const std::string& path : Files()) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus("open " + path);
-    std::string data;
-    char buf[1 << 16];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof buf)) > 0) data.append(buf, static_cast<size_t>(n));
-    int err = errno;
-    ::close(fd);
-    if (n < 0) {
-      errno = err;
-      return ErrnoStatus("read " + path);
-    }
-    WalFileContents c = DecodeWalFile(data);
+    // A record file is at most a few batches; 1 GiB bounds a corrupt one.
+    Result<std::string> data = ReadFileToString(path, size_t{1} << 30);
+    if (!data.ok()) return data.status();
+    WalFileContents c = DecodeWalFile(*data);
     if (!c.records.empty()) {
       const int64_t first = c.records.front().seq;
       while (!all.empty() && all.back().seq >= first) all.pop_back();

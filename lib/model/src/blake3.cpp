@@ -3,8 +3,6 @@
 #include <blake3.h>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "gatos/encoding.h"
 
@@ -82,30 +80,6 @@ Result<Digest32> ParseTaggedBlake3(std::string_view text) {
   if (!bytes.ok()) return bytes.status();
   std::memcpy(d.data(), bytes->data(), 32);
   return d;
-}
-
-Result<Digest32> Blake3File(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    std::string m = path + ": " + std::strerror(e);
-    return e == ENOENT ? NotFoundError(m) : InternalError(m);
-  }
-  Blake3Hasher h;
-  char buf[64 * 1024];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::string m = path + ": read: " + std::strerror(errno);
-      ::close(fd);
-      return InternalError(m);
-    }
-    if (n == 0) break;
-    h.Update(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return h.Finalize();
 }
 
 }  // namespace gatos

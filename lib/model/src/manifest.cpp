@@ -1,8 +1,5 @@
 #include "gatos/manifest.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -780,50 +777,6 @@ Result<Manifest> ParseManifest(std::string_view bytes, std::string_view source_n
   Manifest m = checker.Check(root);
   if (!checker.ok()) return checker.ToStatus();
   return m;
-}
-
-Result<Manifest> LoadManifestFile(const std::string& path, const ManifestLimits& limits) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int err = errno;
-    std::string what = path + ": cannot open: " + std::strerror(err);
-    if (err == ENOENT) return NotFoundError(what);
-    if (err == EACCES) return PermissionDeniedError(what);
-    return InternalError(what);
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (fstat(fd, &st) != 0) return InternalError(path + ": fstat: " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) {
-    return InvalidArgumentError(path + ":1:1: manifest: is not a regular file; expected a file");
-  }
-  if (static_cast<uint64_t>(st.st_size) > limits.max_bytes) {
-    return InvalidArgumentError(ErrorLine(path, 1, 1, "manifest",
-                                          "is " + std::to_string(st.st_size) +
-                                              " bytes, over the limit of " +
-                                              std::to_string(limits.max_bytes) +
-                                              " bytes (max_bytes); keep large data in inputs "
-                                              "referenced by hash"));
-  }
-  std::string data;
-  // One byte more than the limit: a file that grew after fstat is caught by
-  // ParseManifest's own size check.
-  data.resize(limits.max_bytes + 1);
-  size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t n = read(fd, data.data() + got, data.size() - got);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return InternalError(path + ": read: " + std::strerror(errno));
-    }
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  data.resize(got);
-  return ParseManifest(data, path, ManifestFormat::kAuto, limits);
 }
 
 Status ValidateManifest(const Manifest& m, const ManifestLimits& limits) {

@@ -1,8 +1,6 @@
 #include "gatos/public_key.h"
 
-#include <fcntl.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -13,7 +11,6 @@
 namespace gatos {
 namespace {
 
-constexpr size_t kMaxKeyText = 64 * 1024;
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
@@ -33,39 +30,6 @@ Status UnsupportedType(std::string_view type) {
 }
 
 }  // namespace
-
-Result<std::string> ReadSmallFile(const std::string& path, size_t limit) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    std::string m = path + ": cannot open: " + std::strerror(e);
-    return e == ENOENT ? NotFoundError(m) : InvalidArgumentError(m);
-  }
-  std::string data;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      explicit_bzero(buf, sizeof buf);
-      return InternalError(path + ": read failed: " + std::strerror(e));
-    }
-    if (n == 0) break;
-    data.append(buf, static_cast<size_t>(n));
-    if (data.size() > limit) {
-      ::close(fd);
-      explicit_bzero(buf, sizeof buf);
-      explicit_bzero(data.data(), data.size());
-      return InvalidArgumentError(path + ": file is larger than " + std::to_string(limit) +
-                                  " bytes; not a key file");
-    }
-  }
-  ::close(fd);
-  explicit_bzero(buf, sizeof buf);
-  return data;
-}
 
 namespace ssh {
 
@@ -160,13 +124,6 @@ Result<Ed25519PublicKey> ParseWorkerId(std::string_view text) {
   GATOS_ASSIGN_OR_RETURN(Bytes b, HexDecode(hex));
   Ed25519PublicKey key;
   std::memcpy(key.bytes.data(), b.data(), 32);
-  return key;
-}
-
-Result<Ed25519PublicKey> ReadPublicKeyFile(const std::string& path) {
-  GATOS_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxKeyText));
-  auto key = ParseOpenSshPublicKey(text);
-  if (!key.ok()) return key.status().WithContext(path);
   return key;
 }
 

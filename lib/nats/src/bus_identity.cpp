@@ -7,10 +7,10 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "gatos/file.h"
 #include "gatos/nats_auth.h"
 
 namespace gatos {
@@ -43,34 +43,16 @@ Result<bool> NatsAcceptsAnonymous(const std::string& url, const std::string& tls
 
 Result<bool> WriteNatsAuthorizationFile(const std::string& path, const Policy& policy) {
   std::string text = NatsAuthorizationConfig(policy);
-  {
-    std::ifstream in(path, std::ios::binary);
-    if (in) {
-      std::ostringstream old;
-      old << in.rdbuf();
-      if (old.str() == text) return false;
-    }
-  }
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return InternalError("cannot write " + tmp + ": " + std::strerror(errno));
-  }
-  ::chmod(tmp.c_str(), 0644);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return InternalError("cannot replace " + path + ": " + std::strerror(e));
-  }
+  Result<std::string> old = ReadFileToString(path, 64 << 20);
+  if (old.ok() && *old == text) return false;
+  GATOS_RETURN_IF_ERROR(WriteFileAtomically(path, text, 0644));
   return true;
 }
 
 Status ReloadNatsServer(const std::string& pid_file) {
-  std::ifstream in(pid_file);
-  long pid = 0;
-  if (!(in >> pid) || pid <= 1) return NotFoundError("no nats-server pid in " + pid_file);
+  Result<std::string> text = ReadFileToString(pid_file, 64);
+  long pid = text.ok() ? std::strtol(text->c_str(), nullptr, 10) : 0;
+  if (pid <= 1) return NotFoundError("no nats-server pid in " + pid_file);
   if (::kill(static_cast<pid_t>(pid), SIGHUP) != 0) {
     return NotFoundError("cannot signal nats-server pid " + std::to_string(pid) + " from " + pid_file + ": " +
                          std::strerror(errno));

@@ -72,6 +72,7 @@ std::string FormatOpenSshPrivateKey(const Ed25519PrivateKey& key);
 // File variants. Errors are prefixed with the path. NotFound if the file does
 // not exist; InvalidArgument if it is not a valid key.
 Result<Ed25519PrivateKey> ReadPrivateKeyFile(const std::string& path);
+Result<Ed25519PublicKey> ReadPublicKeyFile(const std::string& path);
 // Writes `path` (mode 0600) and `path + ".pub"` (mode 0644, one line).
 // AlreadyExists if either file exists: never overwrites a key. On failure no
 // partial files are left behind.

@@ -58,6 +58,7 @@ struct WriterOptions {
   // Failpoints for crash tests ("before-wal", "after-wal", "after-pack",
   // "after-log-ref", "after-views"): the process SIGKILLs itself at that
   // point of the next batch. "fail-pack": writing a batch's pack fails.
+  // "fail-syncfs": SyncViews' syncfs fails.
   std::string crash_at;
   // The view refs of a committed batch are written by a thread of the
   // writer's own, in batch order, while the caller goes on with the next

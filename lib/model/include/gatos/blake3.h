@@ -42,8 +42,6 @@ std::string DigestHex(const Digest32& d);
 std::string TaggedDigest(const Digest32& d);  // "blake3:" + hex
 // Parses "blake3:<64 lowercase hex>"; InvalidArgument otherwise.
 Result<Digest32> ParseTaggedBlake3(std::string_view text);
-// BLAKE3 of a file's bytes, streamed. NotFound / Internal on I/O errors.
-Result<Digest32> Blake3File(const std::string& path);
 
 }  // namespace gatos
 

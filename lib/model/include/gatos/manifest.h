@@ -11,8 +11,7 @@
 // reported, not just the first):
 //   SOURCE:LINE:COL: FIELD: what is wrong; what is expected
 // e.g. `job.yaml:3:10: timeout: "PT1.5S" has fractional seconds; use whole
-// seconds`. LoadManifestFile adds NotFound / PermissionDenied / Internal for
-// I/O errors.
+// seconds`. No I/O: gatos/manifest_file.h reads a manifest from a file.
 //
 // Thread-safety: pure functions; Manifest is a value type.
 #ifndef GATOS_MANIFEST_H_
@@ -69,12 +68,6 @@ struct Manifest {
 Result<Manifest> ParseManifest(std::string_view bytes, std::string_view source_name,
                                ManifestFormat format = ManifestFormat::kAuto,
                                const ManifestLimits& limits = {});
-
-// Reads and parses a file. The size is checked with fstat before anything is
-// read, so an oversize file is refused at once (InvalidArgument).
-// NotFound if the file does not exist, PermissionDenied if it cannot be
-// opened, InvalidArgument if it is not a regular file or is invalid.
-Result<Manifest> LoadManifestFile(const std::string& path, const ManifestLimits& limits = {});
 
 // Checks a Manifest built in code against the same rules as ParseManifest
 // (without positions: errors read "FIELD: what is wrong; what is expected").

@@ -46,14 +46,6 @@ Result<Ed25519PublicKey> ParsePublicKeyBlob(std::string_view blob, std::string_v
 // "ed25519:<64 lowercase hex>".
 Result<Ed25519PublicKey> ParseWorkerId(std::string_view text);
 
-// Reads a public key file. NotFound if it does not exist; errors name the path.
-Result<Ed25519PublicKey> ReadPublicKeyFile(const std::string& path);
-
-
-// Reads a whole file of at most `limit` bytes, wiping every buffer that held
-// its bytes except the returned string. NotFound when missing; errors name
-// the path. For key files.
-Result<std::string> ReadSmallFile(const std::string& path, size_t limit);
 
 }  // namespace gatos
 
