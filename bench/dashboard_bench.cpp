@@ -1,5 +1,5 @@
 // dashboard_bench: how long gatosd's dashboard takes to render each page
-// against a ledger of N jobs (docs/dashboard.md, "Cost"). Prints figures;
+// against a ledger of N jobs (docs/dashboard.md, "Benchmark"). Prints figures;
 // never passes or fails on a time.
 //
 // The ledger is filled through the real write path (bench/support/populate.h:

@@ -1,5 +1,5 @@
 // view_fs_bench: what a job's view refs cost the file system (docs/benchmarks.md,
-// section 1). Makes a bare repository in DIR, then writes the `job` ref of N
+// section 9). Makes a bare repository in DIR, then writes the `job` ref of N
 // new jobs through Ledger::SetViewRefs (the writer's own code: a directory per
 // job, a lock file renamed into place), one job at a time, twice: with
 // refs/gatos/jobs marked FS_TOPDIR_FL (as gatosd init does) and without. Then

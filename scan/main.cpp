@@ -1,5 +1,5 @@
 // gatos-scan: scans a git repository's history for secrets. Flags and wiring
-// only; see lib/include/gatos/scan/scanner.h and docs/scan.md.
+// only; see lib/scan/include/gatos/scan/scanner.h and docs/scan.md.
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -1,7 +1,7 @@
 // The worker: takes pending jobs from JetStream, claims them through the
 // ledger RPC, runs them (exec.h), renews the lease while they run, builds and
 // signs the result (result.h) and delivers it through a durable outbox
-// (outbox.h). docs/worker.md is the operator's view.
+// (outbox.h). docs/worker-execution.md is the operator's view.
 //
 // Threads (docs/worker-execution.md, "The worker's pipeline"): the caller's
 // thread fetches job offers and claims them, several per request; one

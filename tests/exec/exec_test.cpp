@@ -82,6 +82,29 @@ std::vector<int> ProcessesWithMarker(const std::string& marker) {
   return out;
 }
 
+// How many of `pids` run the program `comm` (/proc/<pid>/comm).
+size_t CountRunning(const std::vector<int>& pids, const std::string& comm) {
+  size_t n = 0;
+  for (int pid : pids) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    if (std::getline(f, name) && name == comm) ++n;
+  }
+  return n;
+}
+
+// Polls `done` every 10 ms for at most 20 s (a safety net: the conditions
+// waited for take milliseconds); returns its last value, which the caller
+// asserts.
+template <typename Fn>
+bool WaitFor(Fn done) {
+  for (int i = 0; i < 2000; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return done();
+}
+
 class ExecModes : public ::testing::TestWithParam<Sandbox> {};
 INSTANTIATE_TEST_SUITE_P(Both, ExecModes, ::testing::Values(Sandbox::kOff, Sandbox::kRequire),
                          [](const auto& info) {
@@ -312,19 +335,24 @@ TEST(Exec, BadSpecsAreRejected) {
 
 TEST_P(ExecModes, StopFromAnotherThread) {
   TempDir d;
-  auto spec = MakeSpec(d, {"sh", "-c", "echo started; sleep 100"}, GetParam());
+  auto spec = MakeSpec(d, {"sh", "-c", "echo started; touch \"$HOME/ready\"; sleep 100"}, GetParam());
   auto ex = Execution::Start(spec);
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
   EXPECT_GT((*ex)->pid(), 0);
   Execution* e = ex->get();
-  std::thread stopper([e] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Stop only once the job runs (it made its marker file after printing),
+  // so the test shows Stop ending a running job, not one that never began.
+  const std::string ready = spec.workspace + "/ready";
+  std::atomic<bool> was_running{false};
+  std::thread stopper([e, &ready, &was_running] {
+    was_running = WaitFor([&] { return std::filesystem::exists(ready); });
     e->Stop();
     e->Stop();  // idempotent
   });
   int64_t t0 = NowMs();
   auto r = e->Wait();
   stopper.join();
+  ASSERT_TRUE(was_running) << "the job never made " << ready;
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->stopped);
   EXPECT_FALSE(r->timed_out);
@@ -391,12 +419,16 @@ TEST_P(ExecModes, BackgroundLeftoversAreKilledWhenTheMainProcessExits) {
 TEST(Exec, DestructorWithoutWaitKillsTheTree) {
   TempDir d;
   auto spec = MakeSpec(d, {"sh", "-c", "sleep 100 & sleep 100"});
+  const std::string marker = spec.env["GATOS_TEST_MARKER"];
   {
     auto ex = Execution::Start(spec);
     ASSERT_TRUE(ex.ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Both sleeps run before the destructor does, or an empty process list
+    // afterwards would prove nothing.
+    ASSERT_TRUE(WaitFor([&] { return CountRunning(ProcessesWithMarker(marker), "sleep") == 2; }))
+        << ProcessesWithMarker(marker).size() << " processes with the marker";
   }
-  EXPECT_TRUE(ProcessesWithMarker(spec.env["GATOS_TEST_MARKER"]).empty());
+  EXPECT_TRUE(ProcessesWithMarker(marker).empty());
 }
 
 TEST(Exec, ConcurrentJobsFromSeveralThreads) {

@@ -183,13 +183,15 @@ TEST_P(LauncherModes, StopFromAnotherThread) {
   ASSERT_TRUE(ex.ok()) << ex.status().ToString();
   Execution* e = ex->get();
   const std::string ready = spec.workspace + "/ready";
-  std::thread stopper([e, ready] {
-    Eventually([&] { return std::filesystem::exists(ready); });
+  std::atomic<bool> was_running{false};
+  std::thread stopper([e, ready, &was_running] {
+    was_running = Eventually([&] { return std::filesystem::exists(ready); });
     e->Stop();
     e->Stop();  // idempotent
   });
   auto r = e->Wait();
   stopper.join();
+  ASSERT_TRUE(was_running) << "the job never made " << ready;
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->stopped);
   EXPECT_FALSE(r->timed_out);

@@ -173,13 +173,23 @@ TEST_F(BusTest, DestroyedSubscriptionReceivesNothing) {
   std::atomic<int> calls{0};
   auto sub = bus->Subscribe("gatos.test.gone", [&](Message) { ++calls; });
   ASSERT_OK(sub);
+  // A second subscription to the same subject on the same connection: it
+  // shows when a message has come through, so the absence check below
+  // waits for a delivery instead of for time.
+  Inbox witness;
+  auto witness_sub = bus->Subscribe("gatos.test.gone", witness.Handler());
+  ASSERT_OK(witness_sub);
   ASSERT_OK(bus->Flush(1000));
+  // Positive control: the path delivers to both while both exist.
   ASSERT_OK(bus->Publish("gatos.test.gone", "1"));
   ASSERT_TRUE(WaitUntil([&] { return calls == 1; }, 5000));
+  ASSERT_TRUE(witness.WaitFor(1, 5000));
   sub->reset();  // after this the handler must never run again
   ASSERT_OK(bus->Publish("gatos.test.gone", "2"));
-  ASSERT_OK(bus->Flush(1000));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // "2" reached this connection; the destroyed subscription's handler had
+  // already returned for good when reset() did (bus.h), so it cannot run now.
+  ASSERT_TRUE(witness.WaitFor(2, 5000));
+  EXPECT_EQ(witness.messages()[1].data, "2");
   EXPECT_EQ(calls, 1);
 }
 
@@ -247,9 +257,32 @@ TEST_F(BusTest, QueueSubscriptionDeliversEachMessageToExactlyOneMember) {
   ASSERT_OK(publisher->Flush(1000));
   ASSERT_TRUE(WaitUntil(
       [&] { return inbox_a.messages().size() + inbox_b.messages().size() >= kCount; }, 5000));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // no extra copies arrive late
-  auto a = inbox_a.messages();
-  auto b = inbox_b.messages();
+  // No extra copy arrives late, shown without waiting for time: each member
+  // handles its messages one at a time in the order the server sent them,
+  // so once each has handled an "end" message published after the 200, any
+  // copy of those would already be in its inbox. (Each "end" goes to one
+  // member at random; publish them until both have one.)
+  auto has_end = [](Inbox& inbox) {
+    for (const auto& m : inbox.messages()) {
+      if (m.data.rfind("end", 0) == 0) return true;
+    }
+    return false;
+  };
+  int ends = 0;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        if (has_end(inbox_a) && has_end(inbox_b)) return true;
+        EXPECT_TRUE(publisher->Publish("gatos.work", "end" + std::to_string(ends++)).ok());
+        return false;
+      },
+      10000))
+      << ends << " end messages published";
+  auto without_ends = [](std::vector<Message> v) {
+    std::erase_if(v, [](const Message& m) { return m.data.rfind("end", 0) == 0; });
+    return v;
+  };
+  auto a = without_ends(inbox_a.messages());
+  auto b = without_ends(inbox_b.messages());
   EXPECT_EQ(a.size() + b.size(), static_cast<size_t>(kCount));
   std::multiset<std::string> seen;
   for (const auto& m : a) seen.insert(m.data);
@@ -358,7 +391,9 @@ TEST_F(BusTest, PullConsumerFetchAndAck) {
     EXPECT_EQ(m.stream_sequence(), static_cast<uint64_t>(i + 1));
     ASSERT_OK(m.Ack());
   }
-  // Nothing left: an empty batch, not an error.
+  // Nothing left: an empty batch, not an error. This absence check waits
+  // the fetch's own 300 ms; the same consumer has just delivered all three
+  // (the positive control).
   auto start = Clock::now();
   auto empty = (*consumer)->Fetch(10, 300);
   ASSERT_OK(empty);
@@ -416,7 +451,8 @@ TEST_F(BusTest, FetchAvailableReturnsWhatIsThereWithoutWaitingForTheBatch) {
   EXPECT_LT(MillisSince(start), 30000);
   ASSERT_OK((*next)[0]->Ack());
 
-  // And an empty vector, not an error, when nothing comes in time.
+  // And an empty vector, not an error, when nothing comes in time (after
+  // the positive control above: the same consumer delivered job-5).
   auto none = (*consumer)->FetchAvailable(4, 300);
   ASSERT_OK(none);
   EXPECT_TRUE(none->empty());
@@ -484,6 +520,8 @@ TEST_F(BusTest, NakRedeliversAndTermStops) {
   ASSERT_EQ(second->size(), 1u);
   EXPECT_EQ((*second)[0]->num_delivered(), 2u);
   ASSERT_OK((*second)[0]->Term());
+  // Terminated: not delivered again. The fetch waits its 300 ms; the same
+  // consumer redelivered the message just above (the positive control).
   auto none = (*consumer)->Fetch(1, 300);
   ASSERT_OK(none);
   EXPECT_TRUE(none->empty());

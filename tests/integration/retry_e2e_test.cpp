@@ -175,18 +175,23 @@ class RetryE2ETest : public ::testing::Test {
     EXPECT_TRUE(consumer.ok()) << consumer.status().message();
     if (!consumer.ok()) return {};
     std::vector<std::string> ids;
-    for (int empty = 0; empty < 3;) {  // the stream holds them all already: stop after empty fetches
+    // Read until the consumer has nothing left: every message delivered to
+    // this reader and acknowledged by it (after it was looked at below).
+    auto all_read = [&] {
+      auto st = (*bus)->GetConsumerState(rpc::kStream, cc.durable);
+      return st.ok() && st->num_pending == 0 && st->num_ack_pending == 0;
+    };
+    bool done = false;
+    for (int round = 0; round < 100 && !(done = all_read()); ++round) {
       auto msgs = (*consumer)->Fetch(50, 300);
-      if (!msgs.ok() || msgs->empty()) {
-        ++empty;
-        continue;
-      }
+      if (!msgs.ok()) continue;
       for (auto& m : *msgs) {
         auto p = rpc::DecodePending(m->data());
         if (p.ok() && "blake3:" + p->job_hex == id) ids.push_back(m->header("Nats-Msg-Id"));
-        (void)m->Ack();
+        EXPECT_TRUE(m->Ack().ok());
       }
     }
+    EXPECT_TRUE(done) << "the stream still holds offers this reader has not read";
     return ids;
   }
   std::string Counter(const std::string& path) { return Trim(ReadFile(path)); }

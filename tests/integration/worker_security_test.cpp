@@ -267,11 +267,13 @@ TEST_F(WorkerSecurityTest, ForgedGrantFromARogueResponderIsRefusedAndNeverRuns) 
   std::string id = stack_->PushJob("command: [\"/bin/true\"]\ntimeout: 30\n");
   // The offer is on the stream; then gatosd freezes, so the rogue's answer is
   // the only one the worker gets.
-  for (int i = 0; i < 200; ++i) {
+  uint64_t offered = 0;
+  for (int i = 0; i < 200 && offered < 1; ++i) {
     auto cs = (*bus)->GetConsumerState(rpc::kStream, rpc::kWorkerDurable);
-    if (cs.ok() && cs->num_pending >= 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    if (cs.ok()) offered = cs->num_pending;
+    if (offered < 1) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
+  ASSERT_GE(offered, 1u) << "the job was never offered on the stream";
   kill(stack_->gatosd().pid(), SIGSTOP);
   ChildProcess* w = stack_->StartWorker(0, {"--sandbox", "off"});
   EXPECT_TRUE(w->WaitForLog("REFUSED a grant for job " + id.substr(7, 12), 20000)) << w->log();

@@ -121,13 +121,19 @@ ChildProcess* Stack::StartWorker(int i, const std::vector<std::string>& extra,
   std::string log = dir_.path() + "/worker" + std::to_string(i) + ".log";
   size_t before = ReadFile(log).size();
   EXPECT_TRUE(slot->Start(argv, e, log, &error)) << error;
-  // Ready once this run has logged "ready" (the log is appended across restarts).
-  for (int k = 0; k < 400; ++k) {
+  // Ready once this run has logged "ready" (the log is appended across
+  // restarts), or it exited (a test may start a worker that must refuse to
+  // run; it checks that itself). One or the other within 10 s.
+  auto ready = [&] {
     std::string text = ReadFile(log);
-    if (text.size() > before && text.find(" ready ", before) != std::string::npos) break;
-    if (!slot->running()) break;
+    return text.size() > before && text.find(" ready ", before) != std::string::npos;
+  };
+  bool settled = false;
+  for (int k = 0; k < 400 && !(settled = ready() || !slot->running()); ++k) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
+  EXPECT_TRUE(settled || ready() || !slot->running())
+      << "worker " << i << " neither ready nor exited after 10 s:\n" << ReadFile(log);
   return slot.get();
 }
 

@@ -1,8 +1,9 @@
-// Status and Result<T>: the error model of every public gatos_core function.
+// Status and Result<T>: the error model of every public function of lib/.
 //
-// A small code set with fixed meaning (see docs/errors.md). No exception
-// crosses a public lib/ function; third-party exceptions are caught inside the
-// module that calls the library and become a Status.
+// A small code set with fixed meaning (below; docs/ledger-format.md, section
+// 4, maps them to the RPC error classes). No exception crosses a public lib/
+// function; third-party exceptions are caught inside the module that calls
+// the library and become a Status.
 //
 // Thread-safety: value types, safe to copy between threads.
 #ifndef GATOS_STATUS_H_
