@@ -1,0 +1,157 @@
+// The replay's end state against the repository: every ref, and the head's state index.
+#include "gatos/log_audit.h"
+
+#include "replay_internal.h"
+
+namespace gatos {
+namespace audit_internal {
+
+void Replay::CompareRefs() {
+  // What the replay says the refs are.
+  std::map<std::string, std::string> want;
+  if (!rep_->incremental) {
+    want[kPolicyRef] = pol_.commit;
+    for (const auto& [job, rec] : jobs_) {
+      if (rec) {
+        for (auto& [r, id] : JobRefs(*rec)) want.emplace(r, id);
+      }
+    }
+    for (const auto& [r, id] : notes_) want[r] = id;
+    RefReader reader(ledger_.path());
+    std::set<std::string> seen;
+    for (const auto& [r, have] : reader.Under("refs/gatos/")) {
+      if (r == kLogRef || IsPushTarget(r)) continue;
+      seen.insert(r);
+      ++rep_->refs_checked;
+      auto it = want.find(r);
+      if ((it == want.end() || have != it->second) && Settles(r, have)) continue;
+      std::string job, leaf;
+      SplitJobRef(r, &job, &leaf);
+      if (it == want.end()) {
+        Problem("ref_extra", r + " -> " + Short(have) + " is not in the log (no logged transition created it)", 0, job, r);
+      } else if (have != it->second) {
+        Problem("ref_moved", r + " is " + Short(have) + " but the log says " + Short(it->second) +
+                                 " (moved outside the log)",
+                0, job, r);
+      }
+    }
+    for (const auto& [r, id] : want) {
+      if (seen.count(r) || Settles(r, "")) continue;
+      std::string job, leaf;
+      SplitJobRef(r, &job, &leaf);
+      Problem("ref_missing", r + " is missing; the log says " + Short(id) + " (deleted outside the log)", 0, job, r);
+    }
+    return;
+  }
+  // Incremental: the refs of the jobs and records the new transitions touched.
+  RefReader reader(ledger_.path());
+  auto check = [&](const std::string& r, const std::string& id) {
+    ++rep_->refs_checked;
+    std::string have = reader.Resolve(r);
+    if (have != id && Settles(r, have)) return;
+    std::string job, leaf;
+    SplitJobRef(r, &job, &leaf);
+    if (have.empty() && !id.empty()) {
+      Problem("ref_missing", r + " is missing; the log says " + Short(id) + " (deleted outside the log)", 0, job, r);
+    } else if (!have.empty() && id.empty()) {
+      Problem("ref_extra", r + " -> " + Short(have) + " is not in the log (no logged transition created it)", 0, job, r);
+    } else if (have != id) {
+      Problem("ref_moved", r + " is " + Short(have) + " but the log says " + Short(id) + " (moved outside the log)", 0,
+              job, r);
+    }
+  };
+  check(kPolicyRef, pol_.commit);
+  for (const auto& [r, id] : notes_) check(r, id);
+  for (const std::string& job : touched_) {
+    const auto& rec = jobs_[job];
+    std::map<std::string, std::string> want_job = rec ? JobRefs(*rec) : std::map<std::string, std::string>{};
+    for (const auto& [r, id] : reader.Under(std::string(kJobsPrefix) + job + "/")) want_job.emplace(r, "");
+    for (const auto& [r, id] : want_job) check(r, id);
+  }
+}
+
+void Replay::CompareIndex() {
+  auto head = ledger_.ReadCommit(head_);
+  if (!head.ok()) return;
+  StateIndex index(&ledger_);
+  index.Reset(head->tree);
+  auto same = [&](const std::string& job, const std::optional<JobRecord>& got) {
+    const std::optional<JobRecord>& want = jobs_[job];
+    if (!want && !got) return;
+    if (!want || !got) {
+      Problem("index", "the head's state index " + std::string(got ? "has" : "lacks") + " job " + Short(job) +
+                           ", the log " + (want ? "has it" : "does not"),
+              rep_->seq, job);
+      return;
+    }
+    if (*want != *got) {
+      Problem("index", "the head's state index record of job " + Short(job) +
+                           " differs from the record the log's transitions produce (" +
+                           RecordDifference(*got, *want) + ")",
+              rep_->seq, job);
+    }
+  };
+  if (!rep_->incremental) {
+    std::set<std::string> seen;
+    Status s = index.ForEachJob("", [&](const JobRecord& r) {
+      seen.insert(r.job_hex);
+      same(r.job_hex, r);
+      return rep_->problems.size() < kMaxProblems;
+    });
+    if (!s.ok()) {
+      Problem("index", "the head's state index cannot be read: " + s.message(), rep_->seq);
+      return;
+    }
+    for (const auto& [job, rec] : jobs_) {
+      if (rec && !seen.count(job)) same(job, std::nullopt);
+    }
+    return;
+  }
+  for (const std::string& job : touched_) {
+    auto got = index.Get(job);
+    if (!got.ok()) {
+      Problem("index", "job " + Short(job) + ": " + got.status().message(), rep_->seq, job);
+      continue;
+    }
+    same(job, *got);
+  }
+  // Only the touched jobs' records changed between the recorded head and this one.
+  std::function<void(const std::string&, const std::string&, const std::string&, int)> diff =
+      [&](const std::string& a, const std::string& b, const std::string& prefix, int depth) {
+        if (a == b) return;
+        auto ta = a.empty() ? Result<std::vector<TreeEntry>>(std::vector<TreeEntry>{}) : ledger_.ReadTree(a);
+        auto tb = b.empty() ? Result<std::vector<TreeEntry>>(std::vector<TreeEntry>{}) : ledger_.ReadTree(b);
+        if (!ta.ok() || !tb.ok()) {
+          Problem("index", "the state index cannot be read under jobs/" + prefix, rep_->seq);
+          return;
+        }
+        std::map<std::string, std::pair<std::string, std::string>> m;
+        for (const auto& e : *ta) m[e.name].first = e.id;
+        for (const auto& e : *tb) m[e.name].second = e.id;
+        for (const auto& [name, ids] : m) {
+          if (ids.first == ids.second) continue;
+          if (depth == 4) {
+            std::string job = prefix + name;
+            if (!touched_.count(job)) {
+              Problem("index", "the state index record of job " + Short(job) +
+                                   " changed, but no new transition of the log touches it",
+                      rep_->seq, job);
+            }
+          } else {
+            diff(ids.first, ids.second, prefix + name, depth + 1);
+          }
+        }
+      };
+  auto sub = [&](const std::string& tree) -> std::string {
+    auto t = ledger_.ReadTree(tree);
+    if (!t.ok()) return "";
+    for (const auto& e : *t) {
+      if (e.name == "jobs") return e.id;
+    }
+    return "";
+  };
+  diff(sub(start_tree_), sub(head->tree), "", 0);
+}
+
+}  // namespace audit_internal
+}  // namespace gatos

@@ -1,0 +1,159 @@
+// Internals of the auditor's replay of the log (log_audit.h), shared by its
+// files: log_replay.cpp (the walk over the log and each batch),
+// replay_transitions.cpp (each logged transition, decided by
+// ApplyTransition), replay_compare.cpp (refs and index against the replay),
+// replay_witnesses.cpp, and ref_reader.h (reading refs from the files).
+#ifndef GATOS_AUDIT_SRC_REPLAY_INTERNAL_H_
+#define GATOS_AUDIT_SRC_REPLAY_INTERNAL_H_
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "gatos/encoding.h"
+#include "gatos/job_record.h"
+#include "gatos/lease.h"
+#include "gatos/ledger_checks.h"
+#include "gatos/ledger_commits.h"
+#include "gatos/log_format.h"
+#include "gatos/manifest.h"
+#include "gatos/policy.h"
+#include "gatos/refs.h"
+#include "gatos/result.h"
+#include "gatos/rpc.h"
+#include "gatos/sshsig.h"
+#include "gatos/state_index.h"
+#include "gatos/transition.h"
+#include "gatos/witness.h"
+
+#include "ref_reader.h"
+
+namespace gatos {
+namespace audit_internal {
+
+inline std::string Short(const std::string& id) { return id.substr(0, 12); }
+
+// Why `c` is not signed by `key` ("" when it is).
+std::string SignatureProblem(const CommitInfo& c, const Ed25519PublicKey& key);
+
+// Whether `sig_hex` is `key_hex`'s Ed25519 signature of `payload`.
+bool Verifies(const std::string& key_hex, const std::string& payload, const std::string& sig_hex);
+
+// A transition: consecutive batch lines with the same kind and job, each
+// ref at most once.
+struct LoggedTransition {
+  LogKind kind;
+  std::string job_hex;
+  std::vector<LogEntry> entries;
+};
+
+std::vector<LoggedTransition> Group(const std::vector<LogEntry>& entries);
+
+// The fields in which `index` (what the ledger wrote) and `replayed` differ.
+std::string RecordDifference(const JobRecord& index, const JobRecord& replayed);
+
+// One batch line as the batch record writes it.
+std::string EntryText(const LogEntry& e);
+
+// The refs pushes land on (refs/gatos/submit/..., results/..., witness/...).
+bool IsPushTarget(const std::string& ref);
+
+struct PolicyState {
+  std::string commit;
+  Policy policy;
+};
+
+class Replay {
+ public:
+  Replay(Ledger& ledger, const LogAuditOptions& opt, LogAuditReport* rep)
+      : ledger_(ledger), opt_(opt), rep_(rep), lookup_(LedgerLookup(&ledger)) {}
+
+  Status Run();
+
+ private:
+  void Problem(std::string check, std::string detail, int64_t seq = 0, std::string job = "", std::string ref = "") {
+    if (rep_->problems.size() >= kMaxProblems) {
+      ++dropped_;
+      return;
+    }
+    rep_->problems.push_back({std::move(check), std::move(detail), seq, std::move(job), std::move(ref)});
+  }
+  Status CollectCommits(std::vector<CommitInfo>* commits);
+  Status LoadStart();
+  Status VerifyCommit(const CommitInfo& c, const LogCommitInfo& info);
+  // The batch record of a log commit; nullopt when its tree has none.
+  Result<std::optional<std::string>> BatchText(const CommitInfo& c);
+  void AddSettling(const std::vector<LogEntry>& entries);
+  Status LoadSettlingBeforeStart();
+  Result<std::optional<JobRecord>*> Record(const std::string& job);
+  void ReplayTransition(const LoggedTransition& t, const CommitInfo& c, const LogCommitInfo& info,
+                       const std::set<std::string>& parents, bool* batch_ok);
+  // Each returns the new record or nullopt after reporting a problem.
+  std::optional<JobRecord> Submit(const LoggedTransition& t, const std::optional<JobRecord>& old);
+  std::optional<JobRecord> Lease(const LoggedTransition& t, const std::optional<JobRecord>& old);
+  std::optional<JobRecord> ResultOf(const LoggedTransition& t, const std::optional<JobRecord>& old,
+                                    const CommitInfo& c);
+  TransitionRules Rules() const { return {&pol_.policy, now_}; }
+  std::optional<JobRecord> UserRequest(const LoggedTransition& t, const std::optional<JobRecord>& old);
+  std::optional<JobRecord> Other(const LoggedTransition& t, const std::optional<JobRecord>& old);
+  void Note(const LoggedTransition& t, const std::set<std::string>& parents);
+  void PolicyChange(const LoggedTransition& t);
+  bool WorkerAllowed(const std::string& worker_hex, std::string* why);
+  void CompareRefs();
+  void CompareIndex();
+  void CheckWitnesses();
+  Result<std::string> LogCommitAt(int64_t seq);
+  void Fail(const LoggedTransition& t, const std::string& check, const std::string& detail) {
+    Problem(check, detail, seq_, t.job_hex, t.entries.empty() ? "" : t.entries.front().ref);
+  }
+
+  static constexpr size_t kMaxProblems = 10'000;
+
+  Ledger& ledger_;
+  const LogAuditOptions& opt_;
+  LogAuditReport* rep_;
+  ObjectLookup lookup_;
+  size_t dropped_ = 0;
+
+  // Replay state.
+  int64_t seq_ = 0;      // the commit being replayed
+  int64_t now_ = 0;      // its Log-Time
+  std::string head_;
+  PolicyState pol_;                         // in force now (changes inside a batch)
+  Ed25519PublicKey batch_key_;              // signs the log commit and the ledger's commits of the batch
+  std::optional<Ed25519PublicKey> rotated_key_;  // a rotation earlier in this batch signs later policy commits
+  std::unordered_map<std::string, std::optional<JobRecord>> jobs_;  // replayed records (nullopt: no such job)
+  std::map<std::string, std::string> notes_;  // other refs (batches/, witness/)
+  std::set<std::string> touched_;
+  // Settling window (LogAuditOptions::settling_after): every value each ref
+  // held from that sequence on ("" = absent).
+  std::unordered_map<std::string, std::set<std::string>> settling_;
+  bool Settles(const std::string& ref, const std::string& have) {
+    auto it = settling_.find(ref);
+    if (it == settling_.end() || !it->second.count(have)) return false;
+    ++rep_->refs_settling;
+    return true;
+  }
+  std::map<int64_t, std::string> seq_commits_;  // sequence -> log commit, as far as known
+  std::vector<std::pair<std::string, std::string>> logged_witnesses_;  // (ref, commit) from the log
+  std::optional<StateIndex> start_index_;  // incremental: the index at the recorded head
+  std::string start_tree_;
+  std::map<std::string, std::vector<RunRecord>> runs_;  // per job, every epoch and attempt
+  size_t max_result_bytes_ = 4 << 20;
+};
+
+}  // namespace audit_internal
+}  // namespace gatos
+
+#endif  // GATOS_AUDIT_SRC_REPLAY_INTERNAL_H_
