@@ -217,14 +217,14 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
     std::string base = as_json ? path.substr(0, path.size() - 5) : path;
     if (base == "/overview" && !as_json) base = "/";
     auto query = ParseQuery(r.query);
-    Page page;
+    Result<Page> page = Page{};
     if (base == "/" || base == "/overview") {
       page = Overview();
     } else if (base == "/jobs") {
       page = Jobs(query);
-      if (!as_json && page.code == 303) {
-        HttpResponse resp = Plain(303, "see " + page.data.value("location", "/jobs") + "\n");
-        resp.headers.push_back({"Location", page.data.value("location", "/jobs")});
+      if (page.ok() && !as_json && page->code == 303) {
+        HttpResponse resp = Plain(303, "see " + page->data.value("location", "/jobs") + "\n");
+        resp.headers.push_back({"Location", page->data.value("location", "/jobs")});
         return resp;
       }
     } else if (base.compare(0, 6, "/jobs/") == 0) {
@@ -236,12 +236,17 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
     } else if (base == "/workers") {
       page = Workers();
     } else {
-      page.code = 404;
-      page.title = "Not found";
-      page.data = {{"error", "no such page"}, {"path", TruncateUtf8(path, 200)}};
+      page->code = 404;
+      page->title = "Not found";
+      page->data = {{"error", "no such page"}, {"path", TruncateUtf8(path, 200)}};
     }
-    return Render(page, as_json);
+    // The ledger could not be read: the page says so, and not how (the
+    // message may name host paths).
+    if (!page.ok()) return Plain(500, "internal error: the ledger could not be read\n");
+    return Render(*page, as_json);
   } catch (const std::exception& e) {
+    // A bug in a page (a JSON value of an unexpected type) must not take
+    // the daemon down.
     return Plain(500, "internal error\n");
   }
 }
@@ -354,7 +359,7 @@ json Dashboard::JobRow(const JobSummary& s) {
 
 // ---- overview ----
 
-Dashboard::Page Dashboard::Overview() {
+Result<Dashboard::Page> Dashboard::Overview() {
   Page p;
   p.title = "Overview";
   p.live = "overview";
@@ -412,7 +417,7 @@ Dashboard::Page Dashboard::Overview() {
 
 // ---- jobs ----
 
-Dashboard::Page Dashboard::Jobs(const std::map<std::string, std::string>& q) {
+Result<Dashboard::Page> Dashboard::Jobs(const std::map<std::string, std::string>& q) {
   Page p;
   p.title = "Jobs";
   p.live = "jobs";
@@ -466,7 +471,7 @@ Dashboard::Page Dashboard::Jobs(const std::map<std::string, std::string>& q) {
       // The JSON twin answers with the job's row directly.
     }
     Status s = Refresh();
-    if (!s.ok()) throw std::runtime_error(s.message());
+    GATOS_RETURN_IF_ERROR(s);
     source = "index";
     covers = "every job in the ledger whose id starts with the prefix (the state index is ordered by id)";
     std::string after = cursor.empty() || cursor < prefix ? prefix : cursor;
@@ -485,7 +490,7 @@ Dashboard::Page Dashboard::Jobs(const std::map<std::string, std::string>& q) {
         got.push_back(r);
         return true;
       });
-      if (!st.ok()) throw std::runtime_error(st.message());
+      GATOS_RETURN_IF_ERROR(st);
       for (const auto& r : got) rows.push_back(JobRow(r));
     }
     if (p.code == 303) {
@@ -494,7 +499,7 @@ Dashboard::Page Dashboard::Jobs(const std::map<std::string, std::string>& q) {
     }
   } else if (!filtered) {
     Status s = Refresh();
-    if (!s.ok()) throw std::runtime_error(s.message());
+    GATOS_RETURN_IF_ERROR(s);
     source = "index";
     covers = "every job in the ledger, in id order (the state index)";
     std::vector<JobRecord> got;
@@ -507,11 +512,11 @@ Dashboard::Page Dashboard::Jobs(const std::map<std::string, std::string>& q) {
       got.push_back(r);
       return true;
     });
-    if (!st.ok()) throw std::runtime_error(st.message());
+    GATOS_RETURN_IF_ERROR(st);
     for (const auto& r : got) rows.push_back(JobRow(r));
   } else {
     Status s = Refresh();  // job names are read from the ledger
-    if (!s.ok()) throw std::runtime_error(s.message());
+    GATOS_RETURN_IF_ERROR(s);
     jq.cursor = cursor;
     bool live_only = state == "pending" || state == "claimed" || state == "live";
     JobPage page = live_only && jq.since_ms == 0 && jq.until_ms == 0 ? live_->Live(jq) : live_->Recent(jq);
@@ -584,7 +589,7 @@ json Dashboard::Verification(const JobRecord& r) {
   return v;
 }
 
-Dashboard::Page Dashboard::Job(const std::string& id) {
+Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
   Page p;
   std::string hex = JobHexOf(id);
   if (hex.empty()) {
@@ -596,9 +601,9 @@ Dashboard::Page Dashboard::Job(const std::string& id) {
   p.title = "Job " + hex.substr(0, 12);
   p.live = "job:" + hex;
   Status s = Refresh();
-  if (!s.ok()) throw std::runtime_error(s.message());
+  GATOS_RETURN_IF_ERROR(s);
   auto rec = index_->Get(hex);
-  if (!rec.ok()) throw std::runtime_error(rec.status().message());
+  if (!rec.ok()) return rec.status();
   if (!*rec) {
     p.code = 404;
     p.data = {{"error", "no such job in the ledger"}, {"job", "blake3:" + hex}};
@@ -793,14 +798,14 @@ std::string Dashboard::StateOf(const std::string& job_hex) {
   return state;
 }
 
-Dashboard::Page Dashboard::Batches() {
+Result<Dashboard::Page> Dashboard::Batches() {
   Page p;
   p.title = "Batches";
   p.live = "batches";
   Status s = Refresh();
-  if (!s.ok()) throw std::runtime_error(s.message());
+  GATOS_RETURN_IF_ERROR(s);
   auto refs = ledger_->ListRefs(kBatchPrefix);
-  if (!refs.ok()) throw std::runtime_error(refs.status().message());
+  if (!refs.ok()) return refs.status();
   std::vector<std::pair<const BatchInfo*, std::string>> list;
   json errors = json::array();
   for (const auto& ref : *refs) {
@@ -836,7 +841,7 @@ Dashboard::Page Dashboard::Batches() {
   return p;
 }
 
-Dashboard::Page Dashboard::Batch(const std::string& id, const std::map<std::string, std::string>& q) {
+Result<Dashboard::Page> Dashboard::Batch(const std::string& id, const std::map<std::string, std::string>& q) {
   Page p;
   std::string hex = JobHexOf(id);
   p.title = "Batch " + hex.substr(0, 12);
@@ -847,7 +852,7 @@ Dashboard::Page Dashboard::Batch(const std::string& id, const std::map<std::stri
     return p;
   }
   Status s = Refresh();
-  if (!s.ok()) throw std::runtime_error(s.message());
+  GATOS_RETURN_IF_ERROR(s);
   auto commit = ledger_->ResolveRef(kBatchPrefix + hex);
   if (!commit.ok() || commit->empty()) {
     p.code = 404;
@@ -855,7 +860,7 @@ Dashboard::Page Dashboard::Batch(const std::string& id, const std::map<std::stri
     return p;
   }
   auto b = ReadBatch(hex, *commit);
-  if (!b.ok()) throw std::runtime_error(b.status().message());
+  if (!b.ok()) return b.status();
   size_t offset = 0;
   auto it = q.find("offset");
   if (it != q.end() && !it->second.empty() && it->second.size() < 10 &&
@@ -895,7 +900,7 @@ Dashboard::Page Dashboard::Batch(const std::string& id, const std::map<std::stri
 
 // ---- workers ----
 
-Dashboard::Page Dashboard::Workers() {
+Result<Dashboard::Page> Dashboard::Workers() {
   Page p;
   p.title = "Workers";
   p.live = "workers";

@@ -88,12 +88,12 @@ class Dashboard {
   HttpResponse Render(const Page& page, bool json) const;
   Status Refresh();  // points the index at the committed head
 
-  Page Overview();
-  Page Jobs(const std::map<std::string, std::string>& q);
-  Page Job(const std::string& id);
-  Page Batches();
-  Page Batch(const std::string& id, const std::map<std::string, std::string>& q);
-  Page Workers();
+  Result<Page> Overview();
+  Result<Page> Jobs(const std::map<std::string, std::string>& q);
+  Result<Page> Job(const std::string& id);
+  Result<Page> Batches();
+  Result<Page> Batch(const std::string& id, const std::map<std::string, std::string>& q);
+  Result<Page> Workers();
 
   nlohmann::json JobRow(const JobRecord& r);
   nlohmann::json JobRow(const JobSummary& s);
