@@ -23,6 +23,7 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 
+#include "git_repo.h"
 #include "stack.h"
 #include "test_util.h"
 
@@ -43,9 +44,9 @@ class HostileInputsE2ETest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(stack_.Start());
     env_ = stack_.env();
-    env_["GIT_CONFIG_NOSYSTEM"] = "1";
-    env_["GIT_AUTHOR_NAME"] = env_["GIT_COMMITTER_NAME"] = "A";
-    env_["GIT_AUTHOR_EMAIL"] = env_["GIT_COMMITTER_EMAIL"] = "a@example.com";
+    for (const auto& [k, v] : TestGitEnv(stack_.dir().path())) {
+      if (k != "HOME") env_[k] = v;
+    }
     fs::create_directories(Dir("host"));
     fs::create_directories(Dir("repos"));
     WriteFile(Dir("host/secret"), std::string(kCanary) + "\n", 0600);
@@ -54,28 +55,10 @@ class HostileInputsE2ETest : public ::testing::Test {
   std::string Dir(const std::string& rel) { return stack_.dir().Join(rel); }
 
   std::string Git(const std::vector<std::string>& args, const std::string& cwd = "") {
-    RunOptions ro;
-    ro.env = env_;
-    ro.cwd = cwd;
-    std::vector<std::string> argv = {"git"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    RunResult r = testing::Run(argv, ro);
-    EXPECT_EQ(r.exit_code, 0) << "git " << args[0] << ": " << r.err;
-    std::string out = r.out;
-    while (!out.empty() && out.back() == '\n') out.pop_back();
-    return out;
+    return testing::Git(env_, args, cwd);
   }
-
   std::string MakeBare(const std::string& path, const std::string& content = "hello\n") {
-    const std::string work = path + ".work";
-    Git({"init", "-q", "-b", "main", work});
-    WriteFile(work + "/file.txt", content);
-    Git({"add", "."}, work);
-    Git({"commit", "-q", "-m", "one"}, work);
-    Git({"clone", "-q", "--bare", "--no-local", work, path});
-    Git({"--git-dir=" + path, "pack-refs", "--all"});
-    fs::remove_all(work);
-    return path;
+    return MakeBareRepo(env_, path, content);
   }
 
   std::string InputJob(const std::string& url, const std::string& nonce) {

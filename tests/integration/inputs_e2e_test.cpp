@@ -12,6 +12,7 @@
 
 #include "../scan/secrets_for_tests.h"
 #include "git_http_server.h"
+#include "git_repo.h"
 #include "stack.h"
 #include "test_util.h"
 
@@ -22,11 +23,6 @@ using nlohmann::json;
 
 #define EXPECT_HAS(text, needle) \
   EXPECT_NE(std::string(text).find(needle), std::string::npos) << "in: " << (text)
-
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return s;
-}
 
 class InputsE2ETest : public ::testing::Test {
  protected:
@@ -42,14 +38,7 @@ class InputsE2ETest : public ::testing::Test {
   std::string Dir(const std::string& rel) { return stack_.dir().Join(rel); }
 
   std::string Git(const std::vector<std::string>& args, const std::string& cwd = "") {
-    RunOptions ro;
-    ro.env = env_;
-    ro.cwd = cwd;
-    std::vector<std::string> argv = {"git"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    RunResult r = testing::Run(argv, ro);
-    EXPECT_EQ(r.exit_code, 0) << "git " << args[0] << ": " << r.err;
-    return Trim(r.out);
+    return testing::Git(env_, args, cwd);
   }
 
   // A repository whose history (not its tip) holds `secret` in config.env;

@@ -11,6 +11,7 @@
 #include "gatos/input_credentials.h"
 #include "gatos/inputs.h"
 #include "git_http_server.h"
+#include "git_repo.h"
 #include "test_util.h"
 
 namespace gatos::testing {
@@ -21,38 +22,17 @@ namespace {
 
 constexpr char kToken[] = "tok-9f8e7d6c5b4a39281706f5e4d3c2b1a0";
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
 class InputsResolverTest : public ::testing::Test {
  protected:
-  InputsResolverTest() {
-    env_ = {{"HOME", dir_.path()},          {"GIT_CONFIG_NOSYSTEM", "1"},
-            {"GIT_AUTHOR_NAME", "A"},       {"GIT_AUTHOR_EMAIL", "a@example.com"},
-            {"GIT_COMMITTER_NAME", "A"},    {"GIT_COMMITTER_EMAIL", "a@example.com"}};
-    std::filesystem::create_directories(dir_.Join("repos"));
-  }
+  InputsResolverTest() : env_(TestGitEnv(dir_.path())) { std::filesystem::create_directories(dir_.Join("repos")); }
 
   std::string Git(const std::vector<std::string>& args, const std::string& cwd = "") {
-    RunOptions ro;
-    ro.env = env_;
-    ro.cwd = cwd;
-    std::vector<std::string> argv = {"git"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    RunResult r = testing::Run(argv, ro);
-    EXPECT_EQ(r.exit_code, 0) << "git " << args[0] << ": " << r.err;
-    return Trim(r.out);
+    return testing::Git(env_, args, cwd);
   }
 
   // A work-tree repository with one commit on main; returns the commit.
   std::string MakeRepo(const std::string& path, const std::string& content = "hello\n") {
-    Git({"init", "-q", "-b", "main", path});
-    WriteFile(path + "/file.txt", content);
-    Git({"add", "."}, path);
-    Git({"commit", "-q", "-m", "one"}, path);
-    return Git({"rev-parse", "HEAD"}, path);
+    return MakeWorkRepo(env_, path, content);
   }
 
   std::unique_ptr<InputResolver> Resolver(InputCredentials creds = {},
@@ -104,7 +84,7 @@ class InputsResolverTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::map<std::string, std::string> env_;
+  GitEnv env_;
 };
 
 TEST_F(InputsResolverTest, LocalRepositoryByPathAndFileUrl) {

@@ -16,6 +16,7 @@
 #include "gatos/inputs.h"
 #include "gatos/local_input.h"
 #include "gatos/private_state.h"
+#include "git_repo.h"
 #include "test_util.h"
 
 namespace gatos::testing {
@@ -31,10 +32,7 @@ constexpr char kCanary[] = "canary-7f3d1c-root-only-token-line";
 
 class LocalInputTest : public ::testing::Test {
  protected:
-  LocalInputTest() {
-    env_ = {{"HOME", dir_.path()},       {"GIT_CONFIG_NOSYSTEM", "1"},
-            {"GIT_AUTHOR_NAME", "A"},    {"GIT_AUTHOR_EMAIL", "a@example.com"},
-            {"GIT_COMMITTER_NAME", "A"}, {"GIT_COMMITTER_EMAIL", "a@example.com"}};
+  LocalInputTest() : env_(TestGitEnv(dir_.path())) {
     fs::create_directories(dir_.Join("repos"));
     fs::create_directories(dir_.Join("host"));
     // A host file the worker may read and no job may: one line, like a token file.
@@ -42,30 +40,9 @@ class LocalInputTest : public ::testing::Test {
   }
 
   std::string Git(const std::vector<std::string>& args, const std::string& cwd = "") {
-    RunOptions ro;
-    ro.env = env_;
-    ro.cwd = cwd;
-    std::vector<std::string> argv = {"git"};
-    argv.insert(argv.end(), args.begin(), args.end());
-    RunResult r = testing::Run(argv, ro);
-    EXPECT_EQ(r.exit_code, 0) << "git " << args[0] << ": " << r.err;
-    std::string out = r.out;
-    while (!out.empty() && out.back() == '\n') out.pop_back();
-    return out;
+    return testing::Git(env_, args, cwd);
   }
-
-  // A bare repository with one commit on main and a packed ref.
-  std::string MakeBare(const std::string& path) {
-    const std::string work = path + ".work";
-    Git({"init", "-q", "-b", "main", work});
-    WriteFile(work + "/file.txt", "hello\n");
-    Git({"add", "."}, work);
-    Git({"commit", "-q", "-m", "one"}, work);
-    Git({"clone", "-q", "--bare", "--no-local", work, path});
-    Git({"--git-dir=" + path, "pack-refs", "--all"});
-    fs::remove_all(work);
-    return path;
-  }
+  std::string MakeBare(const std::string& path) { return MakeBareRepo(env_, path); }
 
   std::unique_ptr<InputResolver> Resolver() {
     InputResolverOptions o;
@@ -99,7 +76,7 @@ class LocalInputTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::map<std::string, std::string> env_;
+  GitEnv env_;
   std::vector<std::string> logged_;
 };
 
