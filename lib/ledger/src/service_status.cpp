@@ -1,0 +1,163 @@
+// Read-only replies: status and list, and a job's status as JSON.
+#include "gatos/job_service.h"
+
+#include "service_internal.h"
+
+namespace gatos {
+using namespace service_internal;  // NOLINT: this library's own internals
+
+std::string JobService::ReadReply(const ServiceRequest& r) {
+  int64_t now = writer_->Now();
+  auto j = rpc::ParseRequest(r.data, r.subject);
+  if (!j.ok()) return Invalid(j.status().message());
+  if (r.subject == rpc::kStatus) {
+    auto job = rpc::ParseJobField(*j);
+    if (!job.ok()) return Invalid(job.status().message());
+    auto rec = writer_->Find(*job);
+    if (!rec.ok()) return ErrorText(Outcome::FromStatus(rec.status()));
+    if (!*rec) return Invalid("no job blake3:" + *job + " in this ledger");
+    json reply = rpc::OkReply();
+    reply["status"] = JobStatusJson(writer_->ledger(), **rec, writer_->policy().settings, now);
+    return rpc::Dump(reply);
+  }
+  auto req = rpc::ParseListRequest(*j);
+  if (!req.ok()) return Invalid(req.status().message());
+  json reply = ListReply(writer_->index(), writer_->stats(), writer_->live(), *req, now);
+  // The ledger's clock, so that a client can tell how far its own is off
+  // (leases are judged by it; gatos doctor checks).
+  reply["now_ms"] = now;
+  return rpc::Dump(reply);
+}
+
+namespace {
+
+// The ledger's clock when it granted the claim `claim_commit` (0 if unknown).
+int64_t ClaimedMs(Ledger& ledger, const std::string& claim_commit) {
+  auto claim = ledger.ReadCommit(claim_commit);
+  if (!claim.ok()) return 0;
+  auto l = ParseLeaseCommitMessage(claim->message);
+  return l.ok() ? l->expires_ms - l->lease_ms : 0;
+}
+
+// What an attempt's signed commits say: the result (Worker-Id, poe.json) and
+// the claim that opened its epoch (the ledger's clock at the claim). Returns
+// the claim time (0 if unknown).
+int64_t DescribeResult(Ledger& ledger, const std::string& result_commit, json* a) {
+  auto c = ledger.ReadCommit(result_commit);
+  if (!c.ok()) return 0;
+  if (auto m = ParseCommitMessage(c->message); m.ok()) {
+    if (auto w = FindTrailer(m->trailers, "Worker-Id")) (*a)["worker"] = *w;
+  }
+  if (auto blob = ledger.ReadFileAtCommit(result_commit, "poe.json", 1 << 20); blob.ok()) {
+    if (auto poe = ParsePoe(*blob); poe.ok()) {
+      (*a)["started"] = poe->started_at;
+      (*a)["ended"] = poe->finished_at;
+      if (poe->exit_code) (*a)["exit_code"] = *poe->exit_code;
+      if (poe->signal) (*a)["signal"] = *poe->signal;
+      if (poe->timed_out) (*a)["timed_out"] = true;
+      if (!poe->reason.empty()) (*a)["reason"] = poe->reason;
+    }
+  }
+  int64_t claimed = c->parents.size() == 2 ? ClaimedMs(ledger, c->parents[1]) : 0;
+  if (claimed) (*a)["claimed"] = FormatRfc3339Millis(claimed);
+  return claimed;
+}
+
+}  // namespace
+
+json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& settings, int64_t now_ms) {
+  json j = rpc::RecordJson(r, now_ms);
+  j["max_attempts"] = settings.max_attempts;
+  json attempts = json::array();
+  int64_t prev_finished = 0;  // when the ledger recorded the attempt before
+  // "waited_ms": from the record of the attempt before to this attempt's
+  // claim, both on the ledger's clock (the backoff as it happened).
+  auto waited = [&](int64_t claimed, json* a) {
+    if (claimed && prev_finished && claimed >= prev_finished) (*a)["waited_ms"] = claimed - prev_finished;
+  };
+  for (const auto& x : r.attempts) {
+    json a = {{"n", x.n}, {"epoch", x.epoch}, {"status", x.status}, {"result_commit", x.result_commit},
+              {"finished", FormatRfc3339Millis(x.finished_ms)}};
+    waited(DescribeResult(ledger, x.result_commit, &a), &a);
+    prev_finished = x.finished_ms;
+    attempts.push_back(std::move(a));
+  }
+  // The current attempt.
+  JobState st = RecordState(r, now_ms);
+  json cur = {{"n", r.attempt}, {"status", std::string(JobStateName(st))}};
+  if (!r.result_commit.empty()) {
+    cur["epoch"] = r.epoch;
+    cur["result_commit"] = r.result_commit;
+    if (r.finished_ms) cur["finished"] = FormatRfc3339Millis(r.finished_ms);
+    waited(DescribeResult(ledger, r.result_commit, &cur), &cur);
+  } else if (!r.worker_hex.empty()) {
+    cur["epoch"] = r.epoch;
+    cur["worker"] = "ed25519:" + r.worker_hex;
+    int64_t claimed = ClaimedMs(ledger, r.claim_commit);
+    if (claimed) cur["claimed"] = FormatRfc3339Millis(claimed);
+    waited(claimed, &cur);
+  } else if (r.finished_ms) {
+    cur["finished"] = FormatRfc3339Millis(r.finished_ms);  // aborted while pending
+  }
+  if (r.result_commit.empty() && r.not_before_ms) {
+    cur["not_before"] = FormatRfc3339Millis(r.not_before_ms);
+    if (!r.attempts.empty() && r.attempts.back().n == r.attempt - 1) {
+      int64_t backoff = r.not_before_ms - r.attempts.back().finished_ms;
+      cur["backoff_ms"] = backoff;
+      j["backoff_ms"] = backoff;
+    }
+  }
+  attempts.push_back(std::move(cur));
+  j["attempts"] = std::move(attempts);
+  return j;
+}
+
+json ListReply(StateIndex& index, const IndexStats& st, const std::map<std::string, JobRecord>& live,
+               const rpc::ListRequest& req, int64_t now) {
+  json jobs = json::array();
+  std::string next;
+  auto matches = [&](const JobRecord& rec) {
+    if (!req.state) return true;
+    if (*req.state == "dead") return RecordDead(rec, now);
+    return JobStateName(RecordState(rec, now)) == *req.state;
+  };
+  if (req.state && (*req.state == "pending" || *req.state == "claimed")) {
+    for (auto it = req.after.empty() ? live.begin() : live.upper_bound(req.after); it != live.end(); ++it) {
+      if (!matches(it->second)) continue;
+      jobs.push_back(rpc::RecordJson(it->second, now));
+      if (static_cast<int64_t>(jobs.size()) >= req.limit) {
+        next = it->first;
+        break;
+      }
+    }
+  } else {
+    // Finished states: walk the index in id order, at most a bounded number
+    // of records per request; "next" continues where this page stopped.
+    constexpr int64_t kBudget = 50'000;
+    int64_t seen = 0;
+    Status s = index.ForEachJob(req.after, [&](const JobRecord& committed) {
+      ++seen;
+      auto l = live.find(committed.job_hex);
+      const JobRecord& rec = l == live.end() ? committed : l->second;
+      if (matches(rec)) jobs.push_back(rpc::RecordJson(rec, now));
+      if (static_cast<int64_t>(jobs.size()) >= req.limit || seen >= kBudget) {
+        next = committed.job_hex;
+        return false;
+      }
+      return true;
+    });
+    if (!s.ok()) return rpc::ErrorReply(Outcome::FromStatus(s).error, s.message());
+  }
+  json reply = rpc::OkReply();
+  reply["jobs"] = std::move(jobs);
+  if (!next.empty()) reply["next"] = "blake3:" + next;
+  json counts = json::object();
+  for (size_t i = 0; i < 6; ++i) counts[std::string(JobStateName(static_cast<JobState>(i)))] = st.by_state[i];
+  counts["dead"] = st.by_state[static_cast<size_t>(JobState::kFailed)] + st.by_state[static_cast<size_t>(JobState::kTimedOut)];
+  reply["counts"] = counts;
+  reply["jobs_total"] = st.jobs;
+  return reply;
+}
+
+
+}  // namespace gatos
