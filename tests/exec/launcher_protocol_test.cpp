@@ -66,8 +66,8 @@ class SlotProtocol : public ::testing::TestWithParam<bool> {
     int one = 1;
     setsockopt(sp[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
     const std::string& sup = DefaultSuperviseBinary();
-    auto pid = SpawnProgram(sup, {sup, "--slot", std::to_string(kProtocolVersion), GetParam() ? "ns" : "plain"},
-                            {sp[1]});
+    auto pid = StartSupervisor({sup, "--slot", std::to_string(kProtocolVersion), GetParam() ? "ns" : "plain"},
+                               {sp[1]});
     close(sp[1]);
     ASSERT_TRUE(pid.ok()) << pid.status().ToString();
     conn_ = std::make_unique<SupervisorConn>(Fd(sp[0]), *pid, GetParam());

@@ -278,38 +278,17 @@ const std::string& DefaultSuperviseBinary() {
   return path;
 }
 
-Result<pid_t> SpawnProgram(const std::string& path, const std::vector<std::string>& args,
-                           const std::vector<int>& fds) {
-  std::vector<std::string> a = args;
-  std::vector<char*> argv = CStrings(a);
-  struct SpawnArgs {
-    const int* fds;
-    int nfds;
-    const char* path;
-    char* const* argv;
-  } sa{fds.data(), static_cast<int>(fds.size()), path.c_str(), argv.data()};
-  std::vector<char> stack(64 * 1024);
-  // The child shares our memory until execve (CLONE_VM|CLONE_VFORK): no copy
-  // of the worker's page tables, no copy-on-write faults while the program
-  // runs. It only makes system calls.
-  pid_t pid = clone(
-      [](void* p) -> int {
-        auto* a = static_cast<SpawnArgs*>(p);
-        int hi[8];
-        for (int i = 0; i < a->nfds; ++i) hi[i] = fcntl(a->fds[i], F_DUPFD, 100);
-        for (int i = 0; i < a->nfds; ++i) {
-          if (hi[i] < 0 || dup2(hi[i], 3 + i) < 0) _exit(126);
-        }
-        char* const empty_env[] = {nullptr};
-        execve(a->path, a->argv, empty_env);
-        _exit(127);
-      },
-      stack.data() + stack.size(), CLONE_VM | CLONE_VFORK | SIGCHLD, &sa);
-  if (pid < 0) {
-    return InternalError("exec: cannot start " + path + ": " + Errno(errno) +
-                         "; the host may be out of processes or memory");
-  }
-  return pid;
+Result<pid_t> StartSupervisor(const std::vector<std::string>& argv, const std::vector<int>& fds) {
+  // Like every child of ours, the supervisor is started vfork-style
+  // (Process): no copy of the worker's page tables, no copy-on-write faults
+  // while it runs. Its stdio is left as is: it points 0-2 at /dev/null
+  // itself, once it has closed what it must not hold.
+  SpawnOptions o;
+  o.in = Stdio::Inherit();
+  o.extra_fds = fds;
+  Result<Process> p = Process::Spawn(argv, o);
+  if (!p.ok()) return InternalError("exec: cannot start the job supervisor: " + p.status().message());
+  return p->Detach();  // SupervisorConn reaps it
 }
 
 SupervisorConn::~SupervisorConn() {
@@ -948,7 +927,7 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
                                       std::to_string(exec_argv.size())};
     sargs.insert(sargs.end(), exec_argv.begin(), exec_argv.end());
     sargs.insert(sargs.end(), job.env.begin(), job.env.end());
-    GATOS_ASSIGN_OR_RETURN(pid, SpawnProgram(supervise, sargs, {sock_child.get(), out_w.get(), err_w.get()}));
+    GATOS_ASSIGN_OR_RETURN(pid, StartSupervisor(sargs, {sock_child.get(), out_w.get(), err_w.get()}));
   } else {
     // No gatos-supervise: fork a supervisor from the worker. Everything it
     // uses is prepared here; the child only makes system calls.

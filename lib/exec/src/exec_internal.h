@@ -188,10 +188,12 @@ class SupervisorConn {
   pid_t cred_pid_ = 0;
 };
 
-// Starts `path` vfork+exec with `fds` on descriptors 3, 4, ... and an empty
-// environment. Internal on failure.
-Result<pid_t> SpawnProgram(const std::string& path, const std::vector<std::string>& args,
-                           const std::vector<int>& fds);
+// Starts the supervisor program argv[0] (a path) with an empty environment,
+// stdio inherited (it points 0-2 at /dev/null itself) and `fds` at
+// descriptors 3, 4, ... (Process::Spawn with extra_fds). The caller reaps
+// the returned pid (SupervisorConn does). Internal on failure, saying what
+// failed. Thread-safe.
+Result<pid_t> StartSupervisor(const std::vector<std::string>& argv, const std::vector<int>& fds);
 
 // gatos-supervise next to the running binary or $GATOS_SUPERVISE; "" if none.
 const std::string& DefaultSuperviseBinary();

@@ -42,9 +42,9 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
     // kernel translates into our PID namespace.
     setsockopt(mine.get(), SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
     GATOS_ASSIGN_OR_RETURN(
-        pid_t pid, SpawnProgram(supervise,
-                                {supervise, "--slot", std::to_string(kProtocolVersion), ns ? "ns" : "plain"},
-                                {theirs.get()}));
+        pid_t pid,
+        StartSupervisor({supervise, "--slot", std::to_string(kProtocolVersion), ns ? "ns" : "plain"},
+                        {theirs.get()}));
     theirs.Reset();
     auto conn = std::make_unique<SupervisorConn>(std::move(mine), pid, ns);
     {
