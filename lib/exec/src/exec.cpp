@@ -348,11 +348,7 @@ int SupervisorConn::Read(Record* rec, pid_t* cred_pid, int timeout_ms) {
 }
 
 bool SupervisorConn::SendJob(const std::string& payload, int out_w, int err_w) {
-  std::string frame(kFrameHeader, '\0');
-  frame[0] = kFrameJob;
-  uint32_t len = static_cast<uint32_t>(payload.size());
-  std::memcpy(frame.data() + 1, &len, 4);
-  frame += payload;
+  std::string frame = EncodeFrame(kFrameJob, payload);
   int fds[2] = {out_w, err_w};
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
   std::memset(cbuf, 0, sizeof(cbuf));
@@ -382,11 +378,8 @@ bool SupervisorConn::SendJob(const std::string& payload, int out_w, int err_w) {
 }
 
 bool SupervisorConn::SendControl(char type, uint32_t seq) {
-  char f[kFrameHeader + 4];
-  f[0] = type;
-  uint32_t len = 4;
-  std::memcpy(f + 1, &len, 4);
-  std::memcpy(f + kFrameHeader, &seq, 4);
+  char f[kControlFrame];
+  EncodeControl(type, seq, f);
   for (;;) {
     ssize_t n = ::send(sock_.get(), f, sizeof(f), MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;

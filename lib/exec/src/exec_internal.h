@@ -1,26 +1,7 @@
 // Internals shared by the worker side (exec.cpp, launcher.cpp) and the
-// supervisor side (supervise.cpp) of gatos_exec: the wire protocol between
-// the worker and gatos-supervise, and the plan of one job.
-//
-// Wire protocol (a SOCK_STREAM socketpair per supervisor, fd 3 in it):
-//
-//   worker -> supervisor: frames [u8 type][u32 length][payload]
-//     'J' run a job (slots only); payload = EncodeJob(); two descriptors
-//         attached (the job's stdout and stderr pipes)
-//     'T' u32 seq: SIGTERM to every process of job `seq`, SIGKILL after grace
-//     'K' u32 seq: SIGKILL to every process of job `seq` now
-//   supervisor -> worker: fixed 16-byte Records
-//     'Y' slot ready (value = protocol version)
-//     'F' slot could not be set up (stage, value2 = errno); it exits
-//     'S' job started: value = its pid; stage != 0: it failed at `stage`
-//         (index, value2 = errno) and exited 127. In a namespace slot the
-//         record carries SCM_CREDENTIALS with the job's pid, which the
-//         kernel translates into the worker's PID namespace.
-//     'X' the job's main process ended (value = raw wait status)
-//     'C' no process of the job is left; the slot is idle again
-//
-// Control frames name the job, so a late 'T' for a finished job never
-// reaches the next one.
+// supervisor side (supervise.cpp) of gatos_exec: the plan of one job and
+// the worker's end of a supervisor. The wire protocol between them is
+// gatos/exec/supervise_protocol.h.
 #ifndef GATOS_EXEC_SRC_EXEC_INTERNAL_H_
 #define GATOS_EXEC_SRC_EXEC_INTERNAL_H_
 
@@ -35,60 +16,14 @@
 #include <vector>
 
 #include "gatos/exec.h"
+#include "gatos/exec/supervise_protocol.h"
 #include "gatos/status.h"
 
 namespace gatos::exec_internal {
 
-constexpr int kProtocolVersion = 2;
+using namespace ::gatos::exec_protocol;  // NOLINT: the wire types are the internals' vocabulary
+
 constexpr int kMaxTracked = 8192;  // descendants tracked per /proc scan
-
-constexpr char kFrameJob = 'J';
-constexpr char kFrameTerm = 'T';
-constexpr char kFrameKill = 'K';
-constexpr size_t kFrameHeader = 5;
-constexpr uint32_t kMaxJobFrame = 64u << 20;
-
-constexpr char kRecReady = 'Y';
-constexpr char kRecSlotFailed = 'F';
-constexpr char kRecStarted = 'S';
-constexpr char kRecExited = 'X';
-constexpr char kRecClean = 'C';
-
-// Record::index bit set on 'S' when SCM_CREDENTIALS carries the job's pid.
-constexpr uint16_t kPidInCredentials = 0x8000;
-
-struct Record {
-  char kind = 0;
-  uint8_t stage = 0;
-  uint16_t index = 0;
-  uint32_t seq = 0;
-  int32_t value = 0;
-  int32_t value2 = 0;
-};
-static_assert(sizeof(Record) == 16);
-
-// Where a job or a slot failed to start (Record::stage).
-enum Stage : uint8_t {
-  kStageNone = 0,
-  kStageFork,       // clone of the job
-  kStageStdio,      // dup2 of stdin/stdout/stderr
-  kStageChdir,      // chdir to the job's cwd
-  kStageExec,       // execve
-  kStageNetns,      // entering the slot's empty network namespace
-  kStageUnshare,    // mount/ipc/uts/cgroup namespaces of the job
-  kStageRoot,       // building and entering the job's root
-  kStageMount,      // one mount operation (index = which)
-  kStageUserns,     // the job's user namespace and its id maps
-  kStageKeyring,    // a fresh session keyring
-  kStagePrivileges, // dropping capabilities
-  kStageSlotUserns, // slot: creating the user + PID namespaces
-  kStageSlotIdMap,  // slot: writing uid_map/gid_map
-  kStageSlotNet,    // slot: the empty network namespace and its loopback
-  kStageProtocol,   // slot: malformed request
-  kStageSlotRoot,   // slot: building the template of its jobs' root (index = which step)
-  kStageSeccomp,    // installing the job's system-call filter (job_seccomp.h)
-};
-const char* StageName(uint8_t stage);
 
 // Owns one file descriptor.
 class Fd {
@@ -118,32 +53,6 @@ class Fd {
  private:
   int fd_ = -1;
 };
-
-// One bind of a job, normalized (absolute, lexically clean paths).
-struct BindPlan {
-  std::string source;       // host path
-  std::string destination;  // sandbox path
-  bool writable = false;
-  bool is_dir = true;
-};
-
-// A job as sent to a slot.
-struct JobRequest {
-  uint32_t seq = 0;
-  bool network = false;
-  int64_t grace_ms = 0;
-  std::string exec_path;
-  std::string chdir;
-  std::vector<std::string> argv;
-  std::vector<std::string> env;  // "NAME=value"
-  std::vector<BindPlan> binds;   // workspace, output dir, then the spec's binds
-};
-std::string EncodeJob(const JobRequest& job);
-bool DecodeJob(const std::string& payload, JobRequest* job);
-
-// Record::index of a kStageMount failure: kJobBindIndex | i for the job's
-// i-th bind (JobRequest::binds), else the i-th operation of the sandbox layout.
-constexpr uint16_t kJobBindIndex = 0x4000;
 
 // ---- worker side ----------------------------------------------------------
 

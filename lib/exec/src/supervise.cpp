@@ -1,6 +1,7 @@
 // The supervisor side of job execution: the gatos-supervise program (one-shot
-// per job, or a long-lived slot) and the forked fallback. Process model and
-// protocol: exec_internal.h, gatos/exec.h, docs/worker-execution.md.
+// per job, or a long-lived slot) and the forked fallback. Process model:
+// gatos/exec.h, docs/worker-execution.md; protocol:
+// gatos/exec/supervise_protocol.h.
 //
 // Everything reachable from RunJob() may run in a forked copy of a
 // multithreaded worker (ForkedSupervisorMain), so it only makes system calls:
@@ -41,120 +42,6 @@
 #include "gatos/exec.h"
 
 namespace gatos {
-namespace exec_internal {
-
-const char* StageName(uint8_t stage) {
-  switch (stage) {
-    case kStageFork: return "starting the job process";
-    case kStageStdio: return "connecting stdin/stdout/stderr";
-    case kStageChdir: return "changing to the job's cwd";
-    case kStageExec: return "exec";
-    case kStageNetns: return "entering the slot's empty network namespace";
-    case kStageUnshare: return "creating the job's mount/IPC/UTS/cgroup namespaces";
-    case kStageRoot: return "building the job's root file system";
-    case kStageMount: return "mounting";
-    case kStageUserns: return "creating the job's user namespace";
-    case kStageKeyring: return "creating a fresh session keyring";
-    case kStagePrivileges: return "dropping capabilities";
-    case kStageSlotUserns: return "creating the slot's user and PID namespaces";
-    case kStageSlotIdMap: return "writing the slot's uid_map/gid_map";
-    case kStageSlotNet: return "creating the slot's network namespace";
-    case kStageProtocol: return "reading the worker's request";
-    case kStageSlotRoot: return "building the slot's template of the jobs' root file system";
-    case kStageSeccomp: return "installing the job's system-call filter";
-    default: return "setup";
-  }
-}
-
-namespace {
-
-void PutU32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), 4); }
-void PutStr(std::string* out, const std::string& s) {
-  PutU32(out, static_cast<uint32_t>(s.size()));
-  out->append(s);
-}
-
-class Reader {
- public:
-  explicit Reader(const std::string& s) : s_(s) {}
-  bool U32(uint32_t* v) {
-    if (s_.size() - pos_ < 4) return false;
-    std::memcpy(v, s_.data() + pos_, 4);
-    pos_ += 4;
-    return true;
-  }
-  bool Str(std::string* v) {
-    uint32_t n;
-    if (!U32(&n) || s_.size() - pos_ < n) return false;
-    v->assign(s_, pos_, n);
-    pos_ += n;
-    return v->find('\0') == std::string::npos;
-  }
-  bool Strs(std::vector<std::string>* v) {
-    uint32_t n;
-    if (!U32(&n) || n > s_.size()) return false;
-    v->resize(n);
-    for (auto& e : *v) {
-      if (!Str(&e)) return false;
-    }
-    return true;
-  }
-  bool done() const { return pos_ == s_.size(); }
-
- private:
-  const std::string& s_;
-  size_t pos_ = 0;
-};
-
-}  // namespace
-
-std::string EncodeJob(const JobRequest& job) {
-  std::string out;
-  PutU32(&out, job.seq);
-  PutU32(&out, job.network ? 1 : 0);
-  PutU32(&out, static_cast<uint32_t>(job.grace_ms));
-  PutU32(&out, static_cast<uint32_t>(static_cast<uint64_t>(job.grace_ms) >> 32));
-  PutStr(&out, job.exec_path);
-  PutStr(&out, job.chdir);
-  PutU32(&out, static_cast<uint32_t>(job.argv.size()));
-  for (const auto& a : job.argv) PutStr(&out, a);
-  PutU32(&out, static_cast<uint32_t>(job.env.size()));
-  for (const auto& e : job.env) PutStr(&out, e);
-  PutU32(&out, static_cast<uint32_t>(job.binds.size()));
-  for (const auto& b : job.binds) {
-    PutStr(&out, b.source);
-    PutStr(&out, b.destination);
-    PutU32(&out, (b.writable ? 1u : 0u) | (b.is_dir ? 2u : 0u));
-  }
-  return out;
-}
-
-bool DecodeJob(const std::string& payload, JobRequest* job) {
-  Reader r(payload);
-  uint32_t net, lo, hi, nb;
-  if (!r.U32(&job->seq) || !r.U32(&net) || !r.U32(&lo) || !r.U32(&hi)) return false;
-  job->network = net != 0;
-  job->grace_ms = static_cast<int64_t>((static_cast<uint64_t>(hi) << 32) | lo);
-  if (!r.Str(&job->exec_path) || !r.Str(&job->chdir) || !r.Strs(&job->argv) ||
-      !r.Strs(&job->env) || !r.U32(&nb) || nb > payload.size()) {
-    return false;
-  }
-  job->binds.resize(nb);
-  for (auto& b : job->binds) {
-    uint32_t f;
-    if (!r.Str(&b.source) || !r.Str(&b.destination) || !r.U32(&f)) return false;
-    b.writable = f & 1;
-    b.is_dir = f & 2;
-    if (b.source.empty() || b.source[0] != '/' || b.destination.size() < 2 ||
-        b.destination[0] != '/') {
-      return false;
-    }
-  }
-  return r.done() && !job->argv.empty() && !job->exec_path.empty();
-}
-
-}  // namespace exec_internal
-
 namespace {
 
 using namespace exec_internal;  // NOLINT: this file implements them
@@ -702,12 +589,6 @@ bool FillInput(SupCtx& c) {
   return true;
 }
 
-uint32_t LoadU32(const char* p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return v;
-}
-
 void Consume(SupCtx& c, size_t n) {
   memmove(c.in, c.in + n, c.in_len - n);
   c.in_len -= n;
@@ -838,20 +719,19 @@ void RunJob(SupCtx& c, JobChildSpec s, uint32_t seq, int64_t grace_ms) {
     }
     CloseReceivedFds(c);  // descriptors only come with a job request
     while (c.in_len >= kFrameHeader) {
-      char type = c.in[0];
-      uint32_t len = LoadU32(c.in + 1);
-      if ((type != kFrameTerm && type != kFrameKill) || len != 4) {
+      const FrameHeader h = DecodeFrameHeader(c.in);
+      if ((h.type != kFrameTerm && h.type != kFrameKill) || h.length != 4) {
         // Only control frames may arrive while a job runs.
         c.sock_open = false;
         kill_now = true;
         break;
       }
-      if (c.in_len < kFrameHeader + 4) break;
-      uint32_t target = LoadU32(c.in + kFrameHeader);
-      Consume(c, kFrameHeader + 4);
+      if (c.in_len < kControlFrame) break;
+      const uint32_t target = DecodeControlSeq(c.in + kFrameHeader);
+      Consume(c, kControlFrame);
       if (target != seq) continue;  // meant for an earlier job
-      if (type == kFrameKill) kill_now = true;
-      if (type == kFrameTerm && !term_sent) {
+      if (h.type == kFrameKill) kill_now = true;
+      if (h.type == kFrameTerm && !term_sent) {
         term_sent = true;
         KillAll(c, s.bwrap, job, job_reaped, SIGTERM, spare);
         kill_at = MonoMillis() + grace_ms;
@@ -1427,20 +1307,20 @@ class SandboxLayout {
       if (poll(&p, 1, -1) < 0) continue;
       if (!FillInput(c)) _exit(0);  // the worker closed the slot (or died)
     }
-    char type = c.in[0];
-    uint32_t len = LoadU32(c.in + 1);
-    if (type == kFrameTerm || type == kFrameKill) {
+    const FrameHeader h = DecodeFrameHeader(c.in);
+    const uint32_t len = h.length;
+    if (h.type == kFrameTerm || h.type == kFrameKill) {
       // A control for a job that already ended.
       if (len != 4) _exit(3);
-      while (c.in_len < kFrameHeader + 4) {
+      while (c.in_len < kControlFrame) {
         if (!FillInput(c)) _exit(0);
       }
       // No descriptors come with controls: any already received belong to
       // the job request that follows (it may have come in the same read).
-      Consume(c, kFrameHeader + 4);
+      Consume(c, kControlFrame);
       continue;
     }
-    if (type != kFrameJob || len > kMaxJobFrame) _exit(3);
+    if (h.type != kFrameJob || len > kMaxJobFrame) _exit(3);
     std::string payload;
     payload.resize(len);
     size_t have = c.in_len - kFrameHeader < len ? c.in_len - kFrameHeader : len;
