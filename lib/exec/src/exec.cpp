@@ -1,8 +1,8 @@
 // Job execution, worker side: spec checks, the sandbox decision, bubblewrap
 // arguments, starting a per-job supervisor (Execution::Start) and the
-// Execution object that follows a job on any supervisor. The supervisor side
-// is supervise.cpp; the long-lived slots are launcher.cpp. Process model:
-// gatos/exec.h and docs/worker-execution.md.
+// Execution object that follows a job on any supervisor. The supervisor
+// side is supervise_main.cpp and slot_main.cpp; the long-lived slots are
+// launcher.cpp. Process model: gatos/exec.h and docs/worker-execution.md.
 #include "gatos/exec.h"
 
 #include <fcntl.h>
@@ -28,6 +28,8 @@
 #include "gatos/encoding.h"
 #include "gatos/process.h"
 #include "job_seccomp.h"
+#include "proc_scan.h"
+#include "supervise_main.h"
 
 namespace gatos {
 namespace {

@@ -1,11 +1,9 @@
-// Internals shared by the worker side (exec.cpp, launcher.cpp) and the
-// supervisor side (supervise.cpp) of gatos_exec: the plan of one job and
-// the worker's end of a supervisor. The wire protocol between them is
-// gatos/exec/supervise_protocol.h.
+// Internals of the worker side of gatos_exec (exec.cpp, launcher.cpp): the
+// plan of one job and the worker's end of a supervisor. The wire protocol
+// to the supervisor side is gatos/exec/supervise_protocol.h.
 #ifndef GATOS_EXEC_SRC_EXEC_INTERNAL_H_
 #define GATOS_EXEC_SRC_EXEC_INTERNAL_H_
 
-#include <linux/filter.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -22,8 +20,6 @@
 namespace gatos::exec_internal {
 
 using namespace ::gatos::exec_protocol;  // NOLINT: the wire types are the internals' vocabulary
-
-constexpr int kMaxTracked = 8192;  // descendants tracked per /proc scan
 
 // Owns one file descriptor.
 class Fd {
@@ -166,21 +162,6 @@ using ReleaseFn = std::function<void(std::unique_ptr<SupervisorConn>, bool healt
 Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> conn, uint32_t seq,
                                                Fd out_r, Fd err_r, const ExecSpec& spec,
                                                const PreparedJob& job, ReleaseFn release);
-
-// Runs the supervisor of one legacy job in a forked copy of the worker
-// (the fallback when gatos-supervise is missing). Async-signal-safe.
-struct ForkedJob {
-  const char* exec_path;
-  char* const* argv;
-  char* const* envp;
-  const char* chdir_path;
-  int64_t grace_ms;
-  bool bwrap;  // the job is bwrap's monitor: spare it from SIGTERM
-  int sock, out_w, err_w;
-  pid_t* tracked;  // kMaxTracked entries
-  const ::sock_fprog* seccomp;  // JobSeccompFilter(), built before the fork
-};
-[[noreturn]] void ForkedSupervisorMain(const ForkedJob& job);
 
 }  // namespace gatos::exec_internal
 
