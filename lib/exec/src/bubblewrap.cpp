@@ -74,7 +74,6 @@ std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
   return a;
 }
 
-
 }  // namespace exec_internal
 
 Status ProbeSandbox(const std::string& bwrap_path) {
@@ -87,7 +86,8 @@ Status ProbeSandbox(const std::string& bwrap_path) {
   Status st;
   if (::access(bwrap_path.c_str(), X_OK) != 0) {
     st = FailedPreconditionError("sandbox: bubblewrap not found at " + bwrap_path + " (" +
-                                 std::string(std::strerror(errno)) + "); install the bubblewrap package");
+                                 std::string(std::strerror(errno)) +
+                                 "); install the bubblewrap package");
   } else {
     // Run directly, not as a job: a job's system-call filter refuses the
     // namespaces bwrap makes (job_seccomp.h).

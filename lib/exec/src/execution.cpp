@@ -45,11 +45,13 @@ Status StartError(const Record& rec, const PreparedJob& job) {
   if (rec.stage == kStageExec) {
     std::string what = "exec: cannot run '" + job.program + "': " + Errno(err);
     if (err == ENOENT) return NotFoundError(what + "; check the manifest's command");
-    if (err == EACCES) return PermissionDeniedError(what + "; the file must be executable by the worker");
+    if (err == EACCES)
+      return PermissionDeniedError(what + "; the file must be executable by the worker");
     return InvalidArgumentError(what + "; check the manifest's command and cwd");
   }
   if (rec.stage == kStageChdir) {
-    return InvalidArgumentError("exec: cannot change to the job's cwd " + job.cwd + ": " + Errno(err));
+    return InvalidArgumentError("exec: cannot change to the job's cwd " + job.cwd + ": " +
+                                Errno(err));
   }
   if (rec.stage == kStageMount && (rec.index & kJobBindIndex)) {
     size_t i = rec.index & ~(kJobBindIndex | kPidInCredentials);
@@ -64,11 +66,12 @@ Status StartError(const Record& rec, const PreparedJob& job) {
     return InternalError("exec: the supervisor could not start the job (" + Errno(err) +
                          "); the host may be out of processes");
   }
-  return InternalError(std::string("sandbox: setup failed while ") + StageName(rec.stage) +
-                       (rec.stage == kStageMount || rec.stage == kStageRoot || rec.stage == kStageSlotRoot
-                            ? " (step " + std::to_string(rec.index & ~kPidInCredentials) + ")"
-                            : "") +
-                       ": " + Errno(err));
+  return InternalError(
+      std::string("sandbox: setup failed while ") + StageName(rec.stage) +
+      (rec.stage == kStageMount || rec.stage == kStageRoot || rec.stage == kStageSlotRoot
+           ? " (step " + std::to_string(rec.index & ~kPidInCredentials) + ")"
+           : "") +
+      ": " + Errno(err));
 }
 
 }  // namespace
@@ -85,8 +88,8 @@ struct Execution::Impl {
   ExecResult result;
   std::atomic<bool> stop_requested{false};
   std::shared_ptr<PrivateDevices> devices;  // removed after the job
-  std::mutex ctrl_mu;  // serializes control frames from Stop() and Wait()
-  bool finished = false;  // guarded by ctrl_mu
+  std::mutex ctrl_mu;                       // serializes control frames from Stop() and Wait()
+  bool finished = false;                    // guarded by ctrl_mu
   bool waited = false;
 
   void Send(char c) {

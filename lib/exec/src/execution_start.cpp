@@ -55,7 +55,8 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
 // One gatos-supervise (or forked supervisor) per job; bubblewrap per job
 // when sandboxed.
 Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
-  Status sandbox_ok = spec.sandbox == ExecSpec::Sandbox::kOff ? OkStatus() : ProbeSandbox(spec.bwrap_path);
+  Status sandbox_ok =
+      spec.sandbox == ExecSpec::Sandbox::kOff ? OkStatus() : ProbeSandbox(spec.bwrap_path);
   GATOS_ASSIGN_OR_RETURN(PreparedJob job, PrepareJob(spec, sandbox_ok));
 
   std::vector<std::string> exec_argv;
@@ -102,7 +103,8 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
                                       std::to_string(exec_argv.size())};
     sargs.insert(sargs.end(), exec_argv.begin(), exec_argv.end());
     sargs.insert(sargs.end(), job.env.begin(), job.env.end());
-    GATOS_ASSIGN_OR_RETURN(pid, StartSupervisor(sargs, {sock_child.get(), out_w.get(), err_w.get()}));
+    GATOS_ASSIGN_OR_RETURN(pid,
+                           StartSupervisor(sargs, {sock_child.get(), out_w.get(), err_w.get()}));
   } else {
     // No gatos-supervise: fork a supervisor from the worker. Everything it
     // uses is prepared here; the child only makes system calls.
@@ -110,9 +112,9 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
     std::vector<std::string> env = job.env;
     std::vector<char*> env_c = CStrings(env);
     std::vector<pid_t> tracked(kMaxTracked, 0);
-    ForkedJob fj{exec_path.c_str(), argv_c.data(), env_c.data(), job.cwd.c_str(),
-                 spec.kill_grace_ms, job.sandboxed, sock_child.get(), out_w.get(), err_w.get(),
-                 tracked.data(), JobSeccompFilter()};
+    ForkedJob fj{exec_path.c_str(),  argv_c.data(),  env_c.data(),      job.cwd.c_str(),
+                 spec.kill_grace_ms, job.sandboxed,  sock_child.get(),  out_w.get(),
+                 err_w.get(),        tracked.data(), JobSeccompFilter()};
     pid = fork();
     if (pid < 0) {
       return InternalError("exec: fork failed: " + Errno(errno) +

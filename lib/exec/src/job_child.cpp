@@ -164,7 +164,8 @@ void JobChildMain(const JobChildSpec& s) {
     ChildFail(s, kStageStdio, 0, errno);
   }
   if (s.ns) EnterSandbox(s);
-  if (s.chdir_path && s.chdir_path[0] && chdir(s.chdir_path) != 0) ChildFail(s, kStageChdir, 0, errno);
+  if (s.chdir_path && s.chdir_path[0] && chdir(s.chdir_path) != 0)
+    ChildFail(s, kStageChdir, 0, errno);
   if (s.ns) DropPrivileges(s);
   // Under bubblewrap the filter goes to bwrap at kBwrapSeccompFd (its
   // --seccomp argument, BwrapArgs), which installs it inside the sandbox it

@@ -26,8 +26,10 @@ int SetBindFlags(const char* src, const char* dst, uint8_t flags) {
 #endif
   // Before Linux 5.12 only the top mount can be changed: bind without the
   // mounts below it, so that none of them stays writable.
-  if (umount2(dst, MNT_DETACH) != 0 || mount(src, dst, nullptr, MS_BIND, nullptr) != 0) return errno;
-  unsigned long f = MS_REMOUNT | MS_BIND | MS_NOSUID | ((flags & MountOp::kDevices) ? 0 : MS_NODEV) |
+  if (umount2(dst, MNT_DETACH) != 0 || mount(src, dst, nullptr, MS_BIND, nullptr) != 0)
+    return errno;
+  unsigned long f = MS_REMOUNT | MS_BIND | MS_NOSUID |
+                    ((flags & MountOp::kDevices) ? 0 : MS_NODEV) |
                     ((flags & MountOp::kReadOnly) ? MS_RDONLY : 0);
   return mount("none", dst, nullptr, f, nullptr) == 0 ? 0 : errno;
 }
@@ -77,7 +79,8 @@ int RunMountOp(const MountOp& op, bool network) {
       return mount("tmpfs", op.b, "tmpfs", MS_NOSUID | MS_NODEV, op.a) == 0 ? 0 : errno;
     case MountOp::kProc:
       if (int e = MkdirP(op.b, true)) return e;
-      return mount("proc", op.b, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? 0 : errno;
+      return mount("proc", op.b, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0 ? 0
+                                                                                         : errno;
     case MountOp::kDevpts:
       if (int e = MkdirP(op.b, true)) return e;
       return mount("devpts", op.b, "devpts", MS_NOSUID | MS_NOEXEC,
@@ -102,7 +105,8 @@ int RunMountOp(const MountOp& op, bool network) {
       return SetBindFlags(op.b, op.b, MountOp::kReadOnly);
     case MountOp::kBind: {
       struct stat st;
-      if (stat(op.a, &st) != 0) return (op.flags & MountOp::kOptional) && errno == ENOENT ? 0 : errno;
+      if (stat(op.a, &st) != 0)
+        return (op.flags & MountOp::kOptional) && errno == ENOENT ? 0 : errno;
       if (int e = MakeMountPoint(op.b, op.flags & MountOp::kDir)) return e;
       if (mount(op.a, op.b, nullptr, MS_BIND | MS_REC, nullptr) != 0) return errno;
       return SetBindFlags(op.a, op.b, op.flags);

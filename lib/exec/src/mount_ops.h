@@ -18,7 +18,16 @@ namespace gatos::exec_internal {
 // under /tpl or /newroot, or in the job's root once it is entered.
 struct MountOp {
   enum Kind : uint8_t {
-    kMkdir, kSymlink, kBind, kRbind, kTmpfs, kProc, kDevpts, kCover, kHide, kRemountReadOnly
+    kMkdir,
+    kSymlink,
+    kBind,
+    kRbind,
+    kTmpfs,
+    kProc,
+    kDevpts,
+    kCover,
+    kHide,
+    kRemountReadOnly
   };
   enum Flags : uint8_t {
     kReadOnly = 1,

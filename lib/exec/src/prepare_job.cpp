@@ -129,13 +129,15 @@ Result<std::vector<BindPlan>> CheckBinds(const ExecSpec& spec, const std::string
     p.destination = CleanPath(e.destination);
     const std::string& d = p.destination;
     if (d == "/" || IsUnder(d, "/proc") || IsUnder(d, "/dev")) {
-      return InvalidArgumentError(what + ": destination " + d +
-                                  " would replace the sandbox's /, /proc or /dev; pick another path");
+      return InvalidArgumentError(
+          what + ": destination " + d +
+          " would replace the sandbox's /, /proc or /dev; pick another path");
     }
     for (const std::string& job_dir : {workspace, output_dir}) {
       if (!job_dir.empty() && IsUnder(job_dir, d)) {
         return InvalidArgumentError(what + ": destination " + d + " would hide the job's " +
-                                    (job_dir == workspace ? "workspace " : "output dir ") + job_dir);
+                                    (job_dir == workspace ? "workspace " : "output dir ") +
+                                    job_dir);
       }
     }
     for (const auto& q : out) {
@@ -185,7 +187,8 @@ Result<PreparedJob> PrepareJob(const ExecSpec& spec, const Status& sandbox_ok) {
   }
   for (const auto& b : spec.rw_binds) {
     if (b.empty() || b[0] != '/' || !fs::is_directory(b, ec)) {
-      return InvalidArgumentError("exec: writable bind '" + b + "' must be an existing absolute directory");
+      return InvalidArgumentError("exec: writable bind '" + b +
+                                  "' must be an existing absolute directory");
     }
   }
   GATOS_ASSIGN_OR_RETURN(std::string rel_cwd, NormalizeCwd(spec.cwd));
@@ -265,7 +268,8 @@ Result<std::map<std::string, std::string>> BuildJobEnv(const ExecSpec& spec, boo
   std::map<std::string, std::string> bind_env;
   for (const auto& b : spec.binds) {
     if (b.env.empty()) continue;
-    bind_env[b.env] = sandboxed && !b.destination.empty() ? CleanPath(b.destination) : CleanPath(b.source);
+    bind_env[b.env] =
+        sandboxed && !b.destination.empty() ? CleanPath(b.destination) : CleanPath(b.source);
   }
   using Layer = const std::map<std::string, std::string>*;
   for (Layer layer : std::initializer_list<Layer>{&spec.env, &spec.extra_env, &bind_env}) {

@@ -23,10 +23,10 @@ class PrivateDevices;
 
 // A validated job, ready to be sent to a supervisor.
 struct PreparedJob {
-  std::string program;             // the resolved command (as the job sees it)
-  std::vector<std::string> argv;   // argv[0] = program
-  std::vector<std::string> env;    // "NAME=value"
-  std::string cwd;                 // absolute
+  std::string program;                         // the resolved command (as the job sees it)
+  std::vector<std::string> argv;               // argv[0] = program
+  std::vector<std::string> env;                // "NAME=value"
+  std::string cwd;                             // absolute
   std::vector<exec_protocol::BindPlan> binds;  // sandboxed: workspace, output dir, spec binds
   bool sandboxed = false;
   std::string sandbox_note;

@@ -53,7 +53,8 @@ std::string HostPath(const std::string& path) {
     size_t start = rest.find_first_not_of('/');
     if (start == std::string::npos) break;
     size_t end = rest.find('/', start);
-    std::string comp = rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string comp =
+        rest.substr(start, end == std::string::npos ? std::string::npos : end - start);
     rest = end == std::string::npos ? "" : rest.substr(end);
     if (comp == ".") continue;
     if (comp == "..") {
@@ -130,13 +131,14 @@ void SandboxLayout::Build() {
   // network.
   for (const char* etc : {"/etc", "/etc-net"}) {
     Tpl(MountOp::kMkdir, 0, nullptr, Keep(std::string("/tpl") + etc));
-    for (const char* e : {"passwd", "group", "nsswitch.conf", "hosts", "ld.so.cache", "ld.so.conf",
-                          "ld.so.conf.d", "alternatives", "localtime", "ssl", "ca-certificates",
-                          "mime.types"}) {
+    for (const char* e :
+         {"passwd", "group", "nsswitch.conf", "hosts", "ld.so.cache", "ld.so.conf", "ld.so.conf.d",
+          "alternatives", "localtime", "ssl", "ca-certificates", "mime.types"}) {
       EtcEntry(etc, e);
     }
   }
-  for (const char* e : {"resolv.conf", "gai.conf", "services", "protocols"}) EtcEntry("/etc-net", e);
+  for (const char* e : {"resolv.conf", "gai.conf", "services", "protocols"})
+    EtcEntry("/etc-net", e);
   // /proc of the slot's PID namespace; the parts that a uid-0 job could
   // write to without any capability (sysctls, sysrq) are read-only.
   Tpl(MountOp::kProc, 0, nullptr, Keep("/tpl/proc"));
@@ -154,11 +156,13 @@ void SandboxLayout::Build() {
     std::string p = std::string("/dev/") + d;
     // Read-only binds: the nodes stay usable, but their mode and owner
     // (the host's own nodes) cannot be changed from inside.
-    Tpl(MountOp::kBind, MountOp::kDevices | MountOp::kOptional | MountOp::kReadOnly, Keep("/oldroot" + p),
-        Keep("/tpl" + p));
+    Tpl(MountOp::kBind, MountOp::kDevices | MountOp::kOptional | MountOp::kReadOnly,
+        Keep("/oldroot" + p), Keep("/tpl" + p));
   }
-  const char* links[][2] = {{"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
-                            {"/proc/self/fd/2", "stderr"}, {"/proc/self/fd", "fd"},
+  const char* links[][2] = {{"/proc/self/fd/0", "stdin"},
+                            {"/proc/self/fd/1", "stdout"},
+                            {"/proc/self/fd/2", "stderr"},
+                            {"/proc/self/fd", "fd"},
                             {"pts/ptmx", "ptmx"}};
   for (auto& l : links) {
     Tpl(MountOp::kSymlink, 0, l[0], Keep(std::string("/tpl/dev/") + l[1]));
@@ -177,7 +181,8 @@ void SandboxLayout::Build() {
   for (const auto& [variant, name, dir] : etc_names_) {
     uint8_t f = MountOp::kOptional | (dir ? 0 : MountOp::kFile) |
                 (variant == "/etc" ? MountOp::kNoNetOnly : MountOp::kNetOnly);
-    etc_entries.push_back({MountOp::kRbind, f, Keep("/tpl" + variant + "/" + name), Keep("/newroot/etc/" + name)});
+    etc_entries.push_back(
+        {MountOp::kRbind, f, Keep("/tpl" + variant + "/" + name), Keep("/newroot/etc/" + name)});
   }
   Job(MountOp::kRbind, 0, "/tpl/proc", "/newroot/proc");
   // Read-only for the job: /proc's entries (meminfo, cpuinfo ...) are the
@@ -192,7 +197,8 @@ void SandboxLayout::Build() {
   Job(MountOp::kTmpfs, 0, "mode=0755", "/newroot/tmp");
   plain_ = ops_;
   with_etc_ = ops_;
-  with_etc_.erase(with_etc_.begin() + etc_at, with_etc_.begin() + etc_at + 2);  // the two binds of /etc
+  with_etc_.erase(with_etc_.begin() + etc_at,
+                  with_etc_.begin() + etc_at + 2);  // the two binds of /etc
   with_etc_.insert(with_etc_.begin() + etc_at, etc_entries.begin(), etc_entries.end());
   system_ops_ = ops_.size();
   // A prepared root holds the rest; a job entering one adds its own parts
@@ -214,8 +220,7 @@ int SandboxLayout::Prepare(int* step) {
   *step = 2;
   if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) return errno;
   *step = 3;
-  for (const char* d :
-       {"/tmp/oldroot", "/tmp/tpl", "/tmp/newroot", "/tmp/skel", "/tmp/skel-net"}) {
+  for (const char* d : {"/tmp/oldroot", "/tmp/tpl", "/tmp/newroot", "/tmp/skel", "/tmp/skel-net"}) {
     if (mkdir(d, 0755) != 0) return errno;
   }
   *step = 4;
@@ -330,8 +335,7 @@ void SandboxLayout::MakeSkeletonPath(int skel_fd, const std::string& dest, bool 
     if (is_dir) {
       if (mkdirat(at, comp.c_str(), 0755) == 0) AddMade(skel_fd, rel, true);
     } else {
-      int fd =
-          openat(at, comp.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      int fd = openat(at, comp.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
       if (fd >= 0) {
         ::close(fd);
         AddMade(skel_fd, rel, false);
@@ -374,8 +378,8 @@ void SandboxLayout::Watch(const std::vector<Watched>& sources) {
     }
   }
   for (const auto& d : dirs) {
-    const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF |
-                          IN_ONLYDIR;
+    const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF |
+                          IN_MOVE_SELF | IN_ONLYDIR;
     if (inotify_add_watch(inotify_fd_, d.c_str(), mask) < 0 && errno != ENOENT) {
       ::close(inotify_fd_);  // out of watches: every job checks instead
       inotify_fd_ = -1;
@@ -421,7 +425,8 @@ int SandboxLayout::MakeTemplate(int* step) {
     if (int e = RunMountOp(op, true)) return e;
   }
   *step = 6;
-  if (mount("none", "/tpl", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0) {
+  if (mount("none", "/tpl", nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+            nullptr) != 0) {
     return errno;
   }
   return 0;
@@ -437,7 +442,8 @@ void SandboxLayout::EtcEntry(const char* etc, const char* name) {
   struct stat st;
   if (stat(p.c_str(), &st) != 0) return;
   etc_names_.push_back({etc, name, S_ISDIR(st.st_mode)});
-  Tpl(MountOp::kBind, MountOp::kReadOnly | MountOp::kOptional | (S_ISDIR(st.st_mode) ? MountOp::kDir : 0),
+  Tpl(MountOp::kBind,
+      MountOp::kReadOnly | MountOp::kOptional | (S_ISDIR(st.st_mode) ? MountOp::kDir : 0),
       Keep("/oldroot" + p), Keep(std::string("/tpl") + etc + "/" + name));
 }
 

@@ -124,8 +124,12 @@ class SandboxLayout {
     strings_.push_back(std::move(s));
     return strings_.back().c_str();
   }
-  void Tpl(MountOp::Kind k, uint8_t flags, const char* a, const char* b) { tpl_ops_.push_back({k, flags, a, b}); }
-  void Job(MountOp::Kind k, uint8_t flags, const char* a, const char* b) { ops_.push_back({k, flags, a, b}); }
+  void Tpl(MountOp::Kind k, uint8_t flags, const char* a, const char* b) {
+    tpl_ops_.push_back({k, flags, a, b});
+  }
+  void Job(MountOp::Kind k, uint8_t flags, const char* a, const char* b) {
+    ops_.push_back({k, flags, a, b});
+  }
   // A host directory: bound read-only into the template, the template's
   // copy bound into each job at the same place.
   void Bind(const std::string& src, const std::string& dst, uint8_t flags);
@@ -134,7 +138,7 @@ class SandboxLayout {
   std::deque<std::string> strings_;      // stable addresses
   std::deque<std::string> job_strings_;  // this job's bind paths
   std::vector<MountOp> tpl_ops_;
-  std::vector<MountOp> ops_;  // the job's: system_ops_ of them, then its binds
+  std::vector<MountOp> ops_;               // the job's: system_ops_ of them, then its binds
   std::vector<MountOp> plain_, with_etc_;  // the system ops: /etc as one bind, or entry by entry
   struct EtcName {
     std::string variant;  // "/etc" or "/etc-net"

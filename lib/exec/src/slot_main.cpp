@@ -95,7 +95,8 @@ using namespace ::gatos::exec_protocol;  // NOLINT: the frames and records this 
         // The template is half gone: no job can run in this slot any more.
         ::close(out_w);
         ::close(err_w);
-        SendRecord(c, Record{kRecStarted, kStageSlotRoot, static_cast<uint16_t>(step), req.seq, -1, e});
+        SendRecord(
+            c, Record{kRecStarted, kStageSlotRoot, static_cast<uint16_t>(step), req.seq, -1, e});
         SendRecord(c, Record{kRecClean, 0, 0, req.seq, 0, 0});
         _exit(1);
       }
@@ -148,7 +149,8 @@ int MakeEmptyNetns() {
         if (s >= 0) ::close(s);
         return 0;
       },
-      stack + sizeof(stack), CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_NEWNET | SIGCHLD, nullptr);
+      stack + sizeof(stack), CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_NEWNET | SIGCHLD,
+      nullptr);
   if (p < 0) return errno;
   int st;
   while (waitpid(p, &st, 0) < 0 && errno == EINTR) {

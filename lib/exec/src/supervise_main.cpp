@@ -69,7 +69,8 @@ int SuperviseMain(int argc, char** argv) {
   if (mode == "--slot" && argc == 4) exec_internal::SlotMain(std::string(argv[3]) == "ns");
   if (mode != "--run" || argc < 9) return 2;
   long grace = 0, argc_job = 0;
-  if (!ParseUint(argv[3], &grace) || !ParseUint(argv[7], &argc_job) || 8 + argc_job > argc) return 2;
+  if (!ParseUint(argv[3], &grace) || !ParseUint(argv[7], &argc_job) || 8 + argc_job > argc)
+    return 2;
   static SupCtx c;
   static std::vector<pid_t> tracked(kMaxTracked, 0);
   static std::vector<char*> job_argv(argv + 8, argv + 8 + argc_job);

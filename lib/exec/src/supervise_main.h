@@ -23,7 +23,7 @@ struct ForkedJob {
   int64_t grace_ms;
   bool bwrap;  // the job is bwrap's monitor: spare it from SIGTERM
   int sock, out_w, err_w;
-  pid_t* tracked;  // kMaxTracked entries (proc_scan.h)
+  pid_t* tracked;               // kMaxTracked entries (proc_scan.h)
   const ::sock_fprog* seccomp;  // JobSeccompFilter(), built before the fork
 };
 [[noreturn]] void ForkedSupervisorMain(const ForkedJob& job);

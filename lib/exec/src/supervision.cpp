@@ -170,9 +170,8 @@ void RunJob(SupCtx& c, JobChildSpec s, uint32_t seq, int64_t grace_ms) {
     // tables copied); we are suspended until then. It only makes system
     // calls and writes to a pipe, what a vfork child may do. Its signal
     // dispositions are its own (no CLONE_SIGHAND).
-    job = clone(
-        [](void* p) -> int { JobChildMain(*static_cast<const JobChildSpec*>(p)); },
-        g_job_stack + sizeof(g_job_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &s);
+    job = clone([](void* p) -> int { JobChildMain(*static_cast<const JobChildSpec*>(p)); },
+                g_job_stack + sizeof(g_job_stack), CLONE_VM | CLONE_VFORK | SIGCHLD, &s);
     if (job < 0) clone_err = errno;
     ::close(ep[1]);
   }

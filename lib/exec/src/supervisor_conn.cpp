@@ -41,7 +41,8 @@ Result<pid_t> StartSupervisor(const std::vector<std::string>& argv, const std::v
   o.in = Stdio::Inherit();
   o.extra_fds = fds;
   Result<Process> p = Process::Spawn(argv, o);
-  if (!p.ok()) return InternalError("exec: cannot start the job supervisor: " + p.status().message());
+  if (!p.ok())
+    return InternalError("exec: cannot start the job supervisor: " + p.status().message());
   return p->Detach();  // SupervisorConn reaps it
 }
 

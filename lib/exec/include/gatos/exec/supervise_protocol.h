@@ -46,9 +46,9 @@ constexpr int kProtocolVersion = 2;
 constexpr char kFrameJob = 'J';
 constexpr char kFrameTerm = 'T';
 constexpr char kFrameKill = 'K';
-constexpr size_t kFrameHeader = 5;       // type + u32 length
+constexpr size_t kFrameHeader = 5;                  // type + u32 length
 constexpr size_t kControlFrame = kFrameHeader + 4;  // a 'T' or 'K' frame, whole
-constexpr uint32_t kMaxJobFrame = 64u << 20;  // a longer 'J' is a protocol error
+constexpr uint32_t kMaxJobFrame = 64u << 20;        // a longer 'J' is a protocol error
 
 constexpr char kRecReady = 'Y';
 constexpr char kRecSlotFailed = 'F';
@@ -75,23 +75,23 @@ static_assert(sizeof(Record) == 16);
 // Where a job or a slot failed to start (Record::stage).
 enum Stage : uint8_t {
   kStageNone = 0,
-  kStageFork,       // clone of the job
-  kStageStdio,      // dup2 of stdin/stdout/stderr
-  kStageChdir,      // chdir to the job's cwd
-  kStageExec,       // execve
-  kStageNetns,      // entering the slot's empty network namespace
-  kStageUnshare,    // mount/ipc/uts/cgroup namespaces of the job
-  kStageRoot,       // building and entering the job's root
-  kStageMount,      // one mount operation (index = which)
-  kStageUserns,     // the job's user namespace and its id maps
-  kStageKeyring,    // a fresh session keyring
-  kStagePrivileges, // dropping capabilities
-  kStageSlotUserns, // slot: creating the user + PID namespaces
-  kStageSlotIdMap,  // slot: writing uid_map/gid_map
-  kStageSlotNet,    // slot: the empty network namespace and its loopback
-  kStageProtocol,   // slot: malformed request
-  kStageSlotRoot,   // slot: building the template of its jobs' root (index = which step)
-  kStageSeccomp,    // installing the job's system-call filter
+  kStageFork,        // clone of the job
+  kStageStdio,       // dup2 of stdin/stdout/stderr
+  kStageChdir,       // chdir to the job's cwd
+  kStageExec,        // execve
+  kStageNetns,       // entering the slot's empty network namespace
+  kStageUnshare,     // mount/ipc/uts/cgroup namespaces of the job
+  kStageRoot,        // building and entering the job's root
+  kStageMount,       // one mount operation (index = which)
+  kStageUserns,      // the job's user namespace and its id maps
+  kStageKeyring,     // a fresh session keyring
+  kStagePrivileges,  // dropping capabilities
+  kStageSlotUserns,  // slot: creating the user + PID namespaces
+  kStageSlotIdMap,   // slot: writing uid_map/gid_map
+  kStageSlotNet,     // slot: the empty network namespace and its loopback
+  kStageProtocol,    // slot: malformed request
+  kStageSlotRoot,    // slot: building the template of its jobs' root (index = which step)
+  kStageSeccomp,     // installing the job's system-call filter
 };
 // What the supervisor was doing at `stage`, for error messages
 // ("changing to the job's cwd"); "setup" for an unknown stage.
