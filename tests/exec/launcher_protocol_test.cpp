@@ -1,42 +1,57 @@
-// The slot protocol between the worker and gatos-supervise, driven by hand:
-// controls name their job, so a stale one (a Stop() that raced with the
-// end of its job) is ignored, even when it arrives in the same read as the
-// next job request, and never reaches the next job.
+// The slot protocol between the worker and gatos-supervise, driven by hand
+// (gatos/exec/supervise_protocol.h): controls name their job, so a stale one
+// (a Stop() that raced with the end of its job) is ignored, even when it
+// arrives in the same read as the next job request, and never reaches the
+// next job.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
-#include "../../lib/exec/src/exec_internal.h"
+#include "gatos/exec/supervise_protocol.h"
+#include "gatos/process.h"
 #include "launcher_test_util.h"
 #include "test_util.h"
 
 namespace gatos {
 namespace {
 
-using namespace ::gatos::exec_internal;  // NOLINT
+using namespace ::gatos::exec_protocol;  // NOLINT
 using ::gatos::testing::TempDir;
 
 std::string Control(char type, uint32_t seq) {
-  std::string f(kFrameHeader + 4, '\0');
-  f[0] = type;
-  uint32_t len = 4;
-  std::memcpy(f.data() + 1, &len, 4);
-  std::memcpy(f.data() + kFrameHeader, &seq, 4);
-  return f;
+  char f[kControlFrame];
+  EncodeControl(type, seq, f);
+  return std::string(f, sizeof(f));
 }
 
-std::string JobFrame(const JobRequest& job) {
-  std::string payload = EncodeJob(job);
-  std::string f(kFrameHeader, '\0');
-  f[0] = kFrameJob;
-  uint32_t len = static_cast<uint32_t>(payload.size());
-  std::memcpy(f.data() + 1, &len, 4);
-  return f + payload;
+std::string JobFrame(const JobRequest& job) { return EncodeFrame(kFrameJob, EncodeJob(job)); }
+
+// gatos-supervise as the worker finds it: $GATOS_SUPERVISE, else next to
+// the running binary.
+std::string SupervisePath() {
+  if (const char* env = std::getenv("GATOS_SUPERVISE")) return env;
+  return (std::filesystem::canonical("/proc/self/exe").parent_path() / "gatos-supervise").string();
+}
+
+// One record, blocking: true, or false at EOF (the supervisor exited).
+bool ReadRecord(int sock, Record* rec) {
+  char buf[sizeof(Record)];
+  size_t have = 0;
+  while (have < sizeof(buf)) {
+    ssize_t n = ::recv(sock, buf + have, sizeof(buf) - have, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    have += static_cast<size_t>(n);
+  }
+  std::memcpy(rec, buf, sizeof(*rec));
+  return true;
 }
 
 // Sends `bytes` in one sendmsg with the two descriptors attached.
@@ -57,24 +72,111 @@ bool SendWithFds(int sock, const std::string& bytes, int a, int b) {
   return sendmsg(sock, &mh, MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
 }
 
+TEST(SuperviseProtocol, AJobRequestRoundTripsAndNothingElseDecodes) {
+  JobRequest job;
+  job.seq = 7;
+  job.network = true;
+  job.grace_ms = (int64_t{5} << 32) + 3;  // both halves
+  job.exec_path = "/bin/sh";
+  job.chdir = "/w";
+  job.argv = {"/bin/sh", "-c", "echo hi"};
+  job.env = {"A=1", "B="};
+  job.binds = {{"/src", "/dst", true, false}, {"/w", "/w", false, true}};
+  const std::string payload = EncodeJob(job);
+  JobRequest back;
+  ASSERT_TRUE(DecodeJob(payload, &back));
+  EXPECT_EQ(back.seq, 7u);
+  EXPECT_TRUE(back.network);
+  EXPECT_EQ(back.grace_ms, job.grace_ms);
+  EXPECT_EQ(back.exec_path, "/bin/sh");
+  EXPECT_EQ(back.chdir, "/w");
+  EXPECT_EQ(back.argv, job.argv);
+  EXPECT_EQ(back.env, job.env);
+  ASSERT_EQ(back.binds.size(), 2u);
+  EXPECT_EQ(back.binds[0].source, "/src");
+  EXPECT_EQ(back.binds[0].destination, "/dst");
+  EXPECT_TRUE(back.binds[0].writable);
+  EXPECT_FALSE(back.binds[0].is_dir);
+  EXPECT_FALSE(back.binds[1].writable);
+  EXPECT_TRUE(back.binds[1].is_dir);
+
+  // Every truncation, and a byte too many, is refused.
+  for (size_t n = 0; n < payload.size(); ++n) {
+    JobRequest j;
+    EXPECT_FALSE(DecodeJob(payload.substr(0, n), &j)) << n;
+  }
+  JobRequest j;
+  EXPECT_FALSE(DecodeJob(payload + "x", &j));
+  // What EncodeJob encodes but a supervisor must not run.
+  auto refused = [](JobRequest r) {
+    JobRequest out;
+    return !DecodeJob(EncodeJob(r), &out);
+  };
+  JobRequest bad = job;
+  bad.argv[1] = std::string("a\0b", 3);
+  EXPECT_TRUE(refused(bad));
+  bad = job;
+  bad.argv.clear();
+  EXPECT_TRUE(refused(bad));
+  bad = job;
+  bad.exec_path.clear();
+  EXPECT_TRUE(refused(bad));
+  bad = job;
+  bad.binds[0].destination = "/";
+  EXPECT_TRUE(refused(bad));
+  bad = job;
+  bad.binds[0].source = "relative";
+  EXPECT_TRUE(refused(bad));
+}
+
+TEST(SuperviseProtocol, FramesCarryTheirTypeLengthAndJob) {
+  const std::string frame = EncodeFrame(kFrameJob, "abc");
+  ASSERT_EQ(frame.size(), kFrameHeader + 3);
+  FrameHeader h = DecodeFrameHeader(frame.data());
+  EXPECT_EQ(h.type, kFrameJob);
+  EXPECT_EQ(h.length, 3u);
+  EXPECT_EQ(frame.substr(kFrameHeader), "abc");
+  char control[kControlFrame];
+  EncodeControl(kFrameTerm, 0xfeedbeef, control);
+  h = DecodeFrameHeader(control);
+  EXPECT_EQ(h.type, kFrameTerm);
+  EXPECT_EQ(h.length, 4u);
+  EXPECT_EQ(DecodeControlSeq(control + kFrameHeader), 0xfeedbeefu);
+  EXPECT_STREQ(StageName(kStageChdir), "changing to the job's cwd");
+  EXPECT_STREQ(StageName(200), "setup");
+}
+
 class SlotProtocol : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
-    ASSERT_FALSE(DefaultSuperviseBinary().empty());
+    const std::string sup = SupervisePath();
+    ASSERT_EQ(access(sup.c_str(), X_OK), 0) << sup;
     int sp[2];
     ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+    sock_.reset(sp[0]);
     int one = 1;
     setsockopt(sp[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
-    const std::string& sup = DefaultSuperviseBinary();
-    auto pid = SpawnProgram(sup, {sup, "--slot", std::to_string(kProtocolVersion), GetParam() ? "ns" : "plain"},
-                            {sp[1]});
+    SpawnOptions o;
+    o.extra_fds = {sp[1]};  // the worker's socket, at fd 3
+    auto p = Process::Spawn({sup, "--slot", std::to_string(kProtocolVersion), GetParam() ? "ns" : "plain"}, o);
     close(sp[1]);
-    ASSERT_TRUE(pid.ok()) << pid.status().ToString();
-    conn_ = std::make_unique<SupervisorConn>(Fd(sp[0]), *pid, GetParam());
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    slot_ = std::move(*p);
     Record r;
-    ASSERT_EQ(conn_->Read(&r, nullptr, -1), 1);
+    ASSERT_TRUE(ReadRecord(sock(), &r));
     ASSERT_EQ(r.kind, kRecReady);
+    ASSERT_EQ(r.value, kProtocolVersion);
   }
+
+  // As the worker closes a slot: its socket, then the supervisor exits.
+  void TearDown() override {
+    sock_.reset();
+    if (slot_.pid() > 0) {
+      EXPECT_TRUE(slot_.Wait().exited());
+    }
+  }
+
+  int sock() const { return sock_.get(); }
 
   JobRequest Job(uint32_t seq, const std::string& script) {
     JobRequest j;
@@ -92,13 +194,18 @@ class SlotProtocol : public ::testing::TestWithParam<bool> {
     std::string out;
     for (;;) {
       Record r;
-      if (conn_->Read(&r, nullptr, -1) != 1) return out + "EOF";
+      if (!ReadRecord(sock(), &r)) return out + "EOF";
       if (r.seq != seq) return out + "seq" + std::to_string(r.seq);
       out += r.kind;
       if (r.kind == kRecStarted) out += std::to_string(r.stage);
       if (r.kind == kRecExited) out += std::to_string(r.value);
       if (r.kind == kRecClean) return out;
     }
+  }
+
+  size_t SendBytes(const std::string& bytes) {
+    ssize_t n = send(sock(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    return n < 0 ? 0 : static_cast<size_t>(n);
   }
 
   static std::string ReadAll(int fd) {
@@ -110,7 +217,8 @@ class SlotProtocol : public ::testing::TestWithParam<bool> {
   }
 
   TempDir dir_;
-  std::unique_ptr<SupervisorConn> conn_;
+  UniqueFd sock_;
+  Process slot_;
 };
 INSTANTIATE_TEST_SUITE_P(Both, SlotProtocol, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Namespaces" : "Unsandboxed"; });
@@ -123,7 +231,7 @@ TEST_P(SlotProtocol, StaleControlsInTheSameReadAsAJobAreIgnored) {
     // A TERM and a KILL for the previous job, then this job, in one send.
     std::string bytes = Control(kFrameTerm, seq - 1) + Control(kFrameKill, seq - 1) +
                         JobFrame(Job(seq, "echo job" + std::to_string(seq)));
-    ASSERT_TRUE(SendWithFds(conn_->fd(), bytes, out[1], err[1]));
+    ASSERT_TRUE(SendWithFds(sock(), bytes, out[1], err[1]));
     close(out[1]);
     close(err[1]);
     EXPECT_EQ(Records(seq), "S0X0C");
@@ -148,16 +256,16 @@ TEST_P(SlotProtocol, ControlsForAnotherJobDoNotReachTheRunningOne) {
     int out[2], err[2];
     ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
     ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
-    ASSERT_TRUE(conn_->SendJob(EncodeJob(Job(seq, "echo up; exec sleep 100")), out[1], err[1]));
+    ASSERT_TRUE(SendWithFds(sock(), JobFrame(Job(seq, "echo up; exec sleep 100")), out[1], err[1]));
     close(out[1]);
     close(err[1]);
     Record r;
-    ASSERT_EQ(conn_->Read(&r, nullptr, -1), 1);
+    ASSERT_TRUE(ReadRecord(sock(), &r));
     ASSERT_EQ(r.kind, kRecStarted);
     char c;
     ASSERT_EQ(read(out[0], &c, 1), 1);  // "up": the job runs
-    ASSERT_TRUE(conn_->SendControl(k.wrong_type, k.wrong_seq));
-    ASSERT_TRUE(conn_->SendControl(k.right_type, seq));
+    ASSERT_EQ(SendBytes(Control(k.wrong_type, k.wrong_seq)), kControlFrame);
+    ASSERT_EQ(SendBytes(Control(k.right_type, seq)), kControlFrame);
     EXPECT_EQ(Records(seq), "X" + std::to_string(k.expect_signal) + "C");
     close(out[0]);
     close(err[0]);
@@ -168,16 +276,12 @@ TEST_P(SlotProtocol, AMalformedRequestEndsTheSlot) {
   int out[2], err[2];
   ASSERT_EQ(pipe2(out, O_CLOEXEC), 0);
   ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
-  std::string bad(kFrameHeader, '\0');
-  bad[0] = kFrameJob;
-  uint32_t len = 3;
-  std::memcpy(bad.data() + 1, &len, 4);
-  bad += "xyz";
-  ASSERT_TRUE(SendWithFds(conn_->fd(), bad, out[1], err[1]));
+  const std::string bad = EncodeFrame(kFrameJob, "xyz");
+  ASSERT_TRUE(SendWithFds(sock(), bad, out[1], err[1]));
   close(out[1]);
   close(err[1]);
   Record r;
-  EXPECT_EQ(conn_->Read(&r, nullptr, -1), -1);  // the supervisor exits; never runs anything
+  EXPECT_FALSE(ReadRecord(sock(), &r));  // the supervisor exits; never runs anything
   close(out[0]);
   close(err[0]);
 }

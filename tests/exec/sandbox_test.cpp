@@ -20,7 +20,6 @@
 #include <filesystem>
 #include <thread>
 
-#include "../../lib/exec/src/exec_internal.h"
 #include "gatos/exec.h"
 #include "launcher_test_util.h"
 #include "test_util.h"
@@ -57,9 +56,23 @@ int KeyHelper() {
     std::printf("pidfd_getfd=%s\n", fd >= 0 ? "got" : strerror(errno));
     std::printf("kill=%d\n", kill(1, SIGKILL));
   } else if (std::string(mode) == "private-devices") {
+    // A bubblewrap job whose workspace is in GATOS_TEST_DIR: the error that
+    // kept it from starting, or whether its /dev/null is a node of its own
+    // (bound from a .gatos-dev-* directory next to the workspace).
     const char* dir = std::getenv("GATOS_TEST_DIR");
-    auto d = exec_internal::PrivateDevices::Make(dir ? dir : "");
-    std::printf("%s\n", !d.ok() ? d.status().message().c_str() : *d ? "made" : "not needed");
+    ExecSpec spec;
+    spec.workspace = std::string(dir ? dir : "") + "/ws";
+    std::filesystem::create_directories(spec.workspace);
+    spec.sandbox = ExecSpec::Sandbox::kRequire;
+    spec.argv = {"sh", "-c", "grep -c '/\\.gatos-dev-[^ /]*/null /dev/null ' /proc/self/mountinfo"};
+    std::string outcome;
+    {
+      auto ex = Execution::Start(spec);
+      auto r = ex.ok() ? (*ex)->Wait() : Result<ExecResult>(ex.status());
+      outcome = !r.ok() ? r.status().message() : r->stdout_data == "1\n" ? "made" : "not needed";
+    }  // the Execution is gone, and the job's nodes with it
+    std::filesystem::remove_all(spec.workspace);
+    std::printf("%s\n", outcome.c_str());
   } else if (std::string(mode) == "keys-add") {
     long u = syscall(SYS_add_key, "user", "gatos-test-u", "secret", 6, KEY_SPEC_USER_KEYRING);
     long s = syscall(SYS_add_key, "user", "gatos-test-s", "secret", 6, KEY_SPEC_SESSION_KEYRING);

@@ -226,6 +226,55 @@ TEST(ProcessTest, OnlyStdioIsInherited) {
   while (in >> fd) EXPECT_TRUE(fd == "0" || fd == "1" || fd == "2" || fd == "3") << fd;  // 3: ls's own
 }
 
+TEST(ProcessTest, ExtraFdsArriveAtThreeAndUpInTheirOrder) {
+  int to_child[2], from_child[2];
+  ASSERT_EQ(::pipe2(to_child, O_CLOEXEC), 0);
+  ASSERT_EQ(::pipe2(from_child, O_CLOEXEC), 0);
+  ASSERT_EQ(::write(to_child[1], "hello\n", 6), 6);
+  ::close(to_child[1]);
+  int leak = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC: still not inherited
+  ASSERT_GE(leak, 0);
+  SpawnOptions o;
+  o.extra_fds = {from_child[1], to_child[0]};  // the child's 3 and 4
+  std::string out = MustRun({"sh", "-c", "echo back >&3; cat <&4; ls /proc/self/fd"}, o).out;
+  ::close(leak);
+  ::close(to_child[0]);
+  ::close(from_child[1]);  // ours: the child's copy is gone with it
+  char buf[16];
+  ssize_t n = ::read(from_child[0], buf, sizeof buf);
+  ::close(from_child[0]);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "back\n");
+  // sh's 0-2, the two given fds, and ls's own directory fd: nothing else.
+  EXPECT_EQ(out, "hello\n0\n1\n2\n3\n4\n5\n");
+}
+
+TEST(ProcessTest, ExtraFdsAreBoundedAndChecked) {
+  int p[2];
+  ASSERT_EQ(::pipe2(p, O_CLOEXEC), 0);
+  SpawnOptions many;
+  many.extra_fds.assign(SpawnOptions::kMaxExtraFds + 1, p[0]);
+  auto too_many = Process::Spawn({"true"}, many);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_many.status().message().find("at most 16"), std::string::npos) << too_many.status().message();
+  many.extra_fds.pop_back();  // exactly the bound: fine
+  auto at_bound = Process::Spawn({"true"}, many);
+  ASSERT_TRUE(at_bound.ok()) << at_bound.status().ToString();
+  EXPECT_TRUE(at_bound->Wait().ok());
+
+  ::close(p[0]);
+  ::close(p[1]);
+  for (int bad : {p[0], -1}) {
+    SpawnOptions closed;
+    closed.extra_fds = {bad};
+    auto r = Process::Spawn({"true"}, closed);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("cannot pass fd " + std::to_string(bad)), std::string::npos)
+        << r.status().message();
+  }
+}
+
 TEST(ProcessTest, SignalsAreResetInTheChild) {
   // Our thread blocks SIGUSR2 and the process ignores SIGPIPE (test_util does);
   // a child starts with neither.

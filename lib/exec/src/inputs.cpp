@@ -25,7 +25,8 @@
 #include "gatos/encoding.h"
 #include "gatos/local_input.h"
 #include "gatos/process.h"
-#include "exec_internal.h"
+#include "bubblewrap.h"
+#include "gatos/exec/supervise_protocol.h"
 
 namespace gatos {
 namespace fs = std::filesystem;
@@ -304,7 +305,7 @@ Result<GitRun> RunGit(const InputResolverOptions& o, const InputCredential* cred
   if (isolation) {
     // The source is bwrap's stdin: /proc/self/fd/0 is the directory opened
     // by OpenLocalGitDir, whatever its path names by now.
-    std::vector<exec_internal::BindPlan> binds = {
+    std::vector<exec_protocol::BindPlan> binds = {
         {"/proc/self/fd/0", kSandboxSource, false, true},
         {isolation->mirror_dir, kSandboxMirror, true, true}};
     std::vector<std::string> wrapped =

@@ -9,12 +9,16 @@
 #include <cstring>
 #include <mutex>
 
-#include "exec_internal.h"
+#include "execution.h"
 #include "gatos/exec.h"
+#include "gatos/exec/supervise_protocol.h"
+#include "prepare_job.h"
+#include "supervisor_conn.h"
 
 namespace gatos {
 
 using namespace exec_internal;  // NOLINT: internal helpers of this library
+using namespace exec_protocol;  // NOLINT: the frames and records it speaks
 
 struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
   LauncherOptions opts;
@@ -36,16 +40,16 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
       return InternalError(std::string("exec: socketpair failed: ") + std::strerror(errno) +
                            "; check the worker's open-file limit (ulimit -n)");
     }
-    Fd mine(sp[0]), theirs(sp[1]);
+    UniqueFd mine(sp[0]), theirs(sp[1]);
     int one = 1;
     // A namespace slot reports the job's pid in SCM_CREDENTIALS, which the
     // kernel translates into our PID namespace.
     setsockopt(mine.get(), SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
     GATOS_ASSIGN_OR_RETURN(
-        pid_t pid, SpawnProgram(supervise,
-                                {supervise, "--slot", std::to_string(kProtocolVersion), ns ? "ns" : "plain"},
-                                {theirs.get()}));
-    theirs.Reset();
+        pid_t pid,
+        StartSupervisor({supervise, "--slot", std::to_string(kProtocolVersion), ns ? "ns" : "plain"},
+                        {theirs.get()}));
+    theirs.reset();
     auto conn = std::make_unique<SupervisorConn>(std::move(mine), pid, ns);
     {
       std::lock_guard<std::mutex> l(mu);
@@ -120,22 +124,22 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
     const std::string workspace = job.binds.empty() ? "" : job.binds.front().destination;
     for (int attempt = 0;; ++attempt) {
       GATOS_ASSIGN_OR_RETURN(std::unique_ptr<SupervisorConn> conn, Acquire(ns, workspace));
-      Fd out_r, out_w, err_r, err_w;
+      UniqueFd out_r, out_w, err_r, err_w;
       int p[2];
       if (pipe2(p, O_CLOEXEC) != 0) {
         Release(std::move(conn), true);
         return InternalError(std::string("exec: pipe failed: ") + std::strerror(errno) +
                              "; check the worker's open-file limit (ulimit -n)");
       }
-      out_r = Fd(p[0]);
-      out_w = Fd(p[1]);
+      out_r = UniqueFd(p[0]);
+      out_w = UniqueFd(p[1]);
       if (pipe2(p, O_CLOEXEC) != 0) {
         Release(std::move(conn), true);
         return InternalError(std::string("exec: pipe failed: ") + std::strerror(errno) +
                              "; check the worker's open-file limit (ulimit -n)");
       }
-      err_r = Fd(p[0]);
-      err_w = Fd(p[1]);
+      err_r = UniqueFd(p[0]);
+      err_w = UniqueFd(p[1]);
       JobRequest req;
       req.seq = conn->NextSeq();
       req.network = spec.allow_network;
@@ -152,8 +156,8 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
         return InternalError("exec: cannot hand the job to a fresh gatos-supervise: " +
                              std::string(std::strerror(errno)));
       }
-      out_w.Reset();
-      err_w.Reset();
+      out_w.reset();
+      err_w.reset();
       {
         std::lock_guard<std::mutex> l(mu);
         ++stats.jobs;

@@ -40,7 +40,7 @@ UniqueFd High(int fd) {
 bool HasNul(std::string_view s) { return s.find('\0') != std::string_view::npos; }
 
 // What the child tells the parent through the memory they share until execve.
-enum class Step : int { kNone, kSignals, kParentGone, kProcessGroup, kRedirect, kChdir, kExec };
+enum class Step : int { kNone, kSignals, kParentGone, kProcessGroup, kRedirect, kExtraFds, kChdir, kExec };
 
 const char* StepName(Step s) {
   switch (s) {
@@ -48,6 +48,7 @@ const char* StepName(Step s) {
     case Step::kParentGone: return "the parent ended while it started";
     case Step::kProcessGroup: return "setpgid";
     case Step::kRedirect: return "redirecting stdin/stdout/stderr";
+    case Step::kExtraFds: return "passing descriptors 3 and up";
     case Step::kChdir: return "chdir";
     case Step::kExec: return "execve";
     case Step::kNone: break;
@@ -62,6 +63,8 @@ struct ChildPlan {
   const char* cwd;        // nullptr: stay
   int source[3];          // dup2'd onto 0, 1, 2; -1: leave as is
   bool err_to_out;        // dup2(1, 2) after the others
+  const int* extra;       // dup2'd onto 3, 4, ...; each at or above 3 + n_extra
+  int n_extra;
   bool new_group;
   int death_signal;
   pid_t parent;
@@ -95,9 +98,15 @@ int ChildMain(void* arg) {
     }
   }
   if (plan->err_to_out && dup2(1, 2) < 0) ChildFail(plan, Step::kRedirect);
+  // The sources sit above every target, so no dup2 here overwrites a source
+  // still to be used; dup2 clears close-on-exec on the copy.
+  for (int i = 0; i < plan->n_extra; ++i) {
+    if (dup2(plan->extra[i], 3 + i) < 0) ChildFail(plan, Step::kExtraFds);
+  }
 #ifdef SYS_close_range
-  // Only 0, 1 and 2 survive execve (best effort on kernels before 5.11).
-  syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
+  // Only 0, 1, 2 and the extra fds survive execve (best effort on kernels
+  // before 5.11; every other descriptor of ours is close-on-exec anyway).
+  syscall(SYS_close_range, 3u + static_cast<unsigned>(plan->n_extra), ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
 #endif
   if (plan->cwd && chdir(plan->cwd) != 0) ChildFail(plan, Step::kChdir);
   sigset_t none;
@@ -307,8 +316,28 @@ Result<Process> Process::Spawn(const std::vector<std::string>& argv_in, const Sp
   if (options.in.kind == Stdio::Kind::kStdout || options.out.kind == Stdio::Kind::kStdout) {
     return InvalidArgumentError("Stdio::Stdout() is for stderr only");
   }
+  if (options.extra_fds.size() > SpawnOptions::kMaxExtraFds) {
+    return InvalidArgumentError("cannot start '" + name + "': " + std::to_string(options.extra_fds.size()) +
+                                " extra descriptors; at most " + std::to_string(SpawnOptions::kMaxExtraFds));
+  }
   Result<std::string> path = FindProgram(name, options.env);
   if (!path.ok()) return path.status();
+
+  // Copies of the extra fds above the numbers they go to (close-on-exec
+  // here, so that a child started meanwhile by another thread gets none).
+  const int n_extra = static_cast<int>(options.extra_fds.size());
+  std::vector<UniqueFd> extra_copies;
+  std::vector<int> extra;
+  extra_copies.reserve(options.extra_fds.size());
+  for (int fd : options.extra_fds) {
+    const int copy = fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 3 + n_extra);
+    if (copy < 0) {
+      return InvalidArgumentError("cannot start '" + name + "': cannot pass fd " + std::to_string(fd) +
+                                  ": " + Errno(fd < 0 ? EBADF : errno));
+    }
+    extra_copies.emplace_back(copy);
+    extra.push_back(copy);
+  }
 
   Process p;
   UniqueFd child_end[3];
@@ -329,6 +358,8 @@ Result<Process> Process::Spawn(const std::vector<std::string>& argv_in, const Sp
   plan.cwd = options.cwd.empty() ? nullptr : options.cwd.c_str();
   for (int t = 0; t < 3; ++t) plan.source[t] = child_end[t].get();
   plan.err_to_out = options.err.kind == Stdio::Kind::kStdout;
+  plan.extra = extra.data();
+  plan.n_extra = n_extra;
   plan.new_group = options.new_process_group;
   plan.death_signal = options.parent_death_signal;
   plan.parent = getpid();

@@ -23,9 +23,12 @@
 // system calls until execve: no malloc, no setenv, no lock, so it is safe to
 // start children from a process with many threads. In the child every signal
 // is unblocked and back to its default action (SIG_IGN included), and only
-// fds 0, 1 and 2 stay open. A program named without a '/' is looked up in the
-// PATH of the child's environment, or, when that has none, of this process;
-// a program that cannot be found or run is an error of Spawn, not exit 127.
+// fds 0, 1 and 2 stay open, plus SpawnOptions::extra_fds at 3, 4, ... for a
+// program that takes channels at fixed numbers (the worker hands
+// gatos-supervise its socket and the job's pipes so). A program named without
+// a '/' is looked up in the PATH of the child's environment, or, when that
+// has none, of this process; a program that cannot be found or run is an
+// error of Spawn, not exit 127.
 //
 // RAII: a Process owns its child. The destructor SIGKILLs it (its whole group
 // with new_process_group) and reaps it, unless it was reaped already or
@@ -133,6 +136,12 @@ struct SpawnOptions {
   // PR_SET_PDEATHSIG: the child gets this signal (SIGKILL, SIGTERM) when the
   // thread that spawned it ends, e.g. when a test binary crashes. 0: none.
   int parent_death_signal = 0;
+  // Descriptors of this process the child gets at fixed numbers: extra_fds[i]
+  // becomes the child's fd 3 + i (without close-on-exec); every other fd
+  // above 2 is still closed. The caller keeps and closes its own. At most
+  // kMaxExtraFds; more, or one that is not open, is InvalidArgument.
+  std::vector<int> extra_fds;
+  static constexpr size_t kMaxExtraFds = 16;
 
   // A service child (nats-server, gatosd, a worker): this process's
   // environment, stdin /dev/null, stdout and stderr appended to `log_path`,
@@ -155,7 +164,7 @@ struct ExitStatus {
 class Process {
  public:
   // Starts argv[0] with argv. Errors: InvalidArgument (empty argv, a NUL in
-  // a string), NotFound (no such program), and the errno of what failed
+  // a string, bad extra_fds), NotFound (no such program), and the errno of what failed
   // (opening a redirection, chdir, execve, clone) in the message.
   static Result<Process> Spawn(const std::vector<std::string>& argv, const SpawnOptions& options = {});
 

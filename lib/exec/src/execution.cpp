@@ -1,0 +1,282 @@
+// The Execution that follows one job on any supervisor: its output read
+// and capped, the timeout, Stop(), the records 'X' and 'C', and handing the
+// supervisor back (gatos/exec.h; execution.h). Thread-safety as exec.h
+// says: Stop() from any thread while Wait() runs in another.
+#include "execution.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "private_devices.h"
+
+namespace gatos {
+namespace {
+
+using namespace ::gatos::exec_internal;  // NOLINT: this file implements them
+using namespace ::gatos::exec_protocol;  // NOLINT: the frames and records it speaks
+
+int64_t UnixMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t MonoMillis() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+std::string Errno(int err) { return std::string(std::strerror(err)); }
+
+// The error for a job that the supervisor could not start.
+Status StartError(const Record& rec, const PreparedJob& job) {
+  const int err = rec.value2;
+  if (rec.stage == kStageExec) {
+    std::string what = "exec: cannot run '" + job.program + "': " + Errno(err);
+    if (err == ENOENT) return NotFoundError(what + "; check the manifest's command");
+    if (err == EACCES)
+      return PermissionDeniedError(what + "; the file must be executable by the worker");
+    return InvalidArgumentError(what + "; check the manifest's command and cwd");
+  }
+  if (rec.stage == kStageChdir) {
+    return InvalidArgumentError("exec: cannot change to the job's cwd " + job.cwd + ": " +
+                                Errno(err));
+  }
+  if (rec.stage == kStageMount && (rec.index & kJobBindIndex)) {
+    size_t i = rec.index & ~(kJobBindIndex | kPidInCredentials);
+    std::string what = i < job.binds.size()
+                           ? job.binds[i].source + " at " + job.binds[i].destination
+                           : "#" + std::to_string(i);
+    return InvalidArgumentError("sandbox: cannot bind " + what + ": " + Errno(err) +
+                                "; a destination must be creatable in the sandbox (not under "
+                                "/usr or another read-only bind)");
+  }
+  if (rec.stage == kStageFork) {
+    return InternalError("exec: the supervisor could not start the job (" + Errno(err) +
+                         "); the host may be out of processes");
+  }
+  return InternalError(
+      std::string("sandbox: setup failed while ") + StageName(rec.stage) +
+      (rec.stage == kStageMount || rec.stage == kStageRoot || rec.stage == kStageSlotRoot
+           ? " (step " + std::to_string(rec.index & ~kPidInCredentials) + ")"
+           : "") +
+      ": " + Errno(err));
+}
+
+}  // namespace
+
+struct Execution::Impl {
+  std::unique_ptr<SupervisorConn> conn;  // guarded by ctrl_mu once started
+  ReleaseFn release;                     // null: drop (reap) the supervisor
+  uint32_t seq = 0;
+  pid_t job = -1;
+  UniqueFd out_r, err_r;
+  int64_t timeout_ms = 0;
+  size_t cap = 0;
+  int64_t started_mono = 0;
+  ExecResult result;
+  std::atomic<bool> stop_requested{false};
+  std::shared_ptr<PrivateDevices> devices;  // removed after the job
+  std::mutex ctrl_mu;                       // serializes control frames from Stop() and Wait()
+  bool finished = false;                    // guarded by ctrl_mu
+  bool waited = false;
+
+  void Send(char c) {
+    std::lock_guard<std::mutex> lock(ctrl_mu);
+    if (finished || !conn) return;
+    conn->SendControl(c, seq);
+  }
+
+  // Hands the supervisor back (or reaps it). After this, Stop() is a no-op.
+  void Finish(bool healthy) {
+    std::unique_ptr<SupervisorConn> c;
+    {
+      std::lock_guard<std::mutex> lock(ctrl_mu);
+      finished = true;
+      c = std::move(conn);
+    }
+    if (!c) return;
+    if (release) {
+      release(std::move(c), healthy);
+    } else {
+      c.reset();
+    }
+  }
+
+  // Reads what is available on one output pipe; false at EOF or error.
+  bool Drain(UniqueFd& fd, std::string* data, bool* truncated) {
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+      if (n > 0) {
+        size_t room = cap > data->size() ? cap - data->size() : 0;
+        size_t take = static_cast<size_t>(n) < room ? static_cast<size_t>(n) : room;
+        data->append(buf, take);
+        if (take < static_cast<size_t>(n)) *truncated = true;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return true;
+      fd.reset();
+      return false;
+    }
+  }
+};
+
+Execution::Execution(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Execution::~Execution() {
+  if (!impl_) return;
+  if (!impl_->waited) {
+    impl_->Send(kFrameKill);
+    Wait().status().IgnoreError();
+  }
+  impl_->Finish(false);
+}
+
+pid_t Execution::pid() const { return impl_->job; }
+
+void Execution::Stop() {
+  if (impl_->stop_requested.exchange(true)) return;
+  impl_->Send(kFrameTerm);
+}
+
+Result<ExecResult> Execution::Wait() {
+  Impl& m = *impl_;
+  if (m.waited) return FailedPreconditionError("exec: Wait() was already called for this job");
+  m.waited = true;
+  fcntl(m.out_r.get(), F_SETFL, O_NONBLOCK);
+  fcntl(m.err_r.get(), F_SETFL, O_NONBLOCK);
+  bool have_status = false, clean = false, broken = false;
+  int32_t raw = 0;
+  bool timeout_fired = false;
+  const int sock = m.conn ? m.conn->fd() : -1;
+  while (sock >= 0 && !clean && !broken) {
+    pollfd pfd[3];
+    int n = 0;
+    int out_i = -1, err_i = -1;
+    if (m.out_r.get() >= 0) {
+      out_i = n;
+      pfd[n++] = {m.out_r.get(), POLLIN, 0};
+    }
+    if (m.err_r.get() >= 0) {
+      err_i = n;
+      pfd[n++] = {m.err_r.get(), POLLIN, 0};
+    }
+    int st_i = n;
+    pfd[n++] = {sock, POLLIN, 0};
+    int timeout = -1;
+    if (m.timeout_ms > 0 && !timeout_fired && !have_status) {
+      int64_t left = m.started_mono + m.timeout_ms - MonoMillis();
+      if (left <= 0) {
+        timeout_fired = true;
+        m.result.timed_out = true;
+        m.Send(kFrameTerm);
+      } else {
+        timeout = static_cast<int>(left > 1000000 ? 1000000 : left);
+      }
+    }
+    int r = poll(pfd, static_cast<nfds_t>(n), timeout);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return InternalError("exec: poll failed: " + Errno(errno));
+    }
+    if (out_i >= 0 && pfd[out_i].revents)
+      m.Drain(m.out_r, &m.result.stdout_data, &m.result.stdout_truncated);
+    if (err_i >= 0 && pfd[err_i].revents)
+      m.Drain(m.err_r, &m.result.stderr_data, &m.result.stderr_truncated);
+    if (!pfd[st_i].revents) continue;
+    for (;;) {
+      Record rec;
+      int k = m.conn->Read(&rec, nullptr, 0);
+      if (k == 0) break;
+      if (k < 0) {
+        broken = true;  // the supervisor is gone
+        break;
+      }
+      if (rec.seq != m.seq) {
+        broken = true;
+      } else if (rec.kind == kRecExited && !have_status) {
+        have_status = true;
+        raw = rec.value;
+        // Stop() after the job ended by itself does not mark it stopped.
+        m.result.stopped = m.stop_requested.load();
+        m.result.finished_ms = UnixMillis();
+      } else if (rec.kind == kRecClean) {
+        clean = true;
+      } else {
+        broken = true;
+      }
+      if (clean || broken) break;
+    }
+  }
+  // Every writer is dead (after 'C'); collect what is still buffered.
+  if (m.out_r.get() >= 0) m.Drain(m.out_r, &m.result.stdout_data, &m.result.stdout_truncated);
+  if (m.err_r.get() >= 0) m.Drain(m.err_r, &m.result.stderr_data, &m.result.stderr_truncated);
+  m.out_r.reset();
+  m.err_r.reset();
+  m.Finish(clean && have_status && !broken);
+  if (!have_status) {
+    return InternalError(
+        "exec: the job supervisor exited without reporting the job's status; "
+        "it may have been killed from outside the worker (or by the job itself)");
+  }
+  if (WIFEXITED(raw)) {
+    m.result.exit_code = WEXITSTATUS(raw);
+  } else if (WIFSIGNALED(raw)) {
+    m.result.signal = WTERMSIG(raw);
+  }
+  return m.result;
+}
+
+namespace exec_internal {
+
+Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> conn, uint32_t seq,
+                                               UniqueFd out_r, UniqueFd err_r, const ExecSpec& spec,
+                                               const PreparedJob& job, ReleaseFn release) {
+  auto impl = std::make_unique<Execution::Impl>();
+  impl->release = std::move(release);
+  impl->seq = seq;
+  impl->out_r = std::move(out_r);
+  impl->err_r = std::move(err_r);
+  impl->timeout_ms = spec.timeout_ms;
+  impl->cap = spec.output_cap_bytes;
+  impl->result.sandboxed = job.sandboxed;
+  impl->result.sandbox_note = job.sandbox_note;
+  impl->devices = job.devices;
+  impl->result.started_ms = UnixMillis();
+  impl->started_mono = MonoMillis();
+  Record rec;
+  pid_t cred_pid = 0;
+  int k = conn->Read(&rec, &cred_pid, -1);
+  impl->conn = std::move(conn);
+  Execution::Impl& m = *impl;
+  auto ex = std::make_unique<Execution>(std::move(impl));  // from here on, the destructor cleans up
+  if (k != 1 || rec.kind != kRecStarted || rec.seq != seq) {
+    m.waited = true;
+    m.Finish(false);
+    return InternalError(
+        "exec: the job supervisor exited before starting the job; check that gatos-supervise "
+        "belongs to this worker's version and that the host has processes to spare");
+  }
+  m.job = (rec.index & kPidInCredentials) && cred_pid > 0 ? cred_pid : rec.value;
+  if (rec.stage != kStageNone) {
+    ex->Wait().status().IgnoreError();
+    return StartError(rec, job);
+  }
+  return ex;
+}
+
+}  // namespace exec_internal
+}  // namespace gatos
