@@ -29,19 +29,20 @@ fuzz_one() {
   return 1
 }
 
+# At most JOBS targets at once; each one's exit status is waited for by its
+# pid (a finished job's status is kept until then), so no failure is missed.
 status=0
-running=0
+pids=()
 for target in $(cat build-fuzz/fuzz_targets.txt); do
-  if [ "$running" -ge "$JOBS" ]; then
-    wait -n || status=1
-    running=$((running - 1))
+  if [ "${#pids[@]}" -ge "$JOBS" ]; then
+    wait "${pids[0]}" || status=1
+    pids=("${pids[@]:1}")
   fi
   fuzz_one "$target" &
-  running=$((running + 1))
+  pids+=("$!")
 done
-while [ "$running" -gt 0 ]; do
-  wait -n || status=1
-  running=$((running - 1))
+for pid in "${pids[@]}"; do
+  wait "$pid" || status=1
 done
 [ "$status" -eq 0 ] && echo "fuzz: every target ran clean"
 exit $status

@@ -271,6 +271,9 @@ TEST_F(LocalInputTest, GitUrlEndpointsAndPrefixes) {
   EXPECT_FALSE(GitUrlEndpointOf("/srv/repos/app"));
   EXPECT_FALSE(GitUrlEndpointOf("file:///srv/repos/app"));
   EXPECT_FALSE(GitUrlEndpointOf("https://host:99999/x"));
+  // Found by local_input_fuzz: an scp-like URL whose "host" is no host name.
+  EXPECT_FALSE(GitUrlEndpointOf("h]tps://git.corp:8442/a.git"));
+  EXPECT_FALSE(GitUrlEndpointOf("user@ho st:repo.git"));
 
   const std::vector<std::string> prefixes = {"https://git.corp", "http://127.0.0.1:", "https://h/team/"};
   EXPECT_TRUE(GitUrlHasPrefix("https://git.corp/app.git", prefixes));

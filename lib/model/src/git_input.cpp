@@ -327,6 +327,14 @@ std::optional<GitUrlEndpoint> GitUrlEndpointOf(std::string_view url) {
     port = authority.substr(colon + 1);
   }
   if (host.empty()) return std::nullopt;
+  // A name or an IPv4 address; an IPv6 address only in brackets. Anything
+  // else is no host git could connect to, whatever the URL parser made of it.
+  const bool bracketed = authority.starts_with("[");
+  for (char c : host) {
+    const bool name = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                      c == '-' || c == '_';
+    if (!name && !(bracketed && c == ':')) return std::nullopt;
+  }
   e.host = Lower(host);
   e.port = e.scheme == "https" ? 443 : e.scheme == "http" ? 80 : e.scheme == "git" ? 9418 : 22;
   if (!port.empty()) {
