@@ -26,6 +26,7 @@
 #include "gatos/scan/fingerprint.h"
 #include "gatos/scan/mirror.h"
 #include "git/git_util.h"
+#include "secret_history.h"
 
 namespace gatos::scan {
 namespace {
@@ -688,6 +689,19 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
   report.complete = walk_finished && !run.stop && !problems_after_notes;
   report.budget_exhausted = run.budget_hit;
   report.partial_reasons = run.problems;
+
+  // The listing (every finding recorded for this repository), with where
+  // each one sits in history: read before the watermarks move, so a
+  // failure here leaves the run partial.
+  Result<std::vector<ListedFinding>> listed = ledger->ListFindings(target.key, policy);
+  if (!listed.ok()) return listed.status();
+  std::vector<git_oid> tips;
+  for (const SelectedRef& r : refs) tips.push_back(r.tip);
+  if (Status s = AnnotateSecretHistory(repo.get(), tips, &*listed); !s.ok()) {
+    report.complete = false;
+    report.partial_reasons.push_back(s.message());
+  }
+
   if (report.complete) {
     // All batches are committed (the writer has joined): now, and only now,
     // the watermarks move, all in one transaction.
@@ -703,8 +717,6 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
     }
   }
 
-  Result<std::vector<ListedFinding>> listed = ledger->ListFindings(target.key, policy);
-  if (!listed.ok()) return listed.status();
   std::map<std::string, size_t> rule_index;
   for (size_t i = 0; i < opts.rules.rules.size(); ++i) rule_index[opts.rules.rules[i].id] = i;
   for (ListedFinding& f : *listed) {
@@ -725,23 +737,45 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
   };
   std::sort(report.findings.begin(), report.findings.end(), by_location);
   std::sort(report.accepted.begin(), report.accepted.end(), by_location);
+  std::vector<FindingLocation> locations;
+  for (const ListedFinding& f : report.findings) locations.push_back(ToLocation(f));
+  report.secrets = GroupBySecret(std::move(locations));
   report.baseline_used = !opts.baseline.empty();
   for (const Rule& r : opts.rules.rules) report.rules.push_back({r.id, r.description});
   report.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return report;
 }
 
+FindingLocation ToLocation(const ListedFinding& f) {
+  FindingLocation l;
+  l.rule = f.finding.rule_id;
+  l.fingerprint = f.finding.fingerprint;
+  l.blob = f.blob;
+  l.commit = f.commit;
+  l.path = PathForJson(f.path, &l.path_percent);
+  l.line = f.finding.line;
+  l.start = f.finding.start;
+  l.end = f.finding.end;
+  if (f.commit_time != 0) l.commit_time = f.commit_time;
+  if (f.commit_rank >= 0) l.commit_rank = f.commit_rank;
+  l.at_tip = f.at_tip;
+  return l;
+}
+
 std::string FindingJson(const ListedFinding& f) {
-  bool escaped = false;
-  nlohmann::json j = {
-      {"rule", f.finding.rule_id}, {"blob", f.blob},
-      {"commit", f.commit},        {"path", PathForJson(f.path, &escaped)},
-      {"line", f.finding.line},    {"start", f.finding.start},
-      {"end", f.finding.end},      {"fingerprint", f.finding.fingerprint},
-  };
-  if (escaped) j["path_encoding"] = "percent";
+  nlohmann::json j = LocationJson(ToLocation(f));
   Result<std::string> s = CanonicalJson(j);
-  return s.ok() ? *s : j.dump();
+  return s.ok() ? *s : j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string SecretsJsonl(const ScanReport& r) {
+  std::string out;
+  for (const SecretGroup& g : r.secrets) {
+    nlohmann::json j = GroupJson(g, /*with_locations=*/true);
+    Result<std::string> s = CanonicalJson(j);
+    out += (s.ok() ? *s : j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) + "\n";
+  }
+  return out;
 }
 
 std::string SummaryJson(const ScanReport& r) {
@@ -776,6 +810,9 @@ std::string SummaryJson(const ScanReport& r) {
       {"bytes_skipped_too_large", c.bytes_skipped_too_large},
       {"blobs_not_reached", c.blobs_not_reached},
       {"findings", r.findings.size()},
+      {"secrets", r.secrets.size()},
+      {"secrets_at_tip", std::count_if(r.secrets.begin(), r.secrets.end(),
+                                       [](const SecretGroup& g) { return g.at_tip == true; })},
       {"findings_new", c.findings_new},
       {"findings_allowlisted", r.findings_allowlisted},
       {"findings_baselined", r.accepted.size()},
@@ -791,6 +828,7 @@ Status WriteOutputs(const ScanReport& r, const std::string& dir) {
   std::string lines;
   for (const ListedFinding& f : r.findings) lines += FindingJson(f) + "\n";
   GATOS_RETURN_IF_ERROR(WriteFileAtomic(dir + "/findings.jsonl", lines));
+  GATOS_RETURN_IF_ERROR(WriteFileAtomic(dir + "/secrets.jsonl", SecretsJsonl(r)));
   GATOS_RETURN_IF_ERROR(WriteFileAtomic(dir + "/findings.sarif", SarifJson(r) + "\n"));
   return WriteFileAtomic(dir + "/summary.json", SummaryJson(r) + "\n");
 }
