@@ -4,65 +4,53 @@
 #include <cstring>
 #include <map>
 #include <string>
-#include <unordered_set>
 
 #include "git/git_util.h"
+#include "git_objects.h"
+#include "oid_set.h"
+#include "tree_walker.h"
 
 namespace gatos::scan {
 namespace {
 
-struct OidHash {
-  size_t operator()(const git_oid& o) const {
-    size_t h;
-    std::memcpy(&h, o.id, sizeof h);
-    return h;
-  }
-};
-struct OidEq {
-  bool operator()(const git_oid& a, const git_oid& b) const { return git_oid_equal(&a, &b); }
-};
-using OidSet = std::unordered_set<git_oid, OidHash, OidEq>;
-
 // Walks the tree `root` (iteratively: a hostile repository can nest deeply),
 // adding to `found` each blob of `wanted`; stops once all were found. Trees
 // in `seen` are skipped (shared between tips).
-Status WalkTree(git_repository* repo, const git_oid& root, const OidSet& wanted, OidSet* seen,
+Status WalkTree(ObjectSource* source, const git_oid& root, const OidSet& wanted, OidSet* seen,
                 OidSet* found) {
   std::vector<git_oid> stack{root};
+  std::shared_ptr<const std::string> data;
   while (!stack.empty() && found->size() < wanted.size()) {
     const git_oid id = stack.back();
     stack.pop_back();
-    git_tree* raw = nullptr;
-    if (int rc = git_tree_lookup(&raw, repo, &id); rc != 0) {
-      return git::GitError(rc, "reading tree " + git::OidHex(id) + " of a scanned tip");
-    }
-    git::TreePtr tree(raw);
-    const size_t n = git_tree_entrycount(tree.get());
-    for (size_t i = 0; i < n; ++i) {
-      const git_tree_entry* e = git_tree_entry_byindex(tree.get(), i);
-      const git_oid* oid = git_tree_entry_id(e);
-      const git_object_t type = git_tree_entry_type(e);
-      if (type == GIT_OBJECT_BLOB) {
-        if (wanted.count(*oid)) found->insert(*oid);
-      } else if (type == GIT_OBJECT_TREE && seen->insert(*oid).second) {
-        stack.push_back(*oid);
+    GATOS_RETURN_IF_ERROR(
+        source->ReadShared(id, source->Locate(id), ObjectKind::kTree, kMaxTreeBytes, &data));
+    std::string_view rest = *data;
+    TreeEntry e;
+    bool bad = false;
+    while (NextTreeEntry(&rest, &e, &bad)) {
+      if (IsBlobMode(e.mode)) {
+        if (wanted.Contains(e.id)) found->Insert(e.id);
+      } else if (IsTreeMode(e.mode) && seen->Insert(e.id)) {
+        stack.push_back(e.id);
       }
     }
+    if (bad) return DataLossError("tree " + git::OidHex(id) + " of a scanned tip is malformed");
   }
   return OkStatus();
 }
 
 }  // namespace
 
-Status AnnotateSecretHistory(git_repository* repo, const std::vector<git_oid>& tips,
-                             std::vector<ListedFinding>* findings) {
+Status AnnotateSecretHistory(git_repository* repo, ObjectSource* source,
+                             const std::vector<git_oid>& tips, std::vector<ListedFinding>* findings) {
   if (findings->empty()) return OkStatus();
   std::map<std::string, int64_t> times;
   OidSet wanted;
   for (const ListedFinding& f : *findings) {
     times.emplace(f.commit, 0);
     Result<git_oid> blob = git::ParseOid(f.blob);
-    if (blob.ok()) wanted.insert(*blob);
+    if (blob.ok()) wanted.Insert(*blob);
   }
   struct Known {
     int64_t time;
@@ -98,17 +86,18 @@ Status AnnotateSecretHistory(git_repository* repo, const std::vector<git_oid>& t
   OidSet seen;
   OidSet found;
   Status status = OkStatus();
+  std::shared_ptr<const std::string> raw;
   for (const git_oid& tip : tips) {
     if (found.size() == wanted.size()) break;
-    git_commit* c = nullptr;
-    if (int rc = git_commit_lookup(&c, repo, &tip); rc != 0) {
-      status = git::GitError(rc, "reading tip commit " + git::OidHex(tip));
+    status = source->ReadShared(tip, source->Locate(tip), ObjectKind::kCommit, kMaxTreeBytes, &raw);
+    if (!status.ok()) break;
+    git_oid root;
+    if (!CommitTreeId(*raw, &root)) {
+      status = DataLossError("tip commit " + git::OidHex(tip) + " does not start with its tree id");
       break;
     }
-    git::CommitPtr commit(c);
-    const git_oid* root = git_commit_tree_id(commit.get());
-    if (!seen.insert(*root).second) continue;
-    status = WalkTree(repo, *root, wanted, &seen, &found);
+    if (!seen.Insert(root)) continue;
+    status = WalkTree(source, root, wanted, &seen, &found);
     if (!status.ok()) break;
   }
   for (ListedFinding& f : *findings) {
@@ -116,7 +105,7 @@ Status AnnotateSecretHistory(git_repository* repo, const std::vector<git_oid>& t
     auto rank = ranks.find(f.commit);
     f.commit_rank = rank == ranks.end() ? -1 : rank->second;
     Result<git_oid> blob = git::ParseOid(f.blob);
-    f.at_tip = blob.ok() && found.count(*blob) > 0;
+    f.at_tip = blob.ok() && found.Contains(*blob);
   }
   return status;
 }

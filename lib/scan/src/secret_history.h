@@ -2,7 +2,7 @@
 // grouped by secret (gatos/secret_groups.h): the time of the commit that
 // introduced its blob, and whether the blob is still in a scanned tip.
 //
-// Thread-safety: uses `repo` on the calling thread only.
+// Thread-safety: uses `repo` and `source` on the calling thread only.
 #ifndef GATOS_SCAN_SRC_SECRET_HISTORY_H_
 #define GATOS_SCAN_SRC_SECRET_HISTORY_H_
 
@@ -12,6 +12,7 @@
 
 #include "gatos/scan/done_ledger.h"
 #include "gatos/status.h"
+#include "object_source.h"
 
 namespace gatos::scan {
 
@@ -22,10 +23,12 @@ namespace gatos::scan {
 // -1. The trees
 // of `tips` are walked once each (shared subtrees once), and only when
 // there are findings, stopping when every finding's blob was seen.
+// Commit times and ancestry come from `repo`; the tips' commits and trees
+// are read through `source` (packs directly), on the calling thread.
 // Errors (a tip tree that cannot be read) are returned with the tree named;
 // the findings' at_tip values are then incomplete.
-Status AnnotateSecretHistory(git_repository* repo, const std::vector<git_oid>& tips,
-                             std::vector<ListedFinding>* findings);
+Status AnnotateSecretHistory(git_repository* repo, ObjectSource* source,
+                             const std::vector<git_oid>& tips, std::vector<ListedFinding>* findings);
 
 }  // namespace gatos::scan
 
