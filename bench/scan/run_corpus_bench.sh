@@ -62,7 +62,7 @@ print(s['status'], s['bytes_scanned']+s['bytes_skipped_binary']+s['bytes_skipped
   [ "$status" = complete ] || echo "note: scan $status ($partial reasons, e.g. $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['partial_reasons'][0][:160])" "$work/$name-summary.json"))"
   if [ "${BENCH_SKIP_TIMING:-0}" != 1 ]; then
     floor_bytes=$(git -C "$mirror" cat-file --batch-all-objects --batch-check='%(objecttype) %(objectsize)' |
-                  awk '$1=="blob"{s+=$2} END{printf "%d", s}')
+                  awk '$1=="blob"{s+=$2} END{printf "%.0f", s}')
     floor_ts=(); scan_ts=()
     for _ in $(seq "$RUNS"); do
       t0=$(now); git -C "$mirror" cat-file --batch-all-objects --batch >/dev/null; t1=$(now)
@@ -79,5 +79,7 @@ print(s['status'], s['bytes_scanned']+s['bytes_skipped_binary']+s['bytes_skipped
   fi
   "$SCAN_CORPUS_EVAL" --labels "$corpus/labels.jsonl" --corpus "$name" --repo "$mirror" \
     --findings "$out/findings.jsonl" --stubs "$work/$name-unlabelled.jsonl"
-  [ -s "$work/$name-unlabelled.jsonl" ] && echo "unlabelled findings: label lines to complete in $work/$name-unlabelled.jsonl (set BENCH_WORK to keep it)"
+  if [ -s "$work/$name-unlabelled.jsonl" ]; then
+    echo "unlabelled findings: label lines to complete in $work/$name-unlabelled.jsonl (set BENCH_WORK to keep it)"
+  fi
 done

@@ -162,7 +162,7 @@ void Writer(const std::string& db_path, const std::string& policy, const std::st
   bool closed = false;
   while (!closed) {
     items.clear();
-    results->PopSome(&items, 2048, std::chrono::milliseconds(200), &closed);
+    results->PopSome(&items, 8192, std::chrono::milliseconds(200), &closed);
     if (items.empty() || !ledger.ok()) continue;
     std::vector<BlobRecord> blobs;
     std::vector<BlobLocation> locations;
@@ -447,7 +447,10 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
     run.Problem(source.status().message());
     walk_finished = false;
   } else if (anything) {
-    TreeWalker walker(source->get(), ledger.get(), policy, opts, &jobs, &results, &run);
+    // A first scan under this policy has nothing done: skip the lookups.
+    Result<bool> any_done = ledger->AnyDone(policy);
+    TreeWalker walker(source->get(), !any_done.ok() || *any_done ? ledger.get() : nullptr, policy,
+                      opts, &jobs, &results, &run);
     git_oid oid;
     int rc;
     while ((rc = git_revwalk_next(&oid, walk.get())) == 0) {

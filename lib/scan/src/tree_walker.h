@@ -31,6 +31,8 @@ namespace gatos::scan {
 
 class TreeWalker {
  public:
+  // `ledger`: where done blobs are looked up; null when none can be (a
+  // first scan under the policy).
   TreeWalker(ObjectSource* source, DoneLedger* ledger, const std::string& policy,
              const ScanOptions& opts, Queue<BlobRun>* jobs, Queue<WriterItem>* results,
              RunState* run)
@@ -55,7 +57,7 @@ class TreeWalker {
   bool OnBlob(const git_oid& oid, std::string path);
 
   ObjectSource* source_;
-  DoneLedger* ledger_;
+  DoneLedger* ledger_;  // may be null
   const std::string& policy_;
   const ScanOptions& opts_;
   Queue<BlobRun>* jobs_;

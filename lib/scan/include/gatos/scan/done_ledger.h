@@ -107,6 +107,8 @@ class DoneLedger {
 
   // Number of done markers under `policy` (for tests and the summary).
   Result<int64_t> DoneCount(const std::string& policy);
+  // Whether any blob is done under `policy` (cheap: one index probe).
+  Result<bool> AnyDone(const std::string& policy);
 
  private:
   struct Statements;  // prepared statements reused across calls
