@@ -1,4 +1,4 @@
-// gatos findings | batch submit | batch status
+// gatos batch submit | batch status
 #include <unistd.h>
 
 #include <algorithm>
@@ -163,69 +163,6 @@ std::vector<std::string> PinGitInputs(Manifest* m) {
 }
 
 }  // namespace
-
-int RunFindings(const Args& args) {
-  Flags flags;
-  if (!flags.Parse(args, {{"repo"}, {"json", 0, false}})) return UsageError("findings", flags.error());
-  if (flags.help()) {
-    std::cout << "usage: gatos findings JOB-ID --repo DIR [--json]\n\n"
-                 "Prints the secret-scan findings recorded in a scan job's signed result\n"
-                 "(outputs/findings.jsonl and outputs/summary.json): rule, repository path,\n"
-                 "line, commit, blob and fingerprint. Findings never hold the secret itself.\n"
-                 "DIR is the ledger or any clone of it.\n";
-    return kExitOk;
-  }
-  auto repo = flags.Get("repo");
-  if (!repo) repo = LedgerTarget(std::nullopt);
-  if (!repo) return UsageError("findings", "--repo DIR is required");
-  if (flags.positional().size() != 1) return UsageError("findings", "expects one JOB-ID");
-  auto hex = ParseJobArg(flags.positional()[0]);
-  if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
-  // The job's record in the log names its result, also after its refs were pruned.
-  auto view = LedgerView::Open(*repo);
-  if (!view.ok()) return ReportError(view.status().message(), kExitFailure);
-  auto rec = (*view)->Find(*hex);
-  if (!rec.ok()) return ReportError(rec.status().message(), kExitFailure);
-  if (!*rec) return ReportError("no job blake3:" + *hex + " in " + *repo, kExitFailure);
-  if ((*rec)->result_commit.empty()) return ReportError("job blake3:" + *hex + " has no result yet", kExitFailure);
-  auto result = std::make_optional((*rec)->result_commit);
-  Ledger* ledger = &(*view)->ledger();
-  auto lines = ledger->ReadFileAtCommit(*result, "outputs/findings.jsonl", 256 << 20);
-  auto summary = ledger->ReadFileAtCommit(*result, "outputs/summary.json", 1 << 20);
-  if (!lines.ok() || !summary.ok()) {
-    return ReportError("the result of job blake3:" + *hex +
-                           " holds no outputs/findings.jsonl and outputs/summary.json (is it a gatos-scan job?)",
-                       kExitFailure);
-  }
-  json sj = json::parse(*summary, nullptr, false);
-  std::vector<json> findings;
-  std::istringstream in(*lines);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    json f = json::parse(line, nullptr, false);
-    if (f.is_discarded()) return ReportError("outputs/findings.jsonl: a line is not JSON", kExitFailure);
-    findings.push_back(std::move(f));
-  }
-  if (flags.Has("json")) {
-    std::cout << json{{"job", "blake3:" + *hex}, {"result", *result}, {"summary", sj}, {"findings", findings}}.dump()
-              << "\n";
-    return kExitOk;
-  }
-  for (const auto& f : findings) {
-    std::cout << f.value("rule", "?") << "  " << f.value("path", "?") << ":" << f.value("line", 0) << "  commit "
-              << f.value("commit", "").substr(0, 12) << "  blob " << f.value("blob", "").substr(0, 12) << "  "
-              << f.value("fingerprint", "") << "\n";
-  }
-  std::cout << findings.size() << " finding(s)";
-  if (sj.is_object()) {
-    for (const char* k : {"complete", "status"}) {
-      if (sj.contains(k)) std::cout << "; " << k << ": " << sj[k].dump();
-    }
-  }
-  std::cout << "\n";
-  return kExitOk;
-}
 
 int RunBatchSubmit(const Args& args) {
   Flags flags;

@@ -31,7 +31,7 @@ const std::vector<Command>& AllCommands() {
       {{"mirror"}, "make or update an auditor's mirror of a ledger (consistent while gatosd writes)", RunMirror},
       {{"witness"}, "sign \"the log of this ledger at sequence N is commit C\" with your key", RunWitness},
       {{"attest"}, "print a result's DSSE envelope (PoE, or in-toto with --provenance)", RunAttest},
-      {{"findings"}, "print the secret-scan findings of a scan job's result", RunFindings},
+      {{"findings"}, "print a scan job's findings, one entry per distinct secret", RunFindings},
       {{"batch", "submit"}, "one job per repository from a template, plus a batch record", RunBatchSubmit},
       {{"batch", "status"}, "done/total and per-repository state of a batch", RunBatchStatus},
       {{"doctor"}, "check this node of a deployment (NATS, keys, ledger, clock, sandbox)", RunDoctor},

@@ -16,6 +16,7 @@
 #include "gatos/manifest.h"
 #include "gatos/poe.h"
 #include "gatos/refs.h"
+#include "gatos/secret_groups.h"
 
 namespace gatos::gatosd {
 
@@ -25,7 +26,7 @@ namespace {
 
 constexpr char kCookieName[] = "gatos_session";
 constexpr size_t kMaxLeaseChain = 200;  // lease commits read per job page
-constexpr size_t kMaxFindings = 500;
+constexpr size_t kMaxSecrets = 500;  // secrets listed on a job page
 constexpr size_t kMaxBatchesListed = 50;
 constexpr size_t kBatchRowsPerPage = 500;
 constexpr size_t kMaxNames = 20000;
@@ -90,6 +91,34 @@ std::string CommandLine(const Manifest& m) {
 }
 
 json TimeJson(int64_t ms) { return ms ? json(FormatRfc3339Millis(ms)) : json(nullptr); }
+
+// A scan result's findings, one row per distinct secret (gatos/secret_groups.h):
+// rule, fingerprint, locations, first and last commit, whether still at a
+// scanned tip, paths. Only these fields: a finding names where a secret is,
+// never the secret.
+json FindingsBySecret(Ledger& ledger, const std::string& result_commit) {
+  auto lines = ledger.ReadFileAtCommit(result_commit, "outputs/findings.jsonl", 8 << 20);
+  if (!lines.ok()) return {{"error", "cannot read outputs/findings.jsonl: " + lines.status().message()}};
+  Result<std::vector<FindingLocation>> locations = ParseFindingsJsonl(*lines);
+  if (!locations.ok()) return {{"error", "outputs/findings.jsonl: " + locations.status().message()}};
+  const size_t total = locations->size();
+  const std::vector<SecretGroup> groups = GroupBySecret(std::move(*locations));
+  json rows = json::array();
+  for (const SecretGroup& g : groups) {
+    if (rows.size() >= kMaxSecrets) break;
+    std::string paths;
+    for (const std::string& p : g.paths()) paths += (paths.empty() ? "" : ", ") + p;
+    rows.push_back({{"rule", TruncateUtf8(g.rule, 512)},
+                    {"fingerprint", TruncateUtf8(g.fingerprint, 512)},
+                    {"secret", g.id},
+                    {"locations", g.locations.size()},
+                    {"first_commit", TruncateUtf8(g.first().commit, 64)},
+                    {"last_commit", TruncateUtf8(g.last().commit, 64)},
+                    {"at_tip", g.at_tip ? json(*g.at_tip) : json(nullptr)},
+                    {"paths", TruncateUtf8(paths, 1024)}});
+  }
+  return {{"count", groups.size()}, {"locations", total}, {"rows", rows}, {"shown", rows.size()}};
+}
 
 }  // namespace
 
@@ -722,30 +751,7 @@ Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
                        {"shown_cut", cut},
                        {"truncated_by_worker", truncated}};
       }
-      if (has_findings) {
-        auto lines = ledger_->ReadFileAtCommit(r.result_commit, "outputs/findings.jsonl", 8 << 20);
-        json rows = json::array();
-        size_t total = 0;
-        if (lines.ok()) {
-          std::istringstream in(*lines);
-          std::string line;
-          while (std::getline(in, line)) {
-            if (line.empty()) continue;
-            ++total;
-            if (rows.size() >= kMaxFindings) continue;
-            json f = json::parse(line, nullptr, false);
-            if (!f.is_object()) continue;
-            // Only these fields: a finding names where a secret is, never the secret.
-            json row = json::object();
-            for (const char* k : {"rule", "path", "commit", "blob", "fingerprint"}) {
-              row[k] = f.contains(k) && f[k].is_string() ? json(TruncateUtf8(f[k].get<std::string>(), 512)) : json("");
-            }
-            row["line"] = f.contains("line") && f["line"].is_number_integer() ? f["line"] : json(nullptr);
-            rows.push_back(row);
-          }
-        }
-        d["findings"] = {{"count", total}, {"rows", rows}, {"shown", rows.size()}};
-      }
+      if (has_findings) d["findings"] = FindingsBySecret(*ledger_, r.result_commit);
     } else {
       res["error"] = poe.status().message();
     }

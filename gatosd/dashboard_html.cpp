@@ -280,15 +280,26 @@ std::string Job(const json& d) {
     o += "</section>";
   }
   if (d.contains("findings")) {
+    // One row per distinct secret, with where and when it was seen.
     const json& f = d["findings"];
-    o += "<section><h2>Scan findings <span class=\"muted\">" + ES(f["count"]) + "</span></h2>"
-         "<table id=\"findings\"><tr><th>rule</th><th>path</th><th>line</th><th>commit</th><th>fingerprint</th></tr>";
-    for (const auto& row : f["rows"]) {
-      o += "<tr><td>" + ES(row["rule"]) + "</td><td class=\"mono\">" + ES(row["path"]) + "</td><td>" +
-           ES(row["line"]) + "</td><td class=\"mono\">" + E(Short(Field(row, "commit"))) + "</td><td class=\"mono\">" +
-           ES(row["fingerprint"]) + "</td></tr>";
+    if (f.contains("error")) {
+      o += "<section><h2>Scan findings</h2><p class=\"error\">" + ES(f["error"]) + "</p></section>";
+    } else {
+      o += "<section><h2>Scan findings <span class=\"muted\">" + ES(f["count"]) + " secrets in " +
+           ES(f["locations"]) + " locations</span></h2><table id=\"findings\"><tr><th>rule</th>"
+           "<th>fingerprint</th><th>locations</th><th>first commit</th><th>last commit</th>"
+           "<th>at tip</th><th>paths</th></tr>";
+      for (const auto& row : f["rows"]) {
+        const json& tip = row["at_tip"];
+        const std::string at_tip = tip.is_boolean() ? (tip.get<bool>() ? "yes" : "no") : "?";
+        o += "<tr><td>" + ES(row["rule"]) + "</td><td class=\"mono\">" + ES(row["fingerprint"]) +
+             "</td><td>" + ES(row["locations"]) + "</td><td class=\"mono\">" +
+             E(Short(Field(row, "first_commit"))) + "</td><td class=\"mono\">" +
+             E(Short(Field(row, "last_commit"))) + "</td><td>" + at_tip + "</td><td class=\"mono\">" +
+             ES(row["paths"]) + "</td></tr>";
+      }
+      o += "</table></section>";
     }
-    o += "</table></section>";
   }
   o += "<details><summary>ledger record</summary><pre>" + E(d["record"].dump(2, ' ', false, json::error_handler_t::replace)) +
        "</pre></details>";

@@ -38,10 +38,11 @@ constexpr const char* kUsage = R"(usage: gatos-scan --repo PATH|file://URL|URL [
        gatos-scan --check-rules FILE [--rules FILE]... [--no-default-rules]
 
 Scans every blob reachable from the selected refs of a git repository for
-secrets. Writes findings.jsonl, findings.sarif (SARIF 2.1.0) and summary.json
-into the output directory. Findings hold rule, blob, commit, path, line, byte
-span and a keyed fingerprint; never the secret itself. A line holding
-`gatos:allow` reports nothing.
+secrets. Writes findings.jsonl (one line per location), secrets.jsonl (one
+line per distinct secret, with its locations), findings.sarif (SARIF 2.1.0)
+and summary.json into the output directory. Findings hold rule, blob,
+commit, path, line, byte span and a keyed fingerprint; never the secret
+itself. A line holding `gatos:allow` reports nothing.
 
 options:
   --repo PATH|URL        repository to scan (local path, file:// or remote URL)
@@ -394,7 +395,8 @@ int main(int argc, char** argv) {
               << " blobs (" << c.bytes_scanned << " bytes) scanned, " << c.blobs_skipped_done
               << " already done, " << c.blobs_skipped_binary << " binary, "
               << c.blobs_skipped_too_large << " too large; " << report->findings.size()
-              << " findings (" << c.findings_new << " new)";
+              << " findings of " << report->secrets.size() << " distinct secrets ("
+              << c.findings_new << " new)";
     if (report->baseline_used) std::cout << ", " << report->accepted.size() << " in the baseline";
     std::cout
               << (report->force_pushed ? "; force-push detected" : "") << '\n';

@@ -170,7 +170,8 @@ TEST_F(DashboardTest, EventStreamCarriesEachCommittedBatch) {
 }
 
 // A batch of secret scans: progress per batch and per repository, and each
-// job's findings (rule, path, line, fingerprint), with no secret on any page.
+// job's findings, one row per distinct secret (rule, fingerprint, locations,
+// first and last commit, at tip, paths), with no secret on any page.
 TEST_F(DashboardTest, BatchProgressAndScanFindingsWithoutSecrets) {
   std::string repos_dir = stack_->dir().Join("repos");
   RunOptions ro;
@@ -221,9 +222,14 @@ TEST_F(DashboardTest, BatchProgressAndScanFindingsWithoutSecrets) {
   ASSERT_TRUE(job.contains("findings")) << job.dump().substr(0, 2000);
   ASSERT_EQ(job["findings"]["rows"].size(), 1u);
   const json& f = job["findings"]["rows"][0];
+  EXPECT_EQ(job["findings"]["count"], 1);
+  EXPECT_EQ(job["findings"]["locations"], 1);
   EXPECT_EQ(f["rule"], "aws-access-token");
-  EXPECT_EQ(f["path"], "config.env");
-  EXPECT_EQ(f["line"], 1);
+  EXPECT_EQ(f["paths"], "config.env");
+  EXPECT_EQ(f["locations"], 1);
+  EXPECT_EQ(f["at_tip"], true);
+  EXPECT_EQ(f["first_commit"], f["last_commit"]);
+  EXPECT_EQ(f["first_commit"].get<std::string>().size(), 40u);
   EXPECT_FALSE(f["fingerprint"].get<std::string>().empty());
   for (const std::string& path : {std::string("/batches"), std::string("/batches.json"), "/batches/" + hex, "/batches/" + hex + ".json",
                                   "/jobs/" + scan_job, "/jobs/" + scan_job + ".json", std::string("/jobs")}) {

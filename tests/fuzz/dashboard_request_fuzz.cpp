@@ -70,8 +70,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   job["result"] = {{"status", s}, {"commit", s}, {"worker", key}, {"reason", s},
                    {"outputs", json::array({{{"path", s}, {"size", 1}, {"hash", s}}})},
                    {"stdout", {{"text", s}, {"bytes", 1}}}};
-  job["findings"] = {{"count", 1}, {"rows", json::array({{{"rule", s}, {"path", s}, {"line", 1}, {"commit", s}, {"fingerprint", s}}})}};
   job["record"] = json::object();
+  job["findings"] = {{"count", 1}, {"locations", 2},
+                     {"rows", json::array({{{"rule", s}, {"fingerprint", s}, {"secret", s}, {"locations", 2},
+                                            {"first_commit", s}, {"last_commit", s}, {"at_tip", nullptr},
+                                            {"paths", s}}})}};
+  CheckPage(RenderPageHtml(s, "job:" + s, job));
+  job["findings"] = {{"error", s}};
   CheckPage(RenderPageHtml(s, "job:" + s, job));
   CheckPage(RenderPageHtml(s, "workers", {{"workers", json::array({{{"key", s}, {"worker_id", s}, {"principal", s}, {"allowed", true}, {"running", 1}, {"running_jobs", json::array({s})}, {"last_seen", s}, {"last_kind", s}, {"finished_since_start", 0}}})}, {"last_seen_means", s}}));
   CheckPage(RenderPageHtml(s, "batches", {{"hex", s}, {"batch", s}, {"template", s}, {"created", s}, {"repositories", 1}, {"by_state", {{s, 1}}}, {"rows", json::array({{{"repo", s}, {"job", s}, {"hex", s}, {"state", s}, {"error", s}}})}, {"next", s}}));

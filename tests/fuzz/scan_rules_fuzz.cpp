@@ -5,7 +5,10 @@
 // accepted rule set has a stable canonical form, merging it into itself keeps
 // every rule id once, and its examples have an origin; an accepted baseline
 // round-trips through BaselineJson; the SARIF log is JSON whatever the path
-// and rule bytes.
+// and rule bytes. Also the scan outputs' readers (findings.jsonl as `gatos
+// findings` and the dashboard group it: a bad line is an error naming its
+// line, a good one round-trips) and value decoding for allow-lists (base64
+// text is printable).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +20,8 @@
 #include "gatos/scan/baseline.h"
 #include "gatos/scan/rules.h"
 #include "gatos/scan/scanner.h"
+#include "gatos/scan/value_decode.h"
+#include "gatos/secret_groups.h"
 
 namespace {
 
@@ -80,6 +85,12 @@ void FuzzSarif(std::string_view bytes) {
   f.finding.fingerprint = std::string(bytes.substr(third / 2));
   r.findings = {f};
   r.accepted = {f};
+  r.secrets = gatos::GroupBySecret({gatos::scan::ToLocation(f)});
+  const std::string secrets = gatos::scan::SecretsJsonl(r);
+  if (secrets.empty() || secrets.back() != '\n' ||
+      !nlohmann::json::accept(std::string_view(secrets).substr(0, secrets.size() - 1))) {
+    abort();
+  }
   r.baseline_used = bytes.size() % 2 == 0;
   const std::string sarif = gatos::scan::SarifJson(r);
   if (!nlohmann::json::accept(sarif)) abort();
@@ -92,6 +103,45 @@ void FuzzSarif(std::string_view bytes) {
   if (!back.ok() || !back->Accepts("rule", good.finding.fingerprint)) abort();
 }
 
+void FuzzDecode(std::string_view bytes) {
+  if (std::optional<std::string> t = gatos::scan::Base64Text(bytes)) {
+    if (t->size() < 4) abort();
+    for (unsigned char c : *t) {
+      if (c < 0x20 || c > 0x7e) abort();
+    }
+  }
+  if (std::optional<std::string> p = gatos::scan::PercentDecoded(bytes)) {
+    if (p->size() >= bytes.size()) abort();  // at least one escape shrank it
+  }
+  (void)gatos::scan::DecodedValue(bytes);
+}
+
+void FuzzFindings(std::string_view bytes) {
+  gatos::Result<std::vector<gatos::FindingLocation>> parsed = gatos::ParseFindingsJsonl(bytes);
+  if (!parsed.ok()) {
+    if (parsed.status().code() != gatos::StatusCode::kInvalidArgument ||
+        parsed.status().message().rfind("line ", 0) != 0) {
+      abort();
+    }
+    return;
+  }
+  size_t total = parsed->size();
+  for (const gatos::FindingLocation& l : *parsed) {
+    const std::string line = gatos::LocationJson(l).dump(-1, ' ', false,
+                                                         nlohmann::json::error_handler_t::replace);
+    gatos::Result<gatos::FindingLocation> again = gatos::ParseFindingLine(line);
+    if (!again.ok() || again->rule.size() != l.rule.size() || again->line != l.line) abort();
+  }
+  std::vector<gatos::SecretGroup> groups = gatos::GroupBySecret(std::move(*parsed));
+  size_t n = 0;
+  for (const gatos::SecretGroup& g : groups) {
+    if (g.locations.empty() || g.id.size() != 64) abort();
+    n += g.locations.size();
+    (void)gatos::GroupJson(g, true).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  if (n != total) abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -99,5 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzRules(bytes);
   FuzzBaseline(bytes);
   FuzzSarif(bytes);
+  FuzzDecode(bytes);
+  FuzzFindings(bytes);
   return 0;
 }

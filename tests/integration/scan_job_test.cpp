@@ -34,11 +34,14 @@ TEST(ScanJobTest, BatchOfScanJobsFindsPlantedSecretsAndStoresNoneOfThem) {
     ASSERT_EQ(testing::Run({"git", "init", "-q", "-b", "main", repo}, ro).exit_code, 0);
     std::string secret = r == 0 ? maker.Aws() : maker.GithubPat();
     secrets.push_back(secret);
-    WriteFile(repo + "/config.env", "TOKEN=" + secret + "\n");
     RunOptions in_repo = ro;
     in_repo.cwd = repo;
-    testing::Run({"git", "add", "."}, in_repo);
-    ASSERT_EQ(testing::Run({"git", "commit", "-q", "-m", "add config"}, in_repo).exit_code, 0);
+    // repo1 keeps the same secret through three versions of the file.
+    for (int v = 1; v <= (r == 0 ? 1 : 3); ++v) {
+      WriteFile(repo + "/config.env", "TOKEN=" + secret + "\nversion=" + std::to_string(v) + "\n");
+      testing::Run({"git", "add", "."}, in_repo);
+      ASSERT_EQ(testing::Run({"git", "commit", "-q", "-m", "config v" + std::to_string(v)}, in_repo).exit_code, 0);
+    }
     // Delete it again: history still holds it.
     testing::Run({"git", "rm", "-q", "config.env"}, in_repo);
     testing::Run({"git", "commit", "-q", "-m", "remove config"}, in_repo);
@@ -81,10 +84,35 @@ TEST(ScanJobTest, BatchOfScanJobsFindsPlantedSecretsAndStoresNoneOfThem) {
                                                "refs/gatos/jobs/" + std::string(row["job"]).substr(7) +
                                                    "/result:stderr"}).out;
     json fj = json::parse(f.out);
-    ASSERT_EQ(fj["findings"].size(), 1u) << f.out;
-    std::string rule = fj["findings"][0]["rule"];
+    const size_t versions = repo.back() == '0' ? 1 : 3;
+    // Every location, and each distinct secret once with all of them.
+    ASSERT_EQ(fj["findings"].size(), versions) << f.out;
+    ASSERT_EQ(fj["secrets"].size(), 1u) << f.out;
+    const json& secret = fj["secrets"][0];
+    std::string rule = secret["rule"];
     EXPECT_EQ(rule, repo.back() == '0' ? "aws-access-token" : "github-pat");
+    EXPECT_EQ(secret["location_count"], versions);
+    EXPECT_EQ(secret["locations"].size(), versions);
+    EXPECT_EQ(secret["paths"], json::array({"config.env"}));
+    EXPECT_EQ(secret["at_tip"], false);  // deleted at the tip
     EXPECT_EQ(fj["findings"][0]["path"], "config.env");
+    // The text view: one secret with its locations; --all lists each one.
+    RunResult text = stack.Gatos({"findings", row["job"], "--repo", stack.ledger()});
+    ASSERT_EQ(text.exit_code, 0) << text.err;
+    const std::string n = std::to_string(versions);
+    EXPECT_NE(text.out.find("1 secret in " + n + (versions == 1 ? " location" : " locations")),
+              std::string::npos)
+        << text.out;
+    EXPECT_NE(text.out.find("no longer at any scanned tip"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find("  in config.env\n"), std::string::npos) << text.out;
+    RunResult all = stack.Gatos({"findings", row["job"], "--repo", stack.ledger(), "--all"});
+    ASSERT_EQ(all.exit_code, 0) << all.err;
+    size_t rows = 0;
+    for (size_t at = all.out.find("  config.env:1  commit "); at != std::string::npos;
+         at = all.out.find("  config.env:1  commit ", at + 1)) {
+      ++rows;
+    }
+    EXPECT_EQ(rows, versions) << all.out;
     ++found;
   }
   EXPECT_EQ(found, 2);

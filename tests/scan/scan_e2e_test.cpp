@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -453,6 +454,68 @@ TEST_F(ScanE2E, InputModeScansTheFetchedCommitInPlace) {
   EXPECT_EQ(both.exit_code, 2);
   RunResult bad = Exec({BinaryPath("gatos-scan"), "--input", "x"}, o);
   EXPECT_EQ(bad.exit_code, 2);
+}
+
+// The same secret in three versions of a file is one secret with three
+// locations (secrets.jsonl, summary.json), SARIF keeps one result per
+// location with the secret's id as a partial fingerprint, and the listing
+// says whether each secret is still at the scanned tip.
+TEST_F(ScanE2E, FindingsAreGroupedBySecretWithFirstLastAndTip) {
+  const std::string kept = mk_.GithubPat();
+  const std::string removed = mk_.Aws();
+  const std::string c1 = Commit({{"app.env", "TOKEN=" + kept + "\nv=1\n"},
+                                 {"old.env", "AWS_ACCESS_KEY_ID=" + removed + "\n"}},
+                                "c1");
+  Commit({{"app.env", "TOKEN=" + kept + "\nv=2\n"}}, "c2", {"old.env"});
+  const std::string c3 = Commit({{"app.env", "v=3\nTOKEN=" + kept + "\n"}}, "c3");
+  ScanRun s = Scan({"--json"});
+  ASSERT_EQ(s.run.exit_code, 0) << s.run.err;
+  EXPECT_EQ(s.summary["findings"], 4);
+  EXPECT_EQ(s.summary["secrets"], 2);
+  EXPECT_EQ(s.summary["secrets_at_tip"], 1);
+  const std::string kept_fp = Fingerprint(key_, kept);
+  std::set<std::string> ids;
+  for (const json& f : s.findings) {
+    EXPECT_EQ(f["secret"].get<std::string>().size(), 64u);
+    ids.insert(f["secret"]);
+    EXPECT_TRUE(f["commit_time"].is_number_integer());
+    // Only the last version of app.env is at the tip.
+    EXPECT_EQ(f["at_tip"], f["fingerprint"] == kept_fp && f["commit"] == c3) << f.dump();
+  }
+  EXPECT_EQ(ids.size(), 2u);
+
+  std::vector<json> secrets;
+  std::istringstream lines(ReadFile(out_ + "/secrets.jsonl"));
+  for (std::string line; std::getline(lines, line);) secrets.push_back(json::parse(line));
+  ASSERT_EQ(secrets.size(), 2u);
+  // Oldest first; the removed key was first seen in c1 like the kept one,
+  // so they are ordered by rule.
+  const json& gh = secrets[0]["rule"] == "github-pat" ? secrets[0] : secrets[1];
+  const json& aws = secrets[0]["rule"] == "github-pat" ? secrets[1] : secrets[0];
+  EXPECT_EQ(gh["fingerprint"], kept_fp);
+  EXPECT_EQ(gh["location_count"], 3);
+  EXPECT_EQ(gh["locations"].size(), 3u);
+  EXPECT_EQ(gh["first_commit"], c1);
+  EXPECT_EQ(gh["last_commit"], c3);
+  EXPECT_EQ(gh["at_tip"], true);
+  EXPECT_EQ(gh["paths"], json::array({"app.env"}));
+  EXPECT_EQ(aws["location_count"], 1);
+  EXPECT_EQ(aws["first_commit"], c1);
+  EXPECT_EQ(aws["last_commit"], c1);
+  EXPECT_EQ(aws["at_tip"], false);
+
+  json sarif = json::parse(ReadFile(out_ + "/findings.sarif"));
+  const json& results = sarif["runs"][0]["results"];
+  ASSERT_EQ(results.size(), 4u);
+  std::map<std::string, int> per_secret;
+  for (const json& r : results) ++per_secret[r["partialFingerprints"]["gatosSecret/v1"]];
+  EXPECT_EQ(per_secret[gh["secret"]], 3);
+  EXPECT_EQ(per_secret[aws["secret"]], 1);
+  for (const std::string& file : {"secrets.jsonl", "findings.sarif", "summary.json"}) {
+    const std::string text = ReadFile(out_ + "/" + file);
+    EXPECT_EQ(text.find(kept), std::string::npos) << file;
+    EXPECT_EQ(text.find(removed), std::string::npos) << file;
+  }
 }
 
 TEST_F(ScanE2E, SarifListsEveryFindingWithRuleMetadataAndNoSecret) {

@@ -14,6 +14,7 @@
 #include <iterator>
 
 #include "gatos/blake3.h"
+#include "gatos/scan/value_decode.h"
 
 namespace gatos::scan {
 namespace {
@@ -68,6 +69,7 @@ struct CompiledAllowlist {
   std::vector<PcrePtr> regexes;
   std::vector<PcrePtr> match_regexes;
   std::vector<PcrePtr> line_regexes;
+  std::vector<PcrePtr> decoded_regexes;
   std::vector<std::string> stopwords;
 };
 
@@ -88,6 +90,10 @@ Result<CompiledAllowlist> CompileAllowlist(const Allowlist& a, const std::string
   for (const std::string& p : a.line_regexes) {
     GATOS_ASSIGN_OR_RETURN(PcrePtr code, CompilePcre(p, where + ": allowlist line_regex"));
     c.line_regexes.push_back(std::move(code));
+  }
+  for (const std::string& p : a.decoded_regexes) {
+    GATOS_ASSIGN_OR_RETURN(PcrePtr code, CompilePcre(p, where + ": allowlist decoded_regex"));
+    c.decoded_regexes.push_back(std::move(code));
   }
   c.stopwords = a.stopwords;
   return c;
@@ -360,6 +366,8 @@ std::string_view LinesAround(std::string_view data, uint64_t begin, uint64_t end
   return data.substr(from, to - from);
 }
 
+bool IsGeneric(const Rule& r) { return r.id.starts_with("generic"); }
+
 void SortAndMerge(std::vector<Window>* w) {
   std::sort(w->begin(), w->end(),
             [](const Window& a, const Window& b) { return a.begin < b.begin; });
@@ -435,6 +443,7 @@ Status Detector::Scan(std::string_view data, std::string_view path, Scratch* scr
   }
 
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(data.data());
+  std::vector<std::pair<uint64_t, uint64_t>> vetoed;  // spans specific rules allow-listed
   pcre2_match_data* md = st.md.get();
   pcre2_match_context* mc = st.mc.get();
   for (uint32_t r : st.touched) {
@@ -490,21 +499,35 @@ Status Detector::Scan(std::string_view data, std::string_view path, Scratch* scr
           if (!any) continue;
         }
         if (rule.entropy && ShannonEntropy(secret) < *rule.entropy) continue;
-        if (Stopworded(impl_->global.stopwords, secret) ||
-            Stopworded(cr.allowlist.stopwords, secret)) {
-          continue;
-        }
-        // The allow-list match reuses the match data, so read the ovector first.
-        if (AnyMatches(impl_->global.regexes, secret, md, mc) ||
-            AnyMatches(cr.allowlist.regexes, secret, md, mc) ||
-            AnyMatches(impl_->global.match_regexes, whole, md, mc) ||
-            AnyMatches(cr.allowlist.match_regexes, whole, md, mc)) {
-          continue;
-        }
-        const std::string_view lines = LinesAround(data, ms, me);
-        if (ContainsLowered(lines, kInlineAllow) ||
-            AnyMatches(impl_->global.line_regexes, lines, md, mc) ||
-            AnyMatches(cr.allowlist.line_regexes, lines, md, mc)) {
+        // Allow-listed by the rule: a known example or a placeholder. A
+        // specific rule's verdict also silences generic rules on these bytes.
+        auto allowlisted = [&]() {
+          if (Stopworded(impl_->global.stopwords, secret) ||
+              Stopworded(cr.allowlist.stopwords, secret)) {
+            return true;
+          }
+          // The allow-list match reuses the match data, so read the ovector first.
+          if (AnyMatches(impl_->global.regexes, secret, md, mc) ||
+              AnyMatches(cr.allowlist.regexes, secret, md, mc) ||
+              AnyMatches(impl_->global.match_regexes, whole, md, mc) ||
+              AnyMatches(cr.allowlist.match_regexes, whole, md, mc)) {
+            return true;
+          }
+          if (!impl_->global.decoded_regexes.empty() || !cr.allowlist.decoded_regexes.empty()) {
+            // Judged by what an encoded value says; the decoded text stays here.
+            const std::optional<std::string> decoded = DecodedValue(secret);
+            if (decoded && (AnyMatches(impl_->global.decoded_regexes, *decoded, md, mc) ||
+                            AnyMatches(cr.allowlist.decoded_regexes, *decoded, md, mc))) {
+              return true;
+            }
+          }
+          const std::string_view lines = LinesAround(data, ms, me);
+          return ContainsLowered(lines, kInlineAllow) ||
+                 AnyMatches(impl_->global.line_regexes, lines, md, mc) ||
+                 AnyMatches(cr.allowlist.line_regexes, lines, md, mc);
+        };
+        if (allowlisted()) {
+          if (!IsGeneric(rule)) vetoed.emplace_back(ss, se);
           continue;
         }
         out->push_back(Match{r, ss, se, 0});
@@ -512,18 +535,19 @@ Status Detector::Scan(std::string_view data, std::string_view path, Scratch* scr
     }
   }
   // A generic rule ("generic" id prefix) reports nothing where a specific
-  // rule already found a secret overlapping the same bytes.
-  std::vector<std::pair<uint64_t, uint64_t>> specific;
+  // rule already found a secret overlapping the same bytes, or judged them
+  // an allow-listed example.
+  std::vector<std::pair<uint64_t, uint64_t>> specific = std::move(vetoed);
   for (size_t i = first_new; i < out->size(); ++i) {
     const Rule& rule = impl_->rules.rules[(*out)[i].rule];
     // A path-only finding spans the whole file; it says nothing about bytes.
-    if (!rule.id.starts_with("generic") && !rule.path_only()) {
+    if (!IsGeneric(rule) && !rule.path_only()) {
       specific.emplace_back((*out)[i].start, (*out)[i].end);
     }
   }
   if (!specific.empty()) {
     auto overlaps_specific = [&](const Match& m) {
-      if (!impl_->rules.rules[m.rule].id.starts_with("generic")) return false;
+      if (!IsGeneric(impl_->rules.rules[m.rule])) return false;
       for (const auto& [s, e] : specific) {
         if (m.start < e && s < m.end) return true;
       }

@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 
@@ -100,6 +101,9 @@ Result<std::unique_ptr<DoneLedger>> DoneLedger::Open(const std::string& path) {
   // FULL: a committed batch (findings + done markers) survives power loss
   // before the watermark transaction that depends on it is written.
   GATOS_RETURN_IF_ERROR(l->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;"));
+  // Blob ids are random keys: a batch touches pages all over the done
+  // table, which stay cached between batches (64 MiB; SQLite's default is 2).
+  GATOS_RETURN_IF_ERROR(l->Exec("PRAGMA cache_size=-65536; PRAGMA wal_autocheckpoint=8192;"));
   GATOS_RETURN_IF_ERROR(l->Exec(kSchema));
   GATOS_RETURN_IF_ERROR(
       l->Exec("INSERT OR IGNORE INTO meta(key, value) VALUES "
@@ -202,7 +206,14 @@ Status DoneLedger::CommitBatch(const std::string& policy, const std::string& rep
     Bind(s, 5, path);
     return step(s);
   };
-  for (const BlobRecord& b : blobs) {
+  // In key order, so neighbouring rows share B-tree pages.
+  std::vector<const BlobRecord*> sorted;
+  sorted.reserve(blobs.size());
+  for (const BlobRecord& b : blobs) sorted.push_back(&b);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const BlobRecord* a, const BlobRecord* b) { return a->blob < b->blob; });
+  for (const BlobRecord* bp : sorted) {
+    const BlobRecord& b = *bp;
     // Findings first, then the done marker: done implies findings durable.
     for (const StoredFinding& f : b.findings) {
       sqlite3_stmt* s = st.insert_finding.get();
@@ -310,6 +321,19 @@ Result<std::vector<ListedFinding>> DoneLedger::ListFindings(const std::string& r
   }
   if (rc != SQLITE_DONE) return Error("listing findings");
   return out;
+}
+
+Result<bool> DoneLedger::AnyDone(const std::string& policy) {
+  sqlite3_stmt* raw = nullptr;
+  if (sqlite3_prepare_v2(db_, "SELECT 1 FROM done_blobs WHERE policy=?1 LIMIT 1", -1, &raw,
+                         nullptr) != SQLITE_OK) {
+    return Error("reading done blobs");
+  }
+  Stmt s(raw);
+  Bind(raw, 1, policy);
+  const int rc = sqlite3_step(raw);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return Error("reading done blobs");
+  return rc == SQLITE_ROW;
 }
 
 Result<int64_t> DoneLedger::DoneCount(const std::string& policy) {

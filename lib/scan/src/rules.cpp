@@ -91,7 +91,8 @@ Status ParseAllowlistEntries(const std::string& origin, const YamlNode& map, boo
   }
   for (const YamlEntry& e : map.entries) {
     const std::string& k = e.key.value;
-    if (k == "paths" || k == "regexes" || k == "match_regexes" || k == "line_regexes") {
+    if (k == "paths" || k == "regexes" || k == "match_regexes" || k == "line_regexes" ||
+        k == "decoded_regexes") {
       GATOS_ASSIGN_OR_RETURN(std::vector<std::string> list, StringList(origin, e.value, k));
       for (size_t i = 0; i < list.size(); ++i) {
         const YamlNode& where = e.value.items[i];
@@ -100,7 +101,8 @@ Status ParseAllowlistEntries(const std::string& origin, const YamlNode& map, boo
       auto& dst = k == "paths"           ? out->paths
                   : k == "regexes"       ? out->regexes
                   : k == "match_regexes" ? out->match_regexes
-                                         : out->line_regexes;
+                  : k == "line_regexes"  ? out->line_regexes
+                                         : out->decoded_regexes;
       dst.insert(dst.end(), list.begin(), list.end());
     } else if (k == "stopwords") {
       GATOS_ASSIGN_OR_RETURN(std::vector<std::string> list, StringList(origin, e.value, k));
@@ -113,7 +115,8 @@ Status ParseAllowlistEntries(const std::string& origin, const YamlNode& map, boo
     } else {
       return Bad(origin, e.key,
                  "unknown allowlist key `" + k +
-                     "` (expected paths, regexes, match_regexes, line_regexes or stopwords)");
+                     "` (expected paths, regexes, match_regexes, line_regexes, decoded_regexes or "
+                     "stopwords)");
     }
   }
   return OkStatus();
@@ -296,6 +299,7 @@ nlohmann::json AllowlistJson(const Allowlist& a) {
   // Only when used, so rule sets without them keep their earlier form.
   if (!a.match_regexes.empty()) j["match_regexes"] = a.match_regexes;
   if (!a.line_regexes.empty()) j["line_regexes"] = a.line_regexes;
+  if (!a.decoded_regexes.empty()) j["decoded_regexes"] = a.decoded_regexes;
   return j;
 }
 
@@ -380,6 +384,8 @@ void MergeAllowlist(Allowlist* base, const Allowlist& more) {
                              more.match_regexes.end());
   base->line_regexes.insert(base->line_regexes.end(), more.line_regexes.begin(),
                             more.line_regexes.end());
+  base->decoded_regexes.insert(base->decoded_regexes.end(), more.decoded_regexes.begin(),
+                               more.decoded_regexes.end());
   base->stopwords.insert(base->stopwords.end(), more.stopwords.begin(), more.stopwords.end());
 }
 

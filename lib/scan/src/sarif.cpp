@@ -89,9 +89,18 @@ nlohmann::json ResultJson(const ListedFinding& f, const std::map<std::string, si
        {{{"physicalLocation",
           {{"artifactLocation", {{"uri", PathUri(f.path)}, {"uriBaseId", "%SRCROOT%"}}},
            {"region", std::move(region)}}}}}},
-      {"partialFingerprints", {{"gatosSecretFingerprint/v1", Text(f.finding.fingerprint)}}},
+      // One result per location; the secret it belongs to groups them
+      // (gatos/secret_groups.h), as code-scanning UIs group by partial
+      // fingerprint.
+      {"partialFingerprints",
+       {{"gatosSecretFingerprint/v1", Text(f.finding.fingerprint)},
+        {"gatosSecret/v1", SecretId(f.finding.rule_id, f.finding.fingerprint)}}},
       {"fingerprints", {{"gatosFinding/v1", FindingId(f)}}},
-      {"properties", {{"commit", Text(f.commit)}, {"blob", Text(f.blob)}}},
+      {"properties",
+       {{"commit", Text(f.commit)},
+        {"blob", Text(f.blob)},
+        {"secret", SecretId(f.finding.rule_id, f.finding.fingerprint)},
+        {"atTip", f.at_tip}}},
   };
   if (it != index.end()) j["ruleIndex"] = it->second;
   if (r.baseline_used) j["baselineState"] = accepted ? "unchanged" : "new";

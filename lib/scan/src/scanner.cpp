@@ -26,12 +26,14 @@
 #include "gatos/scan/fingerprint.h"
 #include "gatos/scan/mirror.h"
 #include "git/git_util.h"
+#include "object_source.h"
+#include "pack_store.h"
+#include "scan_run.h"
+#include "secret_history.h"
+#include "tree_walker.h"
 
 namespace gatos::scan {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
 struct RepoFree {
   void operator()(git_repository* r) const { git_repository_free(r); }
 };
@@ -52,207 +54,31 @@ struct StrArrayFree {
 };
 using RepoPtr = std::unique_ptr<git_repository, RepoFree>;
 
-struct OidHash {
-  size_t operator()(const git_oid& o) const {
-    size_t h;
-    std::memcpy(&h, o.id, sizeof h);
-    return h;
-  }
-};
-struct OidEq {
-  bool operator()(const git_oid& a, const git_oid& b) const { return git_oid_equal(&a, &b); }
-};
+// Each scanning thread's cache of delta bases (git's default is 96 MiB),
+// and the walk's, for trees.
+constexpr size_t kWorkerCacheBytes = 64 << 20;
+constexpr size_t kWalkCacheBytes = 64 << 20;
 
-// A bounded multi-producer multi-consumer queue; Close() wakes everyone and
-// makes Pop return false once drained.
-template <typename T>
-class Queue {
- public:
-  explicit Queue(size_t cap) : cap_(cap) {}
-  void Push(T v) {
-    std::unique_lock<std::mutex> l(mu_);
-    not_full_.wait(l, [&] { return q_.size() < cap_ || closed_; });
-    q_.push_back(std::move(v));
-    not_empty_.notify_one();
-  }
-  bool Pop(T* out) {
-    std::unique_lock<std::mutex> l(mu_);
-    not_empty_.wait(l, [&] { return !q_.empty() || closed_; });
-    if (q_.empty()) return false;
-    *out = std::move(q_.front());
-    q_.pop_front();
-    not_full_.notify_one();
-    return true;
-  }
-  // Pops up to `max` items, waiting at most `wait` for the first.
-  size_t PopSome(std::vector<T>* out, size_t max, std::chrono::milliseconds wait, bool* closed) {
-    std::unique_lock<std::mutex> l(mu_);
-    not_empty_.wait_for(l, wait, [&] { return !q_.empty() || closed_; });
-    size_t n = 0;
-    while (!q_.empty() && n < max) {
-      out->push_back(std::move(q_.front()));
-      q_.pop_front();
-      ++n;
-    }
-    *closed = closed_ && q_.empty();
-    not_full_.notify_all();
-    return n;
-  }
-  void Close() {
-    std::lock_guard<std::mutex> l(mu_);
-    closed_ = true;
-    not_empty_.notify_all();
-    not_full_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable not_empty_, not_full_;
-  std::deque<T> q_;
-  size_t cap_;
-  bool closed_ = false;
-};
-
-struct BlobJob {
-  git_oid oid;
-  std::string commit;
-  std::string path;
-};
-
-using WriterItem = std::variant<BlobRecord, BlobLocation>;
-
-// Shared state of one run. Counters are atomics read by the progress thread.
-struct RunState {
-  std::atomic<uint64_t> commits_walked{0}, blobs_seen{0}, blobs_scanned{0}, bytes_scanned{0},
-      blobs_skipped_done{0}, blobs_skipped_binary{0}, bytes_skipped_binary{0},
-      blobs_skipped_too_large{0}, bytes_skipped_too_large{0}, blobs_not_reached{0}, findings_new{0};
-  std::atomic<bool> stop{false};  // stop reading blobs (budget or fatal error)
-  std::atomic<bool> budget_hit{false};
-  std::optional<Clock::time_point> deadline;
-  std::mutex mu;
-  std::vector<std::string> problems;  // why the run is partial; never secret bytes
-
-  void Problem(std::string what) {
-    std::lock_guard<std::mutex> l(mu);
-    if (problems.size() < 100) problems.push_back(std::move(what));
-  }
-  bool PastDeadline() {
-    if (deadline && Clock::now() >= *deadline) {
-      if (!budget_hit.exchange(true)) Problem("the --max-seconds budget ran out");
-      stop = true;
-    }
-    return stop;
-  }
-  ScanCounters Snapshot() const {
-    ScanCounters c;
-    c.commits_walked = commits_walked;
-    c.blobs_seen = blobs_seen;
-    c.blobs_scanned = blobs_scanned;
-    c.bytes_scanned = bytes_scanned;
-    c.blobs_skipped_done = blobs_skipped_done;
-    c.blobs_skipped_binary = blobs_skipped_binary;
-    c.bytes_skipped_binary = bytes_skipped_binary;
-    c.blobs_skipped_too_large = blobs_skipped_too_large;
-    c.bytes_skipped_too_large = bytes_skipped_too_large;
-    c.blobs_not_reached = blobs_not_reached;
-    c.findings_new = findings_new;
-    return c;
-  }
-};
-
-// One scanning thread: owns its repository handle, odb and scratch.
-void ScanWorker(const std::string& mirror, const Detector& detector, const ScanOptions& opts,
-                Queue<BlobJob>* jobs, Queue<WriterItem>* results, RunState* run) {
-  git_repository* raw = nullptr;
-  if (int rc = git_repository_open_bare(&raw, mirror.c_str()); rc != 0) {
-    run->Problem(git::GitError(rc, "opening mirror for a scan thread").message());
-    run->stop = true;
-    BlobJob j;
-    while (jobs->Pop(&j)) ++run->blobs_not_reached;
-    return;
-  }
-  RepoPtr repo(raw);
-  git_odb* odb_raw = nullptr;
-  if (int rc = git_repository_odb(&odb_raw, repo.get()); rc != 0) {
-    run->Problem(git::GitError(rc, "opening object database of the mirror").message());
-    run->stop = true;
-    BlobJob j;
-    while (jobs->Pop(&j)) ++run->blobs_not_reached;
-    return;
-  }
-  git::OdbPtr odb(odb_raw);
+// One scanning thread: owns its object source (libgit2 handle and pack
+// reader) and its detector scratch.
+void ScanWorker(const std::string& mirror, const PackStore* store, const Detector& detector,
+                const ScanOptions& opts, Queue<BlobRun>* jobs, Queue<WriterItem>* results,
+                RunState* run) {
+  Result<std::unique_ptr<ObjectSource>> source = ObjectSource::Open(mirror, store, kWorkerCacheBytes);
   Result<std::unique_ptr<Detector::Scratch>> scratch = detector.NewScratch();
-  if (!scratch.ok()) {
-    run->Problem(scratch.status().message());
-    run->stop = true;
+  for (const Status& s : {source.status(), scratch.status()}) {
+    if (!s.ok()) {
+      run->Problem(s.message());
+      run->stop = true;
+    }
+  }
+  if (run->stop) {
+    BlobRun r;
+    while (jobs->Pop(&r)) run->blobs_not_reached += r.size();
+    return;
   }
   std::vector<Match> matches;
-  BlobJob job;
-  while (jobs->Pop(&job)) {
-    if (run->stop || run->PastDeadline()) {
-      ++run->blobs_not_reached;
-      continue;
-    }
-    const std::string hex = git::OidHex(job.oid);
-    BlobRecord rec;
-    rec.blob = hex;
-    rec.commit = job.commit;
-    rec.path = std::move(job.path);
-    size_t len = 0;
-    git_object_t type = GIT_OBJECT_INVALID;
-    if (int rc = git_odb_read_header(&len, &type, odb.get(), &job.oid); rc != 0) {
-      run->Problem(
-          git::GitError(rc, "reading blob " + hex + " (first seen in commit " + job.commit + ")")
-              .message());
-      ++run->blobs_not_reached;
-      continue;
-    }
-    rec.size = len;
-    if (len > opts.max_blob_bytes) {
-      rec.outcome = BlobOutcome::kTooLarge;
-      ++run->blobs_skipped_too_large;
-      run->bytes_skipped_too_large += len;
-      results->Push(std::move(rec));
-      continue;
-    }
-    git_odb_object* obj_raw = nullptr;
-    if (int rc = git_odb_read(&obj_raw, odb.get(), &job.oid); rc != 0) {
-      run->Problem(
-          git::GitError(rc, "reading blob " + hex + " (first seen in commit " + job.commit + ")")
-              .message());
-      ++run->blobs_not_reached;
-      continue;
-    }
-    std::unique_ptr<git_odb_object, OdbObjectFree> obj(obj_raw);
-    const std::string_view data(static_cast<const char*>(git_odb_object_data(obj.get())),
-                                git_odb_object_size(obj.get()));
-    rec.size = data.size();
-    matches.clear();
-    if (std::memchr(data.data(), '\0', std::min<size_t>(data.size(), kBinaryProbeBytes))) {
-      // Binary content is not scanned, but its path can still be a finding
-      // (a PKCS#12 bundle is binary by nature).
-      detector.ScanPathRules(rec.path, data.size(), &matches);
-      for (const Match& m : matches) {
-        StoredFinding f;
-        f.rule_id = detector.rules().rules[m.rule].id;
-        f.start = m.start;
-        f.end = m.end;
-        f.line = m.line;
-        f.fingerprint = Fingerprint(opts.fingerprint_key, data.substr(m.start, m.end - m.start));
-        rec.findings.push_back(std::move(f));
-      }
-      run->findings_new += rec.findings.size();
-      rec.outcome = BlobOutcome::kBinary;
-      ++run->blobs_skipped_binary;
-      run->bytes_skipped_binary += data.size();
-      results->Push(std::move(rec));
-      continue;
-    }
-    if (Status s = detector.Scan(data, rec.path, scratch->get(), &matches); !s.ok()) {
-      run->Problem("scanning blob " + hex + ": " + s.message());
-      ++run->blobs_not_reached;
-      continue;
-    }
+  auto record = [&](const std::string_view data, BlobRecord* rec) {
     for (const Match& m : matches) {
       StoredFinding f;
       f.rule_id = detector.rules().rules[m.rule].id;
@@ -260,12 +86,67 @@ void ScanWorker(const std::string& mirror, const Detector& detector, const ScanO
       f.end = m.end;
       f.line = m.line;
       f.fingerprint = Fingerprint(opts.fingerprint_key, data.substr(m.start, m.end - m.start));
-      rec.findings.push_back(std::move(f));
+      rec->findings.push_back(std::move(f));
     }
-    run->findings_new += rec.findings.size();
-    ++run->blobs_scanned;
-    run->bytes_scanned += data.size();
-    results->Push(std::move(rec));
+    run->findings_new += rec->findings.size();
+  };
+  BlobRun blob_run;
+  while (jobs->Pop(&blob_run)) {
+    for (BlobJob& job : blob_run) {
+      if (run->stop || run->PastDeadline()) {
+        ++run->blobs_not_reached;
+        continue;
+      }
+      BlobRecord rec;
+      rec.blob = git::OidHex(job.oid);
+      rec.commit = job.commit;
+      rec.path = std::move(job.path);
+      const std::string where = " (first seen in commit " + job.commit + ")";
+      uint64_t len = 0;
+      if (Status s = (*source)->Size(job.oid, job.loc, ObjectKind::kBlob, &len); !s.ok()) {
+        run->Problem(s.message() + where);
+        ++run->blobs_not_reached;
+        continue;
+      }
+      rec.size = len;
+      if (len > opts.max_blob_bytes) {
+        rec.outcome = BlobOutcome::kTooLarge;
+        ++run->blobs_skipped_too_large;
+        run->bytes_skipped_too_large += len;
+        results->Push(std::move(rec));
+        continue;
+      }
+      std::string_view data;
+      if (Status s = (*source)->Read(job.oid, job.loc, ObjectKind::kBlob, opts.max_blob_bytes,
+                                     &data);
+          !s.ok()) {
+        run->Problem(s.message() + where);
+        ++run->blobs_not_reached;
+        continue;
+      }
+      rec.size = data.size();
+      matches.clear();
+      if (std::memchr(data.data(), '\0', std::min<size_t>(data.size(), kBinaryProbeBytes))) {
+        // Binary content is not scanned, but its path can still be a finding
+        // (a PKCS#12 bundle is binary by nature).
+        detector.ScanPathRules(rec.path, data.size(), &matches);
+        record(data, &rec);
+        rec.outcome = BlobOutcome::kBinary;
+        ++run->blobs_skipped_binary;
+        run->bytes_skipped_binary += data.size();
+        results->Push(std::move(rec));
+        continue;
+      }
+      if (Status s = detector.Scan(data, rec.path, scratch->get(), &matches); !s.ok()) {
+        run->Problem("scanning blob " + rec.blob + ": " + s.message());
+        ++run->blobs_not_reached;
+        continue;
+      }
+      record(data, &rec);
+      ++run->blobs_scanned;
+      run->bytes_scanned += data.size();
+      results->Push(std::move(rec));
+    }
   }
 }
 
@@ -281,7 +162,7 @@ void Writer(const std::string& db_path, const std::string& policy, const std::st
   bool closed = false;
   while (!closed) {
     items.clear();
-    results->PopSome(&items, 2048, std::chrono::milliseconds(200), &closed);
+    results->PopSome(&items, 8192, std::chrono::milliseconds(200), &closed);
     if (items.empty() || !ledger.ok()) continue;
     std::vector<BlobRecord> blobs;
     std::vector<BlobLocation> locations;
@@ -358,110 +239,6 @@ Result<std::vector<SelectedRef>> SelectRefs(git_repository* repo, const std::str
   }
   return out;
 }
-
-// Walks the trees of commits, queueing each unseen blob once.
-class TreeWalker {
- public:
-  TreeWalker(git_repository* repo, DoneLedger* ledger, const std::string& policy,
-             const ScanOptions& opts, Queue<BlobJob>* jobs, Queue<WriterItem>* results,
-             RunState* run)
-      : repo_(repo),
-        ledger_(ledger),
-        policy_(policy),
-        opts_(opts),
-        jobs_(jobs),
-        results_(results),
-        run_(run) {}
-
-  // False when the walk must stop (budget, error).
-  bool WalkCommit(const git_oid& commit_oid) {
-    git_commit* c = nullptr;
-    commit_hex_ = git::OidHex(commit_oid);
-    if (int rc = git_commit_lookup(&c, repo_, &commit_oid); rc != 0) {
-      run_->Problem(git::GitError(rc, "reading commit " + commit_hex_).message());
-      return false;
-    }
-    git::CommitPtr commit(c);
-    git_tree* t = nullptr;
-    if (int rc = git_commit_tree(&t, commit.get()); rc != 0) {
-      run_->Problem(git::GitError(rc, "reading the tree of commit " + commit_hex_).message());
-      return false;
-    }
-    git::TreePtr tree(t);
-    ++run_->commits_walked;
-    if (!seen_.insert(*git_tree_id(tree.get())).second) return true;
-    return WalkTree(tree.get(), "");
-  }
-
- private:
-  bool WalkTree(git_tree* tree, const std::string& prefix) {
-    const size_t n = git_tree_entrycount(tree);
-    for (size_t i = 0; i < n; ++i) {
-      if (run_->stop) return false;
-      const git_tree_entry* e = git_tree_entry_byindex(tree, i);
-      const git_oid* oid = git_tree_entry_id(e);
-      const git_object_t type = git_tree_entry_type(e);
-      if (type != GIT_OBJECT_TREE && type != GIT_OBJECT_BLOB) continue;  // submodules
-      if (!seen_.insert(*oid).second) continue;
-      std::string path = prefix + git_tree_entry_name(e);
-      if (type == GIT_OBJECT_TREE) {
-        git_tree* sub = nullptr;
-        if (int rc = git_tree_lookup(&sub, repo_, oid); rc != 0) {
-          run_->Problem(git::GitError(rc, "reading tree " + git::OidHex(*oid) + " at " + path +
-                                              " in commit " + commit_hex_)
-                            .message());
-          return false;
-        }
-        git::TreePtr guard(sub);
-        if (!WalkTree(sub, path + "/")) return false;
-      } else if (!OnBlob(*oid, std::move(path))) {
-        return false;
-      }
-    }
-    return true;
-  }
-
-  bool OnBlob(const git_oid& oid, std::string path) {
-    ++run_->blobs_seen;
-    const std::string hex = git::OidHex(oid);
-    Result<bool> done = ledger_->IsDone(policy_, hex);
-    if (!done.ok()) {
-      run_->Problem(done.status().message());
-      return false;
-    }
-    if (*done) {
-      ++run_->blobs_skipped_done;
-      Result<bool> has = ledger_->HasFindings(policy_, hex);
-      if (!has.ok()) {
-        run_->Problem(has.status().message());
-        return false;
-      }
-      // Keep the listing complete for this repository: the blob may have
-      // been scanned through another repository.
-      if (*has) results_->Push(BlobLocation{hex, commit_hex_, std::move(path)});
-      return true;
-    }
-    if (opts_.max_blobs && queued_ >= *opts_.max_blobs) {
-      // Stops the walk only: blobs already queued are still scanned.
-      if (!run_->budget_hit.exchange(true)) run_->Problem("the --max-blobs budget ran out");
-      return false;
-    }
-    ++queued_;
-    jobs_->Push(BlobJob{oid, commit_hex_, std::move(path)});
-    return true;
-  }
-
-  git_repository* repo_;
-  DoneLedger* ledger_;
-  const std::string& policy_;
-  const ScanOptions& opts_;
-  Queue<BlobJob>* jobs_;
-  Queue<WriterItem>* results_;
-  RunState* run_;
-  std::unordered_set<git_oid, OidHash, OidEq> seen_;  // trees and blobs of this run
-  std::string commit_hex_;
-  uint64_t queued_ = 0;
-};
 
 std::string PathForJson(const std::string& path, bool* escaped) {
   *escaped = !IsValidUtf8(path);
@@ -637,13 +414,15 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
 
   const unsigned threads =
       opts.threads ? opts.threads : std::max(1u, std::thread::hardware_concurrency());
-  Queue<BlobJob> jobs(4096);
+  // The packs read directly by the scanning threads (libgit2 for the rest).
+  const std::unique_ptr<PackStore> store = PackStore::Open(mirror);
+  Queue<BlobRun> jobs(16);  // runs of up to 512 blobs
   Queue<WriterItem> results(8192);
   std::thread writer(Writer, db_path, policy, target.key, &results, &run);
   std::vector<std::thread> workers;
   for (unsigned i = 0; i < threads; ++i) {
-    workers.emplace_back(ScanWorker, mirror, std::cref(*detector), std::cref(opts), &jobs, &results,
-                         &run);
+    workers.emplace_back(ScanWorker, mirror, store.get(), std::cref(*detector), std::cref(opts),
+                         &jobs, &results, &run);
   }
   std::atomic<bool> progress_done{false};
   std::thread progress;
@@ -661,8 +440,17 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
   }
 
   bool walk_finished = true;
-  if (anything) {
-    TreeWalker walker(repo.get(), ledger.get(), policy, opts, &jobs, &results, &run);
+  // The walk reads commits and trees through its own source (and cache).
+  Result<std::unique_ptr<ObjectSource>> source =
+      ObjectSource::Open(mirror, store.get(), kWalkCacheBytes);
+  if (anything && !source.ok()) {
+    run.Problem(source.status().message());
+    walk_finished = false;
+  } else if (anything) {
+    // A first scan under this policy has nothing done: skip the lookups.
+    Result<bool> any_done = ledger->AnyDone(policy);
+    TreeWalker walker(source->get(), !any_done.ok() || *any_done ? ledger.get() : nullptr, policy,
+                      opts, &jobs, &results, &run);
     git_oid oid;
     int rc;
     while ((rc = git_revwalk_next(&oid, walk.get())) == 0) {
@@ -675,6 +463,8 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
       run.Problem(git::GitError(rc, "walking commits of " + target.key).message());
       walk_finished = false;
     }
+    // Blobs collected before the walk stopped are scanned all the same.
+    walker.Flush();
   }
   jobs.Close();
   for (std::thread& t : workers) t.join();
@@ -688,6 +478,21 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
   report.complete = walk_finished && !run.stop && !problems_after_notes;
   report.budget_exhausted = run.budget_hit;
   report.partial_reasons = run.problems;
+
+  // The listing (every finding recorded for this repository), with where
+  // each one sits in history: read before the watermarks move, so a
+  // failure here leaves the run partial.
+  Result<std::vector<ListedFinding>> listed = ledger->ListFindings(target.key, policy);
+  if (!listed.ok()) return listed.status();
+  std::vector<git_oid> tips;
+  for (const SelectedRef& r : refs) tips.push_back(r.tip);
+  Status annotated = source.ok() ? AnnotateSecretHistory(repo.get(), source->get(), tips, &*listed)
+                                 : source.status();
+  if (Status s = annotated; !s.ok()) {
+    report.complete = false;
+    report.partial_reasons.push_back(s.message());
+  }
+
   if (report.complete) {
     // All batches are committed (the writer has joined): now, and only now,
     // the watermarks move, all in one transaction.
@@ -703,8 +508,6 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
     }
   }
 
-  Result<std::vector<ListedFinding>> listed = ledger->ListFindings(target.key, policy);
-  if (!listed.ok()) return listed.status();
   std::map<std::string, size_t> rule_index;
   for (size_t i = 0; i < opts.rules.rules.size(); ++i) rule_index[opts.rules.rules[i].id] = i;
   for (ListedFinding& f : *listed) {
@@ -725,23 +528,45 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
   };
   std::sort(report.findings.begin(), report.findings.end(), by_location);
   std::sort(report.accepted.begin(), report.accepted.end(), by_location);
+  std::vector<FindingLocation> locations;
+  for (const ListedFinding& f : report.findings) locations.push_back(ToLocation(f));
+  report.secrets = GroupBySecret(std::move(locations));
   report.baseline_used = !opts.baseline.empty();
   for (const Rule& r : opts.rules.rules) report.rules.push_back({r.id, r.description});
   report.elapsed_seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return report;
 }
 
+FindingLocation ToLocation(const ListedFinding& f) {
+  FindingLocation l;
+  l.rule = f.finding.rule_id;
+  l.fingerprint = f.finding.fingerprint;
+  l.blob = f.blob;
+  l.commit = f.commit;
+  l.path = PathForJson(f.path, &l.path_percent);
+  l.line = f.finding.line;
+  l.start = f.finding.start;
+  l.end = f.finding.end;
+  if (f.commit_time != 0) l.commit_time = f.commit_time;
+  if (f.commit_rank >= 0) l.commit_rank = f.commit_rank;
+  l.at_tip = f.at_tip;
+  return l;
+}
+
 std::string FindingJson(const ListedFinding& f) {
-  bool escaped = false;
-  nlohmann::json j = {
-      {"rule", f.finding.rule_id}, {"blob", f.blob},
-      {"commit", f.commit},        {"path", PathForJson(f.path, &escaped)},
-      {"line", f.finding.line},    {"start", f.finding.start},
-      {"end", f.finding.end},      {"fingerprint", f.finding.fingerprint},
-  };
-  if (escaped) j["path_encoding"] = "percent";
+  nlohmann::json j = LocationJson(ToLocation(f));
   Result<std::string> s = CanonicalJson(j);
-  return s.ok() ? *s : j.dump();
+  return s.ok() ? *s : j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string SecretsJsonl(const ScanReport& r) {
+  std::string out;
+  for (const SecretGroup& g : r.secrets) {
+    nlohmann::json j = GroupJson(g, /*with_locations=*/true);
+    Result<std::string> s = CanonicalJson(j);
+    out += (s.ok() ? *s : j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) + "\n";
+  }
+  return out;
 }
 
 std::string SummaryJson(const ScanReport& r) {
@@ -776,6 +601,9 @@ std::string SummaryJson(const ScanReport& r) {
       {"bytes_skipped_too_large", c.bytes_skipped_too_large},
       {"blobs_not_reached", c.blobs_not_reached},
       {"findings", r.findings.size()},
+      {"secrets", r.secrets.size()},
+      {"secrets_at_tip", std::count_if(r.secrets.begin(), r.secrets.end(),
+                                       [](const SecretGroup& g) { return g.at_tip == true; })},
       {"findings_new", c.findings_new},
       {"findings_allowlisted", r.findings_allowlisted},
       {"findings_baselined", r.accepted.size()},
@@ -791,6 +619,7 @@ Status WriteOutputs(const ScanReport& r, const std::string& dir) {
   std::string lines;
   for (const ListedFinding& f : r.findings) lines += FindingJson(f) + "\n";
   GATOS_RETURN_IF_ERROR(WriteFileAtomic(dir + "/findings.jsonl", lines));
+  GATOS_RETURN_IF_ERROR(WriteFileAtomic(dir + "/secrets.jsonl", SecretsJsonl(r)));
   GATOS_RETURN_IF_ERROR(WriteFileAtomic(dir + "/findings.sarif", SarifJson(r) + "\n"));
   return WriteFileAtomic(dir + "/summary.json", SummaryJson(r) + "\n");
 }

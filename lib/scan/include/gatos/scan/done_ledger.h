@@ -64,6 +64,13 @@ struct ListedFinding {
   StoredFinding finding;
   std::string commit;
   std::string path;
+  // Filled by the scanner from the repository, not stored: when `commit`
+  // was made (seconds; 0 when unknown, e.g. pruned by a force-push), its
+  // position among the listing's commits (oldest first; -1 unknown), and
+  // whether `blob` is in the tree of a scanned ref's tip.
+  int64_t commit_time = 0;
+  int64_t commit_rank = -1;
+  bool at_tip = false;
 };
 
 class DoneLedger {
@@ -100,6 +107,8 @@ class DoneLedger {
 
   // Number of done markers under `policy` (for tests and the summary).
   Result<int64_t> DoneCount(const std::string& policy);
+  // Whether any blob is done under `policy` (cheap: one index probe).
+  Result<bool> AnyDone(const std::string& policy);
 
  private:
   struct Statements;  // prepared statements reused across calls

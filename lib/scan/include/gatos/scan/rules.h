@@ -45,10 +45,14 @@ struct Allowlist {
   std::vector<std::string> regexes;        // regexes over the secret bytes
   std::vector<std::string> match_regexes;  // regexes over the whole match of the rule
   std::vector<std::string> line_regexes;   // regexes over the line(s) holding the match
-  std::vector<std::string> stopwords;      // lowercase substrings of the secret (any case)
+  // Regexes over the secret decoded (DecodedValue in gatos/scan/value_decode.h:
+  // percent-encoding, or base64 of printable text); not applied to a secret
+  // that is neither.
+  std::vector<std::string> decoded_regexes;
+  std::vector<std::string> stopwords;  // lowercase substrings of the secret (any case)
   bool empty() const {
     return paths.empty() && regexes.empty() && match_regexes.empty() && line_regexes.empty() &&
-           stopwords.empty();
+           decoded_regexes.empty() && stopwords.empty();
   }
 };
 

@@ -32,6 +32,7 @@
 #include "gatos/scan/baseline.h"
 #include "gatos/scan/done_ledger.h"
 #include "gatos/scan/rules.h"
+#include "gatos/secret_groups.h"
 #include "gatos/status.h"
 
 namespace gatos::scan {
@@ -111,6 +112,7 @@ struct ScanReport {
   double elapsed_seconds = 0;
   std::vector<ListedFinding> findings;  // sorted (path, line, start, rule, blob)
   std::vector<ListedFinding> accepted;  // in the baseline; same order
+  std::vector<SecretGroup> secrets;     // `findings` grouped by secret, oldest first
   uint64_t findings_allowlisted = 0;    // dropped by path allow-lists
   bool baseline_used = false;           // a non-empty baseline was given
   std::vector<RuleInfo> rules;          // the rule set, in order
@@ -128,14 +130,19 @@ Result<ScanReport> RunScan(const ScanOptions& options);
 
 // One canonical JSON object (no newline) per finding; never secret bytes.
 std::string FindingJson(const ListedFinding& f);
+// The finding as a location of its secret (gatos/secret_groups.h).
+FindingLocation ToLocation(const ListedFinding& f);
+// One canonical JSON object per line per distinct secret (GroupJson with
+// every location), in the order of `r.secrets`.
+std::string SecretsJsonl(const ScanReport& r);
 std::string SummaryJson(const ScanReport& r);
 // A SARIF 2.1.0 log (what code-scanning UIs read): the rules' metadata, one
 // result per finding with its location, byte span and fingerprints, and the
 // baseline's accepted findings as suppressed results. Never secret bytes: no
 // snippets, only positions and keyed fingerprints.
 std::string SarifJson(const ScanReport& r);
-// Writes findings.jsonl, findings.sarif and summary.json into `dir` (each
-// atomically).
+// Writes findings.jsonl, secrets.jsonl, findings.sarif and summary.json into
+// `dir` (each atomically).
 Status WriteOutputs(const ScanReport& r, const std::string& dir);
 
 }  // namespace gatos::scan
