@@ -44,6 +44,7 @@
 #include "gatos/manifest.h"
 #include "gatos/outbox.h"
 #include "gatos/result.h"
+#include "gatos/result_path.h"
 #include "gatos/rpc.h"
 #include "gatos/signed_request.h"
 
@@ -848,8 +849,8 @@ class Worker {
 
   // Adds outputs/<rel> for each regular file the job left in its output dir.
   // Returns why the outputs cannot be part of the result ("" if they can):
-  // a name the ledger refuses (not UTF-8, '.git', ...), too many files, too
-  // deep, or more bytes than the result may hold. Stops reading at the first.
+  // a name the ledger refuses (CheckResultPath), too many files, too deep,
+  // or more bytes than the result may hold. Stops reading at the first.
   std::string CollectOutputs(const std::string& out_dir, size_t max_bytes, size_t max_files,
                              std::vector<ResultFile>* files) {
     std::error_code ec;
@@ -865,20 +866,9 @@ class Worker {
                " levels a result tree may have; no output file was kept";
       }
       if (it->is_symlink(ec) || !it->is_regular_file(ec)) continue;
-      std::string rel = fs::relative(it->path(), out_dir, ec).generic_string();
-      std::string path = "outputs/" + rel;
-      if (TruncateUtf8(path, path.size()) != path) {
-        return "output file name \"" + TruncateUtf8(rel, 200) + "\" is not valid UTF-8; no output file was kept";
-      }
-      for (size_t a = 0, b; a <= rel.size(); a = b + 1) {
-        b = std::min(rel.find('/', a), rel.size());
-        std::string_view part = std::string_view(rel).substr(a, b - a);
-        if (part.empty() || part == "." || part == ".." || part == ".git") {
-          return "output file name \"" + TruncateUtf8(rel, 200) +
-                 "\" has an empty, '.', '..' or '.git' component, which a result tree may not hold; no "
-                 "output file was kept";
-        }
-      }
+      std::string path = "outputs/" + fs::relative(it->path(), out_dir, ec).generic_string();
+      // The ledger's own rule for the names of a result (result_path.h), in its words.
+      if (Status s = CheckResultPath(path); !s.ok()) return s.message() + "; no output file was kept";
       if (found.size() >= max_files) {
         return "more than " + std::to_string(max_files) + " output files (a result holds at most " +
                std::to_string(kMaxResultFiles) + " files); no output file was kept";
