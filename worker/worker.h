@@ -1,7 +1,9 @@
 // The worker: takes pending jobs from JetStream, claims them through the
 // ledger RPC, runs them (exec.h), renews the lease while they run, builds and
 // signs the result (result.h) and delivers it through a durable outbox
-// (outbox.h). docs/worker-execution.md is the operator's view.
+// (outbox.h). docs/worker-execution.md is the operator's view. This program
+// holds the threads and the I/O; every decision they act on is in
+// gatos_worker (lib/worker), with its unit tests.
 //
 // Threads (docs/worker-execution.md, "The worker's pipeline"): the caller's
 // thread fetches job offers and claims them, several per request; one
@@ -20,17 +22,12 @@
 #include <vector>
 
 #include "gatos/exec.h"
+#include "gatos/worker/concurrency.h"
 
 namespace gatos::worker {
 
-// Default --concurrency: kConcurrencyPerCpu x the CPUs this process may run
-// on, within [kMinDefaultConcurrency, kMaxDefaultConcurrency]. A job slot
-// mostly waits (for the process start, the ledger's replies, the job's own
-// I/O), so several per CPU keep the CPUs busy with trivial jobs; a machine
-// full of CPU-bound jobs should pass --concurrency = its CPU count.
-inline constexpr int kConcurrencyPerCpu = 8;
-inline constexpr int kMinDefaultConcurrency = 4;
-inline constexpr int kMaxDefaultConcurrency = 64;
+// Default --concurrency: ConcurrencyForCpus (gatos/worker/concurrency.h) of
+// the CPUs this process may run on.
 int DefaultConcurrency();
 
 struct WorkerOptions {

@@ -3,8 +3,8 @@
 // the ledger accepts, refused with the same words on both sides.
 //
 //   - the worker, before it builds anything, refuses its job's outputs by it
-//     (CollectOutputs), and the job ends `failed` with this reason in its
-//     first epoch;
+//     (gatos/worker/output_collection.h), and the job ends `failed` with
+//     this reason in its first epoch;
 //   - BuildTreeObjects (gatos/result.h) builds no tree that breaks it;
 //   - the ledger and the auditor refuse a poe.json that lists such a path
 //     (ParsePoe, through CheckResultCommit), and the tree must equal that list.
