@@ -230,6 +230,33 @@ TEST_F(WorkerResultAssembly, StreamsOverTheLimitLeaveTheSmallestResultThereIs) {
   EXPECT_TRUE(report.parsed.poe.stdout_truncated);  // the run's own marks stay
 }
 
+TEST_F(WorkerResultAssembly, AsManyOutputFilesAsTheLedgerTakesAndNotOneMore) {
+  // The ledger takes 4,096 files in a result; poe.json, stdout, stderr and
+  // the attestation leave 4,092 for outputs (empty files: one blob for all).
+  for (int i = 0; i < 4092; ++i) Write("f" + std::to_string(i), "");
+  std::vector<ResultFile> files;
+  Poe poe = Ran(0, &files);
+  AssembledResult r = AssembleResult(Context(), poe, files, manifest_json_, out_);
+  EXPECT_EQ(r.poe.status, "succeeded") << r.poe.reason;
+  ResultReport report = Check(r);
+  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": " << report.first_failure()->detail;
+  EXPECT_EQ(report.parsed.tree_files.size(), 4095u);  // and poe.json
+
+  Write("one-more", "");
+  r = AssembleResult(Context(), poe, files, manifest_json_, out_);
+  EXPECT_EQ(r.poe.status, "failed");
+  EXPECT_EQ(r.poe.reason, "more than 4092 output files (a result holds at most 4096 files); no output file was kept");
+  report = Check(r);
+  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": " << report.first_failure()->detail;
+
+  // Without an attestation there is room for one more.
+  r = AssembleResult(Context(), poe, files, "", out_);
+  EXPECT_EQ(r.poe.status, "succeeded") << r.poe.reason;
+  report = Check(r);
+  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": " << report.first_failure()->detail;
+  EXPECT_EQ(report.parsed.tree_files.size(), 4095u);
+}
+
 TEST_F(WorkerResultAssembly, TooManyObjectsForTheLedgerFailTheJobWithoutOutputs) {
   for (int i = 0; i < 6; ++i) Write("f" + std::to_string(i), "distinct " + std::to_string(i));
   std::vector<ResultFile> files;

@@ -70,7 +70,9 @@ AssembledResult AssembleResult(const ResultContext& c, Poe poe, std::vector<Resu
                                const std::string& manifest_json, const std::string& out_dir) {
   AssembledResult out;
   if (!out_dir.empty()) {
-    Status outputs = CollectOutputs(out_dir, OutputLimitsFor(c.max_result_bytes, files.size()), &files);
+    // The attestation is one more file of the result: the ledger counts it.
+    const size_t other_files = files.size() + (manifest_json.empty() ? 0 : 1);
+    Status outputs = CollectOutputs(out_dir, OutputLimitsFor(c.max_result_bytes, other_files), &files);
     if (!outputs.ok()) {
       poe.status = "failed";
       poe.reason = outputs.message();

@@ -39,7 +39,8 @@ struct OutputLimits {
 };
 
 // The limits for outputs in a result of at most `max_result_bytes` that
-// holds `other_files` other files (stdout, stderr) and poe.json.
+// holds `other_files` other files (stdout, stderr, the provenance
+// attestation) and poe.json.
 OutputLimits OutputLimitsFor(int64_t max_result_bytes, size_t other_files);
 
 // Appends outputs/<rel> for each regular file under `out_dir` to *files (in
