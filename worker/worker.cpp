@@ -1,7 +1,6 @@
 #include "worker.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -17,7 +16,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -40,19 +38,22 @@
 #include "gatos/log.h"
 #include "gatos/manifest.h"
 #include "gatos/outbox.h"
-#include "gatos/result.h"
 #include "gatos/rpc.h"
 #include "gatos/signed_request.h"
 #include "gatos/worker/concurrency.h"
-#include "gatos/worker/delivery.h"
 #include "gatos/worker/job_spec.h"
-#include "gatos/worker/lease_renewal.h"
 #include "gatos/worker/offer_settlement.h"
 #include "gatos/worker/poe_assembly.h"
 #include "gatos/worker/prefetch.h"
-#include "gatos/worker/result_assembly.h"
 #include "gatos/worker/rpc_reply.h"
 #include "gatos/worker/stop_decision.h"
+#include "job.h"
+#include "job_runner.h"
+#include "ledger_client.h"
+#include "renewer.h"
+#include "reporter.h"
+#include "result_signer.h"
+#include "runner_slot.h"
 
 namespace gatos::worker {
 
@@ -71,46 +72,11 @@ namespace fs = std::filesystem;
 
 constexpr char kVersion[] = "gatos-worker 0.1.0";
 
-std::string Short(const std::string& hex) { return hex.substr(0, 12); }
-
 std::string Platform() {
   struct utsname u;
   if (uname(&u) != 0) return "linux";
   return std::string("linux-") + u.machine;
 }
-
-// One claimed job, from its verified grant until its result is handed to
-// the reporter. The runner thread owns it; `mu` guards `exec`, which the
-// renewer and the cancel handler use to stop it.
-struct Job {
-  std::string hex;
-  int64_t epoch = 0;
-  VerifiedGrant grant;  // checked against the ledger key before anything ran
-  std::string ws;       // the runner slot's directory: work/ (HOME) and out/
-  std::atomic<bool> cancel{false};
-  std::atomic<bool> stale{false};  // the lease was lost: stop, report nothing
-  std::atomic<bool> halt{false};   // any Stop(): ends an input fetch too
-  std::mutex mu;
-  Execution* exec = nullptr;  // guarded by mu; set while the command runs
-  LeaseRenewal renewal;  // the renewer's (guarded by the renewer's mutex)
-
-  void Stop() {
-    halt = true;
-    std::lock_guard<std::mutex> l(mu);
-    if (exec) exec->Stop();
-  }
-};
-
-// A finished job's result, built and signed, on its way to the ledger.
-struct Finished {
-  std::shared_ptr<Job> job;  // null for a result read back from the outbox
-  std::string job_hex;
-  std::string commit_id;
-  std::string frame;   // the result request (rpc::EncodeFrame)
-  std::string status;  // the PoE status, for the log
-  Poe poe;             // as reported, for a smaller failed result if this one cannot be sent
-  int64_t outbox_id = 0;
-};
 
 class Worker {
  public:
@@ -134,7 +100,7 @@ class Worker {
     }
     auto program = Blake3File("/proc/self/exe");
     if (!program.ok()) return Fail("cannot hash the worker binary: " + program.status().message());
-    runner_ = {key_->public_key().WorkerId(), TaggedDigest(*program), kVersion, Platform()};
+    identity_ = {key_->public_key().WorkerId(), TaggedDigest(*program), kVersion, Platform()};
 
     std::error_code ec;
     // Nothing in the state (keys, mirrors of private repositories, other
@@ -220,9 +186,16 @@ class Worker {
       }
     }
 
+    ledger_.emplace(bus_.get());
+    signer_.emplace(&*key_, opts_.name);
+    renewer_.emplace(&*ledger_, &*key_, &ledger_keys_, outbox_.get());
+    reporter_.emplace(&*ledger_, outbox_.get(), &*signer_);
+    runner_.emplace(JobRunner::Parts{launcher_.get(), resolver_.get(), &host_, &identity_, &*signer_, &*reporter_,
+                                     outbox_.get(), &shutting_down_});
+
     Recover();
     // Drain before new work: results finished before a crash go out first.
-    DeliverDue(/*all=*/true);
+    reporter_->DeliverDue(/*all=*/true);
 
     auto cancel_sub = bus_->Subscribe(std::string(rpc::kCancelEventPrefix) + "*", [this](Message m) {
       std::string hex = m.subject.substr(std::strlen(rpc::kCancelEventPrefix));
@@ -255,8 +228,8 @@ class Worker {
     }
     std::vector<std::thread> runners;
     for (int i = 0; i < opts_.concurrency; ++i) runners.emplace_back([this, i] { RunnerLoop(i); });
-    std::thread renewer([this] { RenewLoop(); });
-    std::thread reporter([this] { ReportLoop(); });
+    renewer_->Start();
+    reporter_->Start();
     Log("worker ed25519:" + worker_hex_ + " ready (concurrency " + std::to_string(opts_.concurrency) + ")");
 
     while (!*stop_ && consumer) FetchAndClaim(*consumer);
@@ -273,15 +246,8 @@ class Worker {
     }
     cv_.notify_all();
     for (auto& t : runners) t.join();
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      background_stop_ = true;
-    }
-    cv_.notify_all();
-    renew_cv_.notify_all();
-    report_cv_.notify_all();
-    renewer.join();
-    reporter.join();  // it stores and sends what the runners handed it first
+    renewer_->Stop();
+    reporter_->Stop();  // it stores and sends what the runners handed it first
     Log("stopped");
     return 0;
   }
@@ -320,34 +286,6 @@ class Worker {
     return OkStatus();
   }
 
-  // Fetches the job's git inputs before it starts (the lease is renewed
-  // meanwhile). Failures become the job's `failed` result: a permanent one
-  // (not found, authentication refused, ref or commit missing, a refused
-  // url) at once; a transient one after a few attempts with backoff, saying
-  // so, so that the ledger's retry policy (PROTOCOL section 12) may run it
-  // again later.
-  bool ResolveInputs(const std::shared_ptr<Job>& job, const std::vector<GitInput>& inputs,
-                     std::vector<ResolvedInput>* resolved, Poe* poe) {
-    InputRetryPolicy policy;
-    policy.deadline_ms = SystemNowMs() + std::max<int64_t>(60000, job->grant.lease.lease_ms * 4);
-    if (StopBeforeItRuns(job->stale, job->cancel, shutting_down_)) job->halt = true;
-    InputResolution res = resolver_->ResolveAll(inputs, policy, &job->halt, [&](const std::string& m) {
-      Log("job " + Short(job->hex) + ": " + m);
-    });
-    *resolved = std::move(res.inputs);
-    poe->inputs = PoeInputsOf(*resolved);
-    if (res.status.ok()) {
-      for (const ResolvedInput& r : *resolved) {
-        Log("job " + Short(job->hex) + ": input " + std::to_string(r.input.index) + " at " + Short(r.commit));
-      }
-      return true;
-    }
-    if (res.status.code() == StatusCode::kAborted) return false;  // the caller sees why
-    RecordInputFailure(res.status, IsTransientInputError(res.status), poe);
-    Log("job " + Short(job->hex) + ": " + poe->reason);
-    return false;
-  }
-
   int Active() {
     std::lock_guard<std::mutex> l(mu_);
     return active_;
@@ -357,22 +295,6 @@ class Worker {
     std::lock_guard<std::mutex> l(mu_);
     auto it = running_.find(hex);
     return it == running_.end() ? nullptr : it->second;
-  }
-
-  Reply Call(const char* subject, const std::string& data, int timeout_ms) {
-    auto m = bus_->Request(subject, data, timeout_ms);
-    if (!m.ok()) return NoReply(m.status());
-    return ReplyOf(m->data, subject);
-  }
-
-  // Sends `entries` (requests of the single form) as one batch request, or
-  // as the single form when there is one; one Reply per entry, in order.
-  std::vector<Reply> CallMany(const char* single, const char* batch, const std::vector<std::string>& entries,
-                              int timeout_ms) {
-    if (entries.size() == 1) return {Call(single, entries[0], timeout_ms)};
-    auto m = bus_->Request(batch, rpc::EncodeBatch(entries), timeout_ms);
-    if (!m.ok()) return std::vector<Reply>(entries.size(), NoReply(m.status()));
-    return RepliesOfBatch(m->data, entries.size(), single, batch);
   }
 
   void Recover() {
@@ -445,7 +367,7 @@ class Worker {
       offers.push_back(std::move(m));
     }
     if (requests.empty()) return;
-    std::vector<Reply> replies = CallMany(rpc::kClaim, rpc::kClaimBatch, requests, 5000);
+    std::vector<Reply> replies = ledger_->CallMany(rpc::kClaim, rpc::kClaimBatch, requests, 5000);
     std::vector<std::shared_ptr<Job>> granted;
     std::vector<LocalLease> leases;
     for (size_t i = 0; i < replies.size(); ++i) {
@@ -481,7 +403,7 @@ class Worker {
     Status rec = outbox_->RecordLeases(leases, SystemNowMs());
     if (!rec.ok()) Log("cannot record " + std::to_string(leases.size()) + " lease(s) locally: " + rec.message());
     // Renewed from now on, while waiting for a slot too (a prefetched job).
-    for (auto& job : granted) Renewing(job, true);
+    for (auto& job : granted) renewer_->Add(job);
     {
       std::lock_guard<std::mutex> l(mu_);
       for (auto& job : granted) {
@@ -511,11 +433,7 @@ class Worker {
 
   // ---- running (one runner thread per concurrent job) ----
 
-  // A runner keeps one slot directory, <state>/jobs/slot-<n>, for job after
-  // job: work/ (the job's HOME) and out/ are emptied after each job rather
-  // than created and removed (on this project's VM, with ext4 without a
-  // journal, every mkdir costs a scan for a free inode: a third of the
-  // worker's CPU per trivial job).
+  // Runner `n` runs job after job in its slot (runner_slot.h), <state>/jobs/slot-<n>.
   void RunnerLoop(int n) {
     const std::string slot = opts_.state_dir + "/jobs/slot-" + std::to_string(n);
     ResetSlot(slot);
@@ -530,8 +448,8 @@ class Worker {
       }
       job->ws = slot;
       int64_t started = SystemNowMs();
-      RunJob(job);
-      Renewing(job, false);
+      runner_->Run(job);
+      renewer_->Remove(*job);
       RecordRunTime(SystemNowMs() - started);
       ResetSlot(slot);
       {
@@ -543,425 +461,26 @@ class Worker {
     }
   }
 
-  void RunJob(const std::shared_ptr<Job>& job) {
-    if (DisposeOfRun(job->stale, job->cancel, false) == RunDisposition::kDiscardLeaseLost) {
-      Log("job " + Short(job->hex) + ": lease lost before it started; discarded");
-      Abandon(*job);
-      return;
-    }
-    Log("claimed job " + Short(job->hex) + " (epoch " + std::to_string(job->epoch) + ")");
-    Poe poe = StartPoe(runner_, job->hex, job->epoch, job->grant.lease.output_cap_bytes, SystemNowMs());
-    std::vector<ResultFile> files;
-
-    // Parsed once, by VerifyGrant (a job.yaml this worker cannot parse is no grant).
-    const Manifest& manifest = job->grant.manifest;
-    if (job->cancel) {
-      RecordCancelled(CancelledAt::kBeforeStart, &poe);
-    } else {
-      std::vector<ResolvedInput> resolved;
-      auto git_inputs = GitInputs(manifest);
-      bool inputs_ok = true;
-      if (!git_inputs.ok()) {
-        // Permanent: the ledger accepted it, but this worker cannot read its inputs.
-        RecordUnreadableInputs(git_inputs.status(), &poe);
-        inputs_ok = false;
-      } else if (!git_inputs->empty()) {
-        inputs_ok = ResolveInputs(job, *git_inputs, &resolved, &poe);
-        if (!inputs_ok && poe.status.empty()) {  // stopped while fetching
-          switch (DisposeOfRun(job->stale, job->cancel, true)) {
-            case RunDisposition::kDiscardLeaseLost:
-              Log("job " + Short(job->hex) + ": lease lost while fetching its inputs; discarded");
-              Abandon(*job);
-              return;
-            case RunDisposition::kDiscardShutdown:
-              Log("job " + Short(job->hex) + ": stopped by shutdown while fetching its inputs");
-              Abandon(*job);
-              return;
-            case RunDisposition::kReport:
-              RecordCancelled(CancelledAt::kWhileFetchingInputs, &poe);
-              break;
-          }
-        }
-      }
-      if (inputs_ok) RunCommand(job, resolved, &poe, &files);
-      if (poe.status.empty()) return;  // abandoned (stale lease or shutdown)
-    }
-    FinishPoe(SystemNowMs(), &poe, &files);
-    Finished f = BuildFinished(job, std::move(poe), std::move(files), job->grant.canonical, job->ws + "/out");
-    {
-      std::lock_guard<std::mutex> l(report_mu_);
-      to_report_.push_back(std::move(f));
-    }
-    report_cv_.notify_one();
-  }
-
-  // Runs the job's command and fills `poe` and `files` from how it ended;
-  // leaves poe->status empty when the run was abandoned (its lease was lost,
-  // or the worker is shutting down).
-  void RunCommand(const std::shared_ptr<Job>& job, const std::vector<ResolvedInput>& inputs, Poe* poe,
-                  std::vector<ResultFile>* files) {
-    JobToRun run{job->hex, job->epoch, &job->grant.manifest, &job->grant.lease, job->ws, &inputs};
-    auto started = launcher_->Start(JobExecSpec(run, host_));
-    if (!started.ok()) {
-      RecordStartFailure(started.status(), poe);  // Permanent: the command cannot start
-      return;
-    }
-    std::unique_ptr<Execution> exec = std::move(*started);
-    {
-      std::lock_guard<std::mutex> l(job->mu);
-      job->exec = exec.get();
-    }
-    // A stop that arrived before exec was set.
-    if (StopBeforeItRuns(job->stale, job->cancel, shutting_down_)) exec->Stop();
-    Result<ExecResult> result = exec->Wait();
-    {
-      std::lock_guard<std::mutex> l(job->mu);
-      job->exec = nullptr;
-    }
-    switch (DisposeOfRun(job->stale, job->cancel, result.ok() && result->stopped)) {
-      case RunDisposition::kDiscardLeaseLost:  // StaleOwner: stop at once, discard, write nothing
-        Log("job " + Short(job->hex) + ": lease lost (stale owner); its run was discarded");
-        Abandon(*job);
-        return;
-      case RunDisposition::kDiscardShutdown:
-        Log("job " + Short(job->hex) + ": stopped by shutdown; its lease will run out");
-        Abandon(*job);
-        return;
-      case RunDisposition::kReport:
-        RecordRun(result, job->cancel, poe, files);
-        return;
-    }
-  }
-
-  void Abandon(const Job& job) {
-    Status s = outbox_->FinishLease(job.hex, job.epoch, LeaseState::kAbandoned, SystemNowMs());
-    if (!s.ok()) Log("job " + Short(job.hex) + ": cannot record the abandoned lease: " + s.message());
-  }
-
-  // Empties `dir` (a real directory, not a symlink); false if anything is left.
-  static bool EmptyDir(const std::string& dir) {
-    std::error_code ec;
-    if (!fs::is_directory(fs::symlink_status(dir, ec))) return false;
-    std::vector<fs::path> entries;
-    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-      entries.push_back(it->path());
-    }
-    if (ec) return false;
-    for (const auto& e : entries) {
-      fs::remove_all(e, ec);  // does not follow symlinks
-      if (ec) return false;
-    }
-    return fs::is_empty(dir, ec) && !ec;
-  }
-
-  // Leaves `slot` with empty work/ and out/ and nothing else. The job that
-  // used it has no process left; whatever it left that cannot be emptied
-  // (a symlink in place of a directory, a file it made unremovable) goes
-  // with the whole slot directory, moved aside first.
-  void ResetSlot(const std::string& slot) {
-    std::error_code ec;
-    bool clean = fs::is_directory(fs::symlink_status(slot, ec)) && EmptyDir(slot + "/work") &&
-                 EmptyDir(slot + "/out");
-    if (clean) {
-      size_t n = 0;
-      for (auto it = fs::directory_iterator(slot, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
-      clean = !ec && n == 2;
-    }
-    if (clean) return;
-    if (fs::exists(fs::symlink_status(slot, ec))) {
-      std::string trash = slot + ".trash-" + std::to_string(SystemNowMs());
-      fs::rename(slot, trash, ec);
-      if (ec) {
-        Log("cannot move the workspace " + slot + " aside: " + ec.message());
-      } else {
-        fs::remove_all(trash, ec);
-        if (ec) Log("cannot remove an old workspace, " + trash + ": " + ec.message() + "; remove it by hand");
-      }
-    }
-    fs::create_directories(slot + "/work", ec);
-    fs::create_directories(slot + "/out", ec);
-    if (ec) Log("cannot create the workspace " + slot + ": " + ec.message());
-  }
-
-  // Builds the result a finished job reports (result_assembly.h): a result
-  // that cannot be built or would be refused for its form or size becomes a
-  // `failed` one that fits. `out_dir` ("" = none) holds the job's outputs.
-  Finished BuildFinished(const std::shared_ptr<Job>& job, Poe poe, std::vector<ResultFile> files,
-                         const std::string& manifest_json, const std::string& out_dir) {
-    ResultContext c;
-    c.job_commit = job->grant.job_commit;
-    c.lease_commit = job->grant.lease_commit;
-    c.max_result_bytes = job->grant.lease.max_result_bytes;
-    c.committer_name = "gatos worker " + opts_.name;
-    c.key = &*key_;
-    c.now_ms = SystemNowMs();
-    AssembledResult r = AssembleResult(c, std::move(poe), std::move(files), manifest_json, out_dir);
-    for (const auto& w : r.warnings) Log("job " + Short(job->hex) + ": " + w);
-    if (!r.error.empty()) {  // cannot happen with empty files; never retried either way
-      Log("job " + Short(job->hex) + ": cannot build even a failed result: " + r.error);
-    }
-    Finished f;
-    f.job = job;
-    f.job_hex = job->hex;
-    f.status = r.poe.status;
-    f.poe = std::move(r.poe);
-    f.commit_id = std::move(r.commit_id);
-    f.frame = std::move(r.frame);
-    return f;
-  }
-
-  // ---- lease renewal (one thread for all running jobs) ----
-
-  void Renewing(const std::shared_ptr<Job>& job, bool on) {
-    {
-      std::lock_guard<std::mutex> l(renew_mu_);
-      if (on) {
-        // From the claim until the runner is done with it (RunnerLoop);
-        // a job already renewed keeps its schedule.
-        if (renewing_.emplace(job->hex, job).second) job->renewal.Start(SystemNowMs());
-      } else {
-        renewing_.erase(job->hex);
-      }
-    }
-    if (on) renew_cv_.notify_one();
-  }
-
-  void RenewLoop() {
-    std::mt19937 rng(std::random_device{}());
-    std::unique_lock<std::mutex> l(renew_mu_);
-    while (!background_stop_) {
-      int64_t now = SystemNowMs();
-      int64_t next = now + 1000;
-      std::vector<std::shared_ptr<Job>> due;
-      for (auto& [hex, job] : renewing_) {
-        if (job->renewal.next_ms() <= now) {
-          due.push_back(job);
-        } else {
-          next = std::min(next, job->renewal.next_ms());
-        }
-      }
-      if (due.empty()) {
-        renew_cv_.wait_for(l, std::chrono::milliseconds(std::max<int64_t>(1, next - now)));
-        continue;
-      }
-      l.unlock();
-      for (auto& job : due) Renew(*job, rng);
-      l.lock();
-    }
-  }
-
-  // One renewal (lease_renewal.h); on a lost lease the job is stopped and
-  // marked stale.
-  void Renew(Job& job, std::mt19937& rng) {
-    LeaseRequest sent = SignLeaseRequest(*key_, job.hex, job.epoch, SystemNowMs(), true);
-    Reply r = Call(rpc::kRenew, rpc::Dump(rpc::LeaseRequestJson(sent)), 5000);
-    if (r.ok()) {
-      auto renewed = VerifyRenewal(r.body.value("objects", ""), r.body.value("lease_commit", ""), ledger_keys_, sent);
-      if (!renewed.ok()) {
-        // An answer the ledger did not sign counts as no answer.
-        Log("job " + Short(job.hex) + ": ignored an unverified renew reply: " + renewed.status().message());
-        r.error = TransitionError::kRetry;
-        r.message = "unverified renew reply";
-      } else {
-        int64_t expires = renewed->lease.expires_ms;
-        Status rec = outbox_->UpdateLeaseExpiry(job.hex, job.epoch, expires, SystemNowMs());
-        if (!rec.ok()) Log("job " + Short(job.hex) + ": cannot record the renewed lease: " + rec.message());
-        if (!renewed->cancel_commit.empty() && !job.cancel) {
-          Log("job " + Short(job.hex) + ": cancel requested; stopping it");
-          job.cancel = true;
-          job.Stop();
-        }
-        std::lock_guard<std::mutex> l(renew_mu_);
-        job.renewal.Renewed(expires, SystemNowMs());
-        return;
-      }
-    }
-    if (r.error == TransitionError::kRetry) {
-      // Retryable: back off with jitter, but never past our lease.
-      std::lock_guard<std::mutex> l(renew_mu_);
-      if (job.renewal.Failed(SystemNowMs(), static_cast<uint32_t>(rng()))) return;
-      Log("job " + Short(job.hex) + ": lease expired while the ledger was unreachable (" + r.message + ")");
-    } else {
-      Log("job " + Short(job.hex) + ": renew refused: " + r.message);
-    }
-    // StaleOwner (or terminal, or expired): stop at once.
-    job.stale = true;
-    job.Stop();
-    std::lock_guard<std::mutex> l(renew_mu_);
-    job.renewal.Lost();
-  }
-
-  // ---- reporting (one thread): group commit into the outbox, batch RPC ----
-
-  void ReportLoop() {
-    int64_t next_prune = 0;
-    int64_t next_due_check = SystemNowMs() + 500;
-    while (true) {
-      std::vector<Finished> batch;
-      {
-        std::unique_lock<std::mutex> l(report_mu_);
-        report_cv_.wait_for(l, std::chrono::milliseconds(std::clamp<int64_t>(next_due_check - SystemNowMs(), 1, 500)),
-                            [&] { return !to_report_.empty() || background_stop_; });
-        // Everything ready now goes into one transaction and one request.
-        while (!to_report_.empty() && batch.size() < kMaxResultBatchEntries) {
-          batch.push_back(std::move(to_report_.front()));
-          to_report_.pop_front();
-        }
-        if (batch.empty() && background_stop_) return;
-      }
-      if (!batch.empty()) Report(std::move(batch));
-      int64_t now = SystemNowMs();
-      if (now >= next_due_check) {
-        // Retries of earlier deliveries that failed (rare: read only twice a second).
-        DeliverDue(false);
-        next_due_check = now + 500;
-      }
-      if (now >= next_prune) {
-        auto pruned = outbox_->Prune();
-        if (!pruned.ok()) Log("cannot prune the outbox: " + pruned.status().message());
-        next_prune = now + 1000;
-      }
-    }
-  }
-
-  void Report(std::vector<Finished> batch) {
-    std::vector<Outbox::Entry> entries;
-    for (Finished& f : batch) {
-      if (f.frame.empty()) continue;
-      entries.push_back({f.job->hex, f.job->epoch, f.commit_id, f.frame});
-    }
-    // Durable before it is sent: a crash from here on delivers it on restart.
-    auto stored = outbox_->EnqueueResults(entries, SystemNowMs());
-    if (!stored.ok()) {
-      Log("cannot write " + std::to_string(entries.size()) + " result(s) to the outbox: " + stored.status().message() +
-          "; their leases run out and the jobs run again");
-      for (Finished& f : batch) Abandon(*f.job);
-      return;
-    }
-    std::vector<Finished*> to_send;
-    size_t k = 0;
-    for (Finished& f : batch) {
-      if (f.frame.empty()) {
-        Abandon(*f.job);
-        continue;
-      }
-      const Outbox::Enqueued& e = (*stored)[k++];
-      f.outbox_id = e.id;
-      if (e.state == OutboxItemState::kDead) {
-        Log("job " + Short(f.job->hex) + ": result dead-lettered: " + e.dead_reason);
-        Abandon(*f.job);
-        continue;
-      }
-      Log("job " + Short(f.job->hex) + " " + f.status + " (result " + Short(f.commit_id) + ")");
-      to_send.push_back(&f);
-    }
-    if (fault_ == "crash-after-enqueue") {
-      Log("GATOS_WORKER_FAULT=crash-after-enqueue: killing myself before delivery");
-      raise(SIGKILL);
-    }
-    std::vector<Finished> replacements;
-    Deliver(to_send, &replacements);
-    if (!replacements.empty()) Report(std::move(replacements));
-  }
-
-  // Sends results in batch requests and settles them in one outbox
-  // transaction. A result that could not be sent for its size becomes a
-  // dead letter; when its job is at hand (`replacements` non-null), a small
-  // failed result saying why takes its place.
-  void Deliver(const std::vector<Finished*>& items, std::vector<Finished>* replacements) {
-    std::vector<Outbox::Delivery> settled;
-    std::vector<size_t> sizes;
-    for (const Finished* f : items) sizes.push_back(f->frame.size());
-    for (size_t i = 0; i < items.size();) {
-      const size_t start = i;
-      i = NextResultBatchEnd(sizes, start);
-      std::vector<std::string> frames;
-      for (size_t k = start; k < i; ++k) frames.push_back(items[k]->frame);
-      std::vector<Reply> replies = CallMany(rpc::kResult, rpc::kResultBatch, frames, 10000);
-      for (size_t j = 0; j < replies.size(); ++j) {
-        Finished& f = *items[start + j];
-        const Reply& r = replies[j];
-        DeliveryDecision decision = DecideDelivery(r, f.frame.size(), frames.size());
-        Outbox::Delivery d;
-        d.id = f.outbox_id;
-        d.error_text = decision.error_text;
-        switch (decision.kind) {
-          case DeliveryDecision::Kind::kSendAlone:
-            continue;  // the batch was too large: this one goes again on its own below
-          case DeliveryDecision::Kind::kDelivered:
-            d.outcome = Outbox::Delivery::Outcome::kDelivered;
-            break;
-          case DeliveryDecision::Kind::kRetry:
-            d.outcome = Outbox::Delivery::Outcome::kRetry;
-            break;
-          case DeliveryDecision::Kind::kRefused:
-            d.outcome = Outbox::Delivery::Outcome::kRefused;
-            Log("result of job " + Short(f.job_hex) + " refused by the ledger (" +
-                std::string(TransitionErrorName(r.error)) + "): " + r.message);
-            break;
-        }
-        if (decision.replace && replacements && f.job) {
-          Poe poe = UndeliverablePoe(f.poe, f.frame.size(), r.message);
-          replacements->push_back(BuildFinished(f.job, std::move(poe), {{"stdout", ""}, {"stderr", ""}}, "", ""));
-        }
-        settled.push_back(std::move(d));
-      }
-      if (frames.size() > 1 && std::any_of(replies.begin(), replies.end(), [](const Reply& r) { return r.too_large; })) {
-        // Too large together: send each alone.
-        std::vector<Finished*> alone(items.begin() + static_cast<long>(start), items.begin() + static_cast<long>(i));
-        for (Finished* f : alone) Deliver({f}, replacements);
-      }
-    }
-    auto states = outbox_->SettleDeliveries(settled, SystemNowMs());
-    if (!states.ok()) {
-      // The rows stay pending: they are sent again, and the ledger answers
-      // `existing` for those it already has.
-      Log("cannot record " + std::to_string(settled.size()) + " delivery outcome(s): " + states.status().message());
-      return;
-    }
-    for (size_t j = 0; j < settled.size(); ++j) {
-      if ((*states)[j] == OutboxItemState::kDead && settled[j].outcome == Outbox::Delivery::Outcome::kRetry) {
-        Log("result " + std::to_string(settled[j].id) + " dead-lettered after repeated failures: " +
-            settled[j].error_text);
-      }
-    }
-  }
-
-  // Delivers the outbox's due rows (after a restart: all pending ones).
-  void DeliverDue(bool all) {
-    int64_t now = SystemNowMs();
-    auto due = outbox_->Due(all ? INT64_MAX : now, 1000);
-    if (!due.ok()) {
-      Log("cannot read the outbox: " + due.status().message());
-      return;
-    }
-    if (due->empty()) return;
-    if (all) Log("delivering " + std::to_string(due->size()) + " result(s) from the outbox");
-    std::vector<Finished> items(due->size());
-    std::vector<Finished*> ptrs;
-    for (size_t i = 0; i < due->size(); ++i) {
-      items[i].frame = std::move((*due)[i].payload);
-      items[i].outbox_id = (*due)[i].id;
-      items[i].job_hex = (*due)[i].job_hex;
-      items[i].commit_id = (*due)[i].commit_id;
-      ptrs.push_back(&items[i]);
-    }
-    Deliver(ptrs, nullptr);
-  }
-
   WorkerOptions opts_;
   std::atomic<bool>* stop_;
   std::optional<Ed25519PrivateKey> key_;
   std::vector<Ed25519PublicKey> ledger_keys_;
   std::string worker_hex_;
-  RunnerIdentity runner_;  // every job's PoE runner fields
-  JobHost host_;           // what every job is given (job_spec.h)
+  RunnerIdentity identity_;  // every job's PoE runner fields
+  JobHost host_;             // what every job is given (job_spec.h)
   std::unique_ptr<Bus> bus_;
   std::unique_ptr<Outbox> outbox_;
   int64_t outbox_soft_cap_ = 0;
   bool outbox_full_logged_ = false;
   std::unique_ptr<JobLauncher> launcher_;
   std::unique_ptr<InputResolver> resolver_;
+  // Made once the bus and the outbox are open; the renewer and the reporter
+  // are stopped (joined) before anything above them is destroyed.
+  std::optional<LedgerClient> ledger_;
+  std::optional<ResultSigner> signer_;
+  std::optional<Reporter> reporter_;
+  std::optional<Renewer> renewer_;
+  std::optional<JobRunner> runner_;
 
   // Claimed jobs: mu_ guards running_, ready_, active_ and the stop flags.
   std::mutex mu_;
@@ -971,18 +490,7 @@ class Worker {
   int active_ = 0;                          // claimed and not yet handed to the reporter
   RunTimes recent_runs_;                    // for Prefetch
   bool runners_stop_ = false;
-  std::atomic<bool> background_stop_{false};
   std::atomic<bool> shutting_down_{false};
-
-  std::mutex renew_mu_;
-  std::condition_variable renew_cv_;
-  std::map<std::string, std::shared_ptr<Job>> renewing_;
-
-  std::mutex report_mu_;
-  std::condition_variable report_cv_;
-  std::deque<Finished> to_report_;
-
-  std::string fault_ = std::getenv("GATOS_WORKER_FAULT") ? std::getenv("GATOS_WORKER_FAULT") : "";
 };
 
 }  // namespace

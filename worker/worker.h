@@ -6,13 +6,15 @@
 // gatos_worker (lib/worker), with its unit tests.
 //
 // Threads (docs/worker-execution.md, "The worker's pipeline"): the caller's
-// thread fetches job offers and claims them, several per request; one
-// runner thread per concurrent job (`concurrency` of them) starts it on the
-// JobLauncher, waits for it and builds its signed result; one renewer thread
-// renews the leases of all running jobs; one reporter thread stores every
-// result ready at that moment in one outbox transaction and sends them in
-// one request. NATS library threads only set flags and stop jobs (verified
-// cancel notices). The Outbox and the JobLauncher are thread-safe.
+// thread fetches job offers and claims them, several per request
+// (worker.cpp); one runner thread per concurrent job (`concurrency` of them)
+// runs it in its slot and has its result signed (job_runner.h,
+// runner_slot.h, result_signer.h); one renewer thread renews the leases of
+// all running jobs (renewer.h); one reporter thread stores every result
+// ready at that moment in one outbox transaction and sends them in one
+// request (reporter.h). NATS library threads only set flags and stop jobs
+// (verified cancel notices). The Outbox, the JobLauncher and the
+// LedgerClient are thread-safe.
 #ifndef GATOS_WORKER_WORKER_H_
 #define GATOS_WORKER_WORKER_H_
 
