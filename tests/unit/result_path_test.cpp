@@ -17,14 +17,17 @@
 namespace gatos {
 namespace {
 
-constexpr char kComponent[] = "\" has an empty, '.', '..' or '.git' component, which a result tree may not hold";
+constexpr char kComponent[] =
+    "\" has an empty, '.', '..' or '.git' component, which a result tree may not hold";
 
 struct Row {
   std::string path;
   std::string message;  // "" = accepted
 };
 
-std::string Refused(const std::string& shown, const char* why) { return "result file path \"" + shown + why; }
+std::string Refused(const std::string& shown, const char* why) {
+  return "result file path \"" + shown + why;
+}
 
 const std::vector<Row>& Table() {
   static const std::vector<Row> rows = {
@@ -39,7 +42,8 @@ const std::vector<Row>& Table() {
       {".git", Refused(".git", kComponent)},
       {"outputs/.git", Refused("outputs/.git", kComponent)},
       {"outputs/.git/config", Refused("outputs/.git/config", kComponent)},
-      {"outputs/a/.git/hooks/post-checkout", Refused("outputs/a/.git/hooks/post-checkout", kComponent)},
+      {"outputs/a/.git/hooks/post-checkout",
+       Refused("outputs/a/.git/hooks/post-checkout", kComponent)},
       {"outputs/./a", Refused("outputs/./a", kComponent)},
       {"outputs/../a", Refused("outputs/../a", kComponent)},
       {"outputs/a/..", Refused("outputs/a/..", kComponent)},
@@ -50,9 +54,12 @@ const std::vector<Row>& Table() {
       {"outputs//a", Refused("outputs//a", kComponent)},
       {"outputs/a/", Refused("outputs/a/", kComponent)},
       {"outputs/bad\xFFname", Refused("outputs/bad\xEF\xBF\xBDname", "\" is not valid UTF-8")},
-      {"outputs/\xC0\xAF", Refused("outputs/\xEF\xBF\xBD\xEF\xBF\xBD", "\" is not valid UTF-8")},  // overlong '/'
-      {"outputs/\xED\xA0\x80", Refused("outputs/\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", "\" is not valid UTF-8")},
-      {std::string("outputs/a\0b", 11), Refused(std::string("outputs/a\0b", 11), "\" holds a NUL byte")},
+      {"outputs/\xC0\xAF",
+       Refused("outputs/\xEF\xBF\xBD\xEF\xBF\xBD", "\" is not valid UTF-8")},  // overlong '/'
+      {"outputs/\xED\xA0\x80",
+       Refused("outputs/\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", "\" is not valid UTF-8")},
+      {std::string("outputs/a\0b", 11),
+       Refused(std::string("outputs/a\0b", 11), "\" holds a NUL byte")},
   };
   return rows;
 }
@@ -120,7 +127,9 @@ TEST(ResultPath, TheLedgersCheckOfPoeJsonRefusesTheSameNamesWithTheSameReason) {
 TEST(ResultPath, PoeJsonNeverListsItself) {
   Result<std::string> s = SerializePoe(Listing("poe.json"));
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.status().message(), "poe.json: outputs[0].path: \"poe.json\" is not a relative file path of the result tree");
+  EXPECT_EQ(
+      s.status().message(),
+      "poe.json: outputs[0].path: \"poe.json\" is not a relative file path of the result tree");
   EXPECT_TRUE(SerializePoe(Listing("outputs/poe.json")).ok());
 }
 

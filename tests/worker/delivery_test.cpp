@@ -46,9 +46,10 @@ TEST(WorkerDelivery, ARetryableFailureIsRetriedWithTheLedgersWords) {
 }
 
 TEST(WorkerDelivery, EveryOtherRefusalIsDeadAtOnce) {
-  for (TransitionError e : {TransitionError::kInvalid, TransitionError::kUnauthorized, TransitionError::kStaleOwner,
-                            TransitionError::kTerminal, TransitionError::kInternal, TransitionError::kLostRace,
-                            TransitionError::kCancelled}) {
+  for (TransitionError e :
+       {TransitionError::kInvalid, TransitionError::kUnauthorized, TransitionError::kStaleOwner,
+        TransitionError::kTerminal, TransitionError::kInternal, TransitionError::kLostRace,
+        TransitionError::kCancelled}) {
     DeliveryDecision d = DecideDelivery(Refused(e, "because"), 1000, 2);
     EXPECT_EQ(d.kind, Kind::kRefused) << TransitionErrorName(e);
     EXPECT_EQ(d.error_text, std::string(TransitionErrorName(e)) + ": because");
@@ -61,7 +62,8 @@ TEST(WorkerDelivery, TooLargeInABatchIsSentAgainAloneAndAloneIsReplaced) {
   EXPECT_EQ(DecideDelivery(big, 2'000'000, 2).kind, Kind::kSendAlone);
   DeliveryDecision alone = DecideDelivery(big, 2'000'000, 1);
   EXPECT_EQ(alone.kind, Kind::kRefused);
-  EXPECT_EQ(alone.error_text, "the result (2000000 bytes) cannot be sent: maximum payload exceeded");
+  EXPECT_EQ(alone.error_text,
+            "the result (2000000 bytes) cannot be sent: maximum payload exceeded");
   EXPECT_TRUE(alone.replace);
 }
 

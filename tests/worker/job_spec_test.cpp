@@ -25,7 +25,9 @@ struct Fixture {
   Manifest manifest;
   LeaseCommitInfo lease;
   std::vector<ResolvedInput> inputs;
-  JobToRun Job() const { return {std::string(64, 'a'), 4, &manifest, &lease, "/var/lib/worker/jobs/slot-3", &inputs}; }
+  JobToRun Job() const {
+    return {std::string(64, 'a'), 4, &manifest, &lease, "/var/lib/worker/jobs/slot-3", &inputs};
+  }
 };
 
 Fixture Plain() {
@@ -41,7 +43,8 @@ Fixture Plain() {
 }
 
 bool SameBind(const ExecSpec::Bind& a, const ExecSpec::Bind& b) {
-  return a.source == b.source && a.destination == b.destination && a.writable == b.writable && a.env == b.env;
+  return a.source == b.source && a.destination == b.destination && a.writable == b.writable &&
+         a.env == b.env;
 }
 
 TEST(WorkerJobSpec, APlainJobRunsItsManifestInItsSlot) {
@@ -49,7 +52,9 @@ TEST(WorkerJobSpec, APlainJobRunsItsManifestInItsSlot) {
   ExecSpec s = JobExecSpec(f.Job(), Host());
   EXPECT_EQ(s.argv, (std::vector<std::string>{"/bin/sh", "-c", "echo hi"}));
   EXPECT_EQ(s.env, (std::map<std::string, std::string>{
-                       {"A", "1"}, {"LD_PRELOAD", "/x.so"}, {"PATH", "/opt/gatos/bin:/usr/local/bin:/usr/bin:/bin"}}));
+                       {"A", "1"},
+                       {"LD_PRELOAD", "/x.so"},
+                       {"PATH", "/opt/gatos/bin:/usr/local/bin:/usr/bin:/bin"}}));
   EXPECT_EQ(s.workspace, "/var/lib/worker/jobs/slot-3/work");
   EXPECT_EQ(s.output_dir, "/var/lib/worker/jobs/slot-3/out");
   EXPECT_EQ(s.cwd, "sub");
@@ -58,8 +63,9 @@ TEST(WorkerJobSpec, APlainJobRunsItsManifestInItsSlot) {
   EXPECT_EQ(s.output_cap_bytes, 4096u);
   EXPECT_EQ(s.sandbox, ExecSpec::Sandbox::kRequire);
   EXPECT_TRUE(s.allow_network);
-  EXPECT_EQ(s.extra_env, (std::map<std::string, std::string>{{"GATOS_JOB_ID", "blake3:" + std::string(64, 'a')},
-                                                             {"GATOS_LEASE_EPOCH", "4"}}));
+  EXPECT_EQ(s.extra_env,
+            (std::map<std::string, std::string>{{"GATOS_JOB_ID", "blake3:" + std::string(64, 'a')},
+                                                {"GATOS_LEASE_EPOCH", "4"}}));
 }
 
 TEST(WorkerJobSpec, APlainJobSeesNoScanState) {
@@ -77,7 +83,8 @@ TEST(WorkerJobSpec, AManifestThatSetsPathDecidesForItself) {
   EXPECT_EQ(JobExecSpec(f.Job(), Host()).env.at("PATH"), "/bin");
   f.manifest.env.reset();
   EXPECT_EQ(JobExecSpec(f.Job(), Host()).env,
-            (std::map<std::string, std::string>{{"PATH", "/opt/gatos/bin:/usr/local/bin:/usr/bin:/bin"}}));
+            (std::map<std::string, std::string>{
+                {"PATH", "/opt/gatos/bin:/usr/local/bin:/usr/bin:/bin"}}));
 }
 
 TEST(WorkerJobSpec, AScanJobRunsTheShippedScannerWithoutLoaderVariablesAndWithTheState) {
@@ -86,7 +93,7 @@ TEST(WorkerJobSpec, AScanJobRunsTheShippedScannerWithoutLoaderVariablesAndWithTh
   f.manifest.args = {"--repo", "/srv/repo"};
   f.manifest.env = std::map<std::string, std::string>{
       {"LD_PRELOAD", "/x.so"}, {"LD_LIBRARY_PATH", "/x"}, {"GCONV_PATH", "/x"}, {"TMPDIR", "/x"},
-      {"GLIBC_TUNABLES", "x"}, {"PATH", "/evil"},        {"KEEP", "yes"}};
+      {"GLIBC_TUNABLES", "x"}, {"PATH", "/evil"},         {"KEEP", "yes"}};
   ASSERT_TRUE(IsScanJob(f.manifest));
   ExecSpec s = JobExecSpec(f.Job(), Host());
   EXPECT_EQ(s.argv, (std::vector<std::string>{"/opt/gatos/bin/gatos-scan", "--repo", "/srv/repo"}));
@@ -110,12 +117,14 @@ TEST(WorkerJobSpec, OnlyTheCommandNamedGatosScanIsAScanJob) {
 }
 
 TEST(WorkerJobSpec, LoaderVariablesAreEveryLdAndThoseGlibcDropsForSetuid) {
-  for (const char* v : {"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_", "GCONV_PATH", "GETCONF_DIR",
-                        "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE", "NIS_PATH",
-                        "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZDIR"}) {
+  for (const char* v :
+       {"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "LD_", "GCONV_PATH", "GETCONF_DIR",
+        "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE", "NIS_PATH",
+        "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR", "TZDIR"}) {
     EXPECT_TRUE(IsLoaderVariable(v)) << v;
   }
-  for (const char* v : {"PATH", "HOME", "LANG", "XLD_PRELOAD", "ld_preload", "TZ", "GATOS_STATE_DIR"}) {
+  for (const char* v :
+       {"PATH", "HOME", "LANG", "XLD_PRELOAD", "ld_preload", "TZ", "GATOS_STATE_DIR"}) {
     EXPECT_FALSE(IsLoaderVariable(v)) << v;
   }
 }

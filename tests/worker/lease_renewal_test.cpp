@@ -24,9 +24,13 @@ TEST(WorkerLeaseRenewal, TheBackoffDoublesFrom200MsUpToTheIntervalWithHalfOfItRa
   for (int failures = 1; failures <= 8; ++failures) {
     const int64_t backoff = expected[failures];
     EXPECT_EQ(RenewRetryDelay(interval, failures, 0), backoff / 2) << failures;
-    EXPECT_EQ(RenewRetryDelay(interval, failures, static_cast<uint32_t>(backoff / 2)), backoff) << failures;
-    EXPECT_EQ(RenewRetryDelay(interval, failures, static_cast<uint32_t>(backoff / 2 + 1)), backoff / 2) << failures;
-    EXPECT_EQ(RenewRetryDelay(interval, failures, UINT32_MAX), backoff / 2 + UINT32_MAX % (backoff / 2 + 1));
+    EXPECT_EQ(RenewRetryDelay(interval, failures, static_cast<uint32_t>(backoff / 2)), backoff)
+        << failures;
+    EXPECT_EQ(RenewRetryDelay(interval, failures, static_cast<uint32_t>(backoff / 2 + 1)),
+              backoff / 2)
+        << failures;
+    EXPECT_EQ(RenewRetryDelay(interval, failures, UINT32_MAX),
+              backoff / 2 + UINT32_MAX % (backoff / 2 + 1));
   }
   // A short lease: never longer than the interval.
   EXPECT_EQ(RenewRetryDelay(300, 3, 0), 150);
@@ -57,12 +61,12 @@ TEST(WorkerLeaseRenewal, ARenewalMovesTheDeadlineAndClearsFailures) {
 TEST(WorkerLeaseRenewal, FailuresBackOffUntilTheDeadlineThenTheLeaseIsLost) {
   LeaseRenewal r(3000, 10'000);
   r.Start(7'000);
-  EXPECT_TRUE(r.Failed(8'000, 100));   // backoff 200: 100 + 100 % 101
+  EXPECT_TRUE(r.Failed(8'000, 100));  // backoff 200: 100 + 100 % 101
   EXPECT_EQ(r.next_ms(), 8'200);
-  EXPECT_TRUE(r.Failed(8'200, 0));     // backoff 400
+  EXPECT_TRUE(r.Failed(8'200, 0));  // backoff 400
   EXPECT_EQ(r.next_ms(), 8'400);
-  EXPECT_TRUE(r.Failed(9'999, 0));     // still before the deadline
-  EXPECT_FALSE(r.Failed(10'000, 0));   // at the deadline: lost
+  EXPECT_TRUE(r.Failed(9'999, 0));    // still before the deadline
+  EXPECT_FALSE(r.Failed(10'000, 0));  // at the deadline: lost
   EXPECT_EQ(r.failures(), 4);
   r.Lost();
   EXPECT_EQ(r.next_ms(), INT64_MAX);

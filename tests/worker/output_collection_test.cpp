@@ -57,7 +57,8 @@ TEST_F(WorkerOutputCollection, RegularFilesBecomeOutputsWithTheirBytes) {
   Write("empty", "");
   std::vector<ResultFile> files = {{"stdout", "o"}};
   ASSERT_TRUE(CollectOutputs(out_, OutputLimitsFor(1 << 20, 1), &files).ok());
-  EXPECT_EQ(Paths(files), (std::vector<std::string>{"outputs/a/b/c.bin", "outputs/empty", "outputs/report.txt", "stdout"}));
+  EXPECT_EQ(Paths(files), (std::vector<std::string>{"outputs/a/b/c.bin", "outputs/empty",
+                                                    "outputs/report.txt", "stdout"}));
   for (const auto& f : files) {
     if (f.path == "outputs/a/b/c.bin") {
       EXPECT_EQ(f.data, std::string("\0\1\2", 3));
@@ -89,7 +90,9 @@ TEST_F(WorkerOutputCollection, MoreFilesThanTheLimitLeavesEveryOutputOut) {
   std::vector<ResultFile> files = {{"stdout", ""}};
   Status s = CollectOutputs(out_, l, &files);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "more than 3 output files (a result holds at most 4096 files); no output file was kept");
+  EXPECT_EQ(
+      s.message(),
+      "more than 3 output files (a result holds at most 4096 files); no output file was kept");
   EXPECT_EQ(files.size(), 1u);
   l.max_files = 4;
   EXPECT_TRUE(CollectOutputs(out_, l, &files).ok());
@@ -105,7 +108,8 @@ TEST_F(WorkerOutputCollection, MoreBytesThanTheLimitLeavesEveryOutputOut) {
   files.clear();
   Status s = CollectOutputs(out_, OutputLimitsFor(999, 0), &files);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "outputs exceed this ledger's result limit of 999 bytes; no output file was kept");
+  EXPECT_EQ(s.message(),
+            "outputs exceed this ledger's result limit of 999 bytes; no output file was kept");
   EXPECT_TRUE(files.empty());
 }
 
@@ -124,7 +128,9 @@ TEST_F(WorkerOutputCollection, DirectoriesDeeperThanAResultTreeLeaveEveryOutputO
   files.clear();
   s = CollectOutputs(out_, OutputLimitsFor(1 << 20, 0), &files);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(s.message(), "outputs are nested deeper than the 16 levels a result tree may have; no output file was kept");
+  EXPECT_EQ(s.message(),
+            "outputs are nested deeper than the 16 levels a result tree may have; no output file "
+            "was kept");
   EXPECT_TRUE(files.empty());
 }
 

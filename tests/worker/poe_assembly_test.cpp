@@ -179,7 +179,9 @@ TEST(WorkerPoeAssembly, AnUndeliverableResultBecomesASmallFailedOneWithTheRunsFa
   EXPECT_TRUE(p.outputs.empty());
   EXPECT_EQ(p.exit_code, 0);
   EXPECT_EQ(p.lease_epoch, 3);
-  EXPECT_EQ(p.reason, "the result of 2000345 bytes could not be sent to the ledger: maximum payload exceeded");
+  EXPECT_EQ(
+      p.reason,
+      "the result of 2000345 bytes could not be sent to the ledger: maximum payload exceeded");
 }
 
 }  // namespace

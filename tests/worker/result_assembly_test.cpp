@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 class WorkerResultAssembly : public ::testing::Test {
  protected:
   WorkerResultAssembly()
-      : key_(Ed25519PrivateKey::FromSeed(std::array<uint8_t, 32>{7}, "worker")), out_(dir_.Join("out")) {
+      : key_(Ed25519PrivateKey::FromSeed(std::array<uint8_t, 32>{7}, "worker")),
+        out_(dir_.Join("out")) {
     manifest_.command = {"/bin/sh", "-c"};
     manifest_.args = {"true"};
     manifest_.timeout_seconds = 60;
@@ -46,8 +47,8 @@ class WorkerResultAssembly : public ::testing::Test {
   // A run that exited `code` with these streams, as the runner leaves it.
   Poe Ran(int code, std::vector<ResultFile>* files, const std::string& out = "out\n",
           const std::string& err = "") const {
-    Poe p = StartPoe({key_.public_key().WorkerId(), "blake3:" + std::string(64, 'c'), "gatos-worker 0.1.0",
-                      "linux-x86_64"},
+    Poe p = StartPoe({key_.public_key().WorkerId(), "blake3:" + std::string(64, 'c'),
+                      "gatos-worker 0.1.0", "linux-x86_64"},
                      job_hex_, 1, 1 << 20, 1'700'000'000'000);
     ExecResult x;
     x.exit_code = code;
@@ -119,14 +120,17 @@ TEST_F(WorkerResultAssembly, ASucceededRunWithOutputsIsAResultTheLedgerAccepts) 
   EXPECT_EQ(r.poe.status, "succeeded");
   EXPECT_EQ(r.poe.reason, "");
   ResultReport report = Check(r);
-  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": " << report.first_failure()->detail;
-  EXPECT_EQ(Paths(report), (std::vector<std::string>{"attestation.intoto.json", "outputs/report.txt",
-                                                      "outputs/sub/data.bin", "stderr", "stdout"}));
+  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": "
+                           << report.first_failure()->detail;
+  EXPECT_EQ(Paths(report),
+            (std::vector<std::string>{"attestation.intoto.json", "outputs/report.txt",
+                                      "outputs/sub/data.bin", "stderr", "stdout"}));
   EXPECT_EQ(report.parsed.status, "succeeded");
   EXPECT_EQ(report.parsed.job_hex, job_hex_);
   EXPECT_EQ(report.parsed.epoch, 1);
   EXPECT_EQ(report.parsed.poe.exit_code, 0);
-  EXPECT_EQ(report.parsed.parents, (std::vector<std::string>{std::string(40, '1'), std::string(40, '2')}));
+  EXPECT_EQ(report.parsed.parents,
+            (std::vector<std::string>{std::string(40, '1'), std::string(40, '2')}));
 }
 
 TEST_F(WorkerResultAssembly, CapsAndTruncationMarksReachPoeJson) {
@@ -146,8 +150,8 @@ TEST_F(WorkerResultAssembly, CapsAndTruncationMarksReachPoeJson) {
 }
 
 TEST_F(WorkerResultAssembly, ATransientInputFailureKeepsItsMarkAndReason) {
-  Poe poe = StartPoe({key_.public_key().WorkerId(), "blake3:" + std::string(64, 'c'), "v", "linux"}, job_hex_, 2,
-                     1024, 1'700'000'000'000);
+  Poe poe = StartPoe({key_.public_key().WorkerId(), "blake3:" + std::string(64, 'c'), "v", "linux"},
+                     job_hex_, 2, 1024, 1'700'000'000'000);
   RecordInputFailure(UnavailableError("input 0: connection refused"), true, &poe);
   std::vector<ResultFile> files;
   FinishPoe(1'700'000'000'500, &poe, &files);
@@ -157,9 +161,11 @@ TEST_F(WorkerResultAssembly, ATransientInputFailureKeepsItsMarkAndReason) {
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report.parsed.status, "failed");
   EXPECT_TRUE(report.parsed.poe.transient);
-  EXPECT_EQ(report.parsed.poe.reason, "input 0: connection refused [transient: may succeed when retried]");
+  EXPECT_EQ(report.parsed.poe.reason,
+            "input 0: connection refused [transient: may succeed when retried]");
   EXPECT_EQ(report.parsed.epoch, 2);
-  EXPECT_EQ(Paths(report), (std::vector<std::string>{"attestation.intoto.json", "stderr", "stdout"}));
+  EXPECT_EQ(Paths(report),
+            (std::vector<std::string>{"attestation.intoto.json", "stderr", "stdout"}));
 }
 
 TEST_F(WorkerResultAssembly, AnOutputNameTheLedgerRefusesFailsTheJobWithTheLedgersReason) {
@@ -169,12 +175,14 @@ TEST_F(WorkerResultAssembly, AnOutputNameTheLedgerRefusesFailsTheJobWithTheLedge
   Poe poe = Ran(0, &files, "made\n");
   AssembledResult r = AssembleResult(Context(), poe, files, manifest_json_, out_);
   EXPECT_EQ(r.poe.status, "failed");
-  EXPECT_EQ(r.poe.reason, CheckResultPath("outputs/.git/config").message() + "; no output file was kept");
+  EXPECT_EQ(r.poe.reason,
+            CheckResultPath("outputs/.git/config").message() + "; no output file was kept");
   ResultReport report = Check(r);
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report.parsed.poe.reason, r.poe.reason);
   EXPECT_EQ(report.parsed.poe.exit_code, 0);  // the run's facts stay
-  EXPECT_EQ(Paths(report), (std::vector<std::string>{"attestation.intoto.json", "stderr", "stdout"}));
+  EXPECT_EQ(Paths(report),
+            (std::vector<std::string>{"attestation.intoto.json", "stderr", "stdout"}));
 }
 
 TEST_F(WorkerResultAssembly, OutputsOverTheLeasesLimitFailTheJobWithoutOutputs) {
@@ -188,7 +196,8 @@ TEST_F(WorkerResultAssembly, OutputsOverTheLeasesLimitFailTheJobWithoutOutputs) 
                               " bytes; no output file was kept");
   ResultReport report = Check(r);
   ASSERT_TRUE(report.ok());
-  EXPECT_EQ(Paths(report), (std::vector<std::string>{"attestation.intoto.json", "stderr", "stdout"}));
+  EXPECT_EQ(Paths(report),
+            (std::vector<std::string>{"attestation.intoto.json", "stderr", "stdout"}));
 }
 
 TEST_F(WorkerResultAssembly, AResultOverTheLimitIsBuiltAgainWithoutOutputs) {
@@ -198,17 +207,21 @@ TEST_F(WorkerResultAssembly, AResultOverTheLimitIsBuiltAgainWithoutOutputs) {
   Write("out.bin", std::string(limit - 10, 'x'));
   std::vector<ResultFile> files;
   Poe poe = Ran(0, &files);
-  AssembledResult r = AssembleResult(Context(static_cast<int64_t>(limit)), poe, files, manifest_json_, out_);
+  AssembledResult r =
+      AssembleResult(Context(static_cast<int64_t>(limit)), poe, files, manifest_json_, out_);
   EXPECT_EQ(r.poe.status, "failed");
-  EXPECT_EQ(r.poe.reason.rfind("the result could not be reported as it was: the result would be ", 0), 0u)
+  EXPECT_EQ(
+      r.poe.reason.rfind("the result could not be reported as it was: the result would be ", 0), 0u)
       << r.poe.reason;
-  EXPECT_NE(r.poe.reason.find("over this ledger's limit of " + std::to_string(limit) + " bytes and 4096 objects"),
+  EXPECT_NE(r.poe.reason.find("over this ledger's limit of " + std::to_string(limit) +
+                              " bytes and 4096 objects"),
             std::string::npos)
       << r.poe.reason;
   EXPECT_EQ(r.poe.reason.find("dropped as well"), std::string::npos) << r.poe.reason;
   ResultReport report = Check(r);
   ASSERT_TRUE(report.ok());
-  EXPECT_EQ(Paths(report), (std::vector<std::string>{"attestation.intoto.json", "stderr", "stdout"}));
+  EXPECT_EQ(Paths(report),
+            (std::vector<std::string>{"attestation.intoto.json", "stderr", "stdout"}));
   EXPECT_LE(Bytes(r), limit);
 }
 
@@ -219,9 +232,11 @@ TEST_F(WorkerResultAssembly, StreamsOverTheLimitLeaveTheSmallestResultThereIs) {
   AssembledResult r = AssembleResult(Context(5000), poe, files, manifest_json_, out_);
   ASSERT_EQ(r.error, "");
   EXPECT_EQ(r.poe.status, "failed");
-  EXPECT_EQ(r.poe.reason.rfind("the result could not be reported as it was: the result would be ", 0), 0u)
+  EXPECT_EQ(
+      r.poe.reason.rfind("the result could not be reported as it was: the result would be ", 0), 0u)
       << r.poe.reason;
-  EXPECT_TRUE(r.poe.reason.ends_with("; stdout, stderr and the provenance attestation were dropped as well"))
+  EXPECT_TRUE(r.poe.reason.ends_with(
+      "; stdout, stderr and the provenance attestation were dropped as well"))
       << r.poe.reason;
   ResultReport report = Check(r);
   ASSERT_TRUE(report.ok());
@@ -239,21 +254,26 @@ TEST_F(WorkerResultAssembly, AsManyOutputFilesAsTheLedgerTakesAndNotOneMore) {
   AssembledResult r = AssembleResult(Context(), poe, files, manifest_json_, out_);
   EXPECT_EQ(r.poe.status, "succeeded") << r.poe.reason;
   ResultReport report = Check(r);
-  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": " << report.first_failure()->detail;
+  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": "
+                           << report.first_failure()->detail;
   EXPECT_EQ(report.parsed.tree_files.size(), 4095u);  // and poe.json
 
   Write("one-more", "");
   r = AssembleResult(Context(), poe, files, manifest_json_, out_);
   EXPECT_EQ(r.poe.status, "failed");
-  EXPECT_EQ(r.poe.reason, "more than 4092 output files (a result holds at most 4096 files); no output file was kept");
+  EXPECT_EQ(
+      r.poe.reason,
+      "more than 4092 output files (a result holds at most 4096 files); no output file was kept");
   report = Check(r);
-  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": " << report.first_failure()->detail;
+  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": "
+                           << report.first_failure()->detail;
 
   // Without an attestation there is room for one more.
   r = AssembleResult(Context(), poe, files, "", out_);
   EXPECT_EQ(r.poe.status, "succeeded") << r.poe.reason;
   report = Check(r);
-  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": " << report.first_failure()->detail;
+  ASSERT_TRUE(report.ok()) << report.first_failure()->name << ": "
+                           << report.first_failure()->detail;
   EXPECT_EQ(report.parsed.tree_files.size(), 4095u);
 }
 
@@ -265,7 +285,8 @@ TEST_F(WorkerResultAssembly, TooManyObjectsForTheLedgerFailTheJobWithoutOutputs)
   c.max_objects = 10;
   AssembledResult r = AssembleResult(c, poe, files, manifest_json_, out_);
   EXPECT_EQ(r.poe.status, "failed");
-  EXPECT_NE(r.poe.reason.find(" objects, over this ledger's limit of 4194304 bytes and 10 objects"), std::string::npos)
+  EXPECT_NE(r.poe.reason.find(" objects, over this ledger's limit of 4194304 bytes and 10 objects"),
+            std::string::npos)
       << r.poe.reason;
   ResultReport report = Check(r);
   ASSERT_TRUE(report.ok());
@@ -275,7 +296,8 @@ TEST_F(WorkerResultAssembly, TooManyObjectsForTheLedgerFailTheJobWithoutOutputs)
 TEST_F(WorkerResultAssembly, AnAttestationThatCannotBeMadeIsAWarningNotAFailure) {
   std::vector<ResultFile> files;
   Poe poe = Ran(0, &files);
-  AssembledResult r = AssembleResult(Context(), poe, files, "{\"not\":\"the job's manifest\"}", out_);
+  AssembledResult r =
+      AssembleResult(Context(), poe, files, "{\"not\":\"the job's manifest\"}", out_);
   ASSERT_EQ(r.error, "");
   ASSERT_EQ(r.warnings.size(), 1u);
   EXPECT_EQ(r.warnings[0].rfind("no provenance attestation: ", 0), 0u) << r.warnings[0];
@@ -295,8 +317,9 @@ TEST_F(WorkerResultAssembly, AnUndeliverableResultsReplacementIsSmallAndAccepted
   ResultReport report = Check(r);
   ASSERT_TRUE(report.ok());
   EXPECT_EQ(report.parsed.status, "failed");
-  EXPECT_EQ(report.parsed.poe.reason, "the result of " + std::to_string(sent.frame.size()) +
-                                          " bytes could not be sent to the ledger: maximum payload exceeded");
+  EXPECT_EQ(report.parsed.poe.reason,
+            "the result of " + std::to_string(sent.frame.size()) +
+                " bytes could not be sent to the ledger: maximum payload exceeded");
   EXPECT_EQ(Paths(report), (std::vector<std::string>{"stderr", "stdout"}));
 }
 

@@ -24,7 +24,8 @@ TEST(WorkerRpcReply, AnOkReplyCarriesItsBody) {
 }
 
 TEST(WorkerRpcReply, AnErrorReplyKeepsItsClassAndMessage) {
-  Reply r = ReplyOf(Dumped(rpc::ErrorReply(TransitionError::kLostRace, "held by another worker")), rpc::kClaim);
+  Reply r = ReplyOf(Dumped(rpc::ErrorReply(TransitionError::kLostRace, "held by another worker")),
+                    rpc::kClaim);
   EXPECT_EQ(r.error, TransitionError::kLostRace);
   EXPECT_EQ(r.message, "held by another worker");
 }
@@ -46,8 +47,9 @@ TEST(WorkerRpcReply, NoReplyIsRetryableAndTooLargeOnlyWhenTheBusRefusedTheSize) 
 }
 
 TEST(WorkerRpcReply, ABatchReplyGivesEachEntryItsOwnReply) {
-  std::string batch = rpc::EncodeBatch({Dumped(rpc::OkReply()), Dumped(rpc::ErrorReply(TransitionError::kTerminal, "done")),
-                                        "garbage"});
+  std::string batch =
+      rpc::EncodeBatch({Dumped(rpc::OkReply()),
+                        Dumped(rpc::ErrorReply(TransitionError::kTerminal, "done")), "garbage"});
   std::vector<Reply> r = RepliesOfBatch(batch, 3, rpc::kResult, rpc::kResultBatch);
   ASSERT_EQ(r.size(), 3u);
   EXPECT_TRUE(r[0].ok());
@@ -58,8 +60,9 @@ TEST(WorkerRpcReply, ABatchReplyGivesEachEntryItsOwnReply) {
 }
 
 TEST(WorkerRpcReply, ABatchRefusedAsAWholeRefusesEveryEntry) {
-  std::vector<Reply> r = RepliesOfBatch(Dumped(rpc::ErrorReply(TransitionError::kUnauthorized, "not a worker")), 2,
-                                        rpc::kClaim, rpc::kClaimBatch);
+  std::vector<Reply> r =
+      RepliesOfBatch(Dumped(rpc::ErrorReply(TransitionError::kUnauthorized, "not a worker")), 2,
+                     rpc::kClaim, rpc::kClaimBatch);
   ASSERT_EQ(r.size(), 2u);
   for (const Reply& e : r) {
     EXPECT_EQ(e.error, TransitionError::kUnauthorized);

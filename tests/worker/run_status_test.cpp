@@ -26,7 +26,8 @@ TEST(WorkerRunStatus, ExitZeroSucceeded) {
 }
 
 TEST(WorkerRunStatus, AnyOtherExitCodeFailed) {
-  for (int code : {1, 2, 126, 127, 255}) EXPECT_EQ(StatusOfRun(Exited(code), false), (RunStatus{"failed", ""})) << code;
+  for (int code : {1, 2, 126, 127, 255})
+    EXPECT_EQ(StatusOfRun(Exited(code), false), (RunStatus{"failed", ""})) << code;
 }
 
 TEST(WorkerRunStatus, ASignalFailed) {

@@ -10,7 +10,8 @@ namespace {
 TEST(WorkerStopDecision, ALostLeaseIsDiscardedWhateverElseHappened) {
   for (bool cancelled : {false, true}) {
     for (bool stopped : {false, true}) {
-      EXPECT_EQ(DisposeOfRun(true, cancelled, stopped), RunDisposition::kDiscardLeaseLost) << cancelled << stopped;
+      EXPECT_EQ(DisposeOfRun(true, cancelled, stopped), RunDisposition::kDiscardLeaseLost)
+          << cancelled << stopped;
     }
   }
 }

@@ -5,7 +5,8 @@
 namespace gatos::worker {
 
 int ConcurrencyForCpus(int cpus) {
-  return std::clamp(kConcurrencyPerCpu * std::max(cpus, 1), kMinDefaultConcurrency, kMaxDefaultConcurrency);
+  return std::clamp(kConcurrencyPerCpu * std::max(cpus, 1), kMinDefaultConcurrency,
+                    kMaxDefaultConcurrency);
 }
 
 }  // namespace gatos::worker

@@ -17,7 +17,8 @@ DeliveryDecision DecideDelivery(const Reply& r, size_t frame_bytes, size_t batch
   if (r.ok()) return {Kind::kDelivered, "", false};
   if (r.too_large && batch_entries > 1) return {Kind::kSendAlone, "", false};
   if (r.too_large) {
-    return {Kind::kRefused, "the result (" + std::to_string(frame_bytes) + " bytes) cannot be sent: " + r.message,
+    return {Kind::kRefused,
+            "the result (" + std::to_string(frame_bytes) + " bytes) cannot be sent: " + r.message,
             true};
   }
   const std::string text = std::string(TransitionErrorName(r.error)) + ": " + r.message;

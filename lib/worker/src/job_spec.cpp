@@ -11,8 +11,9 @@ bool IsScanJob(const Manifest& manifest) {
 
 bool IsLoaderVariable(const std::string& name) {
   static const std::set<std::string> kNames = {
-      "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES",   "HOSTALIASES", "LOCALDOMAIN", "LOCPATH", "MALLOC_TRACE",
-      "NIS_PATH",   "NLSPATH",     "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR",      "TZDIR"};
+      "GCONV_PATH",  "GETCONF_DIR",  "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN",
+      "LOCPATH",     "MALLOC_TRACE", "NIS_PATH",       "NLSPATH",     "RESOLV_HOST_CONF",
+      "RES_OPTIONS", "TMPDIR",       "TZDIR"};
   return name.rfind("LD_", 0) == 0 || kNames.count(name) > 0;
 }
 

@@ -7,7 +7,8 @@ namespace gatos::worker {
 int64_t RenewInterval(int64_t lease_ms) { return std::max<int64_t>(lease_ms / 3, 50); }
 
 int64_t RenewRetryDelay(int64_t interval_ms, int failures, uint32_t random) {
-  const int64_t backoff = std::min<int64_t>(interval_ms, int64_t{100} << std::clamp(failures, 0, 6));
+  const int64_t backoff =
+      std::min<int64_t>(interval_ms, int64_t{100} << std::clamp(failures, 0, 6));
   return backoff / 2 + static_cast<int64_t>(random % static_cast<uint32_t>(backoff / 2 + 1));
 }
 

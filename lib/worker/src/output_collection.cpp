@@ -26,7 +26,8 @@ OutputLimits OutputLimitsFor(int64_t max_result_bytes, size_t other_files) {
   return l;
 }
 
-Status CollectOutputs(const std::string& out_dir, const OutputLimits& limits, std::vector<ResultFile>* files) {
+Status CollectOutputs(const std::string& out_dir, const OutputLimits& limits,
+                      std::vector<ResultFile>* files) {
   std::error_code ec;
   if (!fs::exists(out_dir, ec)) return OkStatus();
   size_t total = 0;
@@ -37,12 +38,14 @@ Status CollectOutputs(const std::string& out_dir, const OutputLimits& limits, st
     // directory at iterator depth d becomes a tree at depth d + 2.
     if (it->is_directory(ec) && !it->is_symlink(ec) &&
         static_cast<size_t>(it.depth()) + 2 > limits.result_max_depth) {
-      return InvalidArgumentError("outputs are nested deeper than the " + std::to_string(limits.result_max_depth) +
+      return InvalidArgumentError("outputs are nested deeper than the " +
+                                  std::to_string(limits.result_max_depth) +
                                   " levels a result tree may have" + kNoneKept);
     }
     if (it->is_symlink(ec) || !it->is_regular_file(ec)) continue;
     const std::string path = "outputs/" + fs::relative(it->path(), out_dir, ec).generic_string();
-    if (Status s = CheckResultPath(path); !s.ok()) return InvalidArgumentError(s.message() + kNoneKept);
+    if (Status s = CheckResultPath(path); !s.ok())
+      return InvalidArgumentError(s.message() + kNoneKept);
     if (found.size() >= limits.max_files) {
       return InvalidArgumentError("more than " + std::to_string(limits.max_files) +
                                   " output files (a result holds at most " +

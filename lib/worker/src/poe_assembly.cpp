@@ -2,14 +2,14 @@
 
 #include <optional>
 
-#include "gatos/lease.h"  // FormatRfc3339Millis
 #include "gatos/encoding.h"
+#include "gatos/lease.h"  // FormatRfc3339Millis
 #include "gatos/worker/run_status.h"
 
 namespace gatos::worker {
 
-Poe StartPoe(const RunnerIdentity& runner, const std::string& job_hex, int64_t epoch, int64_t output_cap_bytes,
-             int64_t now_ms) {
+Poe StartPoe(const RunnerIdentity& runner, const std::string& job_hex, int64_t epoch,
+             int64_t output_cap_bytes, int64_t now_ms) {
   Poe poe;
   poe.job_id = "blake3:" + job_hex;
   poe.worker_id = runner.worker_id;
@@ -22,7 +22,8 @@ Poe StartPoe(const RunnerIdentity& runner, const std::string& job_hex, int64_t e
   return poe;
 }
 
-void RecordRun(const Result<ExecResult>& run, bool cancelled, Poe* poe, std::vector<ResultFile>* files) {
+void RecordRun(const Result<ExecResult>& run, bool cancelled, Poe* poe,
+               std::vector<ResultFile>* files) {
   if (!run.ok()) {
     poe->status = "failed";
     poe->reason = "supervising the job failed: " + run.status().message();
@@ -56,24 +57,26 @@ void RecordUnreadableInputs(const Status& why, Poe* poe) {
 void RecordInputFailure(const Status& why, bool transient, Poe* poe) {
   poe->status = "failed";
   poe->transient = transient;
-  poe->reason = TruncateUtf8(why.message() + (transient ? " [transient: may succeed when retried]"
-                                                        : " [permanent: not retried by the worker]"),
-                             kMaxReasonBytes);
+  poe->reason =
+      TruncateUtf8(why.message() + (transient ? " [transient: may succeed when retried]"
+                                              : " [permanent: not retried by the worker]"),
+                   kMaxReasonBytes);
 }
 
 void RecordCancelled(CancelledAt when, Poe* poe) {
   poe->status = "aborted";
-  poe->reason = when == CancelledAt::kBeforeStart ? "cancelled by the ledger before it started"
-                                                  : "cancelled by the ledger while its inputs were fetched";
+  poe->reason = when == CancelledAt::kBeforeStart
+                    ? "cancelled by the ledger before it started"
+                    : "cancelled by the ledger while its inputs were fetched";
 }
 
 Poe UndeliverablePoe(const Poe& reported, size_t frame_bytes, const std::string& why) {
   Poe poe = reported;
   poe.status = "failed";
   poe.outputs.clear();
-  poe.reason = TruncateUtf8(
-      "the result of " + std::to_string(frame_bytes) + " bytes could not be sent to the ledger: " + why,
-      kMaxReasonBytes);
+  poe.reason = TruncateUtf8("the result of " + std::to_string(frame_bytes) +
+                                " bytes could not be sent to the ledger: " + why,
+                            kMaxReasonBytes);
   return poe;
 }
 

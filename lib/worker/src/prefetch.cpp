@@ -6,7 +6,8 @@ namespace gatos::worker {
 
 void RunTimes::Record(int64_t run_ms) {
   // An exponential average over about the last 16 runs.
-  average_ms_ = runs_ == 0 ? static_cast<double>(run_ms) : average_ms_ + (run_ms - average_ms_) / 16.0;
+  average_ms_ =
+      runs_ == 0 ? static_cast<double>(run_ms) : average_ms_ + (run_ms - average_ms_) / 16.0;
   ++runs_;
 }
 

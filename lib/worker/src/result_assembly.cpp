@@ -1,9 +1,8 @@
 #include "gatos/worker/result_assembly.h"
 
 #include <algorithm>
-#include <utility>
-
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "gatos/attest.h"
 #include "gatos/encoding.h"
@@ -57,8 +56,9 @@ Result<BuiltResult> Build(const ResultContext& c, const Poe& poe, std::vector<Re
   const size_t limit = static_cast<size_t>(std::max<int64_t>(0, c.max_result_bytes));
   if (bytes > limit || built.objects.size() > c.max_objects) {
     return InvalidArgumentError("the result would be " + std::to_string(bytes) + " bytes in " +
-                                std::to_string(built.objects.size()) + " objects, over this ledger's limit of " +
-                                std::to_string(limit) + " bytes and " + std::to_string(c.max_objects) +
+                                std::to_string(built.objects.size()) +
+                                " objects, over this ledger's limit of " + std::to_string(limit) +
+                                " bytes and " + std::to_string(c.max_objects) +
                                 " objects (files, trees, poe.json and attestation together)");
   }
   return built;
@@ -72,7 +72,8 @@ AssembledResult AssembleResult(const ResultContext& c, Poe poe, std::vector<Resu
   if (!out_dir.empty()) {
     // The attestation is one more file of the result: the ledger counts it.
     const size_t other_files = files.size() + (manifest_json.empty() ? 0 : 1);
-    Status outputs = CollectOutputs(out_dir, OutputLimitsFor(c.max_result_bytes, other_files), &files);
+    Status outputs =
+        CollectOutputs(out_dir, OutputLimitsFor(c.max_result_bytes, other_files), &files);
     if (!outputs.ok()) {
       poe.status = "failed";
       poe.reason = outputs.message();
@@ -81,8 +82,8 @@ AssembledResult AssembleResult(const ResultContext& c, Poe poe, std::vector<Resu
   auto built = Build(c, poe, files, manifest_json, &out.warnings);
   for (int level = 0; !built.ok() && level < 2; ++level) {
     poe.status = "failed";
-    poe.reason =
-        TruncateUtf8("the result could not be reported as it was: " + built.status().message(), kMaxReasonBytes);
+    poe.reason = TruncateUtf8(
+        "the result could not be reported as it was: " + built.status().message(), kMaxReasonBytes);
     std::erase_if(files, [](const ResultFile& f) { return f.path.rfind("outputs/", 0) == 0; });
     if (level == 1) {
       // The smallest result there is: with the provenance attestation
@@ -98,7 +99,8 @@ AssembledResult AssembleResult(const ResultContext& c, Poe poe, std::vector<Resu
     return out;
   }
   out.commit_id = built->commit_id;
-  out.frame = rpc::EncodeFrame(nlohmann::json{{"commit", built->commit_id}}, EncodeObjectBatch(built->objects));
+  out.frame = rpc::EncodeFrame(nlohmann::json{{"commit", built->commit_id}},
+                               EncodeObjectBatch(built->objects));
   return out;
 }
 

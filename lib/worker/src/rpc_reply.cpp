@@ -26,7 +26,8 @@ Reply NoReply(const Status& transport) {
 
 std::vector<Reply> RepliesOfBatch(std::string_view data, size_t entries, std::string_view single,
                                   std::string_view batch) {
-  const Reply malformed{TransitionError::kRetry, "malformed reply on " + std::string(batch), {}, false};
+  const Reply malformed{
+      TransitionError::kRetry, "malformed reply on " + std::string(batch), {}, false};
   if (!rpc::IsBatch(data)) {  // the whole batch was refused
     Reply whole = ReplyOf(data, batch);
     return std::vector<Reply>(entries, whole.ok() ? malformed : whole);

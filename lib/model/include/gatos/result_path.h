@@ -29,7 +29,8 @@ namespace gatos {
 // most 200 bytes of it, bytes that are not UTF-8 shown as U+FFFD):
 //   result file path "P" is not valid UTF-8
 //   result file path "P" holds a NUL byte
-//   result file path "P" has an empty, '.', '..' or '.git' component, which a result tree may not hold
+//   result file path "P" has an empty, '.', '..' or '.git' component, which a
+//     result tree may not hold
 Status CheckResultPath(std::string_view path);
 
 }  // namespace gatos

@@ -33,9 +33,9 @@ namespace gatos::worker {
 
 // What the worker gives every job it runs.
 struct JobHost {
-  std::string self_dir;                // the worker's program directory
-  std::string scan_state;              // <state>/scan (absolute)
-  std::vector<std::string> ro_binds;   // --ro-bind paths
+  std::string self_dir;               // the worker's program directory
+  std::string scan_state;             // <state>/scan (absolute)
+  std::vector<std::string> ro_binds;  // --ro-bind paths
   int64_t kill_grace_ms = 2000;
   ExecSpec::Sandbox sandbox = ExecSpec::Sandbox::kAuto;
 };
@@ -44,7 +44,7 @@ struct JobHost {
 struct JobToRun {
   std::string job_hex;
   int64_t epoch = 0;
-  const Manifest* manifest = nullptr;     // verified with the grant; not owned
+  const Manifest* manifest = nullptr;      // verified with the grant; not owned
   const LeaseCommitInfo* lease = nullptr;  // the granted lease; not owned
   std::string slot;                        // the runner slot: <slot>/work and <slot>/out
   const std::vector<ResolvedInput>* inputs = nullptr;  // fetched git inputs; not owned

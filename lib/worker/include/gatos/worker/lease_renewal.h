@@ -32,7 +32,8 @@ int64_t RenewRetryDelay(int64_t interval_ms, int failures, uint32_t random);
 class LeaseRenewal {
  public:
   LeaseRenewal() = default;
-  LeaseRenewal(int64_t lease_ms, int64_t expires_ms) : interval_ms_(RenewInterval(lease_ms)), expires_ms_(expires_ms) {}
+  LeaseRenewal(int64_t lease_ms, int64_t expires_ms)
+      : interval_ms_(RenewInterval(lease_ms)), expires_ms_(expires_ms) {}
 
   // Renewed from `now_ms` on: the first renewal one interval later.
   void Start(int64_t now_ms) { next_ms_ = now_ms + interval_ms_; }

@@ -51,7 +51,8 @@ OutputLimits OutputLimitsFor(int64_t max_result_bytes, size_t other_files);
 //                     directory nested deeper than a result tree may be,
 //                     more than max_files files, more than max_bytes bytes
 //   Internal          the directory or a file cannot be read
-Status CollectOutputs(const std::string& out_dir, const OutputLimits& limits, std::vector<ResultFile>* files);
+Status CollectOutputs(const std::string& out_dir, const OutputLimits& limits,
+                      std::vector<ResultFile>* files);
 
 }  // namespace gatos::worker
 

@@ -38,13 +38,14 @@ struct RunnerIdentity {
 
 // The fields known at the claim: job, worker, epoch, runner, the lease's
 // output cap (bytes kept of stdout and of stderr each) and the start time.
-Poe StartPoe(const RunnerIdentity& runner, const std::string& job_hex, int64_t epoch, int64_t output_cap_bytes,
-             int64_t now_ms);
+Poe StartPoe(const RunnerIdentity& runner, const std::string& job_hex, int64_t epoch,
+             int64_t output_cap_bytes, int64_t now_ms);
 
 // How the run ended (run_status.h), its exit code or signal as reported,
 // its truncation marks and times; stdout and stderr become result files.
 // A run that could not be supervised to its end is `failed` with the reason.
-void RecordRun(const Result<ExecResult>& run, bool cancelled, Poe* poe, std::vector<ResultFile>* files);
+void RecordRun(const Result<ExecResult>& run, bool cancelled, Poe* poe,
+               std::vector<ResultFile>* files);
 
 // The command could not start (not found, not executable, a bad workspace):
 // `failed`, with the launcher's message. Final: it would not start again.

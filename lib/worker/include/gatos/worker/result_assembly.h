@@ -34,13 +34,13 @@ namespace gatos::worker {
 
 // What a job's result is bound to and signed with.
 struct ResultContext {
-  std::string job_commit;    // the job commit (parent 1)
-  std::string lease_commit;  // the claim commit of the lease held (parent 2)
+  std::string job_commit;        // the job commit (parent 1)
+  std::string lease_commit;      // the claim commit of the lease held (parent 2)
   int64_t max_result_bytes = 0;  // the lease's limit on all objects together
   size_t max_objects = BatchLimits{}.max_objects;
-  std::string committer_name;  // "gatos worker <name>"
+  std::string committer_name;              // "gatos worker <name>"
   const Ed25519PrivateKey* key = nullptr;  // the worker key; not owned
-  int64_t now_ms = 0;          // the commit time
+  int64_t now_ms = 0;                      // the commit time
 };
 
 struct AssembledResult {

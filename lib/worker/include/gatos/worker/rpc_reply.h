@@ -8,11 +8,10 @@
 #define GATOS_WORKER_RPC_REPLY_H_
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gatos/lease.h"
 #include "gatos/status.h"
