@@ -1,7 +1,6 @@
 #include "worker.h"
 
 #include <sched.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -17,18 +16,14 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <random>
-#include <set>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/attest.h"
 #include "gatos/blake3.h"
 #include "gatos/bus.h"
 #include "gatos/bus_identity.h"
-#include "gatos/canonical_json.h"
 #include "gatos/clock.h"
 #include "gatos/dir_layout.h"
 #include "gatos/encoding.h"
@@ -43,9 +38,22 @@
 #include "gatos/log.h"
 #include "gatos/manifest.h"
 #include "gatos/outbox.h"
-#include "gatos/result.h"
 #include "gatos/rpc.h"
 #include "gatos/signed_request.h"
+#include "gatos/worker/concurrency.h"
+#include "gatos/worker/job_spec.h"
+#include "gatos/worker/offer_settlement.h"
+#include "gatos/worker/poe_assembly.h"
+#include "gatos/worker/prefetch.h"
+#include "gatos/worker/rpc_reply.h"
+#include "gatos/worker/stop_decision.h"
+#include "job.h"
+#include "job_runner.h"
+#include "ledger_client.h"
+#include "renewer.h"
+#include "reporter.h"
+#include "result_signer.h"
+#include "runner_slot.h"
 
 namespace gatos::worker {
 
@@ -54,101 +62,21 @@ int DefaultConcurrency() {
   int cpus = 0;
   if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
   if (cpus <= 0) cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::clamp(kConcurrencyPerCpu * cpus, kMinDefaultConcurrency, kMaxDefaultConcurrency);
+  return ConcurrencyForCpus(cpus);
 }
 
 namespace {
 
-using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 constexpr char kVersion[] = "gatos-worker 0.1.0";
-// Results sent in one result-batch request: at most this many bytes
-// (a larger single result goes alone) and entries.
-constexpr size_t kMaxResultBatchBytes = 1 << 20;
-constexpr size_t kMaxResultBatchEntries = 256;
-// What gatosd checks of a result (result.h BatchLimits, ResultCheckLimits):
-// the worker checks the same before it sends, so that a result the ledger
-// would refuse for its form becomes a failed result at once.
-constexpr size_t kMaxResultObjects = BatchLimits{}.max_objects;
-constexpr size_t kMaxResultFiles = ResultCheckLimits{}.max_files;
-constexpr size_t kMaxResultDepth = ResultCheckLimits{}.max_depth;
-
-std::string Short(const std::string& hex) { return hex.substr(0, 12); }
 
 std::string Platform() {
   struct utsname u;
   if (uname(&u) != 0) return "linux";
   return std::string("linux-") + u.machine;
 }
-
-// Result of one RPC call, with transport failures folded into kRetry so the
-// caller branches on the three classes only (PROTOCOL section 4).
-struct Reply {
-  TransitionError error = TransitionError::kNone;
-  std::string message;
-  json body;
-  // The request could not be sent at all because of its size (the bus's
-  // max payload): sending it again cannot help.
-  bool too_large = false;
-  bool ok() const { return error == TransitionError::kNone; }
-};
-
-Reply ParseOne(std::string_view data, const char* subject) {
-  Reply r;
-  rpc::ReplyError err;
-  auto body = rpc::ParseReply(data, subject, &err);
-  r.error = err.error;
-  r.message = err.message;
-  if (body.ok()) r.body = std::move(*body);
-  return r;
-}
-
-// Variables glibc removes from a setuid program's environment, and every
-// LD_*: none of them reaches the scanner, which runs with the scan state.
-bool LoaderVariable(const std::string& name) {
-  static const std::set<std::string> kNames = {
-      "GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",  "MALLOC_TRACE",
-      "NIS_PATH",   "NLSPATH",     "RESOLV_HOST_CONF", "RES_OPTIONS", "TMPDIR",    "TZDIR"};
-  return name.rfind("LD_", 0) == 0 || kNames.count(name) > 0;
-}
-
-// One claimed job, from its verified grant until its result is handed to
-// the reporter. The runner thread owns it; `mu` guards `exec`, which the
-// renewer and the cancel handler use to stop it.
-struct Job {
-  std::string hex;
-  int64_t epoch = 0;
-  VerifiedGrant grant;  // checked against the ledger key before anything ran
-  std::string ws;       // the runner slot's directory: work/ (HOME) and out/
-  std::atomic<bool> cancel{false};
-  std::atomic<bool> stale{false};  // the lease was lost: stop, report nothing
-  std::atomic<bool> halt{false};   // any Stop(): ends an input fetch too
-  std::mutex mu;
-  Execution* exec = nullptr;  // guarded by mu; set while the command runs
-  // The renewer's (guarded by the renewer's mutex).
-  int64_t expires_ms = 0;
-  int64_t next_renew_ms = 0;
-  int failures = 0;
-
-  void Stop() {
-    halt = true;
-    std::lock_guard<std::mutex> l(mu);
-    if (exec) exec->Stop();
-  }
-};
-
-// A finished job's result, built and signed, on its way to the ledger.
-struct Finished {
-  std::shared_ptr<Job> job;  // null for a result read back from the outbox
-  std::string job_hex;
-  std::string commit_id;
-  std::string frame;   // the result request (rpc::EncodeFrame)
-  std::string status;  // the PoE status, for the log
-  Poe poe;             // as reported, for a smaller failed result if this one cannot be sent
-  int64_t outbox_id = 0;
-};
 
 class Worker {
  public:
@@ -172,7 +100,7 @@ class Worker {
     }
     auto program = Blake3File("/proc/self/exe");
     if (!program.ok()) return Fail("cannot hash the worker binary: " + program.status().message());
-    program_hash_ = TaggedDigest(*program);
+    identity_ = {key_->public_key().WorkerId(), TaggedDigest(*program), kVersion, Platform()};
 
     std::error_code ec;
     // Nothing in the state (keys, mirrors of private repositories, other
@@ -190,13 +118,16 @@ class Worker {
       std::string why;
       (void)SpreadSubdirectories(opts_.state_dir + "/jobs", &why);
     }
-    scan_state_ = fs::absolute(opts_.state_dir + "/scan", ec).lexically_normal().string();
-    fs::create_directories(scan_state_, ec);
+    host_.scan_state = fs::absolute(opts_.state_dir + "/scan", ec).lexically_normal().string();
+    fs::create_directories(host_.scan_state, ec);
     if (ec) return Fail("--state-dir " + opts_.state_dir + ": " + ec.message());
-    self_dir_ = fs::canonical("/proc/self/exe", ec).parent_path().string();
+    host_.self_dir = fs::canonical("/proc/self/exe", ec).parent_path().string();
     for (const auto& b : opts_.ro_binds) {
       if (b.empty() || b[0] != '/' || !fs::exists(b, ec)) return Fail("--ro-bind " + b + ": not an existing absolute path");
     }
+    host_.ro_binds = opts_.ro_binds;
+    host_.kill_grace_ms = opts_.kill_grace_ms;
+    host_.sandbox = opts_.sandbox;
     OutboxOptions oo;
     OutboxKeepSetting keep = ResolveOutboxKeep(std::getenv("GATOS_OUTBOX_KEEP"), nullptr);
     for (const auto& w : keep.warnings) Log("warning: " + w);
@@ -255,9 +186,16 @@ class Worker {
       }
     }
 
+    ledger_.emplace(bus_.get());
+    signer_.emplace(&*key_, opts_.name);
+    renewer_.emplace(&*ledger_, &*key_, &ledger_keys_, outbox_.get());
+    reporter_.emplace(&*ledger_, outbox_.get(), &*signer_);
+    runner_.emplace(JobRunner::Parts{launcher_.get(), resolver_.get(), &host_, &identity_, &*signer_, &*reporter_,
+                                     outbox_.get(), &shutting_down_});
+
     Recover();
     // Drain before new work: results finished before a crash go out first.
-    DeliverDue(/*all=*/true);
+    reporter_->DeliverDue(/*all=*/true);
 
     auto cancel_sub = bus_->Subscribe(std::string(rpc::kCancelEventPrefix) + "*", [this](Message m) {
       std::string hex = m.subject.substr(std::strlen(rpc::kCancelEventPrefix));
@@ -290,8 +228,8 @@ class Worker {
     }
     std::vector<std::thread> runners;
     for (int i = 0; i < opts_.concurrency; ++i) runners.emplace_back([this, i] { RunnerLoop(i); });
-    std::thread renewer([this] { RenewLoop(); });
-    std::thread reporter([this] { ReportLoop(); });
+    renewer_->Start();
+    reporter_->Start();
     Log("worker ed25519:" + worker_hex_ + " ready (concurrency " + std::to_string(opts_.concurrency) + ")");
 
     while (!*stop_ && consumer) FetchAndClaim(*consumer);
@@ -301,22 +239,15 @@ class Worker {
     Log("stopping: waiting for " + std::to_string(Active()) + " running job(s)");
     {
       std::unique_lock<std::mutex> l(mu_);
-      cv_.wait_for(l, std::chrono::seconds(10), [&] { return active_ == 0; });
+      cv_.wait_for(l, std::chrono::milliseconds(kShutdownGraceMs), [&] { return active_ == 0; });
       shutting_down_ = true;
       for (auto& [hex, job] : running_) job->Stop();
       runners_stop_ = true;
     }
     cv_.notify_all();
     for (auto& t : runners) t.join();
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      background_stop_ = true;
-    }
-    cv_.notify_all();
-    renew_cv_.notify_all();
-    report_cv_.notify_all();
-    renewer.join();
-    reporter.join();  // it stores and sends what the runners handed it first
+    renewer_->Stop();
+    reporter_->Stop();  // it stores and sends what the runners handed it first
     Log("stopped");
     return 0;
   }
@@ -355,39 +286,6 @@ class Worker {
     return OkStatus();
   }
 
-  // Fetches the job's git inputs before it starts (the lease is renewed
-  // meanwhile). Failures become the job's `failed` result: a permanent one
-  // (not found, authentication refused, ref or commit missing, a refused
-  // url) at once; a transient one after a few attempts with backoff, saying
-  // so, so that the ledger's retry policy (PROTOCOL section 12) may run it
-  // again later.
-  bool ResolveInputs(const std::shared_ptr<Job>& job, const std::vector<GitInput>& inputs,
-                     std::vector<ResolvedInput>* resolved, Poe* poe) {
-    InputRetryPolicy policy;
-    policy.deadline_ms = SystemNowMs() + std::max<int64_t>(60000, job->grant.lease.lease_ms * 4);
-    if (job->cancel || job->stale || shutting_down_) job->halt = true;
-    InputResolution res = resolver_->ResolveAll(inputs, policy, &job->halt, [&](const std::string& m) {
-      Log("job " + Short(job->hex) + ": " + m);
-    });
-    *resolved = std::move(res.inputs);
-    poe->inputs = PoeInputsOf(*resolved);
-    if (res.status.ok()) {
-      for (const ResolvedInput& r : *resolved) {
-        Log("job " + Short(job->hex) + ": input " + std::to_string(r.input.index) + " at " + Short(r.commit));
-      }
-      return true;
-    }
-    if (res.status.code() == StatusCode::kAborted) return false;  // the caller sees why
-    const bool transient = IsTransientInputError(res.status);
-    poe->status = "failed";
-    poe->transient = transient;  // the ledger's retry policy may run it again
-    poe->reason = TruncateUtf8(res.status.message() + (transient ? " [transient: may succeed when retried]"
-                                                                   : " [permanent: not retried by the worker]"),
-                               2000);
-    Log("job " + Short(job->hex) + ": " + poe->reason);
-    return false;
-  }
-
   int Active() {
     std::lock_guard<std::mutex> l(mu_);
     return active_;
@@ -397,48 +295,6 @@ class Worker {
     std::lock_guard<std::mutex> l(mu_);
     auto it = running_.find(hex);
     return it == running_.end() ? nullptr : it->second;
-  }
-
-  Reply Call(const char* subject, const std::string& data, int timeout_ms) {
-    auto m = bus_->Request(subject, data, timeout_ms);
-    if (!m.ok()) {
-      Reply r;
-      r.error = TransitionError::kRetry;
-      r.message = m.status().message();
-      r.too_large = m.status().code() == StatusCode::kInvalidArgument;
-      return r;
-    }
-    return ParseOne(m->data, subject);
-  }
-
-  // Sends `entries` (requests of the single form) as one batch request, or
-  // as the single form when there is one; one Reply per entry, in order.
-  std::vector<Reply> CallMany(const char* single, const char* batch, const std::vector<std::string>& entries,
-                              int timeout_ms) {
-    if (entries.size() == 1) return {Call(single, entries[0], timeout_ms)};
-    std::vector<Reply> out(entries.size());
-    auto m = bus_->Request(batch, rpc::EncodeBatch(entries), timeout_ms);
-    if (!m.ok()) {
-      for (Reply& r : out) {
-        r.error = TransitionError::kRetry;
-        r.message = m.status().message();
-        r.too_large = m.status().code() == StatusCode::kInvalidArgument;
-      }
-      return out;
-    }
-    if (!rpc::IsBatch(m->data)) {  // the whole batch was refused
-      Reply whole = ParseOne(m->data, batch);
-      if (whole.ok()) whole = {TransitionError::kRetry, std::string("malformed reply on ") + batch, {}, false};
-      out.assign(entries.size(), whole);
-      return out;
-    }
-    auto replies = rpc::DecodeBatch(m->data);
-    if (!replies.ok() || replies->size() != entries.size()) {
-      out.assign(entries.size(), Reply{TransitionError::kRetry, std::string("malformed reply on ") + batch, {}, false});
-      return out;
-    }
-    for (size_t i = 0; i < entries.size(); ++i) out[i] = ParseOne((*replies)[i], single);
-    return out;
   }
 
   void Recover() {
@@ -503,7 +359,7 @@ class Worker {
       if (!pending.ok()) {
         Log("dropping a malformed pending message (sequence " + std::to_string(m->stream_sequence()) +
             "): " + pending.status().message());
-        Settle(*m, &Bus::JsMessage::Term, 0);  // never redelivered: it can never be claimed
+        Settle(*m, kSettleMalformedOffer);  // never redelivered: it can never be claimed
         continue;
       }
       sent.push_back(SignLeaseRequest(*key_, pending->job_hex, pending->epoch, SystemNowMs(), false));
@@ -511,7 +367,7 @@ class Worker {
       offers.push_back(std::move(m));
     }
     if (requests.empty()) return;
-    std::vector<Reply> replies = CallMany(rpc::kClaim, rpc::kClaimBatch, requests, 5000);
+    std::vector<Reply> replies = ledger_->CallMany(rpc::kClaim, rpc::kClaimBatch, requests, 5000);
     std::vector<std::shared_ptr<Job>> granted;
     std::vector<LocalLease> leases;
     for (size_t i = 0; i < replies.size(); ++i) {
@@ -519,25 +375,9 @@ class Worker {
       Bus::JsMessage& m = *offers[i];
       const std::string& hex = sent[i].job_hex;
       if (!r.ok()) {
-        switch (r.error) {
-          case TransitionError::kLostRace:
-          case TransitionError::kTerminal:
-          case TransitionError::kCancelled:
-            Settle(m, &Bus::JsMessage::Ack, 0);  // normal: someone else has it, or it is over
-            break;
-          case TransitionError::kUnauthorized:
-            Log("claim of job " + Short(hex) + " refused: " + r.message);
-            Settle(m, &Bus::JsMessage::Nak, 5000);
-            break;
-          case TransitionError::kInvalid:
-          case TransitionError::kInternal:
-            Log("claim of job " + Short(hex) + " refused: " + r.message);
-            Settle(m, &Bus::JsMessage::Term, 0);
-            break;
-          default:
-            Settle(m, &Bus::JsMessage::Nak, 500);
-            break;
-        }
+        OfferSettlement settle = SettleRefusedClaim(r.error);
+        if (settle.log) Log("claim of job " + Short(hex) + " refused: " + r.message);
+        Settle(m, settle);
         continue;
       }
       auto grant = VerifyGrant(r.body.value("objects", ""), r.body.value("lease_commit", ""), ledger_keys_, sent[i]);
@@ -545,16 +385,16 @@ class Worker {
         // Not from the ledger (or not for this request): never run it. If the
         // ledger did grant the lease, it runs out and the job is offered again.
         Log("REFUSED a grant for job " + Short(hex) + " that the ledger did not sign: " + grant.status().message());
-        Settle(m, &Bus::JsMessage::Nak, 5000);
+        Settle(m, kSettleUnverifiedGrant);
         continue;
       }
-      Settle(m, &Bus::JsMessage::Ack, 0);
+      Settle(m, OfferSettlement{OfferSettlement::Verb::kAck, 0, false});
       auto job = std::make_shared<Job>();
       job->hex = hex;
       job->epoch = grant->lease.epoch;
-      job->expires_ms = grant->lease.expires_ms;
+      job->renewal = LeaseRenewal(grant->lease.lease_ms, grant->lease.expires_ms);
       job->grant = std::move(*grant);
-      leases.push_back({hex, job->epoch, job->expires_ms, "", LeaseState::kRunning, 0});
+      leases.push_back({hex, job->epoch, job->grant.lease.expires_ms, "", LeaseState::kRunning, 0});
       granted.push_back(std::move(job));
     }
     if (granted.empty()) return;
@@ -563,7 +403,7 @@ class Worker {
     Status rec = outbox_->RecordLeases(leases, SystemNowMs());
     if (!rec.ok()) Log("cannot record " + std::to_string(leases.size()) + " lease(s) locally: " + rec.message());
     // Renewed from now on, while waiting for a slot too (a prefetched job).
-    for (auto& job : granted) Renewing(job, true);
+    for (auto& job : granted) renewer_->Add(job);
     {
       std::lock_guard<std::mutex> l(mu_);
       for (auto& job : granted) {
@@ -575,41 +415,25 @@ class Worker {
     cv_.notify_all();
   }
 
-  // Jobs claimed beyond the free slots, so that a slot that frees starts the
-  // next job at once instead of waiting for a claim round trip: half the
-  // concurrency while recent jobs were short (under kShortJobMs on average),
-  // none otherwise — a worker busy with long jobs never hoards jobs another
-  // worker could run. Caller holds mu_.
-  static constexpr int64_t kShortJobMs = 500;
-  int Prefetch() const {
-    if (recent_runs_ < 8) return 0;
-    return recent_run_ms_avg_ < kShortJobMs ? std::max(1, opts_.concurrency / 2) : 0;
-  }
+  // Jobs claimed beyond the free slots (prefetch.h). Caller holds mu_.
+  int Prefetch() const { return PrefetchCount(opts_.concurrency, recent_runs_); }
   void RecordRunTime(int64_t ms) {
     std::lock_guard<std::mutex> l(mu_);
-    // An exponential average over about the last 16 jobs.
-    recent_run_ms_avg_ = recent_runs_ == 0 ? static_cast<double>(ms) : recent_run_ms_avg_ + (ms - recent_run_ms_avg_) / 16.0;
-    ++recent_runs_;
+    recent_runs_.Record(ms);
   }
 
   // Acks are sent without waiting; one that is lost means a redelivery, which
   // the claim then answers (lost race or terminal), so a failure only costs time.
-  void Settle(Bus::JsMessage& m, Status (Bus::JsMessage::*verb)(), int) {
-    Status s = (m.*verb)();
-    if (!s.ok()) Log("settling a job offer failed (it is redelivered later): " + s.message());
-  }
-  void Settle(Bus::JsMessage& m, Status (Bus::JsMessage::*verb)(int), int delay_ms) {
-    Status s = (m.*verb)(delay_ms);
+  void Settle(Bus::JsMessage& m, const OfferSettlement& settle) {
+    Status s = settle.verb == OfferSettlement::Verb::kAck    ? m.Ack()
+               : settle.verb == OfferSettlement::Verb::kTerm ? m.Term()
+                                                             : m.Nak(settle.delay_ms);
     if (!s.ok()) Log("settling a job offer failed (it is redelivered later): " + s.message());
   }
 
   // ---- running (one runner thread per concurrent job) ----
 
-  // A runner keeps one slot directory, <state>/jobs/slot-<n>, for job after
-  // job: work/ (the job's HOME) and out/ are emptied after each job rather
-  // than created and removed (on this project's VM, with ext4 without a
-  // journal, every mkdir costs a scan for a free inode: a third of the
-  // worker's CPU per trivial job).
+  // Runner `n` runs job after job in its slot (runner_slot.h), <state>/jobs/slot-<n>.
   void RunnerLoop(int n) {
     const std::string slot = opts_.state_dir + "/jobs/slot-" + std::to_string(n);
     ResetSlot(slot);
@@ -624,8 +448,8 @@ class Worker {
       }
       job->ws = slot;
       int64_t started = SystemNowMs();
-      RunJob(job);
-      Renewing(job, false);
+      runner_->Run(job);
+      renewer_->Remove(*job);
       RecordRunTime(SystemNowMs() - started);
       ResetSlot(slot);
       {
@@ -637,626 +461,26 @@ class Worker {
     }
   }
 
-  // Scan state (mirrors, done-ledger, fingerprint key) is bound only for a
-  // scan job: its command is `gatos-scan`, and the worker then runs the
-  // gatos-scan shipped next to it (whatever PATH the manifest sets), without
-  // loader variables. Every other job sees no scan state at all.
-  // docs/worker-execution.md, "What a job can reach".
-  bool IsScanJob(const Manifest& m) const { return m.command.size() >= 1 && m.command[0] == "gatos-scan"; }
-
-  // The host paths a job sees besides its workspace and output dir.
-  std::vector<ExecSpec::Bind> JobBinds(bool scan) const {
-    std::vector<ExecSpec::Bind> binds;
-    for (const auto& b : opts_.ro_binds) binds.push_back({b, "", false, ""});
-    binds.push_back({self_dir_, "", false, ""});  // gatos-scan and friends, found by name
-    if (scan) binds.push_back({scan_state_, "", true, "GATOS_STATE_DIR"});
-    return binds;
-  }
-
-  void RunJob(const std::shared_ptr<Job>& job) {
-    const LeaseCommitInfo& lease = job->grant.lease;
-    if (job->stale) {  // lost while it waited for a slot
-      Log("job " + Short(job->hex) + ": lease lost before it started; discarded");
-      Abandon(*job);
-      return;
-    }
-    Log("claimed job " + Short(job->hex) + " (epoch " + std::to_string(job->epoch) + ")");
-    Poe poe;
-    poe.job_id = "blake3:" + job->hex;
-    poe.worker_id = key_->public_key().WorkerId();
-    poe.lease_epoch = job->epoch;
-    poe.runner_program = program_hash_;
-    poe.runner_version = kVersion;
-    poe.runner_platform = Platform();
-    poe.stdout_cap = lease.output_cap_bytes;
-    poe.started_at = FormatRfc3339Millis(SystemNowMs());
-    std::vector<ResultFile> files;
-
-    // Parsed once, by VerifyGrant (a job.yaml this worker cannot parse is no grant).
-    const Manifest& manifest = job->grant.manifest;
-    if (job->cancel) {
-      poe.status = "aborted";
-      poe.reason = "cancelled by the ledger before it started";
-    } else {
-      bool scan = IsScanJob(manifest);
-      std::vector<ResolvedInput> resolved;
-      auto git_inputs = GitInputs(manifest);
-      bool inputs_ok = true;
-      if (!git_inputs.ok()) {
-        poe.status = "failed";  // Permanent: the ledger accepted it, but this worker cannot read its inputs
-        poe.reason = "the job's inputs cannot be read: " + git_inputs.status().message();
-        inputs_ok = false;
-      } else if (!git_inputs->empty()) {
-        inputs_ok = ResolveInputs(job, *git_inputs, &resolved, &poe);
-        if (!inputs_ok && poe.status.empty()) {  // stopped while fetching
-          if (job->stale || !job->cancel) {
-            Log(job->stale ? "job " + Short(job->hex) + ": lease lost while fetching its inputs; discarded"
-                           : "job " + Short(job->hex) + ": stopped by shutdown while fetching its inputs");
-            Abandon(*job);
-            return;
-          }
-          poe.status = "aborted";
-          poe.reason = "cancelled by the ledger while its inputs were fetched";
-        }
-      }
-      if (inputs_ok) RunCommand(job, manifest, scan, resolved, &poe, &files);
-      if (poe.status.empty()) return;  // abandoned (stale lease or shutdown)
-    }
-    if (poe.finished_at.empty()) poe.finished_at = FormatRfc3339Millis(SystemNowMs());
-    if (files.empty()) files = {{"stdout", ""}, {"stderr", ""}};
-    Finished f = BuildFinished(job, std::move(poe), std::move(files),
-                               job->grant.canonical, job->ws + "/out");
-    {
-      std::lock_guard<std::mutex> l(report_mu_);
-      to_report_.push_back(std::move(f));
-    }
-    report_cv_.notify_one();
-  }
-
-  // Runs the job's command and fills `poe` and `files` from how it ended;
-  // leaves poe->status empty when the run was abandoned (its lease was lost,
-  // or the worker is shutting down).
-  void RunCommand(const std::shared_ptr<Job>& job, const Manifest& m, bool scan,
-                  const std::vector<ResolvedInput>& inputs, Poe* poe_out, std::vector<ResultFile>* files) {
-    Poe& poe = *poe_out;
-    const LeaseCommitInfo& lease = job->grant.lease;
-    ExecSpec spec;
-    spec.argv = m.command;
-    if (scan) spec.argv[0] = self_dir_ + "/gatos-scan";
-    spec.argv.insert(spec.argv.end(), m.args.begin(), m.args.end());
-    spec.env = m.env.value_or(std::map<std::string, std::string>{});
-    if (scan) std::erase_if(spec.env, [](const auto& kv) { return LoaderVariable(kv.first); });
-    // Programs shipped with the worker (gatos-scan) are found by name;
-    // a manifest that sets PATH decides for itself.
-    if (!spec.env.count("PATH")) spec.env["PATH"] = self_dir_ + ":/usr/local/bin:/usr/bin:/bin";
-    spec.binds = JobBinds(scan);
-    spec.workspace = job->ws + "/work";  // empty: ResetSlot
-    spec.cwd = m.cwd.value_or("");
-    spec.output_dir = job->ws + "/out";
-    spec.timeout_ms = m.timeout_seconds * 1000;
-    spec.kill_grace_ms = opts_.kill_grace_ms;
-    spec.output_cap_bytes = static_cast<size_t>(poe.stdout_cap);
-    spec.sandbox = opts_.sandbox;
-    spec.allow_network = lease.allow_network;
-    spec.extra_env = {{"GATOS_JOB_ID", "blake3:" + job->hex}, {"GATOS_LEASE_EPOCH", std::to_string(job->epoch)}};
-    // Each fetched repository, read-only at /gatos/inputs/<n> ($GATOS_INPUT_<n>).
-    ExposeInputs(inputs, &spec);
-    auto started = launcher_->Start(spec);
-    if (!started.ok()) {
-      poe.status = "failed";  // Permanent: the command cannot start
-      poe.reason = started.status().message();
-    } else {
-      std::unique_ptr<Execution> exec = std::move(*started);
-      {
-        std::lock_guard<std::mutex> l(job->mu);
-        job->exec = exec.get();
-      }
-      if (job->cancel || job->stale || shutting_down_) exec->Stop();  // arrived before exec was set
-      Result<ExecResult> result = exec->Wait();
-      {
-        std::lock_guard<std::mutex> l(job->mu);
-        job->exec = nullptr;
-      }
-      if (job->stale || (result.ok() && result->stopped && !job->cancel)) {
-        // StaleOwner (stop at once, discard, write nothing), or stopped by shutdown.
-        Log(job->stale ? "job " + Short(job->hex) + ": lease lost (stale owner); its run was discarded"
-                       : "job " + Short(job->hex) + ": stopped by shutdown; its lease will run out");
-        Abandon(*job);
-        return;
-      }
-      FillFromExec(result, job->cancel, &poe, files);
-    }
-  }
-
-  void Abandon(const Job& job) {
-    Status s = outbox_->FinishLease(job.hex, job.epoch, LeaseState::kAbandoned, SystemNowMs());
-    if (!s.ok()) Log("job " + Short(job.hex) + ": cannot record the abandoned lease: " + s.message());
-  }
-
-  // Empties `dir` (a real directory, not a symlink); false if anything is left.
-  static bool EmptyDir(const std::string& dir) {
-    std::error_code ec;
-    if (!fs::is_directory(fs::symlink_status(dir, ec))) return false;
-    std::vector<fs::path> entries;
-    for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-      entries.push_back(it->path());
-    }
-    if (ec) return false;
-    for (const auto& e : entries) {
-      fs::remove_all(e, ec);  // does not follow symlinks
-      if (ec) return false;
-    }
-    return fs::is_empty(dir, ec) && !ec;
-  }
-
-  // Leaves `slot` with empty work/ and out/ and nothing else. The job that
-  // used it has no process left; whatever it left that cannot be emptied
-  // (a symlink in place of a directory, a file it made unremovable) goes
-  // with the whole slot directory, moved aside first.
-  void ResetSlot(const std::string& slot) {
-    std::error_code ec;
-    bool clean = fs::is_directory(fs::symlink_status(slot, ec)) && EmptyDir(slot + "/work") &&
-                 EmptyDir(slot + "/out");
-    if (clean) {
-      size_t n = 0;
-      for (auto it = fs::directory_iterator(slot, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) ++n;
-      clean = !ec && n == 2;
-    }
-    if (clean) return;
-    if (fs::exists(fs::symlink_status(slot, ec))) {
-      std::string trash = slot + ".trash-" + std::to_string(SystemNowMs());
-      fs::rename(slot, trash, ec);
-      if (ec) {
-        Log("cannot move the workspace " + slot + " aside: " + ec.message());
-      } else {
-        fs::remove_all(trash, ec);
-        if (ec) Log("cannot remove an old workspace, " + trash + ": " + ec.message() + "; remove it by hand");
-      }
-    }
-    fs::create_directories(slot + "/work", ec);
-    fs::create_directories(slot + "/out", ec);
-    if (ec) Log("cannot create the workspace " + slot + ": " + ec.message());
-  }
-
-  void FillFromExec(const Result<ExecResult>& result, bool cancelled, Poe* poe, std::vector<ResultFile>* files) {
-    if (!result.ok()) {
-      poe->status = "failed";
-      poe->reason = "supervising the job failed: " + result.status().message();
-      return;
-    }
-    const ExecResult& x = *result;
-    poe->exit_code = x.exit_code ? std::optional<int64_t>(*x.exit_code) : std::nullopt;
-    poe->signal = x.signal ? std::optional<int64_t>(*x.signal) : std::nullopt;
-    poe->timed_out = x.timed_out;
-    poe->stdout_truncated = x.stdout_truncated;
-    poe->stderr_truncated = x.stderr_truncated;
-    poe->started_at = FormatRfc3339Millis(x.started_ms);
-    poe->finished_at = FormatRfc3339Millis(x.finished_ms);
-    if (x.stopped && cancelled) {
-      poe->status = "aborted";
-      poe->reason = "cancelled by the ledger";
-    } else if (x.timed_out) {
-      poe->status = "timed-out";
-    } else if (x.exit_code && *x.exit_code == 0) {
-      poe->status = "succeeded";
-    } else {
-      poe->status = "failed";
-    }
-    files->push_back({"stdout", x.stdout_data, false});
-    files->push_back({"stderr", x.stderr_data, false});
-  }
-
-  // Adds outputs/<rel> for each regular file the job left in its output dir.
-  // Returns why the outputs cannot be part of the result ("" if they can):
-  // a name the ledger refuses (not UTF-8, '.git', ...), too many files, too
-  // deep, or more bytes than the result may hold. Stops reading at the first.
-  std::string CollectOutputs(const std::string& out_dir, size_t max_bytes, size_t max_files,
-                             std::vector<ResultFile>* files) {
-    std::error_code ec;
-    if (!fs::exists(out_dir, ec)) return "";
-    size_t total = 0;
-    std::vector<ResultFile> found;
-    for (auto it = fs::recursive_directory_iterator(out_dir, fs::directory_options::none, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      // The result tree's root is depth 0 and outputs/ depth 1, so a
-      // directory at iterator depth d becomes a tree at depth d + 2.
-      if (it->is_directory(ec) && !it->is_symlink(ec) && it.depth() + 2 > static_cast<int>(kMaxResultDepth)) {
-        return "outputs are nested deeper than the " + std::to_string(kMaxResultDepth) +
-               " levels a result tree may have; no output file was kept";
-      }
-      if (it->is_symlink(ec) || !it->is_regular_file(ec)) continue;
-      std::string rel = fs::relative(it->path(), out_dir, ec).generic_string();
-      std::string path = "outputs/" + rel;
-      if (TruncateUtf8(path, path.size()) != path) {
-        return "output file name \"" + TruncateUtf8(rel, 200) + "\" is not valid UTF-8; no output file was kept";
-      }
-      for (size_t a = 0, b; a <= rel.size(); a = b + 1) {
-        b = std::min(rel.find('/', a), rel.size());
-        std::string_view part = std::string_view(rel).substr(a, b - a);
-        if (part.empty() || part == "." || part == ".." || part == ".git") {
-          return "output file name \"" + TruncateUtf8(rel, 200) +
-                 "\" has an empty, '.', '..' or '.git' component, which a result tree may not hold; no "
-                 "output file was kept";
-        }
-      }
-      if (found.size() >= max_files) {
-        return "more than " + std::to_string(max_files) + " output files (a result holds at most " +
-               std::to_string(kMaxResultFiles) + " files); no output file was kept";
-      }
-      uintmax_t size = it->file_size(ec);
-      total += size;
-      if (ec || total > max_bytes) {
-        return "outputs exceed this ledger's result limit of " + std::to_string(max_bytes) +
-               " bytes; no output file was kept";
-      }
-      std::ifstream in(it->path(), std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      found.push_back({path, ss.str(), false});
-    }
-    if (ec) return "cannot read the output directory: " + ec.message() + "; no output file was kept";
-    for (auto& f : found) files->push_back(std::move(f));
-    return "";
-  }
-
-  // The signed result commit, with its provenance attestation.
-  Result<BuiltResult> Build(const Job& job, const Poe& poe, std::vector<ResultFile> files,
-                            const std::string& manifest_json) {
-    if (!manifest_json.empty()) {
-      // An in-toto Statement (SLSA provenance) over the final files, signed by
-      // this worker; poe.json then lists and hashes it like every file.
-      ProvenanceInput p;
-      p.manifest_json = manifest_json;
-      p.job_id = poe.job_id;
-      p.job_commit = job.grant.job_commit;
-      p.worker_id = poe.worker_id;
-      p.lease_epoch = job.epoch;
-      p.runner_program = poe.runner_program;
-      p.runner_version = poe.runner_version;
-      p.runner_platform = poe.runner_platform;
-      p.started_at = poe.started_at;
-      p.finished_at = poe.finished_at;
-      p.subjects = SubjectsForFiles(files);
-      p.inputs = poe.inputs;  // resolvedDependencies: the commits the job was shown
-      auto envelope = BuildProvenanceEnvelope(p, *key_);
-      if (envelope.ok()) {
-        files.push_back({kProvenanceFileName, *envelope, false});
-      } else {
-        Log("job " + Short(job.hex) + ": no provenance attestation: " + envelope.status().message());
-      }
-    }
-    ResultBuildInput in;
-    in.job_commit = job.grant.job_commit;
-    in.lease_commit = job.grant.lease_commit;
-    in.poe = poe;
-    in.files = std::move(files);
-    in.committer_name = "gatos worker " + opts_.name;
-    in.time_ms = SystemNowMs();
-    GATOS_ASSIGN_OR_RETURN(BuiltResult built, BuildResult(in, *key_));
-    // What the ledger counts (the sum of every object: blobs, trees,
-    // poe.json, the attestation, the commit) and how many objects.
-    size_t bytes = 0;
-    for (const auto& o : built.objects) bytes += o.data.size();
-    size_t limit = static_cast<size_t>(job.grant.lease.max_result_bytes);
-    if (bytes > limit || built.objects.size() > kMaxResultObjects) {
-      return InvalidArgumentError("the result would be " + std::to_string(bytes) + " bytes in " +
-                                  std::to_string(built.objects.size()) + " objects, over this ledger's limit of " +
-                                  std::to_string(limit) + " bytes and " + std::to_string(kMaxResultObjects) +
-                                  " objects (files, trees, poe.json and attestation together)");
-    }
-    return built;
-  }
-
-  // Builds the result a finished job reports. A result that cannot be built
-  // or would be refused for its form or size is Permanent: it becomes a
-  // `failed` result with the reason, first without outputs, then without
-  // stdout/stderr either, so that what is reported always fits.
-  // `out_dir` ("" = none) holds the job's outputs.
-  Finished BuildFinished(const std::shared_ptr<Job>& job, Poe poe, std::vector<ResultFile> files,
-                         const std::string& manifest_json, const std::string& out_dir) {
-    size_t limit = static_cast<size_t>(job->grant.lease.max_result_bytes);
-    std::string why =
-        out_dir.empty() ? "" : CollectOutputs(out_dir, limit, kMaxResultFiles - files.size() - 1, &files);
-    if (!why.empty()) {
-      poe.status = "failed";
-      poe.reason = why;
-    }
-    auto built = Build(*job, poe, files, manifest_json);
-    for (int level = 0; !built.ok() && level < 2; ++level) {
-      poe.status = "failed";
-      poe.reason = TruncateUtf8("the result could not be reported as it was: " + built.status().message(), 2000);
-      std::erase_if(files, [](const ResultFile& f) { return f.path.rfind("outputs/", 0) == 0; });
-      if (level == 1) {
-        // The smallest result there is: with the provenance attestation
-        // (a few KiB) it may not fit a small max_result_bytes, and a job
-        // that cannot report anything would run again at every takeover.
-        for (auto& f : files) f.data.clear();
-        poe.reason += "; stdout, stderr and the provenance attestation were dropped as well";
-      }
-      built = Build(*job, poe, files, level == 1 ? std::string() : manifest_json);
-    }
-    Finished f;
-    f.job = job;
-    f.job_hex = job->hex;
-    f.poe = poe;
-    f.status = poe.status;
-    if (!built.ok()) {  // cannot happen with empty files; never retried either way
-      Log("job " + Short(job->hex) + ": cannot build even a failed result: " + built.status().message());
-      return f;
-    }
-    f.commit_id = built->commit_id;
-    f.frame = rpc::EncodeFrame(json{{"commit", built->commit_id}}, EncodeObjectBatch(built->objects));
-    return f;
-  }
-
-  // ---- lease renewal (one thread for all running jobs) ----
-
-  void Renewing(const std::shared_ptr<Job>& job, bool on) {
-    {
-      std::lock_guard<std::mutex> l(renew_mu_);
-      if (on) {
-        // From the claim until the runner is done with it (RunnerLoop);
-        // a job already renewed keeps its schedule.
-        if (renewing_.emplace(job->hex, job).second) job->next_renew_ms = SystemNowMs() + RenewEvery(*job);
-      } else {
-        renewing_.erase(job->hex);
-      }
-    }
-    if (on) renew_cv_.notify_one();
-  }
-
-  static int64_t RenewEvery(const Job& job) { return std::max<int64_t>(job.grant.lease.lease_ms / 3, 50); }
-
-  void RenewLoop() {
-    std::mt19937 rng(std::random_device{}());
-    std::unique_lock<std::mutex> l(renew_mu_);
-    while (!background_stop_) {
-      int64_t now = SystemNowMs();
-      int64_t next = now + 1000;
-      std::vector<std::shared_ptr<Job>> due;
-      for (auto& [hex, job] : renewing_) {
-        if (job->next_renew_ms <= now) {
-          due.push_back(job);
-        } else {
-          next = std::min(next, job->next_renew_ms);
-        }
-      }
-      if (due.empty()) {
-        renew_cv_.wait_for(l, std::chrono::milliseconds(std::max<int64_t>(1, next - now)));
-        continue;
-      }
-      l.unlock();
-      for (auto& job : due) Renew(*job, rng);
-      l.lock();
-    }
-  }
-
-  // One renewal; on a lost lease the job is stopped and marked stale.
-  void Renew(Job& job, std::mt19937& rng) {
-    LeaseRequest sent = SignLeaseRequest(*key_, job.hex, job.epoch, SystemNowMs(), true);
-    Reply r = Call(rpc::kRenew, rpc::Dump(rpc::LeaseRequestJson(sent)), 5000);
-    int64_t every = RenewEvery(job);
-    if (r.ok()) {
-      auto renewed = VerifyRenewal(r.body.value("objects", ""), r.body.value("lease_commit", ""), ledger_keys_, sent);
-      if (!renewed.ok()) {
-        // An answer the ledger did not sign counts as no answer.
-        Log("job " + Short(job.hex) + ": ignored an unverified renew reply: " + renewed.status().message());
-        r.error = TransitionError::kRetry;
-        r.message = "unverified renew reply";
-      } else {
-        int64_t expires = renewed->lease.expires_ms;
-        Status rec = outbox_->UpdateLeaseExpiry(job.hex, job.epoch, expires, SystemNowMs());
-        if (!rec.ok()) Log("job " + Short(job.hex) + ": cannot record the renewed lease: " + rec.message());
-        if (!renewed->cancel_commit.empty() && !job.cancel) {
-          Log("job " + Short(job.hex) + ": cancel requested; stopping it");
-          job.cancel = true;
-          job.Stop();
-        }
-        std::lock_guard<std::mutex> l(renew_mu_);
-        job.failures = 0;
-        job.expires_ms = expires;
-        job.next_renew_ms = SystemNowMs() + every;
-        return;
-      }
-    }
-    if (r.error == TransitionError::kRetry) {
-      // Retryable: back off with jitter, but never past our lease.
-      std::lock_guard<std::mutex> l(renew_mu_);
-      ++job.failures;
-      int64_t backoff = std::min<int64_t>(every, 100LL << std::min(job.failures, 6));
-      backoff = backoff / 2 + static_cast<int64_t>(rng() % static_cast<uint32_t>(backoff / 2 + 1));
-      job.next_renew_ms = SystemNowMs() + backoff;
-      if (SystemNowMs() < job.expires_ms) return;
-      Log("job " + Short(job.hex) + ": lease expired while the ledger was unreachable (" + r.message + ")");
-    } else {
-      Log("job " + Short(job.hex) + ": renew refused: " + r.message);
-    }
-    // StaleOwner (or terminal, or expired): stop at once.
-    job.stale = true;
-    job.Stop();
-    std::lock_guard<std::mutex> l(renew_mu_);
-    job.next_renew_ms = INT64_MAX;
-  }
-
-  // ---- reporting (one thread): group commit into the outbox, batch RPC ----
-
-  void ReportLoop() {
-    int64_t next_prune = 0;
-    int64_t next_due_check = SystemNowMs() + 500;
-    while (true) {
-      std::vector<Finished> batch;
-      {
-        std::unique_lock<std::mutex> l(report_mu_);
-        report_cv_.wait_for(l, std::chrono::milliseconds(std::clamp<int64_t>(next_due_check - SystemNowMs(), 1, 500)),
-                            [&] { return !to_report_.empty() || background_stop_; });
-        // Everything ready now goes into one transaction and one request.
-        while (!to_report_.empty() && batch.size() < kMaxResultBatchEntries) {
-          batch.push_back(std::move(to_report_.front()));
-          to_report_.pop_front();
-        }
-        if (batch.empty() && background_stop_) return;
-      }
-      if (!batch.empty()) Report(std::move(batch));
-      int64_t now = SystemNowMs();
-      if (now >= next_due_check) {
-        // Retries of earlier deliveries that failed (rare: read only twice a second).
-        DeliverDue(false);
-        next_due_check = now + 500;
-      }
-      if (now >= next_prune) {
-        auto pruned = outbox_->Prune();
-        if (!pruned.ok()) Log("cannot prune the outbox: " + pruned.status().message());
-        next_prune = now + 1000;
-      }
-    }
-  }
-
-  void Report(std::vector<Finished> batch) {
-    std::vector<Outbox::Entry> entries;
-    for (Finished& f : batch) {
-      if (f.frame.empty()) continue;
-      entries.push_back({f.job->hex, f.job->epoch, f.commit_id, f.frame});
-    }
-    // Durable before it is sent: a crash from here on delivers it on restart.
-    auto stored = outbox_->EnqueueResults(entries, SystemNowMs());
-    if (!stored.ok()) {
-      Log("cannot write " + std::to_string(entries.size()) + " result(s) to the outbox: " + stored.status().message() +
-          "; their leases run out and the jobs run again");
-      for (Finished& f : batch) Abandon(*f.job);
-      return;
-    }
-    std::vector<Finished*> to_send;
-    size_t k = 0;
-    for (Finished& f : batch) {
-      if (f.frame.empty()) {
-        Abandon(*f.job);
-        continue;
-      }
-      const Outbox::Enqueued& e = (*stored)[k++];
-      f.outbox_id = e.id;
-      if (e.state == OutboxItemState::kDead) {
-        Log("job " + Short(f.job->hex) + ": result dead-lettered: " + e.dead_reason);
-        Abandon(*f.job);
-        continue;
-      }
-      Log("job " + Short(f.job->hex) + " " + f.status + " (result " + Short(f.commit_id) + ")");
-      to_send.push_back(&f);
-    }
-    if (fault_ == "crash-after-enqueue") {
-      Log("GATOS_WORKER_FAULT=crash-after-enqueue: killing myself before delivery");
-      raise(SIGKILL);
-    }
-    std::vector<Finished> replacements;
-    Deliver(to_send, &replacements);
-    if (!replacements.empty()) Report(std::move(replacements));
-  }
-
-  // Sends results in batch requests and settles them in one outbox
-  // transaction. A result that could not be sent for its size becomes a
-  // dead letter; when its job is at hand (`replacements` non-null), a small
-  // failed result saying why takes its place.
-  void Deliver(const std::vector<Finished*>& items, std::vector<Finished>* replacements) {
-    std::vector<Outbox::Delivery> settled;
-    for (size_t i = 0; i < items.size();) {
-      std::vector<std::string> frames;
-      size_t bytes = 0, start = i;
-      while (i < items.size() && frames.size() < kMaxResultBatchEntries &&
-             (frames.empty() || bytes + items[i]->frame.size() <= kMaxResultBatchBytes)) {
-        bytes += items[i]->frame.size();
-        frames.push_back(items[i]->frame);
-        ++i;
-      }
-      std::vector<Reply> replies = CallMany(rpc::kResult, rpc::kResultBatch, frames, 10000);
-      for (size_t j = 0; j < replies.size(); ++j) {
-        Finished& f = *items[start + j];
-        const Reply& r = replies[j];
-        Outbox::Delivery d;
-        d.id = f.outbox_id;
-        if (r.ok()) {
-          d.outcome = Outbox::Delivery::Outcome::kDelivered;
-        } else if (r.too_large && frames.size() > 1) {
-          continue;  // the batch was too large: this one goes again on its own below
-        } else {
-          d.error_text = std::string(TransitionErrorName(r.error)) + ": " + r.message;
-          d.outcome = r.error == TransitionError::kRetry && !r.too_large ? Outbox::Delivery::Outcome::kRetry
-                                                                          : Outbox::Delivery::Outcome::kRefused;
-          if (r.too_large) {
-            d.error_text = "the result (" + std::to_string(f.frame.size()) + " bytes) cannot be sent: " + r.message;
-          }
-          if (d.outcome == Outbox::Delivery::Outcome::kRefused) {
-            Log("result of job " + Short(f.job_hex) + " refused by the ledger (" +
-                std::string(TransitionErrorName(r.error)) + "): " + r.message);
-          }
-          if (r.too_large && replacements && f.job) {
-            Poe poe = f.poe;
-            poe.status = "failed";
-            poe.outputs.clear();
-            poe.reason = TruncateUtf8("the result of " + std::to_string(f.frame.size()) +
-                                          " bytes could not be sent to the ledger: " + r.message,
-                                      2000);
-            Finished small = BuildFinished(f.job, poe, {{"stdout", ""}, {"stderr", ""}}, "", "");
-            replacements->push_back(std::move(small));
-          }
-        }
-        settled.push_back(std::move(d));
-      }
-      if (frames.size() > 1 && std::any_of(replies.begin(), replies.end(), [](const Reply& r) { return r.too_large; })) {
-        // Too large together: send each alone.
-        std::vector<Finished*> alone(items.begin() + static_cast<long>(start), items.begin() + static_cast<long>(i));
-        for (Finished* f : alone) Deliver({f}, replacements);
-      }
-    }
-    auto states = outbox_->SettleDeliveries(settled, SystemNowMs());
-    if (!states.ok()) {
-      // The rows stay pending: they are sent again, and the ledger answers
-      // `existing` for those it already has.
-      Log("cannot record " + std::to_string(settled.size()) + " delivery outcome(s): " + states.status().message());
-      return;
-    }
-    for (size_t j = 0; j < settled.size(); ++j) {
-      if ((*states)[j] == OutboxItemState::kDead && settled[j].outcome == Outbox::Delivery::Outcome::kRetry) {
-        Log("result " + std::to_string(settled[j].id) + " dead-lettered after repeated failures: " +
-            settled[j].error_text);
-      }
-    }
-  }
-
-  // Delivers the outbox's due rows (after a restart: all pending ones).
-  void DeliverDue(bool all) {
-    int64_t now = SystemNowMs();
-    auto due = outbox_->Due(all ? INT64_MAX : now, 1000);
-    if (!due.ok()) {
-      Log("cannot read the outbox: " + due.status().message());
-      return;
-    }
-    if (due->empty()) return;
-    if (all) Log("delivering " + std::to_string(due->size()) + " result(s) from the outbox");
-    std::vector<Finished> items(due->size());
-    std::vector<Finished*> ptrs;
-    for (size_t i = 0; i < due->size(); ++i) {
-      items[i].frame = std::move((*due)[i].payload);
-      items[i].outbox_id = (*due)[i].id;
-      items[i].job_hex = (*due)[i].job_hex;
-      items[i].commit_id = (*due)[i].commit_id;
-      ptrs.push_back(&items[i]);
-    }
-    Deliver(ptrs, nullptr);
-  }
-
   WorkerOptions opts_;
   std::atomic<bool>* stop_;
   std::optional<Ed25519PrivateKey> key_;
   std::vector<Ed25519PublicKey> ledger_keys_;
   std::string worker_hex_;
-  std::string program_hash_;
-  std::string self_dir_;
-  std::string scan_state_;
+  RunnerIdentity identity_;  // every job's PoE runner fields
+  JobHost host_;             // what every job is given (job_spec.h)
   std::unique_ptr<Bus> bus_;
   std::unique_ptr<Outbox> outbox_;
   int64_t outbox_soft_cap_ = 0;
   bool outbox_full_logged_ = false;
   std::unique_ptr<JobLauncher> launcher_;
   std::unique_ptr<InputResolver> resolver_;
+  // Made once the bus and the outbox are open; the renewer and the reporter
+  // are stopped (joined) before anything above them is destroyed.
+  std::optional<LedgerClient> ledger_;
+  std::optional<ResultSigner> signer_;
+  std::optional<Reporter> reporter_;
+  std::optional<Renewer> renewer_;
+  std::optional<JobRunner> runner_;
 
   // Claimed jobs: mu_ guards running_, ready_, active_ and the stop flags.
   std::mutex mu_;
@@ -1264,21 +488,9 @@ class Worker {
   std::map<std::string, std::shared_ptr<Job>> running_;
   std::deque<std::shared_ptr<Job>> ready_;  // claimed, waiting for a runner
   int active_ = 0;                          // claimed and not yet handed to the reporter
-  int64_t recent_runs_ = 0;                 // jobs run so far (for Prefetch)
-  double recent_run_ms_avg_ = 0;            // their recent average run time
+  RunTimes recent_runs_;                    // for Prefetch
   bool runners_stop_ = false;
-  std::atomic<bool> background_stop_{false};
   std::atomic<bool> shutting_down_{false};
-
-  std::mutex renew_mu_;
-  std::condition_variable renew_cv_;
-  std::map<std::string, std::shared_ptr<Job>> renewing_;
-
-  std::mutex report_mu_;
-  std::condition_variable report_cv_;
-  std::deque<Finished> to_report_;
-
-  std::string fault_ = std::getenv("GATOS_WORKER_FAULT") ? std::getenv("GATOS_WORKER_FAULT") : "";
 };
 
 }  // namespace

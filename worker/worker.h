@@ -1,16 +1,20 @@
 // The worker: takes pending jobs from JetStream, claims them through the
 // ledger RPC, runs them (exec.h), renews the lease while they run, builds and
 // signs the result (result.h) and delivers it through a durable outbox
-// (outbox.h). docs/worker-execution.md is the operator's view.
+// (outbox.h). docs/worker-execution.md is the operator's view. This program
+// holds the threads and the I/O; every decision they act on is in
+// gatos_worker (lib/worker), with its unit tests.
 //
 // Threads (docs/worker-execution.md, "The worker's pipeline"): the caller's
-// thread fetches job offers and claims them, several per request; one
-// runner thread per concurrent job (`concurrency` of them) starts it on the
-// JobLauncher, waits for it and builds its signed result; one renewer thread
-// renews the leases of all running jobs; one reporter thread stores every
-// result ready at that moment in one outbox transaction and sends them in
-// one request. NATS library threads only set flags and stop jobs (verified
-// cancel notices). The Outbox and the JobLauncher are thread-safe.
+// thread fetches job offers and claims them, several per request
+// (worker.cpp); one runner thread per concurrent job (`concurrency` of them)
+// runs it in its slot and has its result signed (job_runner.h,
+// runner_slot.h, result_signer.h); one renewer thread renews the leases of
+// all running jobs (renewer.h); one reporter thread stores every result
+// ready at that moment in one outbox transaction and sends them in one
+// request (reporter.h). NATS library threads only set flags and stop jobs
+// (verified cancel notices). The Outbox, the JobLauncher and the
+// LedgerClient are thread-safe.
 #ifndef GATOS_WORKER_WORKER_H_
 #define GATOS_WORKER_WORKER_H_
 
@@ -20,17 +24,12 @@
 #include <vector>
 
 #include "gatos/exec.h"
+#include "gatos/worker/concurrency.h"
 
 namespace gatos::worker {
 
-// Default --concurrency: kConcurrencyPerCpu x the CPUs this process may run
-// on, within [kMinDefaultConcurrency, kMaxDefaultConcurrency]. A job slot
-// mostly waits (for the process start, the ledger's replies, the job's own
-// I/O), so several per CPU keep the CPUs busy with trivial jobs; a machine
-// full of CPU-bound jobs should pass --concurrency = its CPU count.
-inline constexpr int kConcurrencyPerCpu = 8;
-inline constexpr int kMinDefaultConcurrency = 4;
-inline constexpr int kMaxDefaultConcurrency = 64;
+// Default --concurrency: ConcurrencyForCpus (gatos/worker/concurrency.h) of
+// the CPUs this process may run on.
 int DefaultConcurrency();
 
 struct WorkerOptions {

@@ -8,6 +8,7 @@
 
 #include "gatos/blake3.h"
 #include "gatos/encoding.h"
+#include "gatos/result_path.h"
 #include "gatos/sshsig.h"
 #include "gatos/trailers.h"
 #include "git/git_util.h"
@@ -34,15 +35,6 @@ struct DirNode {
   std::map<std::string, DirNode> dirs;
   std::map<std::string, const ResultFile*> files;
 };
-
-Status CheckPathComponent(std::string_view part, const std::string& path) {
-  if (part.empty() || part == "." || part == ".." || part == ".git" ||
-      part.find('\0') != std::string_view::npos) {
-    return InvalidArgumentError("result file path \"" + path +
-                                "\" has an empty, '.', '..' or '.git' component");
-  }
-  return OkStatus();
-}
 
 // Git sorts tree entries by name, comparing a tree's name as if it ended in '/'.
 struct SortKey {
@@ -141,12 +133,12 @@ Result<std::string> BuildTreeObjects(const std::vector<ResultFile>& files,
   std::set<std::string> seen;
   for (const ResultFile& f : files) {
     if (!seen.insert(f.path).second) return InvalidArgumentError("file \"" + f.path + "\" given twice");
+    GATOS_RETURN_IF_ERROR(CheckResultPath(f.path));
     DirNode* node = &root;
     size_t pos = 0;
     while (true) {
       size_t slash = f.path.find('/', pos);
       std::string part = f.path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
-      GATOS_RETURN_IF_ERROR(CheckPathComponent(part, f.path));
       if (slash == std::string::npos) {
         if (node->dirs.count(part)) {
           return InvalidArgumentError("path \"" + f.path + "\" is both a file and a directory");

@@ -7,6 +7,7 @@
 #include "gatos/encoding.h"
 #include "gatos/git_input.h"
 #include "gatos/lease.h"
+#include "gatos/result_path.h"
 
 namespace gatos {
 
@@ -48,17 +49,11 @@ Status CheckFields(const Poe& p) {
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const auto& o = p.outputs[i];
     std::string where = "poe.json: outputs[" + std::to_string(i) + "]";
-    if (o.path.empty() || o.path[0] == '/' || o.path == kPoeFileName ||
-        o.path.find("//") != std::string::npos || o.path.back() == '/') {
+    if (o.path == kPoeFileName) {
       return InvalidArgumentError(where + ".path: \"" + o.path + "\" is not a relative file path of the result tree");
     }
-    for (size_t pos = 0; pos <= o.path.size();) {
-      size_t slash = o.path.find('/', pos);
-      std::string_view part = std::string_view(o.path).substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
-      if (part == "." || part == "..") return InvalidArgumentError(where + ".path: \"" + o.path + "\" has a . or .. component");
-      if (slash == std::string::npos) break;
-      pos = slash + 1;
-    }
+    // The one rule for result paths: the worker refuses its outputs by it too.
+    if (Status s = CheckResultPath(o.path); !s.ok()) return InvalidArgumentError(where + ".path: " + s.message());
     if (!IsTaggedHex(o.hash, "blake3:")) return InvalidArgumentError(where + ".hash: expected blake3:<64 hex>");
     if (i > 0 && !(prev < o.path)) return InvalidArgumentError(where + ".path: outputs must be sorted by path without duplicates");
     prev = o.path;

@@ -49,7 +49,9 @@ struct ResultFile {
   bool executable = false;
 };
 
-// Trees and blobs for `files` (paths '/'-separated, checked as for results).
+// Trees and blobs for `files`. InvalidArgument for a path CheckResultPath
+// refuses (result_path.h: the rule the ledger applies), a path given twice,
+// or a path that is both a file and a directory.
 // Returns the root tree id; objects are appended to *objects.
 Result<std::string> BuildTreeObjects(const std::vector<ResultFile>& files,
                                      std::vector<GitObject>* objects);
@@ -72,8 +74,8 @@ struct BuiltResult {
 
 // Hashes every file into poe.outputs, serializes poe.json, signs it (DSSE,
 // Attest-Sig) and the commit (SSHSIG) with `worker_key`. `attest_program` is
-// "blake3:<hex>" of the worker binary. InvalidArgument for a bad path (empty
-// component, "..", "poe.json" at the top, a file that is also a directory).
+// "blake3:<hex>" of the worker binary. InvalidArgument for a bad path
+// (CheckResultPath, "poe.json" at the top, a file that is also a directory).
 Result<BuiltResult> BuildResult(const ResultBuildInput& in, const Ed25519PrivateKey& worker_key);
 
 // Reads objects by id: NotFound when absent.

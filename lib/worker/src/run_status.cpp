@@ -1,0 +1,12 @@
+#include "gatos/worker/run_status.h"
+
+namespace gatos::worker {
+
+RunStatus StatusOfRun(const ExecResult& run, bool cancelled) {
+  if (run.stopped && cancelled) return {"aborted", "cancelled by the ledger"};
+  if (run.timed_out) return {"timed-out", ""};
+  if (run.exit_code && *run.exit_code == 0) return {"succeeded", ""};
+  return {"failed", ""};
+}
+
+}  // namespace gatos::worker
