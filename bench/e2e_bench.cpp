@@ -45,17 +45,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/bus.h"
-#include "gatos/clock.h"
-#include "gatos/flags.h"
-#include "gatos/keys.h"
-#include "gatos/local_ledger.h"
-#include "gatos/manifest.h"
-#include "gatos/nats_auth.h"
-#include "gatos/pack_writer.h"
-#include "gatos/process.h"
-#include "gatos/result.h"
-#include "gatos/rpc.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/git/pack_writer.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/nats_auth.h"
+#include "gatos/model/rpc.h"
+#include "gatos/nats/bus.h"
+#include "gatos/sys/flags.h"
+#include "gatos/sys/process.h"
 
 using namespace gatos;
 using nlohmann::json;

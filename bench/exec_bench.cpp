@@ -33,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 
 namespace {
 

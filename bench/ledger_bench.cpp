@@ -50,18 +50,18 @@
 #include <thread>
 #include <vector>
 
-#include "gatos/blake3.h"
-#include "gatos/dir_layout.h"
-#include "gatos/flags.h"
-#include "gatos/job_service.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/local_ledger.h"
-#include "gatos/maintenance.h"
-#include "gatos/manifest.h"
-#include "gatos/process.h"
-#include "gatos/result.h"
-#include "gatos/rpc.h"
-#include "gatos/signed_request.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/job_service.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/maintenance.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/rpc.h"
+#include "gatos/sys/dir_layout.h"
+#include "gatos/sys/flags.h"
+#include "gatos/sys/process.h"
 #include "populate.h"
 
 namespace gatos {

@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "gatos/blake3.h"
-#include "gatos/dir_layout.h"
-#include "gatos/flags.h"
-#include "gatos/ledger.h"
-#include "gatos/refs.h"
+#include "gatos/git/ledger.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/refs.h"
+#include "gatos/sys/dir_layout.h"
+#include "gatos/sys/flags.h"
 
 namespace fs = std::filesystem;
 using gatos::Ledger;

@@ -12,16 +12,16 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "gatos/flags.h"
-#include "gatos/blake3.h"
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
-#include "gatos/git_input.h"
-#include "gatos/ledger.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/manifest.h"
-#include "gatos/process.h"
-#include "gatos/rpc.h"
+#include "gatos/git/ledger.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/git_input.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/rpc.h"
+#include "gatos/sys/flags.h"
+#include "gatos/sys/process.h"
 #include "ledger_client.h"
 
 namespace gatos::cli {

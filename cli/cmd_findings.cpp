@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "gatos/flags.h"
-#include "gatos/ledger.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/secret_groups.h"
+#include "gatos/git/ledger.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/secret_groups.h"
+#include "gatos/sys/flags.h"
 #include "ledger_client.h"
 
 namespace gatos::cli {

@@ -3,9 +3,9 @@
 #include <iostream>
 
 #include "commands.h"
-#include "gatos/flags.h"
-#include "gatos/manifest.h"
-#include "gatos/manifest_file.h"
+#include "gatos/model/manifest.h"
+#include "gatos/sys/flags.h"
+#include "gatos/sys/manifest_file.h"
 
 namespace gatos::cli {
 namespace {

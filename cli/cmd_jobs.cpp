@@ -9,16 +9,16 @@
 #include <thread>
 
 #include "commands.h"
-#include "gatos/encoding.h"
-#include "gatos/flags.h"
-#include "gatos/ledger.h"
-#include "gatos/local_ledger.h"
-#include "gatos/manifest.h"
-#include "gatos/manifest_file.h"
-#include "gatos/result.h"
-#include "gatos/rpc.h"
-#include "gatos/signed_request.h"
-#include "gatos/trailers.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/ledger.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/rpc.h"
+#include "gatos/model/trailers.h"
+#include "gatos/sys/flags.h"
+#include "gatos/sys/manifest_file.h"
 #include "ledger_client.h"
 
 namespace gatos::cli {

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "commands.h"
-#include "gatos/flags.h"
-#include "gatos/keys.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/sys/flags.h"
 
 namespace gatos::cli {
 

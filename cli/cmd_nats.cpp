@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "gatos/bus_identity.h"
-#include "gatos/encoding.h"
-#include "gatos/flags.h"
-#include "gatos/ledger.h"
-#include "gatos/nats_auth.h"
+#include "gatos/git/ledger.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/nats_auth.h"
+#include "gatos/nats/bus_identity.h"
+#include "gatos/sys/flags.h"
 
 namespace gatos::cli {
 

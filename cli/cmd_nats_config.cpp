@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "gatos/bus_identity.h"
-#include "gatos/file.h"
-#include "gatos/flags.h"
-#include "gatos/ledger.h"
-#include "gatos/nats_cluster.h"
-#include "gatos/public_key.h"
+#include "gatos/git/ledger.h"
+#include "gatos/model/nats_cluster.h"
+#include "gatos/model/public_key.h"
+#include "gatos/nats/bus_identity.h"
+#include "gatos/sys/file.h"
+#include "gatos/sys/flags.h"
 #include "ledger_client.h"
 
 namespace gatos::cli {

@@ -2,11 +2,11 @@
 #include <iostream>
 
 #include "commands.h"
-#include "gatos/flags.h"
-#include "gatos/ledger.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/rpc.h"
-#include "gatos/sha256.h"
+#include "gatos/crypto/sha256.h"
+#include "gatos/git/ledger.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/rpc.h"
+#include "gatos/sys/flags.h"
 #include "ledger_client.h"
 
 namespace gatos::cli {

@@ -17,13 +17,13 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "gatos/encoding.h"
-#include "gatos/flags.h"
-#include "gatos/keys.h"
-#include "gatos/local_ledger.h"
-#include "gatos/private_state.h"
-#include "gatos/process.h"
-#include "gatos/signal_watcher.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/model/encoding.h"
+#include "gatos/sys/flags.h"
+#include "gatos/sys/private_state.h"
+#include "gatos/sys/process.h"
+#include "gatos/sys/signal_watcher.h"
 
 namespace gatos::cli {
 namespace {

@@ -5,19 +5,19 @@
 #include <sstream>
 
 #include "commands.h"
-#include "gatos/flags.h"
-#include "gatos/attest.h"
-#include "gatos/ledger.h"
-#include "gatos/clock.h"
-#include "gatos/git_input.h"
-#include "gatos/lease.h"
-#include "gatos/log_audit.h"
-#include "gatos/log_format.h"
-#include "gatos/manifest.h"
-#include "gatos/process.h"
-#include "gatos/refs.h"
-#include "gatos/verify.h"
-#include "gatos/witness.h"
+#include "gatos/audit/attest.h"
+#include "gatos/audit/log_audit.h"
+#include "gatos/audit/verify.h"
+#include "gatos/git/ledger.h"
+#include "gatos/ledger/witness.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/git_input.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/refs.h"
+#include "gatos/sys/flags.h"
+#include "gatos/sys/process.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "gatos/keys.h"
-#include "gatos/status.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/model/status.h"
 
 namespace gatos::cli {
 

@@ -4,12 +4,12 @@
 
 #include <cstdlib>
 
-#include "gatos/bus_identity.h"
-#include "gatos/job_service.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/local_ledger.h"
-#include "gatos/manifest.h"
-#include "gatos/rpc.h"
+#include "gatos/ledger/job_service.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/rpc.h"
+#include "gatos/nats/bus_identity.h"
 
 namespace gatos::cli {
 

@@ -14,11 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/bus.h"
-#include "gatos/keys.h"
-#include "gatos/lease.h"
-#include "gatos/ledger.h"
-#include "gatos/status.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/git/ledger.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/status.h"
+#include "gatos/nats/bus.h"
 
 namespace gatos::cli {
 

@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "commands.h"
-#include "gatos/flags.h"
+#include "gatos/sys/flags.h"
 
 namespace gatos::cli {
 

@@ -7,16 +7,16 @@
 #include <sstream>
 
 #include "dashboard_html.h"
-#include "gatos/blake3.h"
-#include "gatos/clock.h"
-#include "gatos/encoding.h"
-#include "gatos/file.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/log_format.h"
-#include "gatos/manifest.h"
-#include "gatos/poe.h"
-#include "gatos/refs.h"
-#include "gatos/secret_groups.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/poe.h"
+#include "gatos/model/refs.h"
+#include "gatos/model/secret_groups.h"
+#include "gatos/sys/file.h"
 
 namespace gatos::gatosd {
 
@@ -92,7 +92,7 @@ std::string CommandLine(const Manifest& m) {
 
 json TimeJson(int64_t ms) { return ms ? json(FormatRfc3339Millis(ms)) : json(nullptr); }
 
-// A scan result's findings, one row per distinct secret (gatos/secret_groups.h):
+// A scan result's findings, one row per distinct secret (gatos/model/secret_groups.h):
 // rule, fingerprint, locations, first and last commit, whether still at a
 // scanned tip, paths. Only these fields: a finding names where a secret is,
 // never the secret.

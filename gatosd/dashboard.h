@@ -38,10 +38,10 @@
 #include <nlohmann/json.hpp>
 
 #include "dashboard_state.h"
-#include "gatos/ledger.h"
-#include "gatos/state_index.h"
-#include "gatos/status.h"
-#include "gatos/verify.h"
+#include "gatos/audit/verify.h"
+#include "gatos/git/ledger.h"
+#include "gatos/ledger/state_index.h"
+#include "gatos/model/status.h"
 #include "http.h"
 #include "metrics.h"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "dashboard.h"
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 #include "http.h"
 
 namespace gatos::gatosd {

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 
-#include "gatos/clock.h"
-#include "gatos/ledger.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/log_format.h"
-#include "gatos/refs.h"
+#include "gatos/git/ledger.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/refs.h"
 
 namespace gatos::gatosd {
 

@@ -34,11 +34,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gatos/job_record.h"
-#include "gatos/lease.h"
-#include "gatos/log_format.h"
-#include "gatos/policy.h"
-#include "gatos/state_index.h"
+#include "gatos/ledger/state_index.h"
+#include "gatos/model/job_record.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/policy.h"
 
 namespace gatos {
 class LedgerWriter;

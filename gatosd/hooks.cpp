@@ -10,15 +10,15 @@
 #include <string>
 #include <vector>
 
-#include "gatos/encoding.h"
-#include "gatos/ledger.h"
-#include "gatos/ledger_checks.h"
-#include "gatos/local_ledger.h"
-#include "gatos/manifest.h"
-#include "gatos/parallel.h"
-#include "gatos/refs.h"
-#include "gatos/rpc.h"
-#include "gatos/witness.h"
+#include "gatos/git/ledger.h"
+#include "gatos/ledger/checks.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/witness.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/refs.h"
+#include "gatos/model/rpc.h"
+#include "gatos/sys/parallel.h"
 
 namespace gatos::gatosd {
 namespace {

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 
 namespace gatos::gatosd {
 

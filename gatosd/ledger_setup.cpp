@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gatos/ledger.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/local_ledger.h"
-#include "gatos/private_state.h"
-#include "gatos/refs.h"
+#include "gatos/git/ledger.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/refs.h"
+#include "gatos/sys/private_state.h"
 
 namespace gatos::gatosd {
 

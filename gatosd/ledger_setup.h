@@ -4,9 +4,9 @@
 
 #include <string>
 
-#include "gatos/keys.h"
-#include "gatos/policy.h"
-#include "gatos/status.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/model/policy.h"
+#include "gatos/model/status.h"
 
 namespace gatos::gatosd {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "gatos/bus.h"
-#include "gatos/job_service.h"
+#include "gatos/ledger/job_service.h"
+#include "gatos/nats/bus.h"
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -26,7 +26,7 @@
 #include <cstring>
 #include <thread>
 
-#include "gatos/log.h"
+#include "gatos/sys/log.h"
 #include "request_queue.h"
 
 namespace gatos::gatosd {

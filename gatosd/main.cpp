@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "gatos/config_file.h"
-#include "gatos/encoding.h"
-#include "gatos/flags.h"
-#include "gatos/local_ledger.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/model/encoding.h"
+#include "gatos/sys/config_file.h"
+#include "gatos/sys/flags.h"
 #include "dashboard.h"
 #include "hooks.h"
 #include "http.h"

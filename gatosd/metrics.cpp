@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "gatos/clock.h"
-#include "gatos/lease.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/lease.h"
 
 namespace gatos::gatosd {
 

@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "gatos/bus.h"
-#include "gatos/job_service.h"
+#include "gatos/ledger/job_service.h"
+#include "gatos/nats/bus.h"
 #include <map>
 #include <string_view>
 
 #include "dashboard_state.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/log.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/sys/log.h"
 #include "metrics.h"
 
 namespace gatos::gatosd {

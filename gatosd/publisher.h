@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "gatos/bus.h"
-#include "gatos/job_service.h"
+#include "gatos/ledger/job_service.h"
+#include "gatos/nats/bus.h"
 #include <set>
 #include <thread>
 
-#include "gatos/log.h"
-#include "gatos/rpc.h"
+#include "gatos/model/rpc.h"
+#include "gatos/sys/log.h"
 #include "metrics.h"
 
 namespace gatos::gatosd {

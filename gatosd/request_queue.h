@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "gatos/bus.h"
-#include "gatos/job_service.h"
+#include "gatos/ledger/job_service.h"
+#include "gatos/nats/bus.h"
 
 namespace gatos::gatosd {
 

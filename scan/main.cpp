@@ -16,14 +16,14 @@
 #include <string>
 #include <vector>
 
-#include "gatos/encoding.h"
-#include "gatos/flags.h"
-#include "gatos/git_input.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/git_input.h"
 #include "gatos/scan/baseline.h"
 #include "gatos/scan/examples.h"
 #include "gatos/scan/fingerprint.h"
 #include "gatos/scan/rules.h"
 #include "gatos/scan/scanner.h"
+#include "gatos/sys/flags.h"
 
 namespace {
 
@@ -147,7 +147,7 @@ int CheckRules(const std::string& file, const std::vector<std::string>& more_fil
 }
 
 // The git input `n` the worker fetched for this job, from the variables
-// it sets (gatos/inputs.h ExposeInputs).
+// it sets (gatos/exec/inputs.h ExposeInputs).
 gatos::Result<gatos::scan::PreparedRepo> InputRepo(const std::string& n) {
   const std::string var = "GATOS_INPUT_" + n;
   gatos::scan::PreparedRepo p;

@@ -1,7 +1,7 @@
 #include "job.h"
 
-#include "gatos/clock.h"
-#include "gatos/log.h"
+#include "gatos/model/clock.h"
+#include "gatos/sys/log.h"
 
 namespace gatos::worker {
 

@@ -16,10 +16,10 @@
 #include <mutex>
 #include <string>
 
-#include "gatos/exec.h"
-#include "gatos/grant.h"
-#include "gatos/outbox.h"
-#include "gatos/poe.h"
+#include "gatos/exec/exec.h"
+#include "gatos/exec/outbox.h"
+#include "gatos/git/grant.h"
+#include "gatos/model/poe.h"
 #include "gatos/worker/lease_renewal.h"
 
 namespace gatos::worker {

@@ -4,9 +4,9 @@
 #include <string>
 #include <utility>
 
-#include "gatos/clock.h"
-#include "gatos/log.h"
-#include "gatos/manifest.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/manifest.h"
+#include "gatos/sys/log.h"
 #include "gatos/worker/stop_decision.h"
 
 namespace gatos::worker {

@@ -14,10 +14,10 @@
 #include <memory>
 #include <vector>
 
-#include "gatos/exec.h"
-#include "gatos/git_input.h"
-#include "gatos/inputs.h"
-#include "gatos/outbox.h"
+#include "gatos/exec/exec.h"
+#include "gatos/exec/inputs.h"
+#include "gatos/exec/outbox.h"
+#include "gatos/model/git_input.h"
 #include "gatos/worker/job_spec.h"
 #include "gatos/worker/poe_assembly.h"
 #include "job.h"

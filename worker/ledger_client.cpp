@@ -1,6 +1,6 @@
 #include "ledger_client.h"
 
-#include "gatos/rpc.h"
+#include "gatos/model/rpc.h"
 
 namespace gatos::worker {
 

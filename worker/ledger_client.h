@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gatos/bus.h"
+#include "gatos/nats/bus.h"
 #include "gatos/worker/rpc_reply.h"
 
 namespace gatos::worker {

@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "gatos/config_file.h"
-#include "gatos/encoding.h"
-#include "gatos/flags.h"
-#include "gatos/log.h"
-#include "gatos/signal_watcher.h"
+#include "gatos/model/encoding.h"
+#include "gatos/sys/config_file.h"
+#include "gatos/sys/flags.h"
+#include "gatos/sys/log.h"
+#include "gatos/sys/signal_watcher.h"
 #include "worker.h"
 
 namespace {

@@ -4,11 +4,11 @@
 #include <chrono>
 #include <cstdint>
 
-#include "gatos/clock.h"
-#include "gatos/grant.h"
-#include "gatos/log.h"
-#include "gatos/rpc.h"
-#include "gatos/signed_request.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/grant.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/rpc.h"
+#include "gatos/sys/log.h"
 
 namespace gatos::worker {
 

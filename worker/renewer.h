@@ -21,8 +21,8 @@
 #include <thread>
 #include <vector>
 
-#include "gatos/keys.h"
-#include "gatos/outbox.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/exec/outbox.h"
 #include "job.h"
 #include "ledger_client.h"
 

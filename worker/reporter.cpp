@@ -8,9 +8,9 @@
 #include <cstdlib>
 #include <utility>
 
-#include "gatos/clock.h"
-#include "gatos/log.h"
-#include "gatos/rpc.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/rpc.h"
+#include "gatos/sys/log.h"
 #include "gatos/worker/delivery.h"
 #include "gatos/worker/poe_assembly.h"
 

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "gatos/outbox.h"
+#include "gatos/exec/outbox.h"
 #include "job.h"
 #include "ledger_client.h"
 #include "result_signer.h"

@@ -2,8 +2,8 @@
 
 #include <utility>
 
-#include "gatos/clock.h"
-#include "gatos/log.h"
+#include "gatos/model/clock.h"
+#include "gatos/sys/log.h"
 #include "gatos/worker/result_assembly.h"
 
 namespace gatos::worker {

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "gatos/keys.h"
-#include "gatos/poe.h"
-#include "gatos/result.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/git/result.h"
+#include "gatos/model/poe.h"
 #include "job.h"
 
 namespace gatos::worker {

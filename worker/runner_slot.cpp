@@ -4,8 +4,8 @@
 #include <system_error>
 #include <vector>
 
-#include "gatos/clock.h"
-#include "gatos/log.h"
+#include "gatos/model/clock.h"
+#include "gatos/sys/log.h"
 
 namespace gatos::worker {
 

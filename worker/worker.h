@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 #include "gatos/worker/concurrency.h"
 
 namespace gatos::worker {

@@ -22,16 +22,16 @@
 #include <optional>
 #include <string>
 
-#include "gatos/attest.h"
-#include "gatos/blake3.h"
-#include "gatos/encoding.h"
+#include "gatos/audit/attest.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/encoding.h"
 #include "populate.h"
-#include "gatos/lease.h"
-#include "gatos/manifest.h"
-#include "gatos/result.h"
-#include "gatos/verify.h"
-#include "gatos/log_audit.h"
-#include "gatos/signed_request.h"
+#include "gatos/audit/log_audit.h"
+#include "gatos/audit/verify.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/result.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/manifest.h"
 
 namespace gatos {
 namespace {

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/flags.h"
+#include "gatos/model/secret_groups.h"
 #include "gatos/scan/labels.h"
-#include "gatos/secret_groups.h"
+#include "gatos/sys/flags.h"
 
 namespace {
 

@@ -5,15 +5,15 @@
 #include <chrono>
 #include <iostream>
 
-#include "gatos/attest.h"
-#include "gatos/blake3.h"
-#include "gatos/ledger_checks.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/local_ledger.h"
-#include "gatos/maintenance.h"
-#include "gatos/manifest.h"
-#include "gatos/result.h"
-#include "gatos/signed_request.h"
+#include "gatos/audit/attest.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/checks.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/maintenance.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/manifest.h"
 
 namespace gatos::bench {
 namespace {

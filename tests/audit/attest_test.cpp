@@ -1,15 +1,15 @@
 // Standard attestations: the PoE's DSSE envelope rebuilt from the ledger, and
 // the worker's in-toto / SLSA provenance envelope.
-#include "gatos/attest.h"
+#include "gatos/audit/attest.h"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "audit_fixture.h"
-#include "gatos/encoding.h"
-#include "gatos/sha256.h"
-#include "gatos/trailers.h"
+#include "gatos/crypto/sha256.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/trailers.h"
 
 namespace gatos::testing {
 namespace {

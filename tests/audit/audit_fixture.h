@@ -10,13 +10,13 @@
 #include <utility>
 #include <vector>
 
-#include "gatos/attest.h"
-#include "gatos/blake3.h"
-#include "gatos/lease.h"
-#include "gatos/manifest.h"
-#include "gatos/poe.h"
-#include "gatos/result.h"
-#include "gatos/verify.h"
+#include "gatos/audit/attest.h"
+#include "gatos/audit/verify.h"
+#include "gatos/git/result.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/poe.h"
 #include "ledger_fixture.h"
 
 namespace gatos::testing {

@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include "audit_fixture.h"
-#include "gatos/encoding.h"
-#include "gatos/log_format.h"
-#include "gatos/sha256.h"
+#include "gatos/crypto/sha256.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/log_format.h"
 #include "test_util.h"
 
 namespace gatos::testing {

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include "audit_fixture.h"
-#include "gatos/log_audit.h"
-#include "gatos/log_format.h"
-#include "gatos/witness.h"
+#include "gatos/audit/log_audit.h"
+#include "gatos/ledger/witness.h"
+#include "gatos/model/log_format.h"
 
 namespace gatos::testing {
 namespace {

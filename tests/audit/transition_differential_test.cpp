@@ -1,4 +1,4 @@
-// The differential test of the one transition function (gatos/transition.h):
+// The differential test of the one transition function (gatos/model/transition.h):
 // random request sequences through the real ledger writer, then the
 // auditor's replay of the log they produced must reach exactly the records
 // the writer keeps (the head's state index) and the refs it wrote, with no

@@ -1,17 +1,17 @@
 // The auditor over real ledgers: a genuine corpus that must verify (zero false
 // rejects) and a tamper corpus in which every case fails with its own check
 // and reason (zero false accepts).
-#include "gatos/sha256.h"
-#include "gatos/verify.h"
+#include "gatos/audit/verify.h"
+#include "gatos/crypto/sha256.h"
 
 #include <gtest/gtest.h>
 
 #include <memory>
 
 #include "audit_fixture.h"
-#include "gatos/encoding.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/trailers.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/trailers.h"
 
 namespace gatos::testing {
 namespace {

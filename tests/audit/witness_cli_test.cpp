@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <sstream>
 
-#include "gatos/keys.h"
-#include "gatos/local_ledger.h"
-#include "gatos/log_audit.h"
-#include "gatos/refs.h"
-#include "gatos/witness.h"
+#include "gatos/audit/log_audit.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/witness.h"
+#include "gatos/model/refs.h"
 #include "test_util.h"
 
 namespace gatos::testing {

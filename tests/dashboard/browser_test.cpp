@@ -15,7 +15,7 @@
 
 #include "child_process.h"
 #include "dashboard_test_util.h"
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 #include "http_client.h"
 #include "stack.h"
 #include "test_util.h"

@@ -7,7 +7,7 @@
 #include "dashboard.h"
 #include "dashboard_html.h"
 #include "dashboard_state.h"
-#include "gatos/clock.h"
+#include "gatos/model/clock.h"
 #include "http.h"
 #include "metrics.h"
 #include "test_util.h"

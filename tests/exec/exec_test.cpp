@@ -1,7 +1,7 @@
 // Job execution with real processes: exit status, signals, timeouts, output
 // caps, environment scrubbing, cwd rules, Stop(), orphans, and the bubblewrap
 // sandbox (bubblewrap is installed by the setup; these tests never skip).
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

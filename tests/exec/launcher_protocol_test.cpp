@@ -15,7 +15,7 @@
 #include <string>
 
 #include "gatos/exec/supervise_protocol.h"
-#include "gatos/process.h"
+#include "gatos/sys/process.h"
 #include "launcher_test_util.h"
 #include "test_util.h"
 

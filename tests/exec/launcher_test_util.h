@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 #include "test_util.h"
 
 namespace gatos::launcher_test {

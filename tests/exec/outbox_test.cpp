@@ -1,7 +1,7 @@
 // The worker's durable outbox on real SQLite files: crash safety, idempotent
 // enqueue, backoff and dead letters, pruning, the keep setting, health states,
 // lease recovery, and a SIGKILL in the middle of writes.
-#include "gatos/outbox.h"
+#include "gatos/exec/outbox.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -20,7 +20,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 #include "launcher_test_util.h"
 #include "test_util.h"
 

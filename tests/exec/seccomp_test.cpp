@@ -19,7 +19,7 @@
 #include <filesystem>
 #include <string>
 
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 #include "launcher_test_util.h"
 #include "test_util.h"
 

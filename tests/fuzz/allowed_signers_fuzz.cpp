@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "gatos/allowed_signers.h"
+#include "gatos/model/allowed_signers.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view input(reinterpret_cast<const char*>(data), size);

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "gatos/log_audit.h"
+#include "gatos/audit/log_audit.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

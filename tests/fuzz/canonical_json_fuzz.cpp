@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "gatos/canonical_json.h"
+#include "gatos/model/canonical_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::json value = nlohmann::json::parse(data, data + size, nullptr,

@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "gatos/config_file.h"
-#include "gatos/flags.h"
+#include "gatos/sys/config_file.h"
+#include "gatos/sys/flags.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::vector<gatos::FlagSpec> kSpecs = {

@@ -8,7 +8,7 @@
 #include <set>
 #include <string_view>
 
-#include "gatos/input_credentials.h"
+#include "gatos/exec/input_credentials.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -22,8 +22,8 @@
 #include <string>
 #include <string_view>
 
-#include "gatos/git_input.h"
-#include "gatos/local_input.h"
+#include "gatos/exec/local_input.h"
+#include "gatos/model/git_input.h"
 
 namespace {
 

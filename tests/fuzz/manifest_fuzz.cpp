@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "gatos/canonical_json.h"
-#include "gatos/manifest.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/manifest.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "gatos/encoding.h"
-#include "gatos/keys.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/model/encoding.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "gatos/result.h"
-#include "gatos/rpc.h"
+#include "gatos/git/result.h"
+#include "gatos/model/rpc.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

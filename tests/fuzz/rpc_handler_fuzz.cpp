@@ -28,16 +28,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/allowed_signers.h"
-#include "gatos/git_object.h"
-#include "gatos/job_service.h"
-#include "gatos/ledger.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/manifest.h"
-#include "gatos/result.h"
-#include "gatos/rpc.h"
-#include "gatos/signed_request.h"
-#include "gatos/trailers.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/git_object.h"
+#include "gatos/git/ledger.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/job_service.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/allowed_signers.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/rpc.h"
+#include "gatos/model/trailers.h"
 
 
 namespace {

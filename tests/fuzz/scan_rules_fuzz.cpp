@@ -17,11 +17,11 @@
 #include <string>
 #include <string_view>
 
+#include "gatos/model/secret_groups.h"
 #include "gatos/scan/baseline.h"
 #include "gatos/scan/rules.h"
 #include "gatos/scan/scanner.h"
 #include "gatos/scan/value_decode.h"
-#include "gatos/secret_groups.h"
 
 namespace {
 

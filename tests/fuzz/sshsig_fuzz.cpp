@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "gatos/keys.h"
-#include "gatos/sshsig.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/crypto/sshsig.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

@@ -1,5 +1,5 @@
 // libFuzzer target: the differential test of the one transition function
-// (gatos/transition.h) driven by the fuzzer's bytes instead of a seed
+// (gatos/model/transition.h) driven by the fuzzer's bytes instead of a seed
 // (tests/support/random_ledger.h): random requests through the real ledger
 // writer, then the auditor's replay of the log. Invariant: the replay
 // reaches the writer's records and refs, with no problem.

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gatos/wal.h"
+#include "gatos/ledger/wal.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gatos/git_object.h"
-#include "gatos/witness.h"
+#include "gatos/git/git_object.h"
+#include "gatos/ledger/witness.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -1,6 +1,6 @@
 // Integration tests of gatos::Bus against a real nats-server (JetStream).
 // They never skip: nats-server is part of the installed toolchain.
-#include "gatos/bus.h"
+#include "gatos/nats/bus.h"
 
 #include <gtest/gtest.h>
 

@@ -14,11 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/bus.h"
-#include "gatos/bus_identity.h"
-#include "gatos/keys.h"
-#include "gatos/nats_auth.h"
-#include "gatos/rpc.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/model/nats_auth.h"
+#include "gatos/model/rpc.h"
+#include "gatos/nats/bus.h"
+#include "gatos/nats/bus_identity.h"
 #include "child_process.h"
 #include "stack.h"
 #include "test_util.h"

@@ -7,9 +7,9 @@
 #include <atomic>
 #include <filesystem>
 
-#include "gatos/exec.h"
-#include "gatos/input_credentials.h"
-#include "gatos/inputs.h"
+#include "gatos/exec/exec.h"
+#include "gatos/exec/input_credentials.h"
+#include "gatos/exec/inputs.h"
 #include "git_http_server.h"
 #include "git_repo.h"
 #include "test_util.h"

@@ -1,7 +1,7 @@
 // The ledger's writer over a real git repository: the transitions (one state
 // machine), the signed log that records them, the state index in the log's
 // tree, and the ref view.
-#include "gatos/ledger_writer.h"
+#include "gatos/ledger/writer.h"
 
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -21,15 +21,15 @@
 #include <set>
 #include <thread>
 
-#include "gatos/dir_layout.h"
-#include "gatos/job_service.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/log_format.h"
-#include "gatos/refs.h"
-#include "gatos/rpc.h"
-#include "gatos/signed_request.h"
-#include "gatos/sshsig.h"
-#include "gatos/trailers.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/ledger/job_service.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/refs.h"
+#include "gatos/model/rpc.h"
+#include "gatos/model/trailers.h"
+#include "gatos/sys/dir_layout.h"
 #include "ledger_fixture.h"
 #include "test_util.h"
 

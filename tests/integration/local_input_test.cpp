@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "gatos/inputs.h"
-#include "gatos/local_input.h"
-#include "gatos/private_state.h"
+#include "gatos/exec/inputs.h"
+#include "gatos/exec/local_input.h"
+#include "gatos/sys/private_state.h"
 #include "git_repo.h"
 #include "test_util.h"
 

@@ -14,12 +14,12 @@
 #include <thread>
 #include <vector>
 
-#include "gatos/bus.h"
-#include "gatos/bus_identity.h"
-#include "gatos/keys.h"
-#include "gatos/nats_auth.h"
-#include "gatos/policy.h"
-#include "gatos/rpc.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/model/nats_auth.h"
+#include "gatos/model/policy.h"
+#include "gatos/model/rpc.h"
+#include "gatos/nats/bus.h"
+#include "gatos/nats/bus_identity.h"
 #include "nats_server.h"
 #include "test_util.h"
 

@@ -17,7 +17,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gatos/process.h"
+#include "gatos/sys/process.h"
 #include "test_util.h"
 
 namespace gatos {

@@ -18,9 +18,9 @@
 #include <thread>
 #include <vector>
 
-#include "gatos/log.h"
-#include "gatos/process.h"
-#include "gatos/signal_watcher.h"
+#include "gatos/sys/log.h"
+#include "gatos/sys/process.h"
+#include "gatos/sys/signal_watcher.h"
 
 namespace {
 

@@ -12,10 +12,10 @@
 #include <set>
 #include <sstream>
 
-#include "gatos/ledger_checks.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/local_ledger.h"
-#include "gatos/result.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/checks.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/writer.h"
 #include "test_util.h"
 
 namespace gatos::testing {

@@ -1,12 +1,12 @@
 // Result commits: built on the worker side without a repository, shipped as
 // an object batch, checked and recorded by the ledger (its writer),
 // and verified by stock git.
-#include "gatos/result.h"
+#include "gatos/git/result.h"
 
 #include <gtest/gtest.h>
 
-#include "gatos/blake3.h"
-#include "gatos/lease.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/lease.h"
 #include "ledger_fixture.h"
 #include "test_util.h"
 

@@ -11,16 +11,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/bus.h"
-#include "gatos/clock.h"
-#include "gatos/keys.h"
-#include "gatos/ledger.h"
-#include "gatos/log_format.h"
-#include "gatos/policy.h"
-#include "gatos/refs.h"
-#include "gatos/rpc.h"
-#include "gatos/signed_request.h"
-#include "gatos/trailers.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/ledger.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/policy.h"
+#include "gatos/model/refs.h"
+#include "gatos/model/rpc.h"
+#include "gatos/model/trailers.h"
+#include "gatos/nats/bus.h"
 #include "stack.h"
 #include "test_util.h"
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "gatos/canonical_json.h"
-#include "gatos/manifest.h"
-#include "gatos/manifest_file.h"
-#include "gatos/poe.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/poe.h"
+#include "gatos/sys/manifest_file.h"
 #include "test_util.h"
 
 namespace gatos {

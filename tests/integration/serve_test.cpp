@@ -12,17 +12,17 @@
 #include <sstream>
 #include <thread>
 
-#include "gatos/blake3.h"
-#include "gatos/bus.h"
-#include "gatos/encoding.h"
-#include "gatos/local_ledger.h"
-#include "gatos/grant.h"
-#include "gatos/clock.h"
-#include "gatos/keys.h"
-#include "gatos/manifest.h"
-#include "gatos/result.h"
-#include "gatos/rpc.h"
-#include "gatos/signed_request.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/grant.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/rpc.h"
+#include "gatos/nats/bus.h"
 #include "stack.h"
 #include "test_util.h"
 

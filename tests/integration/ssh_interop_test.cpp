@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "gatos/allowed_signers.h"
-#include "gatos/git_commit.h"
-#include "gatos/keys.h"
-#include "gatos/sshsig.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/git/git_commit.h"
+#include "gatos/model/allowed_signers.h"
 #include "test_util.h"
 
 namespace gatos {

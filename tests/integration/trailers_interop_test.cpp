@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "gatos/trailers.h"
+#include "gatos/model/trailers.h"
 #include "test_util.h"
 
 namespace gatos {

@@ -1,6 +1,6 @@
 // The ledger writer's write-ahead log: its record format, its files, and
 // (ledger_writer_test.cpp) the writer replaying it after a crash.
-#include "gatos/wal.h"
+#include "gatos/ledger/wal.h"
 
 #include <gtest/gtest.h>
 

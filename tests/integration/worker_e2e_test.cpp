@@ -11,12 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/bus.h"
-#include "gatos/clock.h"
-#include "gatos/manifest.h"
-#include "gatos/result.h"
-#include "gatos/rpc.h"
-#include "gatos/trailers.h"
+#include "gatos/git/result.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/rpc.h"
+#include "gatos/model/trailers.h"
+#include "gatos/nats/bus.h"
 #include "stack.h"
 #include "test_util.h"
 

@@ -12,14 +12,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/bus.h"
-#include "gatos/clock.h"
-#include "gatos/encoding.h"
-#include "gatos/keys.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/manifest.h"
-#include "gatos/result.h"
-#include "gatos/rpc.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/git/result.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/rpc.h"
+#include "gatos/nats/bus.h"
 #include "stack.h"
 #include "test_util.h"
 

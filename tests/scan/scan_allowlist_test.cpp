@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 #include "gatos/scan/detector.h"
 #include "gatos/scan/rules.h"
 #include "gatos/scan/value_decode.h"

@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "gatos/blake3.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/secret_groups.h"
 #include "gatos/scan/detector.h"
 #include "gatos/scan/labels.h"
 #include "gatos/scan/rules.h"
-#include "gatos/secret_groups.h"
 #include "secrets_for_tests.h"
 #include "test_util.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 #include "gatos/scan/fingerprint.h"
 #include "secrets_for_tests.h"
 #include "test_util.h"

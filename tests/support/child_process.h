@@ -1,6 +1,6 @@
 // A long-running child process for end-to-end tests (gatosd, gatos-worker):
 // output to a log file, killed with the test (PR_SET_PDEATHSIG) and in the
-// destructor. A thin layer over gatos::Process (gatos/process.h).
+// destructor. A thin layer over gatos::Process (gatos/sys/process.h).
 //
 // Thread-safety: not thread-safe; use from the test's main thread.
 #ifndef GATOS_TESTS_SUPPORT_CHILD_PROCESS_H_
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "gatos/process.h"
+#include "gatos/sys/process.h"
 
 namespace gatos::testing {
 

@@ -12,12 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "gatos/encoding.h"
-#include "gatos/ledger_checks.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/manifest.h"
-#include "gatos/result.h"
-#include "gatos/signed_request.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/checks.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/manifest.h"
 #include "test_util.h"
 
 namespace gatos::testing {

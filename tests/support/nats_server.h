@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gatos/process.h"
+#include "gatos/sys/process.h"
 #include "test_util.h"
 
 namespace gatos::testing {

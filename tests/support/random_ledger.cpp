@@ -4,16 +4,16 @@
 #include <optional>
 #include <vector>
 
-#include "gatos/allowed_signers.h"
-#include "gatos/blake3.h"
-#include "gatos/git_object.h"
-#include "gatos/keys.h"
-#include "gatos/ledger.h"
-#include "gatos/ledger_checks.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/manifest.h"
-#include "gatos/result.h"
-#include "gatos/signed_request.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/crypto/signed_request.h"
+#include "gatos/git/git_object.h"
+#include "gatos/git/ledger.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/checks.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/allowed_signers.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/manifest.h"
 
 namespace gatos::testing {
 

@@ -1,6 +1,6 @@
 // Random request sequences through the real ledger writer, then the
 // auditor's replay of the log they produced: the differential test of the
-// one transition function (gatos/transition.h). Every transition kind comes
+// one transition function (gatos/model/transition.h). Every transition kind comes
 // up: submits (and resubmits), claims and takeovers by several workers
 // (right and wrong epochs), renewals by holders and by others, results of
 // every status from holders and from stale owners (retries by the policy),
@@ -25,7 +25,7 @@
 #include <string>
 #include <string_view>
 
-#include "gatos/log_audit.h"
+#include "gatos/audit/log_audit.h"
 
 namespace gatos::testing {
 

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "gatos/process.h"
+#include "gatos/sys/process.h"
 
 namespace gatos::testing {
 

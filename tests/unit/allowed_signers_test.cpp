@@ -1,5 +1,5 @@
-#include "gatos/allowed_signers.h"
-#include "gatos/keys.h"
+#include "gatos/model/allowed_signers.h"
+#include "gatos/crypto/keys.h"
 
 #include <gtest/gtest.h>
 

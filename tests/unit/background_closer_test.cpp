@@ -1,4 +1,4 @@
-#include "gatos/background_closer.h"
+#include "gatos/sys/background_closer.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "gatos/blake3.h"
+#include "gatos/model/blake3.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "gatos/canonical_json.h"
+#include "gatos/model/canonical_json.h"
 
 #include <gtest/gtest.h>
 

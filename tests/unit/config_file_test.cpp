@@ -1,6 +1,6 @@
 // Service configuration files (config_file.h): YAML keys are flag names,
 // the command line wins, and anything else is refused with the key named.
-#include "gatos/config_file.h"
+#include "gatos/sys/config_file.h"
 
 #include <gtest/gtest.h>
 

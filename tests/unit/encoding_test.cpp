@@ -1,4 +1,4 @@
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 
 #include <gtest/gtest.h>
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "gatos/encoding.h"
-#include "gatos/flags.h"
-#include "gatos/log.h"
+#include "gatos/model/encoding.h"
+#include "gatos/sys/flags.h"
+#include "gatos/sys/log.h"
 
 namespace gatos {
 namespace {

@@ -1,12 +1,12 @@
 // Git inputs of a manifest: the rules of git_input.h, their error lines in
 // ParseManifest, the job id, and the textual repository key.
-#include "gatos/git_input.h"
+#include "gatos/model/git_input.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "gatos/manifest.h"
+#include "gatos/model/manifest.h"
 
 namespace gatos {
 namespace {

@@ -1,9 +1,9 @@
-#include "gatos/job_record.h"
+#include "gatos/model/job_record.h"
 
 #include <gtest/gtest.h>
 
-#include "gatos/canonical_json.h"
-#include "gatos/refs.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/refs.h"
 
 namespace gatos {
 namespace {

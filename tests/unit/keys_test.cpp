@@ -1,4 +1,4 @@
-#include "gatos/keys.h"
+#include "gatos/crypto/keys.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gatos/ssh_wire.h"
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ssh_wire.h"
 
 namespace gatos {
 namespace {

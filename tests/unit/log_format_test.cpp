@@ -1,8 +1,8 @@
-#include "gatos/log_format.h"
+#include "gatos/model/log_format.h"
 
 #include <gtest/gtest.h>
 
-#include "gatos/ledger_commits.h"
+#include "gatos/model/ledger_commits.h"
 
 namespace gatos {
 namespace {

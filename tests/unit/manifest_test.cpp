@@ -1,5 +1,5 @@
-#include "gatos/manifest_file.h"
-#include "gatos/manifest.h"
+#include "gatos/sys/manifest_file.h"
+#include "gatos/model/manifest.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "gatos/canonical_json.h"
+#include "gatos/model/canonical_json.h"
 #include "test_util.h"
 
 namespace gatos {

@@ -1,7 +1,7 @@
 // gatos_model is pure rules and codecs (docs/architecture.md): no file, no
 // socket, no process. This test reads the library's sources and refuses the
 // headers and calls that would do I/O, so the layer cannot drift back into
-// it (file reads live in gatos_sys: gatos/file.h, gatos/manifest_file.h).
+// it (file reads live in gatos_sys: gatos/sys/file.h, gatos/sys/manifest_file.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -1,11 +1,11 @@
 // Cluster configuration (nats_cluster.h): URL lists, member lists and the
 // nats-server configuration of each node. A real three-node cluster started
 // from this configuration is tests/netns/multihost_test.cpp.
-#include "gatos/nats_cluster.h"
+#include "gatos/model/nats_cluster.h"
 
 #include <gtest/gtest.h>
 
-#include "gatos/nats_auth.h"
+#include "gatos/model/nats_auth.h"
 
 namespace gatos {
 namespace {

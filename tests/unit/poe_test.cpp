@@ -1,4 +1,4 @@
-#include "gatos/poe.h"
+#include "gatos/model/poe.h"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <optional>
 #include <random>
 
-#include "gatos/blake3.h"
-#include "gatos/canonical_json.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/canonical_json.h"
 
 namespace gatos {
 namespace {

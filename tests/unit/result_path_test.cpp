@@ -1,18 +1,18 @@
-// The one rule for the names a result tree may hold (gatos/result_path.h),
+// The one rule for the names a result tree may hold (gatos/model/result_path.h),
 // with its exact reasons, and the ledger's check of a result's poe.json
 // (ParsePoe, which CheckResultCommit applies for the ledger and the auditor)
 // refusing each name with the same words. tests/worker/output_rules_test.cpp
 // holds the worker's side of the same rule.
-#include "gatos/result_path.h"
+#include "gatos/model/result_path.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "gatos/blake3.h"
-#include "gatos/canonical_json.h"
-#include "gatos/poe.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/poe.h"
 
 namespace gatos {
 namespace {

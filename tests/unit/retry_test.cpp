@@ -4,9 +4,9 @@
 
 #include <set>
 
-#include "gatos/job_record.h"
-#include "gatos/policy.h"
-#include "gatos/rpc.h"
+#include "gatos/model/job_record.h"
+#include "gatos/model/policy.h"
+#include "gatos/model/rpc.h"
 
 namespace gatos {
 namespace {

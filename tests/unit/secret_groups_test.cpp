@@ -1,6 +1,6 @@
-// Findings grouped by secret (gatos/secret_groups.h): what `gatos findings`,
+// Findings grouped by secret (gatos/model/secret_groups.h): what `gatos findings`,
 // the dashboard and gatos-scan's secrets.jsonl show.
-#include "gatos/secret_groups.h"
+#include "gatos/model/secret_groups.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-#include "gatos/sshsig.h"
+#include "gatos/crypto/sshsig.h"
 
 #include <gtest/gtest.h>
 
-#include "gatos/ssh_wire.h"
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ssh_wire.h"
 
 namespace gatos {
 namespace {

@@ -1,4 +1,4 @@
-#include "gatos/trailers.h"
+#include "gatos/model/trailers.h"
 
 #include <gtest/gtest.h>
 

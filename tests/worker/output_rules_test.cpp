@@ -1,5 +1,5 @@
 // The worker refuses a job's output names by the ledger's own rule
-// (gatos/result_path.h CheckResultPath; its exact reasons are in
+// (gatos/model/result_path.h CheckResultPath; its exact reasons are in
 // tests/unit/result_path_test.cpp), with the ledger's words: for each name,
 // the reason the worker gives equals the shared function's message, which is
 // the reason the ledger's check of poe.json gives (ParsePoe, applied by
@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "gatos/blake3.h"
-#include "gatos/poe.h"
-#include "gatos/result.h"
-#include "gatos/result_path.h"
+#include "gatos/git/result.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/poe.h"
+#include "gatos/model/result_path.h"
 #include "gatos/worker/output_collection.h"
 #include "test_util.h"
 

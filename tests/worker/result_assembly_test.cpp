@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "gatos/manifest.h"
-#include "gatos/result_path.h"
-#include "gatos/rpc.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/result_path.h"
+#include "gatos/model/rpc.h"
 #include "gatos/worker/poe_assembly.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gatos/rpc.h"
+#include "gatos/model/rpc.h"
 
 namespace gatos::worker {
 namespace {

@@ -1,15 +1,15 @@
-#include "gatos/attest.h"
+#include "gatos/audit/attest.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "gatos/blake3.h"
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
-#include "gatos/git_input.h"
-#include "gatos/lease.h"
-#include "gatos/poe.h"
-#include "gatos/sha256.h"
+#include "gatos/crypto/sha256.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/git_input.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/poe.h"
 
 namespace gatos {
 

@@ -1,5 +1,5 @@
 // The auditor's walk over the log: each log commit checked and its batch replayed (log_audit.h).
-#include "gatos/log_audit.h"
+#include "gatos/audit/log_audit.h"
 
 #include "replay_internal.h"
 

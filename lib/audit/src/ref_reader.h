@@ -18,21 +18,21 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "gatos/encoding.h"
-#include "gatos/job_record.h"
-#include "gatos/lease.h"
-#include "gatos/ledger_checks.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/log_format.h"
-#include "gatos/manifest.h"
-#include "gatos/policy.h"
-#include "gatos/refs.h"
-#include "gatos/result.h"
-#include "gatos/rpc.h"
-#include "gatos/sshsig.h"
-#include "gatos/state_index.h"
-#include "gatos/transition.h"
-#include "gatos/witness.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/checks.h"
+#include "gatos/ledger/state_index.h"
+#include "gatos/ledger/witness.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/job_record.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/policy.h"
+#include "gatos/model/refs.h"
+#include "gatos/model/rpc.h"
+#include "gatos/model/transition.h"
 
 namespace gatos {
 namespace audit_internal {

@@ -1,5 +1,5 @@
 // The replay's end state against the repository: every ref, and the head's state index.
-#include "gatos/log_audit.h"
+#include "gatos/audit/log_audit.h"
 
 #include "replay_internal.h"
 

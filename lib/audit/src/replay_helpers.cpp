@@ -1,5 +1,5 @@
 // Small helpers of the auditor's replay (replay_internal.h).
-#include "gatos/log_audit.h"
+#include "gatos/audit/log_audit.h"
 
 #include "replay_internal.h"
 

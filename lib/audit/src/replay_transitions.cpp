@@ -1,5 +1,5 @@
-// Each logged transition checked by the auditor: the facts of its commits, then the rule every writer applies (ApplyTransition, gatos/transition.h).
-#include "gatos/log_audit.h"
+// Each logged transition checked by the auditor: the facts of its commits, then the rule every writer applies (ApplyTransition, gatos/model/transition.h).
+#include "gatos/audit/log_audit.h"
 
 #include "replay_internal.h"
 

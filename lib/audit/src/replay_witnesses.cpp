@@ -1,5 +1,5 @@
 // Witness statements checked against the log the replay walked.
-#include "gatos/log_audit.h"
+#include "gatos/audit/log_audit.h"
 
 #include "replay_internal.h"
 

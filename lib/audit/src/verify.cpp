@@ -1,18 +1,18 @@
-#include "gatos/verify.h"
+#include "gatos/audit/verify.h"
 
 #include <algorithm>
 #include <cctype>
 #include <map>
 
-#include "gatos/attest.h"
-#include "gatos/encoding.h"
-#include "gatos/sha256.h"
-#include "gatos/ledger_writer.h"
-#include "gatos/lease.h"
-#include "gatos/manifest.h"
-#include "gatos/policy.h"
-#include "gatos/sshsig.h"
-#include "gatos/trailers.h"
+#include "gatos/audit/attest.h"
+#include "gatos/crypto/sha256.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/manifest.h"
+#include "gatos/model/policy.h"
+#include "gatos/model/trailers.h"
 
 namespace gatos {
 

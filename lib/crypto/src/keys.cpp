@@ -1,4 +1,4 @@
-#include "gatos/keys.h"
+#include "gatos/crypto/keys.h"
 
 #include <fcntl.h>
 #include <sodium.h>
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <vector>
 
-#include "gatos/encoding.h"
-#include "gatos/file.h"
-#include "gatos/ssh_wire.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ssh_wire.h"
+#include "gatos/sys/file.h"
 
 namespace gatos {
 namespace ssh {

@@ -1,8 +1,8 @@
-#include "gatos/sha256.h"
+#include "gatos/crypto/sha256.h"
 
 #include <sodium.h>
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos {
 

@@ -1,6 +1,6 @@
-#include "gatos/signed_request.h"
+#include "gatos/crypto/signed_request.h"
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos {
 

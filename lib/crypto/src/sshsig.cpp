@@ -1,11 +1,11 @@
-#include "gatos/sshsig.h"
+#include "gatos/crypto/sshsig.h"
 
 #include <sodium.h>
 
 #include <cstring>
 
-#include "gatos/ssh_wire.h"
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ssh_wire.h"
 
 namespace gatos {
 namespace {

@@ -12,9 +12,9 @@
 #include <mutex>
 #include <system_error>
 
-#include "gatos/encoding.h"
-#include "gatos/exec.h"
-#include "gatos/process.h"
+#include "gatos/exec/exec.h"
+#include "gatos/model/encoding.h"
+#include "gatos/sys/process.h"
 #include "job_seccomp.h"
 #include "private_devices.h"
 

@@ -1,6 +1,6 @@
 // The bubblewrap engine's sandbox: bwrap's arguments for a job, and the
 // probe whether bwrap can build a sandbox on this host (ProbeSandbox,
-// gatos/exec.h). docs/worker-execution.md, "Sandbox".
+// gatos/exec/exec.h). docs/worker-execution.md, "Sandbox".
 //
 // Thread-safety: BwrapArgs is a plain function (it reads the host's /
 // layout); ProbeSandbox caches its answer under a lock.

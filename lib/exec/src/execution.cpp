@@ -1,6 +1,6 @@
 // The Execution that follows one job on any supervisor: its output read
 // and capped, the timeout, Stop(), the records 'X' and 'C', and handing the
-// supervisor back (gatos/exec.h; execution.h). Thread-safety as exec.h
+// supervisor back (gatos/exec/exec.h; execution.h). Thread-safety as exec.h
 // says: Stop() from any thread while Wait() runs in another.
 #include "execution.h"
 

@@ -1,4 +1,4 @@
-// How a job handed to a supervisor becomes an Execution (gatos/exec.h): the
+// How a job handed to a supervisor becomes an Execution (gatos/exec/exec.h): the
 // one path after the start, whichever supervisor runs the job (a slot of
 // the JobLauncher, or a per-job gatos-supervise of Execution::Start).
 #ifndef GATOS_EXEC_SRC_EXECUTION_H_
@@ -10,9 +10,9 @@
 #include <functional>
 #include <memory>
 
-#include "gatos/exec.h"
-#include "gatos/process.h"
-#include "gatos/status.h"
+#include "gatos/exec/exec.h"
+#include "gatos/model/status.h"
+#include "gatos/sys/process.h"
 #include "prepare_job.h"
 #include "supervisor_conn.h"
 

@@ -1,6 +1,6 @@
 // Execution::Start: one supervisor per job (gatos-supervise --run, or a
 // forked copy of the worker without it), and bubblewrap per job when
-// sandboxed (gatos/exec.h, "Execution::Start"; the launcher's bubblewrap
+// sandboxed (gatos/exec/exec.h, "Execution::Start"; the launcher's bubblewrap
 // engine). Thread-safe: any number of threads may start jobs at once.
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -14,8 +14,8 @@
 
 #include "bubblewrap.h"
 #include "execution.h"
-#include "gatos/exec.h"
-#include "gatos/process.h"
+#include "gatos/exec/exec.h"
+#include "gatos/sys/process.h"
 #include "job_seccomp.h"
 #include "prepare_job.h"
 #include "private_devices.h"

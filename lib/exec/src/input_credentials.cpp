@@ -1,4 +1,4 @@
-#include "gatos/input_credentials.h"
+#include "gatos/exec/input_credentials.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,10 +8,10 @@
 #include <cstring>
 #include <map>
 
-#include "gatos/encoding.h"
-#include "gatos/file.h"
-#include "gatos/git_input.h"
-#include "gatos/yaml_tree.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/git_input.h"
+#include "gatos/model/yaml_tree.h"
+#include "gatos/sys/file.h"
 
 namespace gatos {
 namespace {

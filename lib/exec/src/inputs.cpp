@@ -1,4 +1,4 @@
-#include "gatos/inputs.h"
+#include "gatos/exec/inputs.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -20,11 +20,11 @@
 #include <sstream>
 #include <thread>
 
-#include "gatos/blake3.h"
-#include "gatos/clock.h"
-#include "gatos/encoding.h"
-#include "gatos/local_input.h"
-#include "gatos/process.h"
+#include "gatos/exec/local_input.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/encoding.h"
+#include "gatos/sys/process.h"
 #include "bubblewrap.h"
 #include "gatos/exec/supervise_protocol.h"
 

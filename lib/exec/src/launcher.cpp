@@ -1,5 +1,5 @@
 // JobLauncher: jobs on long-lived gatos-supervise processes ("slots"), one
-// per concurrently running job, reused job after job. See gatos/exec.h and
+// per concurrently running job, reused job after job. See gatos/exec/exec.h and
 // docs/worker-execution.md ("Job launcher").
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "execution.h"
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 #include "gatos/exec/supervise_protocol.h"
 #include "prepare_job.h"
 #include "supervisor_conn.h"

@@ -1,4 +1,4 @@
-#include "gatos/local_input.h"
+#include "gatos/exec/local_input.h"
 
 #include <dirent.h>
 #include <fcntl.h>

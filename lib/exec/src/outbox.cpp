@@ -1,5 +1,5 @@
 // The worker's durable outbox and local lease table (SQLite, WAL).
-#include "gatos/outbox.h"
+#include "gatos/exec/outbox.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 #include <random>
 #include <unordered_map>
 
-#include "gatos/lease.h"
+#include "gatos/model/lease.h"
 
 namespace gatos {
 namespace {

@@ -1,5 +1,5 @@
 // Validating a job and deciding how it runs (prepare_job.h), and the job's
-// environment (BuildJobEnv, gatos/exec.h).
+// environment (BuildJobEnv, gatos/exec/exec.h).
 #include "prepare_job.h"
 
 #include <sys/stat.h>

@@ -1,7 +1,7 @@
 // The checks and decisions of starting a job, up to the process start,
 // shared by Execution::Start and JobLauncher::Start: the spec's argv, cwd,
 // workspace, output dir and binds (docs/worker-execution.md, "Execution
-// contract"), the job's environment (BuildJobEnv, gatos/exec.h), whether it
+// contract"), the job's environment (BuildJobEnv, gatos/exec/exec.h), whether it
 // is sandboxed, and the command resolved in the job's PATH.
 //
 // Thread-safety: plain functions; they read the file system (stat, the cwd
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 #include "gatos/exec/supervise_protocol.h"
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 
 namespace gatos::exec_internal {
 
@@ -34,7 +34,7 @@ struct PreparedJob {
 };
 
 // The checks and decisions of Execution::Start up to the process start,
-// with its errors (gatos/exec.h). `sandbox_ok` says whether the sandbox the
+// with its errors (gatos/exec/exec.h). `sandbox_ok` says whether the sandbox the
 // caller would use works here.
 Result<PreparedJob> PrepareJob(const ExecSpec& spec, const Status& sandbox_ok);
 

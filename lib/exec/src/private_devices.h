@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 
 namespace gatos::exec_internal {
 

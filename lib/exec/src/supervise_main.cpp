@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 #include "gatos/exec/supervise_protocol.h"
 #include "job_seccomp.h"
 #include "proc_scan.h"

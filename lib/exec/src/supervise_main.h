@@ -1,6 +1,6 @@
 // The supervisor of one job (Execution::Start's path): gatos-supervise --run,
 // and the same supervisor in a forked copy of the worker when the program is
-// missing. gatos-supervise's command line (SuperviseMain, gatos/exec.h) is
+// missing. gatos-supervise's command line (SuperviseMain, gatos/exec/exec.h) is
 // in supervise_main.cpp too; its --slot mode is slot_main.h.
 #ifndef GATOS_EXEC_SRC_SUPERVISE_MAIN_H_
 #define GATOS_EXEC_SRC_SUPERVISE_MAIN_H_

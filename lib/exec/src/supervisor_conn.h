@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "gatos/exec/supervise_protocol.h"
-#include "gatos/process.h"
-#include "gatos/status.h"
+#include "gatos/model/status.h"
+#include "gatos/sys/process.h"
 
 namespace gatos::exec_internal {
 

@@ -2,11 +2,11 @@
 
 #include <memory>
 
-#include "gatos/encoding.h"
-#include "gatos/git_commit.h"
+#include "gatos/git/git_commit.h"
+#include "gatos/model/encoding.h"
 
 #include "git/git_util.h"
-#include "gatos/sshsig.h"
+#include "gatos/crypto/sshsig.h"
 
 namespace gatos {
 namespace {

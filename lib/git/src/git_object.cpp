@@ -1,4 +1,4 @@
-#include "gatos/git_object.h"
+#include "gatos/git/git_object.h"
 
 #include <openssl/evp.h>
 
@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "gatos/encoding.h"
-#include "gatos/sshsig.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos {
 

@@ -2,8 +2,8 @@
 
 #include <mutex>
 
-#include "gatos/encoding.h"
-#include "gatos/sshsig.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos::git {
 

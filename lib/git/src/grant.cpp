@@ -1,12 +1,12 @@
-#include "gatos/grant.h"
+#include "gatos/git/grant.h"
 
 #include <map>
 
-#include "gatos/encoding.h"
-#include "gatos/git_object.h"
-#include "gatos/refs.h"
-#include "gatos/result.h"
-#include "gatos/sshsig.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/git/git_object.h"
+#include "gatos/git/result.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/refs.h"
 
 namespace gatos {
 namespace {

@@ -1,4 +1,4 @@
-#include "gatos/ledger.h"
+#include "gatos/git/ledger.h"
 
 #include <fcntl.h>
 #include <git2.h>
@@ -11,11 +11,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "gatos/background_closer.h"
-#include "gatos/encoding.h"
-#include "gatos/pack_writer.h"
-#include "gatos/refs.h"
-#include "gatos/sshsig.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/git/pack_writer.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/refs.h"
+#include "gatos/sys/background_closer.h"
 #include "git/git_util.h"
 
 namespace gatos {

@@ -1,4 +1,4 @@
-#include "gatos/pack_writer.h"
+#include "gatos/git/pack_writer.h"
 
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -12,7 +12,7 @@
 #include <random>
 #include <unordered_set>
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos {
 namespace {

@@ -1,4 +1,4 @@
-#include "gatos/result.h"
+#include "gatos/git/result.h"
 
 #include <git2.h>
 
@@ -6,11 +6,11 @@
 #include <map>
 #include <set>
 
-#include "gatos/blake3.h"
-#include "gatos/encoding.h"
-#include "gatos/result_path.h"
-#include "gatos/sshsig.h"
-#include "gatos/trailers.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/result_path.h"
+#include "gatos/model/trailers.h"
 #include "git/git_util.h"
 
 namespace gatos {

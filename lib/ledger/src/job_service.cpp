@@ -1,6 +1,6 @@
 // JobService: requests decoded and authenticated off the ledger thread,
 // applied as one batch, answered after it (job_service.h).
-#include "gatos/job_service.h"
+#include "gatos/ledger/job_service.h"
 
 #include "service_internal.h"
 

@@ -1,11 +1,11 @@
-#include "gatos/ledger_checks.h"
+#include "gatos/ledger/checks.h"
 
-#include "gatos/encoding.h"
-#include "gatos/git_object.h"
-#include "gatos/keys.h"
-#include "gatos/sha256.h"
-#include "gatos/sshsig.h"
-#include "gatos/trailers.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/crypto/sha256.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/git/git_object.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/trailers.h"
 
 namespace gatos {
 

@@ -1,5 +1,5 @@
 // LedgerView: a reader of a ledger's state index at its log head.
-#include "gatos/ledger_writer.h"
+#include "gatos/ledger/writer.h"
 
 #include "writer_internal.h"
 

@@ -3,7 +3,7 @@
 // each operation does is in writer_transitions.cpp; opening and recovery in
 // writer_recovery.cpp; the view and checkpoint threads in view_writer.h and
 // checkpointer.h.
-#include "gatos/ledger_writer.h"
+#include "gatos/ledger/writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -19,12 +19,12 @@
 #include <thread>
 
 #include "checkpointer.h"
-#include "gatos/encoding.h"
-#include "gatos/file.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/sshsig.h"
-#include "gatos/transition.h"
-#include "gatos/wal.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/ledger/wal.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/transition.h"
+#include "gatos/sys/file.h"
 #include "view_writer.h"
 #include "writer_internal.h"
 

@@ -1,4 +1,4 @@
-#include "gatos/local_ledger.h"
+#include "gatos/ledger/local_ledger.h"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -1,4 +1,4 @@
-#include "gatos/maintenance.h"
+#include "gatos/ledger/maintenance.h"
 
 #include <dirent.h>
 

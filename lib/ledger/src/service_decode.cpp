@@ -1,6 +1,6 @@
 // What each request asks for: decoded, checked (signatures, objects,
 // policy changes, witness statements), and turned into a writer op.
-#include "gatos/job_service.h"
+#include "gatos/ledger/job_service.h"
 
 #include "service_internal.h"
 

@@ -5,9 +5,9 @@
 #ifndef GATOS_LEDGER_SRC_SERVICE_INTERNAL_H_
 #define GATOS_LEDGER_SRC_SERVICE_INTERNAL_H_
 
-#include "gatos/job_service.h"
+#include "gatos/ledger/job_service.h"
 
-#include "gatos/witness.h"
+#include "gatos/ledger/witness.h"
 
 #include <unistd.h>
 
@@ -16,16 +16,16 @@
 #include <cstdio>
 #include <exception>
 
-#include "gatos/blake3.h"
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/parallel.h"
-#include "gatos/keys.h"
-#include "gatos/poe.h"
-#include "gatos/result.h"
-#include "gatos/trailers.h"
-#include "gatos/transition.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/git/result.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/poe.h"
+#include "gatos/model/trailers.h"
+#include "gatos/model/transition.h"
+#include "gatos/sys/parallel.h"
 
 namespace gatos {
 namespace service_internal {

@@ -1,5 +1,5 @@
 // Read-only replies: status and list, and a job's status as JSON.
-#include "gatos/job_service.h"
+#include "gatos/ledger/job_service.h"
 
 #include "service_internal.h"
 

@@ -1,6 +1,6 @@
 // Offers and timers: pending jobs offered (and offered again), expired
 // leases of cancelled jobs aborted, finished jobs pruned after the retention.
-#include "gatos/job_service.h"
+#include "gatos/ledger/job_service.h"
 
 #include "service_internal.h"
 

@@ -1,12 +1,12 @@
-#include "gatos/state_index.h"
+#include "gatos/ledger/state_index.h"
 
 #include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos {
 namespace {

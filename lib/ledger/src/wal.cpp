@@ -1,4 +1,4 @@
-#include "gatos/wal.h"
+#include "gatos/ledger/wal.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -9,10 +9,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "gatos/blake3.h"
-#include "gatos/encoding.h"
-#include "gatos/file.h"
-#include "gatos/pack_writer.h"
+#include "gatos/git/pack_writer.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/encoding.h"
+#include "gatos/sys/file.h"
 
 namespace gatos {
 namespace {

@@ -1,11 +1,11 @@
-#include "gatos/witness.h"
+#include "gatos/ledger/witness.h"
 
-#include "gatos/encoding.h"
-#include "gatos/lease.h"
-#include "gatos/policy.h"
-#include "gatos/refs.h"
-#include "gatos/sshsig.h"
-#include "gatos/trailers.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/policy.h"
+#include "gatos/model/refs.h"
+#include "gatos/model/trailers.h"
 
 namespace gatos {
 namespace {

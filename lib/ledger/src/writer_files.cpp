@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "gatos/dir_layout.h"
+#include "gatos/sys/dir_layout.h"
 #include "writer_internal.h"
 
 namespace gatos {

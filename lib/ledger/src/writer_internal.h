@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "gatos/ledger_writer.h"
+#include "gatos/ledger/writer.h"
 
 namespace gatos {
 

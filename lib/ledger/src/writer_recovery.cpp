@@ -1,7 +1,7 @@
 // Opening the ledger's writer: replaying the write-ahead log a crash left,
 // repairing the ref view from the log, loading the live jobs; and creating
 // a new ledger's log (Initialize).
-#include "gatos/ledger_writer.h"
+#include "gatos/ledger/writer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -18,13 +18,13 @@
 #include <thread>
 
 #include "checkpointer.h"
-#include "gatos/dir_layout.h"
-#include "gatos/encoding.h"
-#include "gatos/file.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/sshsig.h"
-#include "gatos/transition.h"
-#include "gatos/wal.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/ledger/wal.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/transition.h"
+#include "gatos/sys/dir_layout.h"
+#include "gatos/sys/file.h"
 #include "view_writer.h"
 #include "writer_internal.h"
 

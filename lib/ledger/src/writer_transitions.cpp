@@ -1,8 +1,8 @@
 // What each operation of a batch does (LedgerWriter::Do*): the rule is
-// ApplyTransition (gatos/transition.h); this file turns requests into
+// ApplyTransition (gatos/model/transition.h); this file turns requests into
 // transitions, builds the commits the ledger writes for them, and records
 // the result in the batch.
-#include "gatos/ledger_writer.h"
+#include "gatos/ledger/writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,12 +18,12 @@
 #include <thread>
 
 #include "checkpointer.h"
-#include "gatos/encoding.h"
-#include "gatos/file.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/sshsig.h"
-#include "gatos/transition.h"
-#include "gatos/wal.h"
+#include "gatos/crypto/sshsig.h"
+#include "gatos/ledger/wal.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/transition.h"
+#include "gatos/sys/file.h"
 #include "view_writer.h"
 #include "writer_internal.h"
 

@@ -1,10 +1,10 @@
-#include "gatos/allowed_signers.h"
+#include "gatos/model/allowed_signers.h"
 
 #include <cstdio>
 #include <ctime>
 
-#include "gatos/ssh_wire.h"
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ssh_wire.h"
 
 namespace gatos {
 namespace {

@@ -1,10 +1,10 @@
-#include "gatos/blake3.h"
+#include "gatos/model/blake3.h"
 
 #include <blake3.h>
 #include <cerrno>
 #include <cstring>
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos {
 

@@ -1,4 +1,4 @@
-#include "gatos/clock.h"
+#include "gatos/model/clock.h"
 
 #include <chrono>
 

@@ -1,4 +1,4 @@
-#include "gatos/git_input.h"
+#include "gatos/model/git_input.h"
 
 #include <filesystem>
 

@@ -1,10 +1,10 @@
-#include "gatos/job_record.h"
+#include "gatos/model/job_record.h"
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
-#include "gatos/refs.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/refs.h"
 
 namespace gatos {
 namespace {

@@ -1,4 +1,4 @@
-#include "gatos/lease.h"
+#include "gatos/model/lease.h"
 
 #include <cstdio>
 #include <ctime>

@@ -1,10 +1,10 @@
-#include "gatos/ledger_commits.h"
+#include "gatos/model/ledger_commits.h"
 
 #include <vector>
 
-#include "gatos/encoding.h"
-#include "gatos/lease.h"
-#include "gatos/trailers.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/trailers.h"
 
 namespace gatos {
 namespace {

@@ -1,11 +1,11 @@
-#include "gatos/log_format.h"
+#include "gatos/model/log_format.h"
 
 #include <array>
 #include <cstdlib>
 
-#include "gatos/encoding.h"
-#include "gatos/lease.h"
-#include "gatos/trailers.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/trailers.h"
 
 namespace gatos {
 namespace {

@@ -1,14 +1,14 @@
 // A manifest in code: validation, its git inputs, its canonical JSON and
 // its job id (manifest.h).
-#include "gatos/manifest.h"
+#include "gatos/model/manifest.h"
 
 #include <string>
 #include <vector>
 
-#include "gatos/blake3.h"
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
-#include "gatos/git_input.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/git_input.h"
 #include "manifest_rules.h"
 
 namespace gatos {

@@ -1,6 +1,6 @@
 // Parsing a manifest: YAML or JSON into a Manifest, every problem reported
 // with its position (manifest.h).
-#include "gatos/manifest.h"
+#include "gatos/model/manifest.h"
 
 #include <cerrno>
 #include <cstring>
@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
-#include "gatos/git_input.h"
-#include "gatos/yaml_tree.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/git_input.h"
+#include "gatos/model/yaml_tree.h"
 #include "manifest_rules.h"
 
 namespace gatos {

@@ -11,8 +11,8 @@
 #include <string>
 #include <string_view>
 
-#include "gatos/canonical_json.h"
-#include "gatos/manifest.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/manifest.h"
 
 namespace gatos {
 namespace manifest_internal {

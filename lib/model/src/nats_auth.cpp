@@ -1,9 +1,9 @@
-#include "gatos/nats_auth.h"
+#include "gatos/model/nats_auth.h"
 
 #include <map>
 #include <set>
 
-#include "gatos/rpc.h"
+#include "gatos/model/rpc.h"
 
 namespace gatos {
 namespace {

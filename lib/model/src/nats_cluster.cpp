@@ -1,11 +1,11 @@
-#include "gatos/nats_cluster.h"
+#include "gatos/model/nats_cluster.h"
 
 #include <algorithm>
 #include <cctype>
 #include <set>
 
-#include "gatos/encoding.h"
-#include "gatos/nats_auth.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/nats_auth.h"
 
 namespace gatos {
 namespace {

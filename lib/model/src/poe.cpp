@@ -1,13 +1,13 @@
-#include "gatos/poe.h"
+#include "gatos/model/poe.h"
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/blake3.h"
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
-#include "gatos/git_input.h"
-#include "gatos/lease.h"
-#include "gatos/result_path.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/git_input.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/result_path.h"
 
 namespace gatos {
 

@@ -1,12 +1,12 @@
-#include "gatos/policy.h"
+#include "gatos/model/policy.h"
 
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
-#include "gatos/git_input.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/git_input.h"
 
 namespace gatos {
 

@@ -1,12 +1,12 @@
-#include "gatos/public_key.h"
+#include "gatos/model/public_key.h"
 
 #include <string.h>
 
 #include <cerrno>
 #include <cstring>
 
-#include "gatos/encoding.h"
-#include "gatos/ssh_wire.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/ssh_wire.h"
 
 namespace gatos {
 namespace {

@@ -1,8 +1,8 @@
-#include "gatos/refs.h"
+#include "gatos/model/refs.h"
 
 #include <cstring>
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos {
 

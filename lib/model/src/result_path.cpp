@@ -1,9 +1,9 @@
-#include "gatos/result_path.h"
+#include "gatos/model/result_path.h"
 
 #include <string>
 
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos {
 

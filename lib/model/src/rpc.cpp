@@ -1,8 +1,8 @@
-#include "gatos/rpc.h"
+#include "gatos/model/rpc.h"
 
 #include <algorithm>
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos::rpc {
 

@@ -1,4 +1,4 @@
-#include "gatos/secret_groups.h"
+#include "gatos/model/secret_groups.h"
 
 #include <algorithm>
 #include <map>
@@ -6,7 +6,7 @@
 #include <tuple>
 #include <utility>
 
-#include "gatos/blake3.h"
+#include "gatos/model/blake3.h"
 
 namespace gatos {
 namespace {

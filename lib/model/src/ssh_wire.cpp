@@ -1,4 +1,4 @@
-#include "gatos/ssh_wire.h"
+#include "gatos/model/ssh_wire.h"
 
 #include <cstdio>
 

@@ -1,4 +1,4 @@
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 
 #include <cerrno>
 #include <cstring>

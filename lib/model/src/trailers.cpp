@@ -3,7 +3,7 @@
 // trailer_info_get, unfold_value), so that both sides agree on which lines
 // are trailers. Positions are offsets into the message; the end of the
 // message plays the role of git's terminating NUL.
-#include "gatos/trailers.h"
+#include "gatos/model/trailers.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
-#include "gatos/transition.h"
+#include "gatos/model/transition.h"
 
-#include "gatos/public_key.h"
+#include "gatos/model/public_key.h"
 
 namespace gatos {
 namespace {

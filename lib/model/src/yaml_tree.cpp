@@ -1,4 +1,4 @@
-#include "gatos/yaml_tree.h"
+#include "gatos/model/yaml_tree.h"
 
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/exceptions.h>
@@ -11,7 +11,7 @@
 #include <sstream>
 #include <utility>
 
-#include "gatos/canonical_json.h"
+#include "gatos/model/canonical_json.h"
 
 namespace gatos::internal {
 namespace {

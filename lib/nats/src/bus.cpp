@@ -12,8 +12,8 @@
 //    after the last handler call, also when the connection closes; it owns the
 //    handler closure.
 //  - Concurrent natsSubscription_Fetch on one subscription is an error.
-#include "gatos/bus.h"
-#include "gatos/nats_cluster.h"
+#include "gatos/model/nats_cluster.h"
+#include "gatos/nats/bus.h"
 
 #include <nats/nats.h>
 

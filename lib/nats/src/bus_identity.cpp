@@ -1,4 +1,4 @@
-#include "gatos/bus_identity.h"
+#include "gatos/nats/bus_identity.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -10,8 +10,8 @@
 #include <memory>
 #include <sstream>
 
-#include "gatos/file.h"
-#include "gatos/nats_auth.h"
+#include "gatos/model/nats_auth.h"
+#include "gatos/sys/file.h"
 
 namespace gatos {
 

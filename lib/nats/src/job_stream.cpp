@@ -1,6 +1,6 @@
-#include "gatos/job_stream.h"
+#include "gatos/nats/job_stream.h"
 
-#include "gatos/rpc.h"
+#include "gatos/model/rpc.h"
 
 namespace gatos::rpc {
 

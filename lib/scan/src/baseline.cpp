@@ -6,9 +6,9 @@
 #include <sstream>
 #include <tuple>
 
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
-#include "gatos/yaml_tree.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/yaml_tree.h"
 
 namespace gatos::scan {
 namespace {

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "gatos/blake3.h"
+#include "gatos/model/blake3.h"
 #include "gatos/scan/value_decode.h"
 
 namespace gatos::scan {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos::scan {
 namespace {

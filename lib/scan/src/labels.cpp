@@ -9,9 +9,9 @@
 #include <sstream>
 #include <tuple>
 
-#include "gatos/blake3.h"
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
 #include "git/git_util.h"
 
 namespace gatos::scan {

@@ -11,8 +11,8 @@
 #include <memory>
 #include <system_error>
 
-#include "gatos/blake3.h"
-#include "gatos/git_input.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/git_input.h"
 #include "git/git_util.h"
 
 namespace gatos::scan {

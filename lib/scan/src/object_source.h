@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 #include "pack_reader.h"
 #include "pack_store.h"
 

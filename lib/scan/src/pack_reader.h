@@ -25,7 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 #include "pack_store.h"
 
 namespace gatos::scan {

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 
 namespace gatos::scan {
 

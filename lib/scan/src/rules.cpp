@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "gatos/canonical_json.h"
-#include "gatos/yaml_tree.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/yaml_tree.h"
 
 namespace gatos::scan {
 namespace {

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "gatos/blake3.h"
-#include "gatos/canonical_json.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/canonical_json.h"
 #include "gatos/scan/scanner.h"
 
 namespace gatos::scan {
@@ -90,7 +90,7 @@ nlohmann::json ResultJson(const ListedFinding& f, const std::map<std::string, si
           {{"artifactLocation", {{"uri", PathUri(f.path)}, {"uriBaseId", "%SRCROOT%"}}},
            {"region", std::move(region)}}}}}},
       // One result per location; the secret it belongs to groups them
-      // (gatos/secret_groups.h), as code-scanning UIs group by partial
+      // (gatos/model/secret_groups.h), as code-scanning UIs group by partial
       // fingerprint.
       {"partialFingerprints",
        {{"gatosSecretFingerprint/v1", Text(f.finding.fingerprint)},

@@ -20,8 +20,8 @@
 #include <unordered_set>
 #include <variant>
 
-#include "gatos/canonical_json.h"
-#include "gatos/encoding.h"
+#include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
 #include "gatos/scan/detector.h"
 #include "gatos/scan/fingerprint.h"
 #include "gatos/scan/mirror.h"

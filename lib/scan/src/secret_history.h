@@ -1,5 +1,5 @@
 // Where each listed finding sits in the repository's history, for findings
-// grouped by secret (gatos/secret_groups.h): the time of the commit that
+// grouped by secret (gatos/model/secret_groups.h): the time of the commit that
 // introduced its blob, and whether the blob is still in a scanned tip.
 //
 // Thread-safety: uses `repo` and `source` on the calling thread only.
@@ -10,8 +10,8 @@
 
 #include <vector>
 
+#include "gatos/model/status.h"
 #include "gatos/scan/done_ledger.h"
-#include "gatos/status.h"
 #include "object_source.h"
 
 namespace gatos::scan {

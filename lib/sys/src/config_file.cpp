@@ -1,12 +1,12 @@
-#include "gatos/config_file.h"
+#include "gatos/sys/config_file.h"
 
 #include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
 
-#include "gatos/encoding.h"
-#include "gatos/yaml_tree.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/yaml_tree.h"
 
 namespace gatos {
 namespace {

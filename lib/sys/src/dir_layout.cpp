@@ -1,4 +1,4 @@
-#include "gatos/dir_layout.h"
+#include "gatos/sys/dir_layout.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "gatos/file.h"
+#include "gatos/sys/file.h"
 
 #include <fcntl.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "gatos/flags.h"
+#include "gatos/sys/flags.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "gatos/encoding.h"
+#include "gatos/model/encoding.h"
 
 namespace gatos {
 namespace {

@@ -1,4 +1,4 @@
-#include "gatos/log.h"
+#include "gatos/sys/log.h"
 
 #include <unistd.h>
 
@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <mutex>
 
-#include "gatos/clock.h"
-#include "gatos/encoding.h"
-#include "gatos/lease.h"  // FormatRfc3339Millis
+#include "gatos/model/clock.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/lease.h"  // FormatRfc3339Millis
 
 namespace gatos {
 namespace {

@@ -1,6 +1,6 @@
-#include "gatos/manifest_file.h"
+#include "gatos/sys/manifest_file.h"
 
-#include "gatos/file.h"
+#include "gatos/sys/file.h"
 
 namespace gatos {
 

@@ -1,4 +1,4 @@
-#include "gatos/parallel.h"
+#include "gatos/sys/parallel.h"
 
 #include <algorithm>
 #include <thread>

@@ -1,4 +1,4 @@
-#include "gatos/private_state.h"
+#include "gatos/sys/private_state.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

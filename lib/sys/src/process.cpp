@@ -1,4 +1,4 @@
-#include "gatos/process.h"
+#include "gatos/sys/process.h"
 
 #include <fcntl.h>
 #include <poll.h>

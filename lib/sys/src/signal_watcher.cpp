@@ -1,4 +1,4 @@
-#include "gatos/signal_watcher.h"
+#include "gatos/sys/signal_watcher.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <utility>
 
-#include "gatos/encoding.h"
-#include "gatos/file.h"
-#include "gatos/result_path.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/result_path.h"
+#include "gatos/sys/file.h"
 
 namespace gatos::worker {
 

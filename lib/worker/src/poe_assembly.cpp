@@ -2,8 +2,8 @@
 
 #include <optional>
 
-#include "gatos/encoding.h"
-#include "gatos/lease.h"  // FormatRfc3339Millis
+#include "gatos/model/encoding.h"
+#include "gatos/model/lease.h"  // FormatRfc3339Millis
 #include "gatos/worker/run_status.h"
 
 namespace gatos::worker {

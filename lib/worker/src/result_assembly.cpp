@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-#include "gatos/attest.h"
-#include "gatos/encoding.h"
-#include "gatos/rpc.h"
+#include "gatos/audit/attest.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/rpc.h"
 #include "gatos/worker/output_collection.h"
 #include "gatos/worker/poe_assembly.h"
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "gatos/rpc.h"
+#include "gatos/model/rpc.h"
 
 namespace gatos::worker {
 

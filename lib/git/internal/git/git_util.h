@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
-#include "gatos/keys.h"
-#include "gatos/status.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/model/status.h"
 
 namespace gatos::git {
 

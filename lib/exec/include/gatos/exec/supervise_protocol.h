@@ -1,4 +1,4 @@
-// The wire protocol between gatos-worker and gatos-supervise (gatos/exec.h,
+// The wire protocol between gatos-worker and gatos-supervise (gatos/exec/exec.h,
 // docs/worker-execution.md "Process model"): the frames the worker sends, the
 // records the supervisor answers with, and the codec of a job request.
 // Workers do not speak it themselves (JobLauncher and Execution do); it is

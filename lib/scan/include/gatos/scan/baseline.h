@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gatos/model/status.h"
 #include "gatos/scan/done_ledger.h"
-#include "gatos/status.h"
 
 namespace gatos::scan {
 

@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gatos/model/status.h"
 #include "gatos/scan/rules.h"
-#include "gatos/status.h"
 
 namespace gatos::scan {
 

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 
 struct sqlite3;
 

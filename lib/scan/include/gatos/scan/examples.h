@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "gatos/model/status.h"
 #include "gatos/scan/rules.h"
-#include "gatos/status.h"
 
 namespace gatos::scan {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 
-#include "gatos/blake3.h"
-#include "gatos/status.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/status.h"
 
 namespace gatos::scan {
 

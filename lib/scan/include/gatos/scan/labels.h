@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gatos/secret_groups.h"
-#include "gatos/status.h"
+#include "gatos/model/secret_groups.h"
+#include "gatos/model/status.h"
 
 namespace gatos::scan {
 

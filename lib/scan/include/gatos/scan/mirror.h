@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 
 namespace gatos::scan {
 

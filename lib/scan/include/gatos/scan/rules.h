@@ -35,7 +35,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gatos/status.h"
+#include "gatos/model/status.h"
 
 namespace gatos::scan {
 

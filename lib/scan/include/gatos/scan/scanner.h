@@ -28,12 +28,12 @@
 #include <string>
 #include <vector>
 
-#include "gatos/blake3.h"
+#include "gatos/model/blake3.h"
+#include "gatos/model/secret_groups.h"
+#include "gatos/model/status.h"
 #include "gatos/scan/baseline.h"
 #include "gatos/scan/done_ledger.h"
 #include "gatos/scan/rules.h"
-#include "gatos/secret_groups.h"
-#include "gatos/status.h"
 
 namespace gatos::scan {
 
@@ -57,7 +57,7 @@ struct ScanCounters {
 };
 
 // A repository someone else fetched (the worker, for a job's git input;
-// gatos/inputs.h): scanned in place and read-only, without a mirror of its
+// gatos/exec/inputs.h): scanned in place and read-only, without a mirror of its
 // own or any network access.
 struct PreparedRepo {
   std::string path;    // its git directory
@@ -130,7 +130,7 @@ Result<ScanReport> RunScan(const ScanOptions& options);
 
 // One canonical JSON object (no newline) per finding; never secret bytes.
 std::string FindingJson(const ListedFinding& f);
-// The finding as a location of its secret (gatos/secret_groups.h).
+// The finding as a location of its secret (gatos/model/secret_groups.h).
 FindingLocation ToLocation(const ListedFinding& f);
 // One canonical JSON object per line per distinct secret (GroupJson with
 // every location), in the order of `r.secrets`.

@@ -24,10 +24,10 @@
 #include <string>
 #include <vector>
 
-#include "gatos/exec.h"
-#include "gatos/inputs.h"
-#include "gatos/ledger_commits.h"
-#include "gatos/manifest.h"
+#include "gatos/exec/exec.h"
+#include "gatos/exec/inputs.h"
+#include "gatos/model/ledger_commits.h"
+#include "gatos/model/manifest.h"
 
 namespace gatos::worker {
 

@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "gatos/result.h"
-#include "gatos/status.h"
+#include "gatos/git/result.h"
+#include "gatos/model/status.h"
 
 namespace gatos::worker {
 

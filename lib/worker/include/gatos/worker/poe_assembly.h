@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "gatos/exec.h"
-#include "gatos/poe.h"
-#include "gatos/result.h"
-#include "gatos/status.h"
+#include "gatos/exec/exec.h"
+#include "gatos/git/result.h"
+#include "gatos/model/poe.h"
+#include "gatos/model/status.h"
 
 namespace gatos::worker {
 

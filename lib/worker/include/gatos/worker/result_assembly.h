@@ -25,10 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "gatos/keys.h"
-#include "gatos/poe.h"
-#include "gatos/result.h"
-#include "gatos/status.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/git/result.h"
+#include "gatos/model/poe.h"
+#include "gatos/model/status.h"
 
 namespace gatos::worker {
 

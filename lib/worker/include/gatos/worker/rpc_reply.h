@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gatos/lease.h"
-#include "gatos/status.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/status.h"
 
 namespace gatos::worker {
 

@@ -22,7 +22,7 @@
 
 #include <string>
 
-#include "gatos/exec.h"
+#include "gatos/exec/exec.h"
 
 namespace gatos::worker {
 

@@ -1,0 +1,302 @@
+// LedgerWriter: the one writer of a ledger (docs/ledger-format.md, "The log";
+// PROTOCOL sections 10-12).
+//
+// Every change to the ledger goes through Apply, one batch at a time: each
+// operation is checked against the current records (two claims of one job
+// in a batch: the first wins), the commits the ledger signs are built in
+// memory, and the batch becomes ONE log commit on refs/gatos/log (signed with
+// the ledger key, Log-Seq + 1, parents: the previous log commit and every
+// commit the batch recorded) whose tree holds the batch record and the state
+// index (state_index.h). All new objects go into one pack; the log ref moves
+// with fsync (the commit point); the refs under refs/gatos/jobs/ and
+// refs/gatos/policy are then rewritten as a view of the log, without fsync,
+// and repaired from the log when a writer opens the ledger after a crash.
+// An operation's result is returned only once its batch is durable.
+//
+// One writer per ledger: Open takes an exclusive lock (flock on
+// <ledger>/gatos/writer.lock) held for the writer's lifetime; gatosd holds it
+// while it serves, and hooks or the CLI take it only when gatosd is not
+// running (local_client.h).
+//
+// Thread-safety: NOT thread-safe; one thread owns the writer and its Ledger.
+#ifndef GATOS_LEDGER_WRITER_H_
+#define GATOS_LEDGER_WRITER_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "gatos/crypto/keys.h"
+#include "gatos/git/git_object.h"
+#include "gatos/git/ledger.h"
+#include "gatos/git/result.h"
+#include "gatos/ledger/checks.h"
+#include "gatos/ledger/state_index.h"
+#include "gatos/model/clock.h"
+#include "gatos/model/job_record.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/policy.h"
+#include "gatos/model/rpc.h"
+#include "gatos/model/status.h"
+
+namespace gatos {
+
+class WriteAheadLog;  // gatos/ledger/wal.h
+
+struct WriterOptions {
+  bool fsync = true;          // durable batches (off only for experiments)
+  ClockFn clock = SystemNowMs;
+  int lock_wait_ms = 0;       // how long Open waits for another writer to finish
+  // Failpoints for crash tests ("before-wal", "after-wal", "after-pack",
+  // "after-log-ref", "after-views"): the process SIGKILLs itself at that
+  // point of the next batch. "fail-pack": writing a batch's pack fails.
+  // "fail-syncfs": SyncViews' syncfs fails.
+  std::string crash_at;
+  // The view refs of a committed batch are written by a thread of the
+  // writer's own, in batch order, while the caller goes on with the next
+  // batch; AfterViews runs what must wait for them (gatosd's replies).
+  // Without it (the default) Apply returns with the views written.
+  bool async_views = false;
+  // With fsync: a batch is durable once its record is in the write-ahead
+  // log (gatos/wal, one fdatasync); the pack and the log ref follow without
+  // syncs and a background checkpoint (syncfs) makes them durable in bulk
+  // when the log holds checkpoint_bytes or checkpoint_ms after a batch.
+  // Off: every batch syncs its pack and log ref itself (six syncs).
+  bool wal = true;
+  uint64_t checkpoint_bytes = 16u << 20;
+  int checkpoint_ms = 2000;
+  // With the write-ahead log and async_views: Apply returns as soon as the
+  // batch's record is durable in the write-ahead log, its state already the
+  // writer's (reads see it); the batch's pack and log ref are written by
+  // CompleteBatch, which the caller runs once it has sent what may leave
+  // before them (gatosd: job offers and the workers' claim and renew
+  // replies), and which every later call that needs them runs first.
+  bool deferred_tail = false;
+};
+
+// ---- operations ----
+struct SubmitOp {
+  JobCommitCheck check;            // CheckJobCommit, already done by the caller
+  std::vector<GitObject> objects;  // the commit's objects when not yet in the repository
+};
+struct LeaseOp {
+  LeaseRequest req;  // signature checked by the caller (VerifyLeaseRequest)
+};
+struct ResultOp {
+  ParsedResult result;             // CheckResultContent, already done by the caller
+  std::vector<GitObject> objects;  // the result's objects when not yet in the repository
+};
+struct UserOp {  // cancel or re-run, signature checked by the caller
+  bool retry = false;
+  std::string job_hex;
+  std::string requester_hex;
+  int64_t attempt = 0;  // re-run: the attempt it opens
+  int64_t requested_at_ms = 0;
+  std::string sig_hex;
+};
+struct PruneOp {
+  std::string job_hex;
+};
+struct AbortOp {  // a cancelled job whose lease ran out
+  std::string job_hex;
+};
+struct PolicyOp {
+  Policy policy;  // the new policy (settings and lists)
+  std::string message;
+  // A key rotation: the new policy names this key's public half as the
+  // ledger key; the commit is signed by the current key, and the writer
+  // signs with the new key from then on.
+  std::optional<Ed25519PrivateKey> new_ledger_key;
+};
+// A record the ledger keeps outside the jobs (batch records, witnesses):
+// moves `ref` to `commit`, logged as `kind`. With create_only, a ref that
+// exists already makes the op a no-op (existing).
+struct NoteOp {
+  LogKind kind = LogKind::kBatch;
+  std::string ref;
+  bool create_only = true;
+  std::vector<GitObject> objects;  // commit first
+};
+using Op = std::variant<SubmitOp, LeaseOp, ResultOp, UserOp, PruneOp, AbortOp, PolicyOp, NoteOp>;
+
+struct OpResult {
+  Outcome outcome;
+  bool existing = false;  // a no-op: the job, result or cancel was already recorded
+  std::string job_hex;
+  std::string commit;     // the commit the operation recorded (lease, cancel, result, job, policy)
+  std::optional<JobRecord> record;  // the job's record after the batch
+  std::vector<GitObject> grant;     // lease ops: lease commit, job commit, job tree, job.yaml blob
+  std::vector<GitObject> notice;    // renew of a cancelled job: the cancel commit
+  bool retried = false;             // a result op whose attempt will be retried
+  std::vector<std::string> revoked_jobs;  // policy op: leases ended by a revocation
+};
+
+struct BatchStats {
+  size_t ops = 0;
+  size_t changes = 0;   // transitions recorded
+  size_t objects = 0;   // objects written
+  int64_t seq = 0;      // the log commit's sequence (0 = nothing written)
+  std::string log_commit;        // its id
+  std::vector<LogEntry> entries;  // what it recorded
+  std::map<std::string, JobRecord> records;  // the record of every job it changed, as committed
+};
+
+class LedgerWriter {
+ public:
+  // Opens the ledger at `dir` as its writer: takes the writer lock
+  // (Unavailable naming the holder when another writer has it after
+  // lock_wait_ms), reads the log head, repairs the ref view if a crash left
+  // it behind, and loads the live jobs. FailedPrecondition when the ledger
+  // has no log (not created by this version's gatosd init).
+  static Result<std::unique_ptr<LedgerWriter>> Open(const std::string& dir, Ed25519PrivateKey key,
+                                                    WriterOptions options = {});
+  // Creates the log of a fresh ledger: policy commit and log commit 1.
+  // AlreadyExists when the ledger has a log.
+  static Status Initialize(const std::string& dir, const Policy& policy, const Ed25519PrivateKey& key,
+                           int64_t now_ms);
+  ~LedgerWriter();
+
+  // Applies a batch. results[i] belongs to ops[i]. When writing the batch
+  // fails, every operation that would have changed something gets kRetry (or
+  // kInternal) and nothing is changed.
+  std::vector<OpResult> Apply(std::vector<Op>& ops, BatchStats* stats = nullptr);
+
+  // ---- reads (current state) ----
+  Result<std::optional<JobRecord>> Find(const std::string& job_hex);
+  // Jobs not finished (pending or claimed), by id.
+  const std::map<std::string, JobRecord>& live() const { return live_; }
+  const IndexStats& stats() const { return stats_; }
+  const Policy& policy() const { return policy_; }
+  const std::string& policy_commit() const { return policy_commit_; }
+  const Ed25519PublicKey& ledger_key() const { return key_.public_key(); }
+  const Ed25519PrivateKey& ledger_private_key() const { return key_; }
+  int64_t seq() const { return seq_; }
+  const std::string& head() const { return head_; }
+  int64_t Now() const { return options_.clock(); }
+  Ledger& ledger() { return *ledger_; }
+  StateIndex& index() { return index_; }
+
+  // Makes every batch so far durable in the repository itself (syncfs) and
+  // empties the write-ahead log. Runs in the background on its own; at
+  // close; callable any time.
+  Status Checkpoint();
+  // Not OK once a batch is durable in the write-ahead log but could not be
+  // written to the repository: every later batch fails with this, and the
+  // writer must be closed and opened again (which replays the log).
+  Status failed() const;
+
+  // Records that every view ref up to the current sequence is on disk
+  // (after syncfs): a later Open replays only batches after it.
+  Status SyncViews();
+
+  // With async_views: runs `fn` on the view thread once the view refs of
+  // every batch committed so far are written (failed writes are logged and
+  // repaired from the log at the next start). Without: runs it now.
+  void AfterViews(std::function<void()> fn);
+  // Waits until the view refs of every committed batch are written.
+  void FlushViews();
+  // With deferred_tail: writes the last batch's pack and log ref and hands
+  // its view refs to the view thread (nothing to do when they are written).
+  // A failure makes failed() not OK, as a failed Apply would.
+  void CompleteBatch();
+
+ private:
+  LedgerWriter(std::unique_ptr<Ledger> ledger, Ed25519PrivateKey key, WriterOptions options, int lock_fd);
+  Status Load();
+  Status RepairViews();
+
+  struct Batch;
+  // Adds an object the batch writes (once per id).
+  static void AddObject(Batch& b, GitObject&& o);
+  void ApplyOne(Batch& b, Op& op, OpResult* r);
+  const Policy& BatchPolicy(const Batch& b) const;
+  void DoSubmit(Batch& b, SubmitOp& op, OpResult* r);
+  void DoLease(Batch& b, LeaseOp& op, OpResult* r);
+  void DoResult(Batch& b, ResultOp& op, OpResult* r);
+  void DoUser(Batch& b, UserOp& op, OpResult* r);
+  void DoPrune(Batch& b, PruneOp& op, OpResult* r);
+  void DoAbort(Batch& b, AbortOp& op, OpResult* r);
+  void DoPolicy(Batch& b, PolicyOp& op, OpResult* r);
+  void DoNote(Batch& b, NoteOp& op, OpResult* r);
+  Status Commit(Batch& b, BatchStats* stats);
+  // A batch's writes after its record: the pack, the log ref, the view refs.
+  // Commit writes them at once, or leaves them to CompleteBatch with
+  // deferred_tail.
+  struct Tail {
+    int64_t seq = 0;
+    std::string old_head, log_id;
+    std::vector<GitObject> objects;
+    std::vector<std::pair<std::string, std::string>> view;
+  };
+  // `sync_repo`: the pack and the log ref synced (no write-ahead log);
+  // `mark` names each phase done (GATOS_WRITER_TIMING).
+  Status WriteTail(Tail& t, bool sync_repo, const std::function<void(const char*)>& mark);
+  // A batch in the write-ahead log that cannot be written to the repository
+  // stops the writer (failed()); returns that status.
+  Status Stop(int64_t seq, const Status& why);
+  std::optional<Tail> tail_;
+  std::thread::id tail_thread_;  // the thread that left it open (under wal_mu_)
+
+  class ViewWriter;
+  std::unique_ptr<ViewWriter> views_;  // with async_views; destroyed (drained) first
+  class Checkpointer;
+  std::unique_ptr<Checkpointer> checkpointer_;  // with the write-ahead log; stopped next
+  // The write-ahead log. A batch holds wal_mu_ from its record to its log
+  // ref, so a checkpoint's Rotate never splits one; failed_ under it too.
+  // A deferred tail (deferred_tail) is open from its record to its log ref
+  // without holding it: a checkpoint waits on wal_cv_ until it is closed.
+  std::unique_ptr<WriteAheadLog> wal_;
+  mutable std::mutex wal_mu_;
+  std::condition_variable wal_cv_;
+  bool tail_open_ = false;
+  Status failed_;
+
+  std::unique_ptr<Ledger> ledger_;
+  Ed25519PrivateKey key_;
+  WriterOptions options_;
+  int lock_fd_;
+  StateIndex index_;
+  std::string head_;  // log commit id
+  int64_t seq_ = 0;
+  Policy policy_;
+  std::string policy_commit_;
+  IndexStats stats_;
+  std::map<std::string, JobRecord> live_;
+};
+
+// A read-only view of a ledger at its current log head, for the CLI and the
+// auditor: no lock, safe while a writer runs (it reads committed objects).
+class LedgerView {
+ public:
+  // NotFound when `dir` is not a ledger; FailedPrecondition when it has no log.
+  static Result<std::unique_ptr<LedgerView>> Open(const std::string& dir);
+  Result<std::optional<JobRecord>> Find(const std::string& job_hex) { return index_.Get(job_hex); }
+  StateIndex& index() { return index_; }
+  Ledger& ledger() { return *ledger_; }
+  const std::string& head() const { return head_; }
+  int64_t seq() const { return seq_; }
+  Result<Policy> ReadPolicy() { return ledger_->ReadPolicyAt(policy_commit_); }
+
+ private:
+  explicit LedgerView(std::unique_ptr<Ledger> ledger) : ledger_(std::move(ledger)), index_(ledger_.get()) {}
+  std::unique_ptr<Ledger> ledger_;
+  StateIndex index_;
+  std::string head_;
+  int64_t seq_ = 0;
+  std::string policy_commit_;
+};
+
+// <ledger>/gatos, where the ledger keeps its key, lock, socket and sync mark.
+std::string LedgerStateDir(const std::string& ledger_dir);
+
+}  // namespace gatos
+
+#endif  // GATOS_LEDGER_WRITER_H_

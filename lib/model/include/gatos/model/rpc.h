@@ -1,0 +1,196 @@
+// gatosd's request/reply protocol (NATS request/reply, and the same messages
+// over the ledger's local socket), the JetStream subjects it publishes, and
+// the payloads users and workers sign. docs/ledger-format.md ("RPC") is the
+// contract; each message has one typed codec here, used by both ends.
+//
+// Every message is a JSON object, except result and submit requests, which
+// are frames (EncodeFrame): a JSON header followed by an object batch.
+// Replies are {"ok":true,...} or {"ok":false,"error":"<class>","message":..}.
+//
+// Thread-safety: pure functions on value types.
+#ifndef GATOS_RPC_H_
+#define GATOS_RPC_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gatos/model/job_record.h"
+#include "gatos/model/lease.h"
+#include "gatos/model/status.h"
+
+namespace gatos::rpc {
+
+// Request/reply subjects served by gatosd (queue group "gatosd").
+inline constexpr char kClaim[] = "gatos.rpc.claim";
+inline constexpr char kRenew[] = "gatos.rpc.renew";
+inline constexpr char kResult[] = "gatos.rpc.result";
+inline constexpr char kCancel[] = "gatos.rpc.cancel";
+inline constexpr char kRetry[] = "gatos.rpc.retry";
+inline constexpr char kSubmit[] = "gatos.rpc.submit";
+inline constexpr char kStatus[] = "gatos.rpc.status";
+inline constexpr char kList[] = "gatos.rpc.list";
+// Batch forms of claim and result (EncodeBatch): several requests of the
+// single form in one message, applied in one log batch. The reply is a batch
+// of one reply per entry, in order; an entry that is malformed or refused
+// gets its own error reply and the others are unaffected. A message that is
+// not a batch at all gets one plain error reply.
+inline constexpr char kClaimBatch[] = "gatos.rpc.claim-batch";
+inline constexpr char kResultBatch[] = "gatos.rpc.result-batch";
+inline constexpr char kQueueGroup[] = "gatosd";
+// Only over the ledger's local socket (<ledger>/gatos/gatosd.sock), which
+// only the ledger host's users that can open the socket reach: hooks hand
+// pushed jobs and results to gatosd, and the CLI changes the policy.
+inline constexpr char kLocalPushSubmit[] = "gatos.local.push-submit";
+inline constexpr char kLocalPushResult[] = "gatos.local.push-result";
+inline constexpr char kLocalPolicy[] = "gatos.local.policy";
+inline constexpr char kLocalBatch[] = "gatos.local.batch";
+// A pushed witness (refs/gatos/witnesses/<key hex>): {"commit", "key"}.
+inline constexpr char kLocalPushWitness[] = "gatos.local.push-witness";
+// A push the pre-receive hook refused: {"reason"} for gatosd's metrics (sent
+// only when gatosd runs; nothing is written).
+inline constexpr char kLocalRejected[] = "gatos.local.rejected";
+
+// JetStream: one stream for every job event. Workers share one durable pull
+// consumer filtered on kPendingSubject.
+inline constexpr char kStream[] = "GATOS_JOBS";
+inline constexpr char kStreamSubjects[] = "gatos.jobs.>";
+inline constexpr char kPendingSubject[] = "gatos.jobs.pending";
+inline constexpr char kFinishedSubject[] = "gatos.jobs.finished";
+inline constexpr char kAbortedSubject[] = "gatos.jobs.aborted";
+inline constexpr char kWorkerDurable[] = "gatos-workers";
+// Core NATS, at most once: the signed cancel commit, for the worker running
+// the job. A worker acts on it only when the ledger's signature verifies;
+// it also learns of a cancel from its next renew reply.
+inline constexpr char kCancelEventPrefix[] = "gatos.cancel.";
+
+// Largest JSON request gatosd reads (object batches have their own limit).
+inline constexpr size_t kMaxJsonRequest = 64 * 1024;
+inline constexpr int64_t kMaxRequestSkewMs = 60'000;
+
+// JSON text that cannot fail: bytes that are not UTF-8 are replaced (U+FFFD).
+std::string Dump(const nlohmann::json& j);
+
+// ---- signed payloads ----
+// A claim names the epoch it would open (the job's current epoch + 1), so the
+// ledger grants a recorded request at most once.
+std::string ClaimPayload(std::string_view job_hex, std::string_view worker_hex, int64_t epoch,
+                         int64_t requested_at_ms);
+std::string RenewPayload(std::string_view job_hex, std::string_view worker_hex, int64_t epoch,
+                         int64_t requested_at_ms);
+std::string CancelPayload(std::string_view job_hex, std::string_view requester_hex,
+                          int64_t requested_at_ms);
+// A re-run names the attempt it would open (current + 1).
+std::string RetryPayload(std::string_view job_hex, std::string_view requester_hex, int64_t attempt,
+                         int64_t requested_at_ms);
+
+}  // namespace gatos::rpc
+
+namespace gatos {
+
+struct LeaseRequest {
+  bool renew = false;
+  std::string job_hex;
+  std::string worker_hex;
+  int64_t epoch = 0;  // claim: the epoch asked for; renew: the epoch held
+  int64_t requested_at_ms = 0;
+  std::string sig_hex;  // Ed25519 over ClaimPayload / RenewPayload
+};
+// The payload a lease request's signature covers.
+std::string LeaseRequestPayload(const LeaseRequest& req);
+
+// A cancel or a re-run, signed by a user's key.
+struct UserRequest {
+  bool retry = false;
+  std::string job_hex;
+  std::string requester_hex;
+  int64_t attempt = 0;  // re-run only
+  int64_t requested_at_ms = 0;
+  std::string sig_hex;
+};
+std::string UserRequestPayload(const UserRequest& req);
+
+}  // namespace gatos
+
+namespace gatos::rpc {
+
+// ---- requests ----
+// {"job","worker","epoch","requested_at","sig"}; the inverse accepts
+// "blake3:"/"ed25519:" prefixes. InvalidArgument names the field.
+nlohmann::json LeaseRequestJson(const LeaseRequest& req);
+Result<LeaseRequest> ParseLeaseRequest(const nlohmann::json& j, bool renew);
+// {"job","requester","requested_at","sig"[,"attempt"]}
+nlohmann::json UserRequestJson(const UserRequest& req);
+Result<UserRequest> ParseUserRequest(const nlohmann::json& j, bool retry);
+// {"job"} for status.
+Result<std::string> ParseJobField(const nlohmann::json& j);
+
+struct ListRequest {
+  std::optional<std::string> state;  // a state name, or "dead" (failed or timed-out, no attempt left)
+  std::string after;                 // job id to continue after
+  int64_t limit = 1000;
+};
+nlohmann::json ListRequestJson(const ListRequest& req);
+Result<ListRequest> ParseListRequest(const nlohmann::json& j);
+
+// ---- replies ----
+nlohmann::json OkReply();
+nlohmann::json ErrorReply(TransitionError error, std::string_view message);
+struct ReplyError {
+  TransitionError error = TransitionError::kNone;
+  std::string message;
+};
+// Parses a reply; a malformed reply becomes kRetry with a message naming the subject.
+Result<nlohmann::json> ParseReply(std::string_view data, std::string_view subject, ReplyError* error);
+
+// A job's status as `gatos status --json` and gatos.rpc.status report it:
+// {"job","state","job_commit","attempt","submitted","cancel_requested",
+//  "lease":{"worker","epoch","expires","expired"}?, "result_commit"?,
+//  "result_status"?, "finished"?, "not_before"?, "pruned"?,
+//  "attempts":[{"n","status","result_commit","finished"}]?, "dead"?}
+nlohmann::json RecordJson(const JobRecord& r, int64_t now_ms);
+
+// The pending message on JetStream: {"job","epoch","attempt"}; a worker
+// claims it with that epoch.
+struct PendingMessage {
+  std::string job_hex;
+  int64_t epoch = 1;
+  int64_t attempt = 1;
+};
+// Nats-Msg-Id of the offer of `job_hex` for `attempt` at lease epoch
+// `epoch`: "<job>.a<attempt>.e<epoch>".
+std::string PendingMsgId(std::string_view job_hex, int64_t attempt, int64_t epoch);
+std::string EncodePending(const PendingMessage& m);
+Result<PendingMessage> DecodePending(std::string_view data);
+
+// ---- parsing helpers ----
+// Parses a JSON request object of at most kMaxJsonRequest bytes.
+// InvalidArgument with the subject in the message.
+Result<nlohmann::json> ParseRequest(std::string_view data, std::string_view subject);
+// Reads a required field of a given type; InvalidArgument names it.
+Result<std::string> StringField(const nlohmann::json& j, const char* name);
+Result<int64_t> IntField(const nlohmann::json& j, const char* name);
+
+// Frame of a result or submit request: u32 big-endian length of a JSON
+// header, the header, then an object batch (result.h).
+std::string EncodeFrame(const nlohmann::json& header, std::string_view batch);
+Status DecodeFrame(std::string_view data, size_t max_header, nlohmann::json* header,
+                   std::string_view* batch);
+
+// Batch of requests or replies: "GATOSRB1", u32 BE count, then per entry u32
+// BE length and the entry's bytes (a single-form request or reply).
+inline constexpr size_t kMaxBatchEntries = 1024;
+std::string EncodeBatch(const std::vector<std::string>& entries);
+bool IsBatch(std::string_view data);
+// InvalidArgument for a missing magic, a truncated entry, trailing bytes, or
+// more than max_entries entries. The views point into `data`.
+Result<std::vector<std::string_view>> DecodeBatch(std::string_view data,
+                                                  size_t max_entries = kMaxBatchEntries);
+
+}  // namespace gatos::rpc
+
+#endif  // GATOS_RPC_H_
