@@ -70,7 +70,7 @@ Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::str
     }
     return reply.status();
   }
-  rpc::ReplyError err;
+  Decision err;
   return rpc::ParseReply(reply->data, subject, &err);
 }
 
@@ -100,7 +100,7 @@ Result<nlohmann::json> LedgerCall(const std::string& target, const std::string& 
       LocalOptions lo;
       lo.timeout_ms = timeout_ms;
       GATOS_ASSIGN_OR_RETURN(std::string reply, LocalLedgerRequest(target, subject, data, lo));
-      rpc::ReplyError err;
+      Decision err;
       return rpc::ParseReply(reply, subject, &err);
     }
     case LedgerKind::kGitRemote:
