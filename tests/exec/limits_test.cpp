@@ -21,11 +21,13 @@
 #include "gatos/exec/exec.h"
 #include "gatos/exec/job_cgroup.h"
 #include "launcher_test_util.h"
+#include "outer_cgroup.h"
 #include "test_util.h"
 
 namespace gatos {
 namespace {
 
+using gatos::testing::OuterCgroup;
 using launcher_test::MakeSpec;
 using launcher_test::ProcessesWithMarker;
 using Sandbox = ExecSpec::Sandbox;
@@ -36,49 +38,6 @@ std::string ReadText(const std::string& path) {
   ss << in.rdbuf();
   return ss.str();
 }
-
-// The outer cgroup: made with this codebase's own CgroupHost/JobCgroup (v1
-// or v2), the test process moved into it, and back out at the end.
-class OuterCgroup {
- public:
-  OuterCgroup() {
-    const std::string name = "gatos-limits-test-" + std::to_string(getpid());
-    host_ = CgroupHost::Open(name);
-    if (host_->version() == CgroupHost::Version::kNone) {
-      ADD_FAILURE() << "this test needs a cgroup hierarchy (the CI machine has cgroup v1): "
-                    << host_->Describe();
-      return;
-    }
-    auto g = JobCgroup::Create(host_, "outer", JobLimits{1024, 512, 0, 0});
-    if (!g.ok()) {
-      ADD_FAILURE() << g.status().ToString();
-      return;
-    }
-    outer_ = std::move(*g);
-    for (const std::string* d :
-         {&host_->memory_dir(), &host_->pids_dir(), &host_->cpu_dir(), &host_->cpuacct_dir()}) {
-      if (!d->empty()) parents_.push_back(std::filesystem::path(*d).parent_path().string());
-    }
-    for (int fd : outer_->procs_fds()) {
-      EXPECT_EQ(write(fd, "0", 1), 1) << "cannot move the test into its outer cgroup";
-    }
-    ok_ = true;
-  }
-  ~OuterCgroup() {
-    for (const std::string& p : parents_) {
-      std::ofstream(p + "/cgroup.procs") << "0";  // back where the test came from
-    }
-    outer_.reset();
-    host_.reset();
-  }
-  bool ok() const { return ok_; }
-
- private:
-  std::shared_ptr<CgroupHost> host_;
-  std::unique_ptr<JobCgroup> outer_;
-  std::vector<std::string> parents_;
-  bool ok_ = false;
-};
 
 enum class Engine { kNamespaces, kPlain, kBubblewrap };
 
