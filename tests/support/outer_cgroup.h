@@ -37,8 +37,7 @@ class OuterCgroup {
       return;
     }
     outer_ = std::move(*g);
-    for (const std::string* d :
-         {&host_->memory_dir(), &host_->pids_dir(), &host_->cpu_dir(), &host_->cpuacct_dir()}) {
+    for (const std::string* d : {&host_->memory_dir(), &host_->pids_dir()}) {
       if (!d->empty()) parents_.push_back(std::filesystem::path(*d).parent_path().string());
     }
     for (int fd : outer_->procs_fds()) {

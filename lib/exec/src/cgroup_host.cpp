@@ -140,7 +140,7 @@ std::shared_ptr<CgroupHost> CgroupHost::Open(const std::string& name) {
     }
     if (has("memory")) h->memory_dir_ = dir;
     if (has("pids")) h->pids_dir_ = dir;
-    if (has("cpu")) h->cpu_dir_ = h->cpuacct_dir_ = dir;
+    if (has("cpu")) h->cpu_dir_ = dir;
     for (const char* x : {"memory", "pids", "cpu"}) {
       if (!has(x)) {
         h->problems_.push_back(std::string(x) + ": the cgroup v2 controller is not available in " +
@@ -152,13 +152,13 @@ std::shared_ptr<CgroupHost> CgroupHost::Open(const std::string& name) {
     return h;
   }
 
-  // cgroup v1: one hierarchy per controller (cpu and cpuacct may share one).
+  // cgroup v1: one hierarchy per controller (cpu may share one with cpuacct).
   struct Want {
     const char* controller;
     std::string* dst;
   };
-  for (Want w : {Want{"memory", &h->memory_dir_}, Want{"pids", &h->pids_dir_},
-                 Want{"cpu", &h->cpu_dir_}, Want{"cpuacct", &h->cpuacct_dir_}}) {
+  for (Want w :
+       {Want{"memory", &h->memory_dir_}, Want{"pids", &h->pids_dir_}, Want{"cpu", &h->cpu_dir_}}) {
     const Mount* found = nullptr;
     for (const Mount& m : mounts) {
       if (m.type == "cgroup" && HasOption(m.options, w.controller)) found = &m;
@@ -170,12 +170,6 @@ std::shared_ptr<CgroupHost> CgroupHost::Open(const std::string& name) {
       continue;
     }
     const std::string own_dir = OwnDir(*found, own_path(w.controller));
-    // cpu and cpuacct co-mounted: one directory serves both.
-    if (std::string(w.controller) == "cpuacct" && !h->cpu_dir_.empty() &&
-        h->cpu_dir_ == own_dir + "/" + name) {
-      h->cpuacct_dir_ = h->cpu_dir_;
-      continue;
-    }
     make(own_dir, w.dst, w.controller);
   }
   if (!h->memory_dir_.empty() || !h->pids_dir_.empty() || !h->cpu_dir_.empty()) {
@@ -185,7 +179,7 @@ std::shared_ptr<CgroupHost> CgroupHost::Open(const std::string& name) {
 }
 
 CgroupHost::~CgroupHost() {
-  for (const std::string* d : {&memory_dir_, &pids_dir_, &cpu_dir_, &cpuacct_dir_}) {
+  for (const std::string* d : {&memory_dir_, &pids_dir_, &cpu_dir_}) {
     if (!d->empty()) rmdir(d->c_str());  // ENOENT for the second of a shared one: fine
   }
 }

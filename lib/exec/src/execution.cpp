@@ -196,6 +196,7 @@ Result<ExecResult> Execution::Wait() {
   bool have_status = false, clean = false, broken = false;
   int32_t raw = 0;
   bool timeout_fired = false;
+  int64_t cpu_ms = -1;
   const int sock = m.conn ? m.conn->fd() : -1;
   while (sock >= 0 && !clean && !broken) {
     pollfd pfd[3];
@@ -269,6 +270,7 @@ Result<ExecResult> Execution::Wait() {
         m.result.finished_ms = UnixMillis();
       } else if (rec.kind == kRecClean) {
         clean = true;
+        cpu_ms = rec.value;
       } else {
         broken = true;
       }
@@ -281,12 +283,16 @@ Result<ExecResult> Execution::Wait() {
   m.out_r.reset();
   m.err_r.reset();
   if (m.cgroup) {
-    // Nothing of the job may outlive it, even what escaped the supervisor's
-    // view: the cgroup knows every process.
-    m.cgroup->KillAll().IgnoreError();
     if (m.result.limit_hit.empty()) m.result.limit_hit = m.cgroup->LimitHit();
     m.result.usage = m.cgroup->Usage();
+    // Nothing of the job may outlive it, even what escaped the supervisor's
+    // view: the cgroup knows every process. A job's own cgroup does this
+    // when it is removed below (only if it is not empty).
+    if (!m.own_cgroup) m.cgroup->KillAll().IgnoreError();
   }
+  // Every process of the job was reaped by its supervisor (or by one of the
+  // job's own, reaped by it): its CPU time.
+  if (cpu_ms >= 0 && (m.cgroup || m.limits.Any())) m.result.usage.cpu_ms = cpu_ms;
   if (m.cgroup || m.limits.Any()) {
     int budget = 100000;
     const int64_t disk = DiskLimitBytes(m.limits);
@@ -369,6 +375,9 @@ Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> c
   impl->devices = job.devices;
   impl->result.started_ms = UnixMillis();
   impl->started_mono = MonoMillis();
+  // The first check comes after kLimitCheckMs: a short job costs none (what
+  // it hit is read once when it ends).
+  impl->next_check_mono = impl->started_mono + kLimitCheckMs;
   Record rec;
   pid_t cred_pid = 0;
   int k = conn->Read(&rec, &cred_pid, -1);

@@ -111,39 +111,46 @@ Result<std::unique_ptr<JobCgroup>> JobCgroup::Create(std::shared_ptr<const Cgrou
   std::unique_ptr<JobCgroup> g(new JobCgroup());
   g->host_ = host;
   g->limits_ = limits;
+  g->name_ = name;
   auto sub = [&](const std::string& d) { return d.empty() ? std::string() : d + "/" + name; };
   g->memory_ = sub(host->memory_dir());
   g->pids_ = sub(host->pids_dir());
-  g->cpu_ = sub(host->cpu_dir());
-  g->cpuacct_ = sub(host->cpuacct_dir());
-  for (const std::string* d : {&g->memory_, &g->pids_, &g->cpu_, &g->cpuacct_}) {
-    if (d->empty() || std::find(g->dirs_.begin(), g->dirs_.end(), *d) != g->dirs_.end()) continue;
-    if (mkdir(d->c_str(), 0755) != 0) {
-      const int e = errno;
-      Status s = e == EEXIST
-                     ? AlreadyExistsError("cgroup: " + *d + " exists already")
-                     : InternalError("cgroup: cannot create " + *d + ": " + std::strerror(e));
-      return s;  // the destructor removes what was made
-    }
-    g->dirs_.push_back(*d);
+  // CPU time comes from the supervisor (RUSAGE_CHILDREN), so the cpu
+  // hierarchy is needed only for a CPU limit: one migration less per job.
+  if (limits.cpu_millis > 0) g->cpu_ = sub(host->cpu_dir());
+  for (const std::string* d : {&g->memory_, &g->pids_, &g->cpu_}) {
+    GATOS_RETURN_IF_ERROR(g->AddDir(*d));  // the destructor removes what was made
   }
   GATOS_RETURN_IF_ERROR(ApplyLimits(*host, g->memory_, g->pids_, g->cpu_, limits, true));
-  for (const std::string& d : g->dirs_) {
-    int fd = open((d + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-      return InternalError("cgroup: cannot open " + d + "/cgroup.procs: " + std::strerror(errno));
-    }
-    g->procs_fds_.push_back(fd);
-  }
   return g;
 }
 
+Status JobCgroup::AddDir(const std::string& d) {
+  if (d.empty() || std::find(dirs_.begin(), dirs_.end(), d) != dirs_.end()) return OkStatus();
+  if (mkdir(d.c_str(), 0755) != 0) {
+    const int e = errno;
+    return e == EEXIST ? AlreadyExistsError("cgroup: " + d + " exists already")
+                       : InternalError("cgroup: cannot create " + d + ": " + std::strerror(e));
+  }
+  dirs_.push_back(d);
+  int fd = open((d + "/cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return InternalError("cgroup: cannot open " + d + "/cgroup.procs: " + std::strerror(errno));
+  }
+  procs_fds_.push_back(fd);
+  return OkStatus();
+}
+
 JobCgroup::~JobCgroup() {
-  KillAll().IgnoreError();
   for (int fd : procs_fds_) close(fd);
   for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
-    // A cgroup whose last process just died may be busy for a moment.
-    for (int i = 0; i < 100 && rmdir(it->c_str()) != 0 && errno == EBUSY; ++i) SleepMs(1);
+    // rmdir fails (EBUSY) only while a process is in it: then, and only
+    // then, it is killed (most jobs leave nothing, and the supervisor saw
+    // to that; this catches what escaped its view).
+    for (int i = 0; i < 100 && rmdir(it->c_str()) != 0 && errno == EBUSY; ++i) {
+      KillAll().IgnoreError();
+      SleepMs(1);
+    }
   }
 }
 
@@ -153,14 +160,20 @@ Status JobCgroup::Reset(const JobLimits& limits) {
       return FailedPreconditionError("cgroup: " + d + " still holds a process of the last job");
     }
   }
+  if (limits.cpu_millis > 0 && cpu_.empty() && !host_->cpu_dir().empty()) {
+    cpu_ = host_->cpu_dir() + "/" + name_;
+    GATOS_RETURN_IF_ERROR(AddDir(cpu_));
+  }
   GATOS_RETURN_IF_ERROR(ApplyLimits(*host_, memory_, pids_, cpu_, limits, false));
   limits_ = limits;
   if (host_->version() == CgroupHost::Version::kV1) {
     if (!memory_.empty()) {
+      // What the last job left charged here (its page cache) would count
+      // against this job's limit and peak: reclaim it first.
+      WriteSmallFile(memory_ + "/memory.force_empty", "0");
       WriteSmallFile(memory_ + "/memory.max_usage_in_bytes", "0");
       WriteSmallFile(memory_ + "/memory.failcnt", "0");
     }
-    if (!cpuacct_.empty()) WriteSmallFile(cpuacct_ + "/cpuacct.usage", "0");
   }
   oom_base_ = OomKills();
   pids_events_base_ = PidsMaxEvents();
@@ -201,15 +214,6 @@ JobUsage JobCgroup::Usage() {
   if (!memory_.empty() && !(v2 && reused_)) {
     u.peak_memory_bytes =
         ReadNumber(memory_ + (v2 ? "/memory.peak" : "/memory.max_usage_in_bytes"));
-  }
-  if (!cpuacct_.empty()) {
-    if (v2) {
-      int64_t us = ReadKeyed(cpuacct_ + "/cpu.stat", "usage_usec");
-      if (us >= 0 && !reused_) u.cpu_ms = us / 1000;
-    } else {
-      int64_t ns = ReadNumber(cpuacct_ + "/cpuacct.usage");
-      if (ns >= 0) u.cpu_ms = ns / 1'000'000;
-    }
   }
   if (!pids_.empty()) {
     int64_t peak = reused_ ? -1 : ReadNumber(pids_ + "/pids.peak");

@@ -4,8 +4,8 @@
 //
 // CgroupHost finds the hierarchy this process may create cgroups in: cgroup
 // v2 when the unified hierarchy has the memory, pids and cpu controllers
-// (under systemd: a unit with Delegate=yes), else cgroup v1's memory, pids,
-// cpu and cpuacct hierarchies (as on hosts booted with the hybrid or legacy
+// (under systemd: a unit with Delegate=yes), else cgroup v1's memory, pids
+// and cpu hierarchies (as on hosts booted with the hybrid or legacy
 // layout). Its directory is `<this process's cgroup>/<name>` in each
 // hierarchy; a JobCgroup is one directory below it, holding one job at a
 // time. The job child joins it itself (writing "0" to the cgroup.procs
@@ -56,30 +56,30 @@ class CgroupHost {
   // The same without any cgroup: every memory, process and CPU limit set.
   static std::vector<std::string> UnenforcedWithout(const JobLimits& want);
 
-  // The host's directories (v2: the same one thrice). "" = not usable.
+  // The host's directories (v2: the same one thrice). "" = not usable. (A
+  // job's CPU time is counted by its supervisor, so cpuacct is not used.)
   const std::string& memory_dir() const { return memory_dir_; }
   const std::string& pids_dir() const { return pids_dir_; }
   const std::string& cpu_dir() const { return cpu_dir_; }
-  const std::string& cpuacct_dir() const { return cpuacct_dir_; }
 
  private:
   CgroupHost() = default;
   Version version_ = Version::kNone;
-  std::string memory_dir_, pids_dir_, cpu_dir_, cpuacct_dir_;
+  std::string memory_dir_, pids_dir_, cpu_dir_;
   std::vector<std::string> problems_;
 };
 
 // One job's cgroup (one job at a time in it).
 class JobCgroup {
  public:
-  // Makes `<host>/<name>` in each usable hierarchy with `limits` (0 = none;
-  // those the host cannot enforce are ignored) and opens its cgroup.procs
-  // files. Internal with the path and errno when a directory or a limit
-  // cannot be written; AlreadyExists when `name` exists.
+  // Makes `<host>/<name>` in the memory and pids hierarchies (and cpu, for
+  // a CPU limit) with `limits` (0 = none; those the host cannot enforce are
+  // ignored) and opens its cgroup.procs files. Internal with the path and errno when a directory or
+  // a limit cannot be written; AlreadyExists when `name` exists.
   static Result<std::unique_ptr<JobCgroup>> Create(std::shared_ptr<const CgroupHost> host,
                                                    const std::string& name,
                                                    const JobLimits& limits);
-  // Kills whatever is left in it and removes its directories.
+  // Removes its directories, killing what is left in it first if anything is.
   ~JobCgroup();
   JobCgroup(const JobCgroup&) = delete;
   JobCgroup& operator=(const JobCgroup&) = delete;
@@ -101,7 +101,8 @@ class JobCgroup {
   // Processes and threads in it now (-1 when not counted); also feeds the
   // sampled peak.
   int64_t Processes();
-  // What the job used since Create/Reset (disk_bytes is left -1).
+  // What the job used since Create/Reset: peak memory and peak processes
+  // (cpu_ms and disk_bytes are left -1: the supervisor counts CPU time).
   JobUsage Usage();
   // SIGKILLs every process in it until none is left (cgroup.kill on v2);
   // Internal if some remain after about a second.
@@ -109,12 +110,14 @@ class JobCgroup {
 
  private:
   JobCgroup() = default;
+  Status AddDir(const std::string& dir);
   int64_t OomKills();
   int64_t PidsMaxEvents();
 
   std::shared_ptr<const CgroupHost> host_;
   std::vector<std::string> dirs_;  // distinct directories, one per hierarchy
-  std::string memory_, pids_, cpu_, cpuacct_;
+  std::string name_;
+  std::string memory_, pids_, cpu_;  // "" = not made (cpu: only for a CPU limit)
   std::vector<int> procs_fds_;
   JobLimits limits_;
   int64_t oom_base_ = 0, pids_events_base_ = 0;

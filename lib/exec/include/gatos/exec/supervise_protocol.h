@@ -21,7 +21,9 @@
 //         record carries SCM_CREDENTIALS with the job's pid, which the
 //         kernel translates into the worker's PID namespace.
 //     'X' the job's main process ended (value = raw wait status)
-//     'C' no process of the job is left; the slot is idle again
+//     'C' no process of the job is left; the slot is idle again (value =
+//         the CPU time of the job's processes in ms, from the supervisor's
+//         RUSAGE_CHILDREN)
 //
 // Control frames name the job, so a late 'T' for a finished job never
 // reaches the next one. Integers are in host byte order: both ends run on
