@@ -473,6 +473,7 @@ class Worker {
   // Finds the cgroup hierarchy for job limits and says, loudly, what this
   // worker cannot enforce (docs/worker-execution.md, "Resource limits").
   void LogJobLimits() {
+    CgroupHost::RemoveStale("gatos-worker");  // of workers that were killed
     host_.cgroups = CgroupHost::Open("gatos-worker-" + std::to_string(getpid()));
     const CgroupHost& c = *host_.cgroups;
     if (c.version() == CgroupHost::Version::kNone) {

@@ -53,7 +53,7 @@ class LimitsTest : public ::testing::TestWithParam<Engine> {
     outer_ = std::make_unique<OuterCgroup>();
     ASSERT_TRUE(outer_->ok());
     // Inside the outer cgroup, as a worker would be inside its own.
-    cgroups_ = CgroupHost::Open("gatos-limits-jobs");
+    cgroups_ = CgroupHost::Open("gatos-limits-jobs-" + std::to_string(getpid()));
     ASSERT_NE(cgroups_->version(), CgroupHost::Version::kNone) << cgroups_->Describe();
     ASSERT_TRUE(cgroups_->memory() && cgroups_->pids() && cgroups_->cpu()) << cgroups_->Describe();
     LauncherOptions o;

@@ -24,6 +24,7 @@ class OuterCgroup {
  public:
   // Memory 1 GiB and 512 processes unless told otherwise.
   explicit OuterCgroup(JobLimits limits = JobLimits{1024, 512, 0, 0}) {
+    CgroupHost::RemoveStale("gatos-test-outer");  // of test processes that crashed
     const std::string name = "gatos-test-outer-" + std::to_string(getpid());
     host_ = CgroupHost::Open(name);
     if (host_->version() == CgroupHost::Version::kNone) {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 
 namespace gatos::exec_internal {
 namespace {
@@ -64,6 +65,14 @@ int64_t ReadKeyed(const std::string& path, std::string_view key) {
     pos = end + 1;
   }
   return -1;
+}
+
+void RemoveCgroupTree(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.is_directory(ec) && !e.is_symlink(ec)) RemoveCgroupTree(e.path().string());
+  }
+  rmdir(dir.c_str());
 }
 
 }  // namespace gatos::exec_internal

@@ -20,6 +20,10 @@ int64_t ReadNumber(const std::string& path);
 // file such as memory.events ("oom_kill 3"); -1 when absent.
 int64_t ReadKeyed(const std::string& path, std::string_view key);
 
+// Removes `dir` and every cgroup below it, deepest first. rmdir refuses a
+// cgroup that holds a process, so only empty ones go.
+void RemoveCgroupTree(const std::string& dir);
+
 }  // namespace gatos::exec_internal
 
 #endif  // GATOS_EXEC_SRC_CGROUP_FILES_H_

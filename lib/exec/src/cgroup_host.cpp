@@ -1,12 +1,14 @@
 // Finding the cgroup hierarchy a worker may make job cgroups in
 // (gatos/exec/job_cgroup.h).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -77,7 +79,52 @@ std::string OwnDir(const Mount& m, std::string path) {
   return m.point + path;
 }
 
+// Our own cgroup's directory in every hierarchy that has memory, pids or
+// cpu (v1), and in the unified one (v2).
+std::vector<std::string> OwnDirs() {
+  std::vector<std::string> out;
+  const auto own = OwnCgroups();
+  for (const Mount& m : CgroupMounts()) {
+    for (const auto& [list, path] : own) {
+      const bool match = m.type == "cgroup2" ? list.empty()
+                                             : !list.empty() && (HasOption(m.options, "memory") ||
+                                                                 HasOption(m.options, "pids") ||
+                                                                 HasOption(m.options, "cpu"));
+      if (!match) continue;
+      // v1: the line of /proc/self/cgroup whose controllers this mount has.
+      if (m.type == "cgroup") {
+        std::istringstream cs(list);
+        std::string c;
+        bool mine = false;
+        while (std::getline(cs, c, ',')) mine |= HasOption(m.options, c);
+        if (!mine) continue;
+      }
+      const std::string d = OwnDir(m, path);
+      if (std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+void CgroupHost::RemoveStale(const std::string& prefix) {
+  for (const std::string& parent : OwnDirs()) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(parent, ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.size() <= prefix.size() + 1 || n.compare(0, prefix.size() + 1, prefix + "-") != 0)
+        continue;
+      const std::string digits = n.substr(prefix.size() + 1);
+      if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos)
+        continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(digits));
+      if (kill(pid, 0) == 0 || errno != ESRCH)
+        continue;  // its process lives (or is not ours to judge)
+      RemoveCgroupTree(e.path().string());
+    }
+  }
+}
 
 std::shared_ptr<CgroupHost> CgroupHost::Open(const std::string& name) {
   std::shared_ptr<CgroupHost> h(new CgroupHost());
@@ -180,7 +227,7 @@ std::shared_ptr<CgroupHost> CgroupHost::Open(const std::string& name) {
 
 CgroupHost::~CgroupHost() {
   for (const std::string* d : {&memory_dir_, &pids_dir_, &cpu_dir_}) {
-    if (!d->empty()) rmdir(d->c_str());  // ENOENT for the second of a shared one: fine
+    if (!d->empty()) RemoveCgroupTree(*d);  // ENOENT for the second of a shared one: fine
   }
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,12 @@ Status JobCgroup::AddDir(const std::string& d) {
 JobCgroup::~JobCgroup() {
   for (int fd : procs_fds_) close(fd);
   for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
+    // Cgroups a process in it made below (a job has no right to; a test's
+    // outer cgroup holds a killed worker's).
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(*it, ec)) {
+      if (e.is_directory(ec) && !e.is_symlink(ec)) RemoveCgroupTree(e.path().string());
+    }
     // rmdir fails (EBUSY) only while a process is in it: then, and only
     // then, it is killed (most jobs leave nothing, and the supervisor saw
     // to that; this catches what escaped its view).

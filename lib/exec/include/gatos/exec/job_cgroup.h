@@ -36,7 +36,13 @@ class CgroupHost {
   // process's directory `name` in it. Never fails: whatever it cannot use
   // is missing from memory()/pids()/cpu() and explained in problems().
   static std::shared_ptr<CgroupHost> Open(const std::string& name);
-  // Removes the directory made by Open (empty once every JobCgroup is gone).
+  // Removes what a process that is gone left behind: the directories
+  // `<prefix>-<pid>` next to where Open makes its own, whose pid no longer
+  // exists, with every empty cgroup below them (a worker that was killed
+  // could not remove its own). Best effort; never touches a cgroup that
+  // holds a process or whose process lives.
+  static void RemoveStale(const std::string& prefix);
+  // Removes the directories made by Open, with any empty cgroup left below.
   ~CgroupHost();
   CgroupHost(const CgroupHost&) = delete;
   CgroupHost& operator=(const CgroupHost&) = delete;
