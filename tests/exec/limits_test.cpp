@@ -9,6 +9,7 @@
 // machine that runs the tests.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -261,6 +262,35 @@ TEST(LimitsWithoutCgroups, TheResultSaysWhatWasNotEnforced) {
   EXPECT_EQ(r.unenforced, (std::vector<std::string>{"cpu", "memory", "pids"}));
   EXPECT_EQ(r.limit_hit, "disk");
   EXPECT_EQ(std::filesystem::file_size(s.workspace + "/f"), 1u << 20);
+}
+
+}  // namespace
+}  // namespace gatos
+
+namespace gatos {
+namespace {
+
+// What a killed worker left is removed by the next one; what a live
+// process holds is not.
+TEST(CgroupHostTest, RemoveStaleRemovesOnlyWhatDeadProcessesLeft) {
+  gatos::testing::OuterCgroup outer;
+  ASSERT_TRUE(outer.ok());
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  ASSERT_GT(dead, 0);
+  int st = 0;
+  ASSERT_EQ(waitpid(dead, &st, 0), dead);
+  auto gone = CgroupHost::Open("gatos-stale-test-" + std::to_string(dead));
+  auto live = CgroupHost::Open("gatos-stale-test-" + std::to_string(getpid()));
+  ASSERT_TRUE(gone->pids() && live->pids()) << gone->Describe();
+  auto job = JobCgroup::Create(gone, "job-1", JobLimits{});
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  const std::string gone_dir = gone->pids_dir(), job_dir = gone_dir + "/job-1";
+  ASSERT_TRUE(std::filesystem::exists(job_dir));
+  CgroupHost::RemoveStale("gatos-stale-test");
+  EXPECT_FALSE(std::filesystem::exists(job_dir));
+  EXPECT_FALSE(std::filesystem::exists(gone_dir));
+  EXPECT_TRUE(std::filesystem::exists(live->pids_dir())) << "a live process's cgroup was removed";
 }
 
 }  // namespace
