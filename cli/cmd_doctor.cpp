@@ -5,14 +5,15 @@
 
 #include <atomic>
 #include <chrono>
-#include <memory>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "commands.h"
 #include "gatos/crypto/keys.h"
 #include "gatos/exec/exec.h"
+#include "gatos/exec/job_cgroup.h"
 #include "gatos/git/ledger.h"
 #include "gatos/ledger/local_ledger.h"
 #include "gatos/model/clock.h"
@@ -170,6 +171,28 @@ std::optional<Ed25519PrivateKey> CheckKeyFile(Report* r, const std::string& chec
   return std::move(*key);
 }
 
+// The cgroup hierarchy a worker here would use: found, and a job cgroup
+// with every limit made and removed in it, as the worker does per job.
+void CheckCgroups(Report* report) {
+  const char* kFix =
+      "run the worker as root, or under systemd with Delegate=yes in its unit "
+      "(packaging/systemd/gatos-worker.service) on a cgroup v2 host; until then "
+      "job memory, process and CPU limits are not enforced";
+  auto host = CgroupHost::Open("gatos-doctor-" + std::to_string(getpid()));
+  if (host->version() == CgroupHost::Version::kNone) {
+    report->Add("cgroups", Outcome::kWarn, host->Describe(), kFix);
+    return;
+  }
+  auto probe = JobCgroup::Create(host, "probe", JobLimits{64, 16, 100, 0});
+  if (!probe.ok()) {
+    report->Add("cgroups", Outcome::kWarn, probe.status().message(), kFix);
+    return;
+  }
+  probe->reset();
+  report->Add("cgroups", host->problems().empty() ? Outcome::kOk : Outcome::kWarn,
+              "a cgroup per job: " + host->Describe(), host->problems().empty() ? "" : kFix);
+}
+
 }  // namespace
 
 int RunDoctor(const Args& args) {
@@ -189,6 +212,8 @@ int RunDoctor(const Args& args) {
       "               ledger's (leases are judged by it)\n"
       "  sandbox      bubblewrap can build a job sandbox (worker hosts; --sandbox,\n"
       "               or when the key is a worker's)\n"
+      "  cgroups      the worker can make a cgroup per job with memory, process and\n"
+      "               CPU limits (worker hosts; cgroup v2 delegated, or v1)\n"
       "--config reads a gatosd or gatos-worker settings file (YAML) for nats, key,\n"
       "ledger and ledger-key; flags win. Exit status 0 when nothing failed, 1 else.\n";
   const std::vector<FlagSpec> specs = {{"config"}, {"nats"},   {"key"},    {"ledger"}, {"ledger-key"},
@@ -402,6 +427,7 @@ int RunDoctor(const Args& args) {
                  "install bubblewrap and allow unprivileged user namespaces "
                  "(sysctl kernel.unprivileged_userns_clone=1), or run the worker with --sandbox off on a trusted host");
     }
+    CheckCgroups(&report);
   }
   report.Print(as_json);
   return report.failed() ? kExitFailure : kExitOk;

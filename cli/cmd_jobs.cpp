@@ -113,6 +113,12 @@ std::string DescribeAttempts(const json& j) {
     }
     out += "\n";
     if (a.contains("reason")) out += "             reason: " + a.value("reason", "") + "\n";
+    if (a.contains("limits") && a["limits"].is_object()) {
+      out += "             limits: " + a["limits"].value("text", "") + "\n";
+    }
+    if (a.contains("usage") && a["usage"].is_object()) {
+      out += "             used:   " + a["usage"].value("text", "") + "\n";
+    }
   }
   return out;
 }

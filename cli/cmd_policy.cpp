@@ -85,7 +85,13 @@ int RunPolicySet(const Args& args) {
                  "  gatos policy set --ledger DIR max_attempts=3 retry_base_ms=5000\n"
                  "Values are integers or true/false; 'gatos policy show' lists the settings.\n"
                  "input_url_prefixes=P1,P2 restricts the URLs of jobs' git inputs to those\n"
-                 "prefixes (checked at push); input_url_prefixes= lifts the restriction.\n";
+                 "prefixes (checked at push); input_url_prefixes= lifts the restriction.\n"
+                 "Job resource limits (docs/limits.md): job_memory_mb, job_pids,\n"
+                 "job_cpu_millis, job_disk_mb apply to jobs whose manifest does not ask\n"
+                 "(resources:); max_job_memory_mb, ... are the most a manifest may ask\n"
+                 "(refused at push above). 0 = none. For example\n"
+                 "  gatos policy set --ledger DIR job_memory_mb=1024 job_pids=512 "
+                 "max_job_memory_mb=8192\n";
     return kExitOk;
   }
   auto dir = flags.Get("ledger");

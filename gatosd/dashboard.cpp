@@ -730,6 +730,8 @@ Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
       res["signal"] = poe->signal ? json(*poe->signal) : json(nullptr);
       res["timed_out"] = poe->timed_out;
       res["reason"] = poe->reason;
+      if (poe->limits.Any()) res["limits"] = JobLimitsText(poe->limits, poe->unenforced);
+      if (poe->usage.Any()) res["usage"] = JobUsageText(poe->usage);
       res["started_at"] = poe->started_at;
       res["finished_at"] = poe->finished_at;
       res["runner"] = {{"program", poe->runner_program}, {"version", poe->runner_version},

@@ -258,6 +258,8 @@ std::string Job(const json& d) {
     if (r.value("timed_out", false)) exit += " (timed out)";
     exit += " " + ES(r.value("reason", json("")));
     o += "<tr><th>exit</th><td>" + exit + "</td></tr>";
+    if (r.contains("limits")) o += "<tr><th>limits</th><td>" + ES(r["limits"]) + "</td></tr>";
+    if (r.contains("usage")) o += "<tr><th>used</th><td>" + ES(r["usage"]) + "</td></tr>";
     o += "<tr><th>ran</th><td>" + ES(r.value("started_at", json(""))) + " → " + ES(r.value("finished_at", json(""))) +
          "</td></tr>";
     o += "<tr><th>commit</th><td class=\"mono\">" + ES(r["commit"]) + "</td></tr>";

@@ -156,6 +156,7 @@ class Worker {
     } else {
       Log("WARNING: jobs run UNSANDBOXED (--sandbox off)");
     }
+    LogJobLimits();
 
     if (Status s = CreateInputResolver(); !s.ok()) return Fail(s.message());
 
@@ -468,6 +469,25 @@ class Worker {
   std::string worker_hex_;
   RunnerIdentity identity_;  // every job's PoE runner fields
   JobHost host_;             // what every job is given (job_spec.h)
+
+  // Finds the cgroup hierarchy for job limits and says, loudly, what this
+  // worker cannot enforce (docs/worker-execution.md, "Resource limits").
+  void LogJobLimits() {
+    CgroupHost::RemoveStale("gatos-worker");  // of workers that were killed
+    host_.cgroups = CgroupHost::Open("gatos-worker-" + std::to_string(getpid()));
+    const CgroupHost& c = *host_.cgroups;
+    if (c.version() == CgroupHost::Version::kNone) {
+      Log("WARNING: job memory, process and CPU limits are NOT enforced: " + c.Describe());
+    } else if (!c.problems().empty()) {
+      Log("WARNING: job limits partly enforced: " + c.Describe());
+    } else {
+      Log("job limits: a cgroup per job, " + c.Describe());
+    }
+    if (opts_.sandbox == ExecSpec::Sandbox::kOff || !launcher_->SandboxStatus().ok()) {
+      Log("WARNING: unsandboxed jobs: a disk limit bounds each file (RLIMIT_FSIZE), not what "
+          "all of a job's files hold together");
+    }
+  }
   std::unique_ptr<Bus> bus_;
   std::unique_ptr<Outbox> outbox_;
   int64_t outbox_soft_cap_ = 0;

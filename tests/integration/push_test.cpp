@@ -333,3 +333,41 @@ TEST_F(PushTest, DevLedgerAcceptsUnsignedJobs) {
 
 }  // namespace
 }  // namespace gatos::testing
+
+namespace gatos::testing {
+namespace {
+
+// Job resource limits at push: a manifest that asks more than the policy's
+// maximum is refused with the reason; values that are not positive
+// integers are refused by the parser, with file, line and field.
+TEST_F(PushTest, ResourcesAboveThePolicysMaximumOrNotIntegersAreRefused) {
+  RunResult set =
+      Cmd({BinaryPath("gatos"), "policy", "set", "--ledger", ledger_, "max_job_memory_mb=1024",
+           "job_memory_mb=256", "job_pids=64", "job_disk_mb=64"});
+  ASSERT_EQ(set.exit_code, 0) << set.out << set.err;
+  std::string before = LedgerRefs();
+  auto refused = [&](const std::string& yaml, const std::string& message) {
+    Commit(yaml);
+    RunResult r = Push("HEAD:refs/gatos/submit/x");
+    EXPECT_NE(r.exit_code, 0) << yaml;
+    EXPECT_NE(r.err.find(message), std::string::npos) << "want: " << message << "\ngot: " << r.err;
+    EXPECT_EQ(LedgerRefs(), before);
+  };
+  const std::string head = "command: [\"/bin/true\"]\ntimeout: 5\n";
+  refused(head + "resources: {memory_mb: 4096}\n",
+          "job.yaml: resources.memory_mb: 4096 is over this ledger's maximum of 1024 "
+          "(max_job_memory_mb)");
+  refused(head + "resources: {memory_mb: -5}\n",
+          "job.yaml:3:24: resources.memory_mb: -5 is negative");
+  refused(head + "resources: {pids: 2.5}\n", "resources.pids: 2.5 is not a whole number");
+  refused(head + "resources: {disk_mb: \"64\"}\n", "resources.disk_mb: \"64\" is quoted");
+  refused(head + "resources: {pids: 18446744073709551617}\n",
+          "resources.pids: 18446744073709551617 is over");
+  // Within the maximum: accepted.
+  Commit(head + "resources: {memory_mb: 1024, pids: 10}\n");
+  RunResult ok = Push("HEAD:refs/gatos/submit/y");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+}  // namespace
+}  // namespace gatos::testing

@@ -70,6 +70,21 @@ Result<std::string> ThroughTheGenericSerializer(const Poe& p) {
     }
     j["inputs"] = std::move(inputs);
   }
+  if (p.limits.Any()) {
+    j["limits"] = {{"memory_mb", p.limits.memory_mb},
+                   {"pids", p.limits.pids},
+                   {"cpu_millis", p.limits.cpu_millis},
+                   {"disk_mb", p.limits.disk_mb}};
+    if (!p.unenforced.empty()) j["limits"]["unenforced"] = p.unenforced;
+  }
+  if (p.usage.Any()) {
+    nlohmann::json u = nlohmann::json::object();
+    if (p.usage.peak_memory_bytes >= 0) u["peak_memory_bytes"] = p.usage.peak_memory_bytes;
+    if (p.usage.cpu_ms >= 0) u["cpu_ms"] = p.usage.cpu_ms;
+    if (p.usage.peak_processes >= 0) u["peak_processes"] = p.usage.peak_processes;
+    if (p.usage.disk_bytes >= 0) u["disk_bytes"] = p.usage.disk_bytes;
+    j["usage"] = std::move(u);
+  }
   return CanonicalJson(j);
 }
 
@@ -140,6 +155,13 @@ TEST(PoeTest, TheDirectSerializerAgreesWithTheGenericOne) {
       case 9:
         p.stderr_truncated = rng() % 2;
         p.stdout_truncated = rng() % 2;
+        p.limits = {static_cast<int64_t>(rng() % 3) * 256, static_cast<int64_t>(rng() % 2) * 64, 0,
+                    static_cast<int64_t>(rng() % 2) * 64};
+        if (rng() % 2) p.unenforced = {"cpu"};
+        p.usage.peak_memory_bytes = rng() % 2 ? 104857600 : -1;
+        p.usage.cpu_ms = rng() % 2 ? 1000 : -1;
+        p.usage.peak_processes = rng() % 2 ? 64 : -1;
+        p.usage.disk_bytes = rng() % 2 ? 67108864 : -1;
         break;
       case 10:
         p.job_id = str();
@@ -245,6 +267,50 @@ TEST(PoeTest, ResolvedInputsAreSignedAndOptional) {
   const std::string tail = R"("url":"/srv/r"})";
   with_empty_ref.insert(with_empty_ref.find(tail), R"("ref":"",)");
   EXPECT_EQ(ParsePoe(with_empty_ref).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gatos
+
+namespace gatos {
+namespace {
+
+// Limits and usage are signed with the rest, and absent when not set, so
+// envelopes of jobs without limits are unchanged.
+TEST(PoeTest, LimitsAndUsageAreSignedAndOptional) {
+  Poe p = SamplePoe();
+  auto plain = SerializePoe(p);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->find("limits"), std::string::npos);
+  EXPECT_EQ(plain->find("usage"), std::string::npos);
+  p.limits = {256, 64, 0, 64};
+  p.unenforced = {"cpu"};
+  p.usage = {104857600, 1003, 64, 67108864};
+  auto bytes = SerializePoe(p);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  EXPECT_NE(bytes->find("\"limits\":{\"cpu_millis\":0,\"disk_mb\":64,\"memory_mb\":256,\"pids\":64,"
+                        "\"unenforced\":[\"cpu\"]}"),
+            std::string::npos)
+      << *bytes;
+  EXPECT_NE(bytes->find("\"usage\":{\"cpu_ms\":1003,\"disk_bytes\":67108864,\"peak_memory_bytes\":"
+                        "104857600,\"peak_processes\":64}"),
+            std::string::npos)
+      << *bytes;
+  auto back = ParsePoe(*bytes);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->limits, p.limits);
+  EXPECT_EQ(back->unenforced, p.unenforced);
+  EXPECT_EQ(back->usage, p.usage);
+  // Field checks.
+  Poe bad = p;
+  bad.unenforced = {"network"};
+  EXPECT_EQ(SerializePoe(bad).status().code(), StatusCode::kInvalidArgument);
+  bad = p;
+  bad.limits.memory_mb = -1;
+  EXPECT_EQ(SerializePoe(bad).status().code(), StatusCode::kInvalidArgument);
+  std::string unknown = *bytes;
+  unknown.replace(unknown.find("\"cpu_ms\""), 8, "\"cpu_xx\"");
+  EXPECT_EQ(ParsePoe(unknown).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -77,3 +77,27 @@ TEST(WorkerRunStatus, ACancelThatCameAfterTheRunEndedChangesNothing) {
 
 }  // namespace
 }  // namespace gatos::worker
+
+namespace gatos::worker {
+namespace {
+
+// A job a limit ended is failed with the limit's reason, even when its
+// timeout fired meanwhile or it exited 0 (its shell survived a killed child).
+TEST(WorkerRunStatus, ALimitHitIsAFailureNamingTheLimitAndWinsOverTheTimeout) {
+  ExecResult r = Killed(9);
+  r.limits = JobLimits{256, 64, 0, 64};
+  r.limit_hit = "memory";
+  EXPECT_EQ(StatusOfRun(r, false), (RunStatus{"failed", "killed: memory limit 256 MB"}));
+  r.timed_out = true;
+  r.limit_hit = "pids";
+  EXPECT_EQ(StatusOfRun(r, false), (RunStatus{"failed", "process limit 64 reached"}));
+  r = Exited(0);
+  r.limits = JobLimits{0, 0, 0, 64};
+  r.limit_hit = "disk";
+  EXPECT_EQ(StatusOfRun(r, false), (RunStatus{"failed", "disk limit 64 MB reached"}));
+  r.stopped = true;  // cancelled: still aborted
+  EXPECT_EQ(StatusOfRun(r, true).status, "aborted");
+}
+
+}  // namespace
+}  // namespace gatos::worker

@@ -26,7 +26,8 @@ using exec_protocol::BindPlan;
 
 std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
                                    const std::vector<BindPlan>& binds, const std::string& chdir_to,
-                                   const PrivateDevices* devices, bool seccomp) {
+                                   const PrivateDevices* devices, bool seccomp,
+                                   int64_t tmpfs_bytes) {
   std::vector<std::string> a = {bwrap, "--unshare-all"};
   if (network) a.push_back("--share-net");
   // --cap-drop ALL: a root worker must not hand the job CAP_SYS_ADMIN, which
@@ -65,6 +66,7 @@ std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
       a.insert(a.end(), {"--dev-bind", devices->dir() + "/" + n, "/dev/" + n});
     }
   }
+  if (tmpfs_bytes > 0) a.insert(a.end(), {"--size", std::to_string(tmpfs_bytes)});
   a.insert(a.end(), {"--tmpfs", "/tmp"});
   for (const auto& b : binds) {
     a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", b.source, b.destination});

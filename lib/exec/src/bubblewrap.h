@@ -23,11 +23,13 @@ class PrivateDevices;
 // worker runs git on a local input (inputs.cpp).
 // With `seccomp`, bwrap applies the job's system-call filter, read from
 // kBwrapSeccompFd (job_seccomp.h): the job child writes it there just
-// before it execs bwrap (job_child.cpp).
+// before it execs bwrap (job_child.cpp). `tmpfs_bytes` > 0: /tmp holds at
+// most that much (the job's disk limit).
 std::vector<std::string> BwrapArgs(const std::string& bwrap, bool network,
                                    const std::vector<exec_protocol::BindPlan>& binds,
                                    const std::string& chdir_to,
-                                   const PrivateDevices* devices = nullptr, bool seccomp = false);
+                                   const PrivateDevices* devices = nullptr, bool seccomp = false,
+                                   int64_t tmpfs_bytes = 0);
 
 }  // namespace gatos::exec_internal
 

@@ -4,8 +4,11 @@
 // says: Stop() from any thread while Wait() runs in another.
 #include "execution.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,6 +41,33 @@ int64_t MonoMillis() {
 }
 
 std::string Errno(int err) { return std::string(std::strerror(err)); }
+
+// How often a running job's cgroup is checked for a limit it hit.
+constexpr int64_t kLimitCheckMs = 50;
+
+// The size of the regular files under `dir` (not following links), stopping
+// past `stop_at` (the most that matters) or after `max_entries` entries.
+int64_t FilesBytes(const std::string& dir, int64_t stop_at, int* max_entries) {
+  if (dir.empty()) return 0;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return 0;
+  int64_t total = 0;
+  while (dirent* e = readdir(d)) {
+    if (--*max_entries < 0 || total > stop_at) break;
+    if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    struct stat st;
+    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      total += st.st_size;
+    } else if (S_ISDIR(st.st_mode)) {
+      total += FilesBytes(dir + "/" + e->d_name, stop_at - total, max_entries);
+    }
+  }
+  closedir(d);
+  return total;
+}
+
+std::atomic<uint64_t> g_cgroup_seq{0};
 
 // The error for a job that the supervisor could not start.
 Status StartError(const Record& rec, const PreparedJob& job) {
@@ -88,6 +118,11 @@ struct Execution::Impl {
   ExecResult result;
   std::atomic<bool> stop_requested{false};
   std::shared_ptr<PrivateDevices> devices;  // removed after the job
+  std::unique_ptr<JobCgroup> own_cgroup;    // per job: removed after it
+  JobCgroup* cgroup = nullptr;              // own_cgroup's, or the slot's
+  JobLimits limits;
+  std::string workspace, output_dir;
+  int64_t next_check_mono = 0;
   std::mutex ctrl_mu;                       // serializes control frames from Stop() and Wait()
   bool finished = false;                    // guarded by ctrl_mu
   bool waited = false;
@@ -161,6 +196,7 @@ Result<ExecResult> Execution::Wait() {
   bool have_status = false, clean = false, broken = false;
   int32_t raw = 0;
   bool timeout_fired = false;
+  int64_t cpu_ms = -1;
   const int sock = m.conn ? m.conn->fd() : -1;
   while (sock >= 0 && !clean && !broken) {
     pollfd pfd[3];
@@ -177,6 +213,24 @@ Result<ExecResult> Execution::Wait() {
     int st_i = n;
     pfd[n++] = {sock, POLLIN, 0};
     int timeout = -1;
+    // A job under memory or process limits is checked every kLimitCheckMs:
+    // one that hit a limit is ended at once (a fork bomb would otherwise
+    // spin at its limit until its timeout).
+    const bool check_limits = m.cgroup && !have_status && m.result.limit_hit.empty() &&
+                              (m.limits.memory_mb > 0 || m.limits.pids > 0);
+    if (check_limits) {
+      const int64_t now = MonoMillis();
+      if (now >= m.next_check_mono) {
+        m.next_check_mono = now + kLimitCheckMs;
+        m.cgroup->Processes();  // the sampled peak where the kernel keeps none
+        std::string hit = m.cgroup->LimitHit();
+        if (!hit.empty()) {
+          m.result.limit_hit = hit;
+          m.Send(kFrameKill);
+        }
+      }
+      timeout = static_cast<int>(m.next_check_mono - now);
+    }
     if (m.timeout_ms > 0 && !timeout_fired && !have_status) {
       int64_t left = m.started_mono + m.timeout_ms - MonoMillis();
       if (left <= 0) {
@@ -184,7 +238,8 @@ Result<ExecResult> Execution::Wait() {
         m.result.timed_out = true;
         m.Send(kFrameTerm);
       } else {
-        timeout = static_cast<int>(left > 1000000 ? 1000000 : left);
+        const int t = static_cast<int>(left > 1000000 ? 1000000 : left);
+        timeout = timeout < 0 || t < timeout ? t : timeout;
       }
     }
     int r = poll(pfd, static_cast<nfds_t>(n), timeout);
@@ -215,6 +270,7 @@ Result<ExecResult> Execution::Wait() {
         m.result.finished_ms = UnixMillis();
       } else if (rec.kind == kRecClean) {
         clean = true;
+        cpu_ms = rec.value;
       } else {
         broken = true;
       }
@@ -226,6 +282,35 @@ Result<ExecResult> Execution::Wait() {
   if (m.err_r.get() >= 0) m.Drain(m.err_r, &m.result.stderr_data, &m.result.stderr_truncated);
   m.out_r.reset();
   m.err_r.reset();
+  if (m.cgroup) {
+    if (m.result.limit_hit.empty()) m.result.limit_hit = m.cgroup->LimitHit();
+    m.result.usage = m.cgroup->Usage();
+    // Nothing of the job may outlive it, even what escaped the supervisor's
+    // view: the cgroup knows every process. A job's own cgroup does this
+    // when it is removed below (only if it is not empty).
+    if (!m.own_cgroup) m.cgroup->KillAll().IgnoreError();
+  }
+  // Every process of the job was reaped by its supervisor (or by one of the
+  // job's own, reaped by it): its CPU time.
+  if (cpu_ms >= 0 && (m.cgroup || m.limits.Any())) m.result.usage.cpu_ms = cpu_ms;
+  if (m.cgroup || m.limits.Any()) {
+    int budget = 100000;
+    const int64_t disk = DiskLimitBytes(m.limits);
+    const int64_t stop_at = disk > 0 ? disk : INT64_MAX / 2;
+    int64_t bytes = FilesBytes(m.workspace, stop_at, &budget);
+    if (m.output_dir.rfind(m.workspace + "/", 0) != 0) {
+      bytes += FilesBytes(m.output_dir, stop_at - bytes, &budget);
+    }
+    m.result.usage.disk_bytes = bytes;
+    // RLIMIT_FSIZE stops a file at the limit (SIGXFSZ, or under bwrap exit
+    // 128+SIGXFSZ); the files left may reach it too.
+    const bool xfsz = (WIFSIGNALED(raw) && WTERMSIG(raw) == SIGXFSZ) ||
+                      (WIFEXITED(raw) && WEXITSTATUS(raw) == 128 + SIGXFSZ);
+    if (disk > 0 && m.result.limit_hit.empty() && have_status && (bytes >= disk || xfsz)) {
+      m.result.limit_hit = "disk";
+    }
+  }
+  m.own_cgroup.reset();  // removed before the slot takes another job
   m.Finish(clean && have_status && !broken);
   if (!have_status) {
     return InternalError(
@@ -240,12 +325,45 @@ Result<ExecResult> Execution::Wait() {
   return m.result;
 }
 
+std::string LimitReason(const ExecResult& r) {
+  const JobLimits& limits = r.limits;
+  if (r.limit_hit == "memory") return MemoryLimitReason(limits.memory_mb);
+  if (r.limit_hit == "pids") return ProcessLimitReason(limits.pids);
+  if (r.limit_hit == "disk") return DiskLimitReason(limits.disk_mb);
+  return "";
+}
+
 namespace exec_internal {
+
+int64_t DiskLimitBytes(const JobLimits& limits) { return limits.disk_mb << 20; }
+
+Result<std::unique_ptr<JobCgroup>> MakeJobCgroup(const ExecSpec& spec) {
+  if (!spec.cgroups || spec.cgroups->version() == CgroupHost::Version::kNone) {
+    return std::unique_ptr<JobCgroup>();
+  }
+  return JobCgroup::Create(spec.cgroups, NextCgroupName("job-"), spec.limits);
+}
+
+std::string NextCgroupName(const char* prefix) { return prefix + std::to_string(++g_cgroup_seq); }
 
 Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> conn, uint32_t seq,
                                                UniqueFd out_r, UniqueFd err_r, const ExecSpec& spec,
-                                               const PreparedJob& job, ReleaseFn release) {
+                                               const PreparedJob& job, ReleaseFn release,
+                                               std::unique_ptr<JobCgroup> cgroup) {
   auto impl = std::make_unique<Execution::Impl>();
+  impl->own_cgroup = std::move(cgroup);
+  impl->cgroup = impl->own_cgroup ? impl->own_cgroup.get() : conn->cgroup().get();
+  impl->limits = spec.limits;
+  impl->result.limits = spec.limits;
+  impl->workspace = spec.workspace;
+  impl->output_dir = spec.output_dir;
+  if (spec.limits.Any()) {
+    if (spec.cgroups) {
+      impl->result.unenforced = spec.cgroups->Unenforced(spec.limits);
+    } else {
+      impl->result.unenforced = CgroupHost::UnenforcedWithout(spec.limits);
+    }
+  }
   impl->release = std::move(release);
   impl->seq = seq;
   impl->out_r = std::move(out_r);
@@ -257,6 +375,9 @@ Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> c
   impl->devices = job.devices;
   impl->result.started_ms = UnixMillis();
   impl->started_mono = MonoMillis();
+  // The first check comes after kLimitCheckMs: a short job costs none (what
+  // it hit is read once when it ends).
+  impl->next_check_mono = impl->started_mono + kLimitCheckMs;
   Record rec;
   pid_t cred_pid = 0;
   int k = conn->Read(&rec, &cred_pid, -1);

@@ -27,10 +27,20 @@ using ReleaseFn = std::function<void(std::unique_ptr<SupervisorConn>, bool healt
 // that follows it (output pipes `out_r`, `err_r`; the spec's timeout, grace
 // and output cap); on a start failure, waits for the supervisor's 'C' and
 // returns the error of Execution::Start's contract. `release` null: the
-// supervisor is closed and reaped after the job.
+// supervisor is closed and reaped after the job. `cgroup`: the job's own
+// cgroup (removed after the job), else the slot's (conn->cgroup()) if any.
 Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> conn, uint32_t seq,
                                                UniqueFd out_r, UniqueFd err_r, const ExecSpec& spec,
-                                               const PreparedJob& job, ReleaseFn release);
+                                               const PreparedJob& job, ReleaseFn release,
+                                               std::unique_ptr<JobCgroup> cgroup = nullptr);
+
+// The job's cgroup for `spec` (per job: a new one named job-N), or null
+// when it gets none; Internal when one cannot be made.
+Result<std::unique_ptr<JobCgroup>> MakeJobCgroup(const ExecSpec& spec);
+// A name for a job cgroup, unique in this process: prefix + a number.
+std::string NextCgroupName(const char* prefix);
+// The rlimits and tmpfs size a supervisor sets for `limits`.
+int64_t DiskLimitBytes(const JobLimits& limits);
 
 }  // namespace gatos::exec_internal
 

@@ -70,8 +70,9 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
         std::unique_ptr<PrivateDevices> devices,
         PrivateDevices::Make(fs::path(CleanPath(spec.workspace)).parent_path().string()));
     job.devices = std::move(devices);
-    exec_argv = BwrapArgs(spec.bwrap_path, spec.allow_network, job.binds, job.cwd,
-                          job.devices.get(), JobSeccompFilter() != nullptr);
+    exec_argv =
+        BwrapArgs(spec.bwrap_path, spec.allow_network, job.binds, job.cwd, job.devices.get(),
+                  JobSeccompFilter() != nullptr, DiskLimitBytes(spec.limits));
     exec_argv.push_back("--");
     exec_argv.insert(exec_argv.end(), job.argv.begin(), job.argv.end());
     exec_path = spec.bwrap_path;
@@ -89,6 +90,9 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
                          "; check the worker's open-file limit (ulimit -n)");
   }
   UniqueFd sock(sp[0]), sock_child(sp[1]);
+  GATOS_ASSIGN_OR_RETURN(std::unique_ptr<JobCgroup> cgroup, MakeJobCgroup(spec));
+  const std::vector<int> no_fds;
+  const std::vector<int>& cgroup_fds = cgroup ? cgroup->procs_fds() : no_fds;
 
   pid_t pid;
   const std::string& supervise = DefaultSuperviseBinary();
@@ -100,11 +104,14 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
                                       job.sandboxed ? "1" : "0",
                                       job.cwd,
                                       exec_path,
+                                      std::to_string(DiskLimitBytes(spec.limits)),
+                                      std::to_string(cgroup_fds.size()),
                                       std::to_string(exec_argv.size())};
     sargs.insert(sargs.end(), exec_argv.begin(), exec_argv.end());
     sargs.insert(sargs.end(), job.env.begin(), job.env.end());
-    GATOS_ASSIGN_OR_RETURN(pid,
-                           StartSupervisor(sargs, {sock_child.get(), out_w.get(), err_w.get()}));
+    std::vector<int> fds = {sock_child.get(), out_w.get(), err_w.get()};
+    fds.insert(fds.end(), cgroup_fds.begin(), cgroup_fds.end());
+    GATOS_ASSIGN_OR_RETURN(pid, StartSupervisor(sargs, fds));
   } else {
     // No gatos-supervise: fork a supervisor from the worker. Everything it
     // uses is prepared here; the child only makes system calls.
@@ -112,9 +119,20 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
     std::vector<std::string> env = job.env;
     std::vector<char*> env_c = CStrings(env);
     std::vector<pid_t> tracked(kMaxTracked, 0);
-    ForkedJob fj{exec_path.c_str(),  argv_c.data(),  env_c.data(),      job.cwd.c_str(),
-                 spec.kill_grace_ms, job.sandboxed,  sock_child.get(),  out_w.get(),
-                 err_w.get(),        tracked.data(), JobSeccompFilter()};
+    ForkedJob fj{exec_path.c_str(),
+                 argv_c.data(),
+                 env_c.data(),
+                 job.cwd.c_str(),
+                 spec.kill_grace_ms,
+                 job.sandboxed,
+                 sock_child.get(),
+                 out_w.get(),
+                 err_w.get(),
+                 tracked.data(),
+                 JobSeccompFilter(),
+                 cgroup_fds.data(),
+                 static_cast<int>(cgroup_fds.size()),
+                 DiskLimitBytes(spec.limits)};
     pid = fork();
     if (pid < 0) {
       return InternalError("exec: fork failed: " + Errno(errno) +
@@ -126,7 +144,8 @@ Result<std::unique_ptr<Execution>> Execution::Start(const ExecSpec& spec) {
   err_w.reset();
   sock_child.reset();
   auto conn = std::make_unique<SupervisorConn>(std::move(sock), pid, false);
-  return FinishStart(std::move(conn), 0, std::move(out_r), std::move(err_r), spec, job, nullptr);
+  return FinishStart(std::move(conn), 0, std::move(out_r), std::move(err_r), spec, job, nullptr,
+                     std::move(cgroup));
 }
 
 }  // namespace gatos

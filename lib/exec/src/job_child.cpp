@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -127,6 +128,10 @@ void EnterSandbox(const JobChildSpec& s) {
   if (!WriteFileAt(self_fd, "uid_map", s.uid_map)) ChildFail(s, kStageUserns, 2, errno);
   if (!WriteFileAt(self_fd, "gid_map", s.gid_map)) ChildFail(s, kStageUserns, 3, errno);
   ::close(self_fd);
+  if (s.nproc > 0) {
+    rlimit rl{static_cast<rlim_t>(s.nproc), static_cast<rlim_t>(s.nproc)};
+    if (setrlimit(RLIMIT_NPROC, &rl) != 0) ChildFail(s, kStageRlimit, 1, errno);
+  }
   if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0 && errno != ENOSYS) {
     ChildFail(s, kStageKeyring, 0, errno);
   }
@@ -160,6 +165,19 @@ void JobChildMain(const JobChildSpec& s) {
   setsid();
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != s.supervisor) _exit(127);
+  // Into the job's cgroup before anything else: from here on every process
+  // of the job is counted and limited there.
+  for (int i = 0; i < s.n_cgroup_fds; ++i) {
+    if (write(s.cgroup_fds[i], "0", 1) != 1) ChildFail(s, kStageCgroup, i, errno);
+  }
+  // No core dumps (they would be written outside any limit); files no
+  // larger than the disk limit.
+  rlimit core{0, 0};
+  if (setrlimit(RLIMIT_CORE, &core) != 0) ChildFail(s, kStageRlimit, 0, errno);
+  if (s.fsize_bytes > 0) {
+    rlimit fsize{static_cast<rlim_t>(s.fsize_bytes), static_cast<rlim_t>(s.fsize_bytes)};
+    if (setrlimit(RLIMIT_FSIZE, &fsize) != 0) ChildFail(s, kStageRlimit, 2, errno);
+  }
   if (dup2(s.devnull, 0) < 0 || dup2(s.out_w, 1) < 0 || dup2(s.err_w, 2) < 0) {
     ChildFail(s, kStageStdio, 0, errno);
   }

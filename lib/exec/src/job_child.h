@@ -48,6 +48,15 @@ struct JobChildSpec {
   // The job's system-call filter (job_seccomp.h): installed before execve,
   // or handed to bwrap (`bwrap`), which installs it inside its sandbox.
   const sock_fprog* seccomp = nullptr;
+  // The job's cgroup: a cgroup.procs file per hierarchy (opened by the
+  // worker), joined first, so every process of the job is in it.
+  const int* cgroup_fds = nullptr;
+  int n_cgroup_fds = 0;
+  // RLIMIT_FSIZE (0 = unchanged); RLIMIT_NPROC, set in the namespace sandbox
+  // only, once the job is in its own user namespace, where the kernel counts
+  // the job's processes alone (elsewhere it counts every process of the uid).
+  int64_t fsize_bytes = 0;
+  int64_t nproc = 0;
 };
 
 // What a job child that failed before its execve writes to exec_err_w.

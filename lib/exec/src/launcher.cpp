@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -149,8 +150,44 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
       req.argv = job.argv;
       req.env = job.env;
       req.binds = job.binds;
+      req.fsize_bytes = DiskLimitBytes(spec.limits);
+      req.tmpfs_bytes = req.fsize_bytes;
+      // One above the cgroup's limit, so that the cgroup (which counts the
+      // same processes) refuses first and records the event; the rlimit is
+      // the floor where there is no pids cgroup.
+      req.nproc = spec.limits.pids > 0 ? spec.limits.pids + 1 : 0;
+      // The job's cgroup: a new one (per job), or the slot's, reset.
+      std::unique_ptr<JobCgroup> cgroup;
+      JobCgroup* cg = nullptr;
+      if (spec.cgroups && spec.cgroups->version() != CgroupHost::Version::kNone) {
+        if (opts.cgroup_per_slot) {
+          if (conn->cgroup()) {
+            if (Status st = conn->cgroup()->Reset(spec.limits); !st.ok()) {
+              Release(std::move(conn), false);
+              return st;
+            }
+          } else {
+            auto made = JobCgroup::Create(spec.cgroups, NextCgroupName("slot-"), spec.limits);
+            if (!made.ok()) {
+              Release(std::move(conn), true);
+              return made.status();
+            }
+            conn->cgroup() = std::move(made).value();
+          }
+          cg = conn->cgroup().get();
+        } else {
+          auto made = MakeJobCgroup(spec);
+          if (!made.ok()) {
+            Release(std::move(conn), true);
+            return made.status();
+          }
+          cgroup = std::move(made).value();
+          cg = cgroup.get();
+        }
+      }
       conn->set_last_workspace(workspace);
-      if (!conn->SendJob(EncodeJob(req), out_w.get(), err_w.get())) {
+      if (!conn->SendJob(EncodeJob(req), out_w.get(), err_w.get(),
+                         cg ? cg->procs_fds() : std::vector<int>{})) {
         Release(std::move(conn), false);  // it died while idle: the job never reached it
         if (attempt == 0) continue;
         return InternalError("exec: cannot hand the job to a fresh gatos-supervise: " +
@@ -169,7 +206,7 @@ struct JobLauncher::Pool : std::enable_shared_from_this<JobLauncher::Pool> {
         }  // else: the launcher is gone; c closes here
       };
       return FinishStart(std::move(conn), req.seq, std::move(out_r), std::move(err_r), spec, job,
-                         release);
+                         release, std::move(cgroup));
     }
   }
 
@@ -288,8 +325,16 @@ JobLauncher::Stats JobLauncher::stats() const {
   return s;
 }
 
-Result<std::unique_ptr<Execution>> JobLauncher::Start(const ExecSpec& spec) {
+Result<std::unique_ptr<Execution>> JobLauncher::Start(const ExecSpec& spec_in) {
   Pool& p = *pool_;
+  const ExecSpec* sp = &spec_in;
+  ExecSpec with_cgroups;
+  if (!spec_in.cgroups && p.opts.cgroups) {
+    with_cgroups = spec_in;
+    with_cgroups.cgroups = p.opts.cgroups;
+    sp = &with_cgroups;
+  }
+  const ExecSpec& spec = *sp;
   SandboxEngine engine = SandboxEngine::kAuto;
   Status sandbox_ok = OkStatus();
   if (spec.sandbox != ExecSpec::Sandbox::kOff) {

@@ -240,7 +240,8 @@ int SandboxLayout::Refresh(int* step) {
   return PrepareRoots(step);
 }
 
-bool SandboxLayout::SetJobBinds(const std::vector<BindPlan>& binds, bool network) {
+bool SandboxLayout::SetJobBinds(const std::vector<BindPlan>& binds, bool network,
+                                int64_t tmpfs_bytes) {
   bool under_etc = false;
   for (const auto& b : binds) {
     under_etc |= b.destination == "/etc" || b.destination.compare(0, 5, "/etc/") == 0;
@@ -268,6 +269,14 @@ bool SandboxLayout::SetJobBinds(const std::vector<BindPlan>& binds, bool network
   ops_ = root ? own_ops_ : under_etc ? with_etc_ : plain_;
   system_ops_ = ops_.size();
   job_strings_.clear();
+  if (tmpfs_bytes > 0) {
+    // The job's own tmpfs mounts, sized: its writes there stop at its limit.
+    for (MountOp& op : ops_) {
+      if (op.kind != MountOp::kTmpfs || !op.a) continue;
+      job_strings_.push_back(std::string(op.a) + ",size=" + std::to_string(tmpfs_bytes));
+      op.a = job_strings_.back().c_str();
+    }
+  }
   if (system_ops_ + binds.size() > kMaxOps) return false;
   for (const auto& b : binds) {
     job_strings_.push_back("/oldroot" + b.source);

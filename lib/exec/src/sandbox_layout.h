@@ -64,7 +64,10 @@ class SandboxLayout {
   // its own mount points only, and a slot whose jobs bind the same paths
   // (a worker's slot directories) makes them once. False when the job has
   // more binds than kMaxOps allows.
-  bool SetJobBinds(const std::vector<exec_protocol::BindPlan>& binds, bool network);
+  // `tmpfs_bytes` > 0: the job's /tmp and /dev/shm are tmpfs of at most that
+  // size each (its disk limit).
+  bool SetJobBinds(const std::vector<exec_protocol::BindPlan>& binds, bool network,
+                   int64_t tmpfs_bytes = 0);
 
   // This job's operations: system_ops() of the layout, then its binds.
   const MountOp* ops() const { return ops_.data(); }

@@ -73,9 +73,17 @@ using namespace ::gatos::exec_protocol;  // NOLINT: the frames and records this 
       have += static_cast<size_t>(n);
     }
     JobRequest req;
-    if (c.nfds != 2 || !DecodeJob(payload, &req)) _exit(3);  // not our worker's protocol
+    if (c.nfds < 2 || c.nfds > 2 + kMaxCgroupFds || !DecodeJob(payload, &req)) {
+      _exit(3);  // not our worker's protocol
+    }
     int out_w = c.fds[0], err_w = c.fds[1];
+    int cgroup_fds[kMaxCgroupFds];
+    const int n_cgroup_fds = c.nfds - 2;
+    for (int i = 0; i < n_cgroup_fds; ++i) cgroup_fds[i] = c.fds[2 + i];
     c.nfds = 0;
+    auto close_cgroup_fds = [&] {
+      for (int i = 0; i < n_cgroup_fds; ++i) ::close(cgroup_fds[i]);
+    };
     std::vector<char*> argv, envp;
     for (auto& a : req.argv) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -89,20 +97,25 @@ using namespace ::gatos::exec_protocol;  // NOLINT: the frames and records this 
     s.chdir_path = req.chdir.c_str();
     s.out_w = out_w;
     s.err_w = err_w;
+    s.cgroup_fds = cgroup_fds;
+    s.n_cgroup_fds = n_cgroup_fds;
+    s.fsize_bytes = req.fsize_bytes;
     if (ns) {
       int step = 0;
       if (int e = layout->Refresh(&step)) {
         // The template is half gone: no job can run in this slot any more.
         ::close(out_w);
         ::close(err_w);
+        close_cgroup_fds();
         SendRecord(
             c, Record{kRecStarted, kStageSlotRoot, static_cast<uint16_t>(step), req.seq, -1, e});
         SendRecord(c, Record{kRecClean, 0, 0, req.seq, 0, 0});
         _exit(1);
       }
-      if (!layout->SetJobBinds(req.binds, req.network)) {
+      if (!layout->SetJobBinds(req.binds, req.network, req.tmpfs_bytes)) {
         ::close(out_w);
         ::close(err_w);
+        close_cgroup_fds();
         SendRecord(c, Record{kRecStarted, kStageProtocol, 0, req.seq, -1, E2BIG});
         SendRecord(c, Record{kRecClean, 0, 0, req.seq, 0, 0});
         continue;
@@ -116,8 +129,10 @@ using namespace ::gatos::exec_protocol;  // NOLINT: the frames and records this 
       s.root_ns_fd = layout->root_ns_fd();
       s.uid_map = uid_map.c_str();
       s.gid_map = gid_map.c_str();
+      s.nproc = req.nproc;
     }
     RunJob(c, s, req.seq, req.grace_ms);
+    close_cgroup_fds();
     if (!c.sock_open) _exit(0);
   }
 }

@@ -27,8 +27,11 @@ namespace exec_internal {
 
 void ForkedSupervisorMain(const ForkedJob& job) {
   static SupCtx c;  // the forked child's own copy
-  int keep[3] = {job.sock, job.out_w, job.err_w};
-  if (!PrepareProcess(keep, 3, &c)) _exit(120);
+  int keep[3 + exec_protocol::kMaxCgroupFds] = {job.sock, job.out_w, job.err_w};
+  const int ncg = job.n_cgroup_fds < exec_protocol::kMaxCgroupFds ? job.n_cgroup_fds
+                                                                  : exec_protocol::kMaxCgroupFds;
+  for (int i = 0; i < ncg; ++i) keep[3 + i] = job.cgroup_fds[i];
+  if (!PrepareProcess(keep, 3 + ncg, &c)) _exit(120);
   c.sock = keep[0];
   c.tracked = job.tracked;
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -41,6 +44,9 @@ void ForkedSupervisorMain(const ForkedJob& job) {
   s.err_w = keep[2];
   s.bwrap = job.bwrap;
   s.seccomp = job.seccomp;
+  s.cgroup_fds = keep + 3;
+  s.n_cgroup_fds = ncg;
+  s.fsize_bytes = job.fsize_bytes;
   RunJob(c, s, 0, job.grace_ms);
   _exit(0);
 }
@@ -54,8 +60,9 @@ using exec_internal::SupCtx;
 using exec_protocol::kProtocolVersion;
 
 // gatos-supervise --slot VERSION ns|plain      (fd 3: the worker's socket)
-// gatos-supervise --run VERSION GRACE_MS BWRAP CHDIR EXEC_PATH ARGC ARGV... ENV...
-//   (fds 3, 4, 5: socket, the job's stdout, stderr)
+// gatos-supervise --run VERSION GRACE_MS BWRAP CHDIR EXEC_PATH FSIZE NCG ARGC ARGV... ENV...
+//   (fds 3, 4, 5: socket, the job's stdout, stderr; 6.. the NCG cgroup.procs
+//   files of the job's cgroup; FSIZE: its RLIMIT_FSIZE, 0 = unchanged)
 int SuperviseMain(int argc, char** argv) {
   long version = 0;
   if (argc < 3 || !ParseUint(argv[2], &version) || version != kProtocolVersion) {
@@ -67,18 +74,20 @@ int SuperviseMain(int argc, char** argv) {
   }
   std::string mode = argv[1];
   if (mode == "--slot" && argc == 4) exec_internal::SlotMain(std::string(argv[3]) == "ns");
-  if (mode != "--run" || argc < 9) return 2;
-  long grace = 0, argc_job = 0;
-  if (!ParseUint(argv[3], &grace) || !ParseUint(argv[7], &argc_job) || 8 + argc_job > argc)
+  if (mode != "--run" || argc < 11) return 2;
+  long grace = 0, fsize = 0, ncg = 0, argc_job = 0;
+  if (!ParseUint(argv[3], &grace) || !ParseUint(argv[7], &fsize) || !ParseUint(argv[8], &ncg) ||
+      ncg > exec_protocol::kMaxCgroupFds || !ParseUint(argv[9], &argc_job) || 10 + argc_job > argc)
     return 2;
   static SupCtx c;
   static std::vector<pid_t> tracked(kMaxTracked, 0);
-  static std::vector<char*> job_argv(argv + 8, argv + 8 + argc_job);
+  static std::vector<char*> job_argv(argv + 10, argv + 10 + argc_job);
   job_argv.push_back(nullptr);
-  static std::vector<char*> job_env(argv + 8 + argc_job, argv + argc);
+  static std::vector<char*> job_env(argv + 10 + argc_job, argv + argc);
   job_env.push_back(nullptr);
-  int keep[3] = {3, 4, 5};
-  if (!exec_internal::PrepareProcess(keep, 3, &c)) return 120;
+  int keep[3 + exec_protocol::kMaxCgroupFds] = {3, 4, 5};
+  for (long i = 0; i < ncg; ++i) keep[3 + i] = static_cast<int>(6 + i);
+  if (!exec_internal::PrepareProcess(keep, static_cast<int>(3 + ncg), &c)) return 120;
   c.sock = keep[0];
   c.tracked = tracked.data();
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -91,6 +100,9 @@ int SuperviseMain(int argc, char** argv) {
   s.err_w = keep[2];
   s.bwrap = std::string(argv[4]) == "1";
   s.seccomp = exec_internal::JobSeccompFilter();
+  s.cgroup_fds = keep + 3;
+  s.n_cgroup_fds = static_cast<int>(ncg);
+  s.fsize_bytes = fsize;
   exec_internal::RunJob(c, s, 0, grace);
   return 0;
 }

@@ -25,6 +25,9 @@ struct ForkedJob {
   int sock, out_w, err_w;
   pid_t* tracked;               // kMaxTracked entries (proc_scan.h)
   const ::sock_fprog* seccomp;  // JobSeccompFilter(), built before the fork
+  const int* cgroup_fds;        // the job cgroup's cgroup.procs files
+  int n_cgroup_fds;
+  int64_t fsize_bytes;  // RLIMIT_FSIZE, 0 = unchanged
 };
 [[noreturn]] void ForkedSupervisorMain(const ForkedJob& job);
 

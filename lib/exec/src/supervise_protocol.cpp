@@ -9,6 +9,11 @@ namespace gatos::exec_protocol {
 namespace {
 
 void PutU32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), 4); }
+void PutI64(std::string* out, int64_t v) {
+  const uint64_t u = static_cast<uint64_t>(v);
+  PutU32(out, static_cast<uint32_t>(u));
+  PutU32(out, static_cast<uint32_t>(u >> 32));
+}
 void PutStr(std::string* out, const std::string& s) {
   PutU32(out, static_cast<uint32_t>(s.size()));
   out->append(s);
@@ -21,6 +26,12 @@ class Reader {
     if (s_.size() - pos_ < 4) return false;
     std::memcpy(v, s_.data() + pos_, 4);
     pos_ += 4;
+    return true;
+  }
+  bool I64(int64_t* v) {
+    uint32_t lo, hi;
+    if (!U32(&lo) || !U32(&hi)) return false;
+    *v = static_cast<int64_t>((static_cast<uint64_t>(hi) << 32) | lo);
     return true;
   }
   bool Str(std::string* v) {
@@ -67,6 +78,10 @@ const char* StageName(uint8_t stage) {
     case kStageProtocol: return "reading the worker's request";
     case kStageSlotRoot: return "building the slot's template of the jobs' root file system";
     case kStageSeccomp: return "installing the job's system-call filter";
+    case kStageCgroup:
+      return "joining the job's cgroup";
+    case kStageRlimit:
+      return "setting the job's resource limits";
     default: return "setup";
   }
 }
@@ -89,6 +104,7 @@ std::string EncodeJob(const JobRequest& job) {
     PutStr(&out, b.destination);
     PutU32(&out, (b.writable ? 1u : 0u) | (b.is_dir ? 2u : 0u));
   }
+  for (int64_t v : {job.fsize_bytes, job.nproc, job.tmpfs_bytes}) PutI64(&out, v);
   return out;
 }
 
@@ -112,6 +128,10 @@ bool DecodeJob(const std::string& payload, JobRequest* job) {
         b.destination[0] != '/') {
       return false;
     }
+  }
+  if (!r.I64(&job->fsize_bytes) || !r.I64(&job->nproc) || !r.I64(&job->tmpfs_bytes) ||
+      job->fsize_bytes < 0 || job->nproc < 0 || job->tmpfs_bytes < 0) {
+    return false;
   }
   return r.done() && !job->argv.empty() && !job->exec_path.empty();
 }

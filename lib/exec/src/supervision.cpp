@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -156,7 +157,22 @@ void ConsumeInput(SupCtx& c, size_t n) {
   c.in_len -= n;
 }
 
+namespace {
+
+// CPU time of every reaped descendant so far (ms): each process of the job
+// is reaped by us or by an ancestor we reap, so the difference across a job
+// is the job's CPU time.
+int64_t ChildrenCpuMs() {
+  rusage r;
+  if (getrusage(RUSAGE_CHILDREN, &r) != 0) return 0;
+  return (static_cast<int64_t>(r.ru_utime.tv_sec) + r.ru_stime.tv_sec) * 1000 +
+         (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000;
+}
+
+}  // namespace
+
 void RunJob(SupCtx& c, JobChildSpec s, uint32_t seq, int64_t grace_ms) {
+  const int64_t cpu_before = ChildrenCpuMs();
   int ep[2] = {-1, -1};
   pid_t job = -1;
   int clone_err = 0;
@@ -221,7 +237,9 @@ void RunJob(SupCtx& c, JobChildSpec s, uint32_t seq, int64_t grace_ms) {
         continue;
       }
       if (p < 0 && errno == ECHILD && job_reaped) {
-        SendRecord(c, Record{kRecClean, 0, 0, seq, 0, 0});
+        int64_t cpu = ChildrenCpuMs() - cpu_before;
+        if (cpu > INT32_MAX) cpu = INT32_MAX;
+        SendRecord(c, Record{kRecClean, 0, 0, seq, static_cast<int32_t>(cpu), 0});
         return;  // nothing of the job is left
       }
       break;

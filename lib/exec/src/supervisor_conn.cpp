@@ -102,9 +102,14 @@ int SupervisorConn::Read(Record* rec, pid_t* cred_pid, int timeout_ms) {
   }
 }
 
-bool SupervisorConn::SendJob(const std::string& payload, int out_w, int err_w) {
+bool SupervisorConn::SendJob(const std::string& payload, int out_w, int err_w,
+                             const std::vector<int>& cgroup_fds) {
   std::string frame = EncodeFrame(kFrameJob, payload);
-  int fds[2] = {out_w, err_w};
+  int fds[2 + kMaxCgroupFds] = {out_w, err_w};
+  size_t nfds = 2;
+  for (int fd : cgroup_fds) {
+    if (nfds < 2 + kMaxCgroupFds) fds[nfds++] = fd;
+  }
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))];
   std::memset(cbuf, 0, sizeof(cbuf));
   size_t off = 0;
@@ -116,12 +121,12 @@ bool SupervisorConn::SendJob(const std::string& payload, int out_w, int err_w) {
     mh.msg_iovlen = 1;
     if (first) {
       mh.msg_control = cbuf;
-      mh.msg_controllen = sizeof(cbuf);
+      mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
       cmsghdr* cm = CMSG_FIRSTHDR(&mh);
       cm->cmsg_level = SOL_SOCKET;
       cm->cmsg_type = SCM_RIGHTS;
-      cm->cmsg_len = CMSG_LEN(sizeof(fds));
-      std::memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+      cm->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+      std::memcpy(CMSG_DATA(cm), fds, nfds * sizeof(int));
     }
     ssize_t n = sendmsg(sock_.get(), &mh, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;

@@ -8,9 +8,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "gatos/exec/job_cgroup.h"
 #include "gatos/exec/supervise_protocol.h"
 #include "gatos/model/status.h"
 #include "gatos/sys/process.h"
@@ -53,15 +55,22 @@ class SupervisorConn {
   // SCM_CREDENTIALS on that record, if any.
   int Read(exec_protocol::Record* rec, pid_t* cred_pid, int timeout_ms);
   // A 'J' frame with `payload` (EncodeJob), the job's stdout and stderr
-  // pipes attached. False if the supervisor is gone.
-  bool SendJob(const std::string& payload, int out_w, int err_w);
+  // pipes attached, then `cgroup_fds` (at most kMaxCgroupFds). False if the
+  // supervisor is gone.
+  bool SendJob(const std::string& payload, int out_w, int err_w,
+               const std::vector<int>& cgroup_fds = {});
   // A 'T' or 'K' frame for job `seq`. False if the supervisor is gone.
   bool SendControl(char type, uint32_t seq);
   // True if the supervisor sent something or hung up while idle (a dead or
   // misbehaving slot, never to be used again).
   bool IdleButReadable() const;
 
+  // The slot's own job cgroup, reset for each job (LauncherOptions::
+  // cgroup_per_slot); null otherwise.
+  std::unique_ptr<JobCgroup>& cgroup() { return cgroup_; }
+
  private:
+  std::unique_ptr<JobCgroup> cgroup_;
   UniqueFd sock_;
   pid_t pid_;
   bool ns_;

@@ -75,6 +75,14 @@ Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::str
                                 " s is over this ledger's ceiling of " +
                                 std::to_string(policy.settings.max_timeout_seconds) + " s");
   }
+  if (m.resources) {
+    if (std::string over = ResourcesOverMaximum(*m.resources, policy.settings.job_maxima);
+        !over.empty()) {
+      return InvalidArgumentError("job.yaml: " + over +
+                                  "; ask for less, or ask an operator to raise it ('gatos policy "
+                                  "set max_job_...')");
+    }
+  }
   if (!policy.settings.input_url_prefixes.empty()) {
     GATOS_ASSIGN_OR_RETURN(std::vector<GitInput> inputs, GitInputs(m));
     for (const GitInput& in : inputs) {

@@ -57,6 +57,23 @@ int64_t DescribeResult(Ledger& ledger, const std::string& result_commit, json* a
       if (poe->signal) (*a)["signal"] = *poe->signal;
       if (poe->timed_out) (*a)["timed_out"] = true;
       if (!poe->reason.empty()) (*a)["reason"] = poe->reason;
+      if (poe->limits.Any()) {
+        (*a)["limits"] = {{"memory_mb", poe->limits.memory_mb},
+                          {"pids", poe->limits.pids},
+                          {"cpu_millis", poe->limits.cpu_millis},
+                          {"disk_mb", poe->limits.disk_mb},
+                          {"unenforced", poe->unenforced},
+                          {"text", JobLimitsText(poe->limits, poe->unenforced)}};
+      }
+      if (poe->usage.Any()) {
+        json u = {{"text", JobUsageText(poe->usage)}};
+        if (poe->usage.peak_memory_bytes >= 0)
+          u["peak_memory_bytes"] = poe->usage.peak_memory_bytes;
+        if (poe->usage.cpu_ms >= 0) u["cpu_ms"] = poe->usage.cpu_ms;
+        if (poe->usage.peak_processes >= 0) u["peak_processes"] = poe->usage.peak_processes;
+        if (poe->usage.disk_bytes >= 0) u["disk_bytes"] = poe->usage.disk_bytes;
+        (*a)["usage"] = std::move(u);
+      }
     }
   }
   int64_t claimed = c->parents.size() == 2 ? ClaimedMs(ledger, c->parents[1]) : 0;

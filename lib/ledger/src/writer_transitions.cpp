@@ -124,6 +124,8 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
   info.output_cap_bytes = ps.output_cap_bytes;
   info.max_result_bytes = ps.max_result_bytes;
   info.allow_network = ps.allow_network;
+  info.job_defaults = ps.job_defaults;
+  info.job_maxima = ps.job_maxima;
   std::vector<std::string> parents = {rec->job_commit};
   if (!plan.replaced_lease.empty()) parents.push_back(plan.replaced_lease);
   auto commit = BuildCommitObject(kEmptyTreeId, parents, FormatLeaseCommitMessage(info), kLedgerCommitterName,

@@ -52,6 +52,8 @@ std::string FormatLeaseCommitMessage(const LeaseCommitInfo& i) {
       {"Result-Cap", std::to_string(i.max_result_bytes)},
       {"Network", i.allow_network ? "allowed" : "denied"},
   };
+  if (i.job_defaults.Any()) m.trailers.push_back({"Job-Limits", FormatJobLimits(i.job_defaults)});
+  if (i.job_maxima.Any()) m.trailers.push_back({"Job-Limits-Max", FormatJobLimits(i.job_maxima)});
   return FormatCommitMessage(m);
 }
 
@@ -77,6 +79,20 @@ Result<LeaseCommitInfo> ParseLeaseCommitMessage(std::string_view message) {
   GATOS_ASSIGN_OR_RETURN(std::string net, RequireUniqueTrailer(t, "Network"));
   if (net != "allowed" && net != "denied") return InvalidArgumentError("Network: expected allowed or denied");
   i.allow_network = net == "allowed";
+  // Optional (leases of policies without job limits have neither), at most once each.
+  for (auto [name, dst] :
+       {std::pair{"Job-Limits", &i.job_defaults}, std::pair{"Job-Limits-Max", &i.job_maxima}}) {
+    int seen = 0;
+    for (const auto& tr : t) {
+      if (tr.key != name) continue;
+      if (++seen > 1) return InvalidArgumentError(std::string(name) + ": appears more than once");
+      Result<JobLimits> l = ParseJobLimits(tr.value);
+      if (!l.ok()) return InvalidArgumentError(std::string(name) + ": " + l.status().message());
+      if (!l->Any())
+        return InvalidArgumentError(std::string(name) + ": present with every limit 0");
+      *dst = *l;
+    }
+  }
   return i;
 }
 

@@ -60,6 +60,19 @@ Status ValidateManifest(const Manifest& m, const ManifestLimits& limits) {
       if (!git.ok()) errors.push_back(git.status().message());
     }
   }
+  if (m.resources) {
+    const JobResources& r = *m.resources;
+    if (!r.memory_mb && !r.pids && !r.cpu_millis && !r.disk_mb) {
+      add("resources", kEmptyResourcesProblem);
+    }
+    const std::optional<int64_t>* values[] = {&r.memory_mb, &r.pids, &r.cpu_millis, &r.disk_mb};
+    for (int i = 0; i < 4; ++i) {
+      if (*values[i]) {
+        add(std::string("resources.") + kJobResourceKeys[i],
+            JobResourceProblem(kJobResourceKeys[i], **values[i]));
+      }
+    }
+  }
   if (m.policy_root) add("policy_root", PolicyRootProblem(*m.policy_root));
   if (m.ulid) add("ulid", UlidProblem(*m.ulid));
   if (errors.empty()) return OkStatus();
@@ -81,6 +94,14 @@ nlohmann::json ManifestCoreJson(const Manifest& m) {
   if (m.env) j["env"] = *m.env;
   if (m.cwd) j["cwd"] = *m.cwd;
   if (m.inputs) j["inputs"] = *m.inputs;
+  if (m.resources) {
+    nlohmann::json r = nlohmann::json::object();
+    if (m.resources->memory_mb) r["memory_mb"] = *m.resources->memory_mb;
+    if (m.resources->pids) r["pids"] = *m.resources->pids;
+    if (m.resources->cpu_millis) r["cpu_millis"] = *m.resources->cpu_millis;
+    if (m.resources->disk_mb) r["disk_mb"] = *m.resources->disk_mb;
+    j["resources"] = std::move(r);
+  }
   if (m.policy_root) j["policy_root"] = *m.policy_root;
   return j;
 }

@@ -80,6 +80,8 @@ class Checker {
         }
       } else if (name == "inputs") {
         CheckInputs(v, &m.inputs);
+      } else if (name == "resources") {
+        CheckResources(v, &m.resources);
       } else if (name == "policy_root") {
         std::string s;
         if (GetString(v, name, &s)) {
@@ -229,6 +231,65 @@ class Checker {
       return;
     }
     *out = t;
+  }
+
+  // resources: {memory_mb, pids, cpu_millis, disk_mb}, each a plain decimal
+  // integer from 1 to its ceiling (job_limits.h): no quotes, floats, signs,
+  // leading zeros or overflow.
+  void CheckResources(const YamlNode& n, std::optional<JobResources>* out) {
+    const char* kExpected =
+        "; expected a mapping of memory_mb, pids, cpu_millis and disk_mb to positive integers";
+    if (n.kind != Kind::kMap) {
+      Add(n, "resources", "is " + Describe(n) + kExpected);
+      return;
+    }
+    if (n.entries.empty()) {
+      Add(n, "resources", kEmptyResourcesProblem);
+      return;
+    }
+    JobResources r;
+    bool ok = true;
+    for (const auto& entry : n.entries) {
+      const std::string& key = entry.key.value;
+      const std::string field = "resources." + key;
+      std::optional<int64_t>* dst = key == "memory_mb"    ? &r.memory_mb
+                                    : key == "pids"       ? &r.pids
+                                    : key == "cpu_millis" ? &r.cpu_millis
+                                    : key == "disk_mb"    ? &r.disk_mb
+                                                          : nullptr;
+      if (!dst) {
+        Add(entry.key, field, "unknown key; expected memory_mb, pids, cpu_millis or disk_mb");
+        ok = false;
+        continue;
+      }
+      const YamlNode& v = entry.value;
+      const std::string& s = v.value;
+      std::string problem;
+      if (v.kind != Kind::kScalar) {
+        problem = "is " + Describe(v) + "; expected a positive integer";
+      } else if (!v.plain) {
+        problem = Quote(s) + " is quoted; expected a positive integer without quotes";
+      } else if (!s.empty() && s[0] == '-' && (IsYamlInt(s) || IsYamlFloat(s))) {
+        problem = s + " is negative; expected a positive integer";
+      } else if (IsYamlFloat(s) || (json_ && !IsJsonInt(s))) {
+        problem = s + " is not a whole number; expected a positive integer";
+      } else if (!IsAllDigits(s)) {
+        problem = Quote(s) + " is not a decimal integer; expected a positive integer";
+      } else if (s.size() > 1 && s[0] == '0') {
+        problem = s + " has a leading zero (octal in YAML 1.1); write plain decimal";
+      } else if (s.size() > 15) {
+        problem = s + " is over the largest value, " + std::to_string(JobResourceCeiling(key));
+      } else {
+        problem = JobResourceProblem(key, std::stoll(s));
+      }
+      if (!problem.empty()) {
+        Add(v, field, problem);
+        ok = false;
+        continue;
+      }
+      *dst = std::stoll(s);
+    }
+    if (ok) *out = r;
   }
 
   void CheckEnv(const YamlNode& n, std::optional<std::map<std::string, std::string>>* out) {

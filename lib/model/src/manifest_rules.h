@@ -18,7 +18,10 @@ namespace gatos {
 namespace manifest_internal {
 
 inline constexpr std::string_view kKnownFields =
-    "command, args, timeout, env, cwd, inputs, policy_root, ulid";
+    "command, args, timeout, env, cwd, inputs, resources, policy_root, ulid";
+
+inline constexpr char kEmptyResourcesProblem[] =
+    "is an empty mapping; omit it, or set memory_mb, pids, cpu_millis or disk_mb";
 
 inline bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 inline bool IsAllDigits(std::string_view s) {

@@ -72,6 +72,31 @@ Status CheckFields(const Poe& p) {
       return InvalidArgumentError(where + ".commit: expected 40 or 64 lowercase hex");
     }
   }
+  const int64_t limits[] = {p.limits.memory_mb, p.limits.pids, p.limits.cpu_millis,
+                            p.limits.disk_mb};
+  for (int i = 0; i < 4; ++i) {
+    if (limits[i] < 0 || limits[i] > JobResourceCeiling(kJobResourceKeys[i])) {
+      return InvalidArgumentError(std::string("poe.json: limits.") + kJobResourceKeys[i] +
+                                  ": out of range");
+    }
+  }
+  if (!p.unenforced.empty() && !p.limits.Any()) {
+    return InvalidArgumentError("poe.json: limits.unenforced: without limits");
+  }
+  for (size_t i = 0; i < p.unenforced.size(); ++i) {
+    const std::string& u = p.unenforced[i];
+    if (u != "memory" && u != "pids" && u != "cpu" && u != "disk") {
+      return InvalidArgumentError(
+          "poe.json: limits.unenforced: expected memory, pids, cpu or disk");
+    }
+    if (i > 0 && !(p.unenforced[i - 1] < u)) {
+      return InvalidArgumentError("poe.json: limits.unenforced: must be sorted without duplicates");
+    }
+  }
+  for (int64_t v :
+       {p.usage.peak_memory_bytes, p.usage.cpu_ms, p.usage.peak_processes, p.usage.disk_bytes}) {
+    if (v < -1 || v > kMaxSafeInteger) return InvalidArgumentError("poe.json: usage: out of range");
+  }
   return OkStatus();
 }
 
@@ -109,6 +134,17 @@ Result<std::string> CanonicalPoe(const Poe& p) {
   }
   w.Key("job_id").String(p.job_id);
   w.Key("lease_epoch").Int(p.lease_epoch);
+  if (p.limits.Any()) {
+    w.Key("limits").BeginObject();
+    w.Key("cpu_millis").Int(p.limits.cpu_millis).Key("disk_mb").Int(p.limits.disk_mb);
+    w.Key("memory_mb").Int(p.limits.memory_mb).Key("pids").Int(p.limits.pids);
+    if (!p.unenforced.empty()) {
+      w.Key("unenforced").BeginArray();
+      for (const auto& u : p.unenforced) w.String(u);
+      w.EndArray();
+    }
+    w.EndObject();
+  }
   w.Key("outputs").BeginArray();
   for (const auto& o : p.outputs) {
     w.BeginObject().Key("hash").String(o.hash).Key("path").String(o.path).Key("size").Uint(o.size).EndObject();
@@ -124,6 +160,14 @@ Result<std::string> CanonicalPoe(const Poe& p) {
   if (p.transient) w.Key("transient").Bool(true);
   w.Key("truncated").BeginObject();
   w.Key("stderr").Bool(p.stderr_truncated).Key("stdout").Bool(p.stdout_truncated).EndObject();
+  if (p.usage.Any()) {
+    w.Key("usage").BeginObject();
+    if (p.usage.cpu_ms >= 0) w.Key("cpu_ms").Int(p.usage.cpu_ms);
+    if (p.usage.disk_bytes >= 0) w.Key("disk_bytes").Int(p.usage.disk_bytes);
+    if (p.usage.peak_memory_bytes >= 0) w.Key("peak_memory_bytes").Int(p.usage.peak_memory_bytes);
+    if (p.usage.peak_processes >= 0) w.Key("peak_processes").Int(p.usage.peak_processes);
+    w.EndObject();
+  }
   w.Key("worker_id").String(p.worker_id);
   w.EndObject();
   return w.Finish();
@@ -137,9 +181,10 @@ Result<Poe> ParsePoe(std::string_view bytes) {
   if (j.is_discarded() || !j.is_object()) return InvalidArgumentError("poe.json: not a JSON object");
   Poe p;
   try {
-    static const char* kKeys[] = {"job_id", "worker_id", "lease_epoch", "status", "runner", "exit", "reason",
-                                  "stdout_cap", "truncated", "started_at", "finished_at", "outputs",
-                                  "inputs", "transient"};
+    static const char* kKeys[] = {"job_id",    "worker_id",  "lease_epoch", "status",
+                                  "runner",    "exit",       "reason",      "stdout_cap",
+                                  "truncated", "started_at", "finished_at", "outputs",
+                                  "inputs",    "transient",  "limits",      "usage"};
     for (auto it = j.begin(); it != j.end(); ++it) {
       bool known = false;
       for (const char* k : kKeys) known |= it.key() == k;
@@ -176,6 +221,36 @@ Result<Poe> ParsePoe(std::string_view bytes) {
         e.commit = in.at("commit").get<std::string>();
         if (in.contains("ref")) e.ref = in.at("ref").get<std::string>();
         p.inputs.push_back(std::move(e));
+      }
+    }
+    if (j.contains("limits")) {
+      const auto& l = j.at("limits");
+      for (auto it = l.begin(); it != l.end(); ++it) {
+        if (it.key() != "memory_mb" && it.key() != "pids" && it.key() != "cpu_millis" &&
+            it.key() != "disk_mb" && it.key() != "unenforced") {
+          return InvalidArgumentError("poe.json: limits: unknown field \"" + it.key() + "\"");
+        }
+      }
+      p.limits.memory_mb = l.at("memory_mb").get<int64_t>();
+      p.limits.pids = l.at("pids").get<int64_t>();
+      p.limits.cpu_millis = l.at("cpu_millis").get<int64_t>();
+      p.limits.disk_mb = l.at("disk_mb").get<int64_t>();
+      if (l.contains("unenforced")) {
+        p.unenforced = l.at("unenforced").get<std::vector<std::string>>();
+      }
+    }
+    if (j.contains("usage")) {
+      const auto& u = j.at("usage");
+      for (auto it = u.begin(); it != u.end(); ++it) {
+        int64_t* dst = it.key() == "peak_memory_bytes" ? &p.usage.peak_memory_bytes
+                       : it.key() == "cpu_ms"          ? &p.usage.cpu_ms
+                       : it.key() == "peak_processes"  ? &p.usage.peak_processes
+                       : it.key() == "disk_bytes"      ? &p.usage.disk_bytes
+                                                       : nullptr;
+        if (!dst)
+          return InvalidArgumentError("poe.json: usage: unknown field \"" + it.key() + "\"");
+        *dst = it->get<int64_t>();
+        if (*dst < 0) return InvalidArgumentError("poe.json: usage." + it.key() + ": negative");
       }
     }
   } catch (const nlohmann::json::exception& ex) {

@@ -31,6 +31,14 @@ std::string SerializePolicySettings(const PolicySettings& s) {
       {"retry_timed_out", s.retry_timed_out},
   };
   if (!s.input_url_prefixes.empty()) j["input_url_prefixes"] = s.input_url_prefixes;
+  const int64_t defaults[] = {s.job_defaults.memory_mb, s.job_defaults.pids,
+                              s.job_defaults.cpu_millis, s.job_defaults.disk_mb};
+  const int64_t maxima[] = {s.job_maxima.memory_mb, s.job_maxima.pids, s.job_maxima.cpu_millis,
+                            s.job_maxima.disk_mb};
+  for (int i = 0; i < 4; ++i) {
+    if (defaults[i] != 0) j[std::string("job_") + kJobResourceKeys[i]] = defaults[i];
+    if (maxima[i] != 0) j[std::string("max_job_") + kJobResourceKeys[i]] = maxima[i];
+  }
   auto c = CanonicalJson(j);
   return c.ok() ? *c : j.dump();
 }
@@ -53,6 +61,14 @@ Result<PolicySettings> ParsePolicySettings(std::string_view text) {
       {"retry_factor", &s.retry_factor, 1, 10},
       {"retry_max_ms", &s.retry_max_ms, 0, 7LL * 86'400'000},
       {"retry_jitter_pct", &s.retry_jitter_pct, 0, 100},
+      {"job_memory_mb", &s.job_defaults.memory_mb, 0, kMaxJobMemoryMb},
+      {"job_pids", &s.job_defaults.pids, 0, kMaxJobPids},
+      {"job_cpu_millis", &s.job_defaults.cpu_millis, 0, kMaxJobCpuMillis},
+      {"job_disk_mb", &s.job_defaults.disk_mb, 0, kMaxJobDiskMb},
+      {"max_job_memory_mb", &s.job_maxima.memory_mb, 0, kMaxJobMemoryMb},
+      {"max_job_pids", &s.job_maxima.pids, 0, kMaxJobPids},
+      {"max_job_cpu_millis", &s.job_maxima.cpu_millis, 0, kMaxJobCpuMillis},
+      {"max_job_disk_mb", &s.job_maxima.disk_mb, 0, kMaxJobDiskMb},
   };
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();

@@ -46,6 +46,9 @@ ExecSpec JobExecSpec(const JobToRun& job, const JobHost& host) {
   spec.output_cap_bytes = static_cast<size_t>(job.lease->output_cap_bytes);
   spec.sandbox = host.sandbox;
   spec.allow_network = job.lease->allow_network;
+  spec.limits = EffectiveJobLimits(m.resources.value_or(JobResources{}), job.lease->job_defaults,
+                                   job.lease->job_maxima);
+  spec.cgroups = host.cgroups;
   spec.extra_env = {{"GATOS_JOB_ID", "blake3:" + job.job_hex},
                     {"GATOS_LEASE_EPOCH", std::to_string(job.epoch)}};
   // Each fetched repository, read-only at /gatos/inputs/<n> ($GATOS_INPUT_<n>).

@@ -40,6 +40,9 @@ void RecordRun(const Result<ExecResult>& run, bool cancelled, Poe* poe,
   RunStatus status = StatusOfRun(x, cancelled);
   poe->status = std::move(status.status);
   poe->reason = std::move(status.reason);
+  poe->limits = x.limits;
+  poe->unenforced = x.limits.Any() ? x.unenforced : std::vector<std::string>{};
+  poe->usage = x.usage;
   files->push_back({"stdout", x.stdout_data, false});
   files->push_back({"stderr", x.stderr_data, false});
 }

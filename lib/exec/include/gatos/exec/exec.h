@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include "gatos/exec/job_cgroup.h"
+#include "gatos/model/job_limits.h"
 #include "gatos/model/status.h"
 
 namespace gatos {
@@ -91,6 +93,14 @@ struct ExecSpec {
   // The bubblewrap binary. Tests point it at a missing path to exercise the
   // fallback; production leaves the default.
   std::string bwrap_path = "/usr/bin/bwrap";
+  // Resource limits (0 = none; docs/worker-execution.md, "Resource limits"):
+  // memory, processes and CPU through a cgroup of the job's own under
+  // `cgroups` (null: none, only the rlimits below apply); disk through
+  // RLIMIT_FSIZE (no file larger) and, sandboxed, a /tmp and /dev/shm of
+  // that size. Every job gets RLIMIT_CORE 0. A job that hits its memory,
+  // process or disk limit is ended (its whole tree) and the result says so.
+  JobLimits limits;
+  std::shared_ptr<const CgroupHost> cgroups;
 };
 
 struct ExecResult {
@@ -107,7 +117,21 @@ struct ExecResult {
   int64_t started_ms = 0, finished_ms = 0;  // unix ms
   bool sandboxed = false;
   std::string sandbox_note;  // non-empty when sandboxing was wanted but not used: why
+  // The limits the job ran under (ExecSpec::limits) and the one that ended
+  // it: "memory", "pids" or "disk"; "" if none.
+  JobLimits limits;
+  std::string limit_hit;
+  // The limits of ExecSpec::limits this host could not enforce ("cpu",
+  // "memory", "pids"; sorted), as CgroupHost::Unenforced says.
+  std::vector<std::string> unenforced;
+  // What the job used: from its cgroup (with `cgroups`), and disk_bytes, the
+  // size of the files in its workspace and output dir at its end.
+  JobUsage usage;
 };
+
+// The reason of a result whose job a limit ended, naming the limit
+// (job_limits.h: "killed: memory limit 256 MB", ...); "" when none did.
+std::string LimitReason(const ExecResult& result);
 
 // The environment a job sees, in order of precedence (later wins):
 // PATH=/usr/local/bin:/usr/bin:/bin, HOME=<workspace>, LANG=C.UTF-8,
@@ -184,6 +208,12 @@ struct LauncherOptions {
   // jobs ran at the same time.
   int max_idle_slots = 16;
   std::string bwrap_path = "/usr/bin/bwrap";  // for kBubblewrap and its probe
+  // Where job cgroups are made when a spec has none (null: only specs that
+  // bring their own get one). `cgroup_per_slot`: one cgroup per slot, reset
+  // for each job, instead of one made and removed per job (bench/exec_bench
+  // compares them; per job is the default, docs/benchmarks.md).
+  std::shared_ptr<const CgroupHost> cgroups;
+  bool cgroup_per_slot = false;
 };
 
 // Starts jobs on long-lived supervisors (docs/worker-execution.md, "Job

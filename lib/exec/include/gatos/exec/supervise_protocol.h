@@ -7,8 +7,10 @@
 // One SOCK_STREAM socketpair per supervisor, at descriptor 3 in it:
 //
 //   worker -> supervisor: frames [u8 type][u32 length][payload]
-//     'J' run a job (slots only); payload = EncodeJob(); two descriptors
-//         attached (SCM_RIGHTS: the job's stdout and stderr pipes)
+//     'J' run a job (slots only); payload = EncodeJob(); two to six
+//         descriptors attached (SCM_RIGHTS: the job's stdout and stderr
+//         pipes, then the cgroup.procs files of its cgroup, one per
+//         hierarchy, which the job child writes "0" to before anything else)
 //     'T' u32 seq: SIGTERM to every process of job `seq`, SIGKILL after grace
 //     'K' u32 seq: SIGKILL to every process of job `seq` now
 //   supervisor -> worker: fixed 16-byte Records
@@ -19,7 +21,9 @@
 //         record carries SCM_CREDENTIALS with the job's pid, which the
 //         kernel translates into the worker's PID namespace.
 //     'X' the job's main process ended (value = raw wait status)
-//     'C' no process of the job is left; the slot is idle again
+//     'C' no process of the job is left; the slot is idle again (value =
+//         the CPU time of the job's processes in ms, from the supervisor's
+//         RUSAGE_CHILDREN)
 //
 // Control frames name the job, so a late 'T' for a finished job never
 // reaches the next one. Integers are in host byte order: both ends run on
@@ -41,7 +45,7 @@
 
 namespace gatos::exec_protocol {
 
-constexpr int kProtocolVersion = 2;
+constexpr int kProtocolVersion = 3;
 
 constexpr char kFrameJob = 'J';
 constexpr char kFrameTerm = 'T';
@@ -92,7 +96,11 @@ enum Stage : uint8_t {
   kStageProtocol,    // slot: malformed request
   kStageSlotRoot,    // slot: building the template of its jobs' root (index = which step)
   kStageSeccomp,     // installing the job's system-call filter
+  kStageCgroup,      // joining the job's cgroup (index = which hierarchy)
+  kStageRlimit,      // setting the job's resource limits (index = which)
 };
+// At most this many cgroup.procs descriptors come with a job.
+constexpr int kMaxCgroupFds = 4;
 // What the supervisor was doing at `stage`, for error messages
 // ("changing to the job's cwd"); "setup" for an unknown stage.
 const char* StageName(uint8_t stage);
@@ -115,6 +123,12 @@ struct JobRequest {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // "NAME=value"
   std::vector<BindPlan> binds;   // workspace, output dir, then the spec's binds
+  // Resource limits the job child sets itself (0 = unchanged): RLIMIT_FSIZE,
+  // RLIMIT_NPROC (namespace sandbox only, inside the job's user namespace),
+  // and the size of its /tmp and /dev/shm (namespace sandbox).
+  int64_t fsize_bytes = 0;
+  int64_t nproc = 0;
+  int64_t tmpfs_bytes = 0;
 };
 // The payload of a 'J' frame.
 std::string EncodeJob(const JobRequest& job);

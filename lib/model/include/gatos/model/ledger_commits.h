@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "gatos/model/job_limits.h"
 #include "gatos/model/status.h"
 
 namespace gatos {
@@ -35,6 +36,10 @@ struct LeaseCommitInfo {
   int64_t output_cap_bytes = 0;
   int64_t max_result_bytes = 0;
   bool allow_network = false;
+  // The policy's job limits (job_limits.h): trailers Job-Limits and
+  // Job-Limits-Max, each present only when one of its values is not 0.
+  JobLimits job_defaults;
+  JobLimits job_maxima;
   bool operator==(const LeaseCommitInfo&) const = default;
 };
 std::string FormatLeaseCommitMessage(const LeaseCommitInfo& info);

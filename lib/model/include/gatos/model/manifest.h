@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gatos/model/git_input.h"
+#include "gatos/model/job_limits.h"
 #include "gatos/model/status.h"
 
 namespace gatos {
@@ -56,6 +57,9 @@ struct Manifest {
   // of git_input.h (GitInputs); any other entry is opaque.
   std::optional<nlohmann::json> inputs;
   std::optional<std::string> policy_root;                 // "sha256:<64 lowercase hex>"
+  // What the job asks of its worker (job_limits.h); hashed. Never an empty
+  // mapping: at least one key is set.
+  std::optional<JobResources> resources;
   std::optional<std::string> ulid;                        // 26 Crockford base32; not hashed
 
   bool operator==(const Manifest&) const = default;

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gatos/model/job_limits.h"
 #include "gatos/model/status.h"
 
 namespace gatos {
@@ -37,6 +38,9 @@ struct PoeInput {
   std::string commit;  // 40 or 64 lowercase hex
   bool operator==(const PoeInput&) const = default;
 };
+
+// What a job used (job_limits.h), as poe.json's `usage`.
+using PoeUsage = JobUsage;
 
 struct Poe {
   std::string job_id;     // "blake3:<hex>"
@@ -64,6 +68,13 @@ struct Poe {
   // Sorted by index, no duplicates. Absent from poe.json when empty, so
   // envelopes of jobs without git inputs are unchanged.
   std::vector<PoeInput> inputs;
+  // The resource limits the job ran under (0 = none) and those of them this
+  // worker could not enforce ("memory", "pids", "cpu", "disk"; sorted). In
+  // poe.json as `limits` only when a limit is set.
+  JobLimits limits;
+  std::vector<std::string> unenforced;
+  // In poe.json as `usage` only when something was measured.
+  PoeUsage usage;
 };
 
 // Canonical bytes of poe.json. InvalidArgument if a field is malformed.

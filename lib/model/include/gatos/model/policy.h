@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "gatos/model/allowed_signers.h"
+#include "gatos/model/job_limits.h"
 #include "gatos/model/public_key.h"
 #include "gatos/model/refs.h"
 #include "gatos/model/status.h"
@@ -48,6 +49,13 @@ struct PolicySettings {
   // When not empty, every git input's URL must start with one of these
   // (GitUrlHasPrefix), checked at push. Absent from policy.json when empty.
   std::vector<std::string> input_url_prefixes;
+  // Job resource limits (docs/limits.md, "Job resource limits"): job_*
+  // applies to a job whose manifest does not ask (`resources`), max_job_*
+  // is the most a manifest may ask (refused at push above it) and caps the
+  // default. 0 = none. In policy.json only when not 0, so policies without
+  // limits hash as before.
+  JobLimits job_defaults;  // job_memory_mb, job_pids, job_cpu_millis, job_disk_mb
+  JobLimits job_maxima;    // max_job_memory_mb, max_job_pids, ...
 };
 
 inline constexpr size_t kMaxInputUrlPrefixes = 64;

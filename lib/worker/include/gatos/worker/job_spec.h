@@ -4,6 +4,8 @@
 //
 //   - the manifest's command and args, env and cwd, its timeout;
 //   - the lease's output cap and network permission;
+//   - its resource limits: the manifest's `resources` over the lease's
+//     defaults, capped by the lease's maxima (EffectiveJobLimits);
 //   - its runner slot's work/ (HOME) and out/ (GATOS_OUTPUT_DIR);
 //   - read-only: each --ro-bind, the worker's program directory (gatos-scan
 //     and friends, on the default PATH), each git input at
@@ -21,6 +23,7 @@
 #define GATOS_WORKER_JOB_SPEC_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,6 +41,8 @@ struct JobHost {
   std::vector<std::string> ro_binds;  // --ro-bind paths
   int64_t kill_grace_ms = 2000;
   ExecSpec::Sandbox sandbox = ExecSpec::Sandbox::kAuto;
+  // Where job cgroups are made (null: none; limits then are rlimits only).
+  std::shared_ptr<const CgroupHost> cgroups;
 };
 
 // One claimed job as it is about to run.

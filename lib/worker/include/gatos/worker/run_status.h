@@ -28,7 +28,7 @@ namespace gatos::worker {
 
 struct RunStatus {
   std::string status;  // succeeded | failed | timed-out | aborted
-  std::string reason;  // why it was aborted; "" otherwise
+  std::string reason;  // why it was aborted, or the limit that ended it; "" otherwise
   bool operator==(const RunStatus&) const = default;
 };
 
