@@ -131,6 +131,15 @@ TEST_F(LocalInputTest, AlternatesCommondirAndGraftsAreRefused) {
     ExpectRefused(resolver->Resolve(Input(repo)), StatusCode::kPermissionDenied,
                   "refused: redirects outside the input (" + file + ")");
   }
+  // The same names as directories (found by local_input_fuzz): refused too,
+  // not walked into.
+  for (const std::string dir : {"commondir", "objects/info/alternates"}) {
+    SCOPED_TRACE(dir);
+    const std::string repo = MakeBare(dir_.Join("repos/d-" + fs::path(dir).filename().string()));
+    fs::create_directories(repo + "/" + dir + "/x");
+    ExpectRefused(resolver->Resolve(Input(repo)), StatusCode::kPermissionDenied,
+                  "refused: redirects outside the input (" + dir + ")");
+  }
 }
 
 TEST_F(LocalInputTest, AHardLinkOrAFifoOutsideObjectsIsRefused) {
