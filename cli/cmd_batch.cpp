@@ -345,14 +345,17 @@ int RunBatchSubmit(const Args& args) {
 
 int RunBatchStatus(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}, {"wait", 0, false}})) {
+  if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"json", 0, false}, {"wait", 0, false}})) {
     return UsageError("batch status", flags.error());
   }
   if (flags.help()) {
-    std::cout << "usage: gatos batch status BATCH-ID --ledger DIR [--json] [--wait]\n\n"
-                 "Shows done/total for a batch (a progress bar on a terminal, plain lines\n"
-                 "otherwise) and the state of each repository's job. --wait refreshes until\n"
-                 "every job has finished. Exit 0 when every job succeeded.\n";
+    std::cout
+        << "usage: gatos batch status BATCH-ID --ledger DIR [--nats URL] [--json] [--wait]\n\n"
+           "Shows done/total for a batch (a progress bar on a terminal, plain lines\n"
+           "otherwise) and the state of each repository's job. --wait refreshes until\n"
+           "every job has finished. Exit 0 when every job succeeded.\n"
+           "--nats URL asks gatosd for the jobs' states, with a running job's progress\n"
+           "(objects scanned of those reached, its rate) as its worker reports it.\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
@@ -374,7 +377,7 @@ int RunBatchStatus(const Args& args) {
       std::string state = "not submitted";
       json progress;  // a running scan's latest report (gatosd only)
       if (j["job"].is_string()) {
-        auto st = JobStatus(*target, j["job"].get<std::string>().substr(7));
+        auto st = JobStatus(flags.GetOr("nats", *target), j["job"].get<std::string>().substr(7));
         state = st.ok() ? st->value("state", "?") : "missing";
         if (st.ok() && st->contains("progress")) progress = (*st)["progress"];
       }
