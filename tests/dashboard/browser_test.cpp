@@ -239,12 +239,13 @@ TEST(DashboardBrowser, ARunningJobsPageTailsItsOutputLive) {
   int port = stack.http_port();
   std::string base = "http://127.0.0.1:" + std::to_string(port);
   stack.StartWorker(0, {"--sandbox", "off"});
-  // Prints for ~8 s, hostile text among its lines.
+  // Prints for ~8 s, hostile text in every line (the tail starts when the
+  // page opens: live output is not replayed).
   std::string job =
       stack
           .PushJob(
-              "command: [\"/bin/sh\", \"-c\", \"echo '<img src=x onerror=window.__xss=3>'; "
-              "for i in $(seq 1 80); do echo tail-line $i; sleep 0.1; done\"]\ntimeout: 60\n")
+              "command: [\"/bin/sh\", \"-c\", \"for i in $(seq 1 80); do echo tail-line $i "
+              "'<img src=x onerror=window.__xss=3>'; sleep 0.1; done\"]\ntimeout: 60\n")
           .substr(7);
   ASSERT_EQ(WaitForState(port, job, "claimed", 30000), "claimed");
 
