@@ -59,6 +59,7 @@
 #include "gatos/model/blake3.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/rpc.h"
+#include "gatos/model/time_format.h"
 #include "gatos/sys/dir_layout.h"
 #include "gatos/sys/flags.h"
 #include "gatos/sys/process.h"

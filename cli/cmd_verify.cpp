@@ -18,7 +18,7 @@
 #include "gatos/ledger/witness.h"
 #include "gatos/model/clock.h"
 #include "gatos/model/git_input.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/job_state.h"
 #include "gatos/model/log_format.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/refs.h"

@@ -78,7 +78,7 @@ Result<nlohmann::json> GatosdRequestOn(Bus& bus, const std::string& subject,
     }
     return reply.status();
   }
-  rpc::ReplyError err;
+  Decision err;
   return rpc::ParseReply(reply->data, subject, &err);
 }
 
@@ -118,7 +118,7 @@ Result<nlohmann::json> LedgerCall(const std::string& target, const std::string& 
       LocalOptions lo;
       lo.timeout_ms = timeout_ms;
       GATOS_ASSIGN_OR_RETURN(std::string reply, LocalLedgerRequest(target, subject, data, lo));
-      rpc::ReplyError err;
+      Decision err;
       return rpc::ParseReply(reply, subject, &err);
     }
     case LedgerKind::kGitRemote:

@@ -16,7 +16,7 @@
 
 #include "gatos/crypto/keys.h"
 #include "gatos/git/ledger.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/job_state.h"
 #include "gatos/model/status.h"
 #include "gatos/nats/bus.h"
 

@@ -21,6 +21,7 @@
 #include "gatos/model/poe.h"
 #include "gatos/model/refs.h"
 #include "gatos/model/secret_groups.h"
+#include "gatos/model/time_format.h"
 #include "gatos/sys/file.h"
 
 namespace gatos::gatosd {

@@ -36,7 +36,7 @@
 
 #include "gatos/ledger/state_index.h"
 #include "gatos/model/job_record.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/job_state.h"
 #include "gatos/model/log_format.h"
 #include "gatos/model/policy.h"
 

@@ -155,9 +155,9 @@ int RunPreReceive(const std::string& ledger_dir, std::istream& in, std::ostream&
     } else if (StartsWith(u.ref, kResultsPushPrefix)) {
       reason[i] = "bad_result";
       ParsedResult parsed;
-      Outcome o = CheckResultContent(lookup, u.new_id, *policy, &parsed);
+      Decision o = CheckResultContent(lookup, u.new_id, *policy, &parsed);
       if (o.ok() && parsed.job_hex != job_hex) {
-        o = Outcome::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
+        o = Decision::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
                                                           ", not of the job its ref names");
       }
       if (!o.ok()) why[i] = o.message;
@@ -279,7 +279,7 @@ int RunProcReceive(const std::string& ledger_dir, std::istream& in, std::ostream
     std::string why = refused[i];
     nlohmann::json body;
     if (why.empty() && reply_of[i]) {
-      rpc::ReplyError e;
+      Decision e;
       auto parsed = rpc::ParseReply(*reply_of[i], "push", &e);
       if (!parsed.ok()) {
         why = "the ledger did not record the push: " + parsed.status().message();

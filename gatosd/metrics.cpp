@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "gatos/model/clock.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/job_state.h"
 
 namespace gatos::gatosd {
 

@@ -1,6 +1,6 @@
 #include "progress_board.h"
 
-#include "gatos/model/lease.h"
+#include "gatos/model/time_format.h"
 #include "gatos/model/rpc.h"
 
 namespace gatos {

@@ -2,8 +2,17 @@
 # Builds the libFuzzer targets (clang-14, ASan+UBSan) into build-fuzz/ and runs
 # each for FUZZ_SECONDS (default 10) from its seed corpus in tests/fuzz/corpus,
 # FUZZ_JOBS (default: the number of CPUs) at a time.
+#   fuzz.sh --build-only   builds the targets and runs none (test.sh builds
+#                          them this way while the test suite runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BUILD_ONLY=0
+case "${1:-}" in
+  --build-only) BUILD_ONLY=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "fuzz.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
+esac
 SECONDS_EACH=${FUZZ_SECONDS:-10}
 JOBS=${FUZZ_JOBS:-$(nproc)}
 if [ ! -f build-fuzz/build.ninja ]; then
@@ -11,6 +20,7 @@ if [ ! -f build-fuzz/build.ninja ]; then
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGATOS_FUZZ=ON >/dev/null
 fi
 cmake --build build-fuzz -j "$(nproc)" --target fuzz_all
+[ "$BUILD_ONLY" = 1 ] && exit 0
 
 # One target: its seeds copied to a scratch corpus, its log in build-fuzz/.
 fuzz_one() {

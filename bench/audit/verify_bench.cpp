@@ -30,7 +30,7 @@
 #include "gatos/audit/verify.h"
 #include "gatos/crypto/signed_request.h"
 #include "gatos/git/result.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/job_state.h"
 #include "gatos/model/manifest.h"
 
 namespace gatos {

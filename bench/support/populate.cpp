@@ -14,6 +14,7 @@
 #include "gatos/ledger/writer.h"
 #include "gatos/model/blake3.h"
 #include "gatos/model/manifest.h"
+#include "gatos/model/time_format.h"
 
 namespace gatos::bench {
 namespace {
@@ -148,7 +149,7 @@ Result<Populated> Populate(const std::string& dir, const BenchKeys& keys, const 
         in.time_ms = t;
         GATOS_ASSIGN_OR_RETURN(BuiltResult built, BuildResult(in, wk));
         ParsedResult parsed;
-        Outcome oc = CheckResultContent(BatchLookup(&built.objects, nullptr), built.commit_id, w->policy(), &parsed);
+        Decision oc = CheckResultContent(BatchLookup(&built.objects, nullptr), built.commit_id, w->policy(), &parsed);
         if (!oc.ok()) return InternalError("result: " + oc.message);
         results.push_back(ResultOp{std::move(parsed), std::move(built.objects)});
       }

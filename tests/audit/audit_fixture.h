@@ -14,7 +14,7 @@
 #include "gatos/audit/verify.h"
 #include "gatos/git/result.h"
 #include "gatos/model/blake3.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/time_format.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/poe.h"
 #include "ledger_fixture.h"
@@ -44,7 +44,7 @@ inline std::pair<std::string, std::string> SubmitPair(LedgerFixture& f, const st
 }
 
 // Claims the job's next epoch for `w`; the grant on success.
-inline Outcome ClaimInto(LedgerFixture& f, const std::string& hex, const Ed25519PrivateKey& w, LeaseGrant* g) {
+inline Decision ClaimInto(LedgerFixture& f, const std::string& hex, const Ed25519PrivateKey& w, LeaseGrant* g) {
   int64_t epoch = f.Record(hex).epoch + 1;
   OpResult r = f.Claim(hex, w, epoch);
   if (r.outcome.ok()) *g = LeaseGrant{r.commit, r.record->epoch, r.record->job_commit};
@@ -58,7 +58,7 @@ struct JobRun {
   LeaseGrant grant;
   ResultBuildInput input;  // files without poe.json (with the provenance file if any)
   BuiltResult built;
-  Outcome accepted;
+  Decision accepted;
 };
 
 struct RunSpec {
@@ -149,7 +149,7 @@ inline JobRun BuildAndAccept(LedgerFixture& f, JobRun r, const Ed25519PrivateKey
 inline JobRun RunJob(LedgerFixture& f, const Ed25519PrivateKey& w, const RunSpec& spec) {
   JobRun r;
   std::tie(r.job_commit, r.job_hex) = SubmitPair(f, spec.yaml);
-  Outcome o = ClaimInto(f, r.job_hex, w, &r.grant);
+  Decision o = ClaimInto(f, r.job_hex, w, &r.grant);
   EXPECT_TRUE(o.ok()) << o.message;
   for (int i = 0; i < spec.renewals; ++i) {
     f.now += 1000;

@@ -15,8 +15,8 @@
 #include <string>
 #include <string_view>
 
-#include "pack_reader.h"
-#include "pack_store.h"
+#include "gatos/scan/pack_reader.h"
+#include "gatos/scan/pack_store.h"
 
 namespace {
 

@@ -176,7 +176,7 @@ TEST(LedgerWriterTest, ClaimRenewTakeoverAndFencing) {
   OpResult g2 = f.Claim(j.hex, f.w2, 2);
   ASSERT_TRUE(g2.outcome.ok()) << g2.outcome.message;
   EXPECT_EQ(g2.record->epoch, 2);
-  Outcome o = f.Renew(j.hex, f.w1, 1).outcome;
+  Decision o = f.Renew(j.hex, f.w1, 1).outcome;
   EXPECT_EQ(o.error, TransitionError::kStaleOwner);
   EXPECT_NE(o.message.find("stale owner"), std::string::npos);
 }
@@ -188,7 +188,7 @@ TEST(LedgerWriterTest, RequestsMustBeSignedByAnAllowedWorkerFreshAndNeverReplaye
   forged.worker_hex = f.w2.public_key().Hex();  // signed by w1, claims to be w2
   EXPECT_EQ(f.Lease(forged).outcome.error, TransitionError::kUnauthorized);
   auto stranger = *GenerateEd25519Key("x");
-  Outcome o = f.Claim(j.hex, stranger).outcome;
+  Decision o = f.Claim(j.hex, stranger).outcome;
   EXPECT_EQ(o.error, TransitionError::kUnauthorized);
   EXPECT_NE(o.message.find("not allowed"), std::string::npos);
   auto old = f.Req(j.hex, f.w1, 1);
@@ -221,7 +221,7 @@ TEST(LedgerWriterTest, CancelIsForTheSubmitterOrAnOperatorAndAbortsAPendingJob) 
   auto j = f.Submit(kJob);
   auto j2 = f.Submit(Yaml(2));
   auto other_submitter = f.w2;  // any other key
-  Outcome o = f.User(j.hex, other_submitter, false).outcome;
+  Decision o = f.User(j.hex, other_submitter, false).outcome;
   EXPECT_EQ(o.error, TransitionError::kUnauthorized);
   EXPECT_NE(o.message.find("only its submitter"), std::string::npos) << o.message;
   OpResult r = f.User(j.hex, f.submitter, false);

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "gatos/model/blake3.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/job_state.h"
+#include "gatos/model/decision.h"
+#include "gatos/model/time_format.h"
 #include "ledger_fixture.h"
 #include "test_util.h"
 
@@ -114,7 +116,7 @@ TEST(ResultTest, AcceptedResultIsRecordedOnceAndVerifiesWithStockGit) {
   // A different second result for the same job is refused: the job is terminal.
   ResultBuildInput again = Input(f, c, f.w1, "failed");
   auto built2 = BuildResult(again, f.w1);
-  Outcome o = f.Report(built2->objects, built2->commit_id).outcome;
+  Decision o = f.Report(built2->objects, built2->commit_id).outcome;
   EXPECT_EQ(o.error, TransitionError::kTerminal) << o.message;
   f.Close();
 
@@ -140,7 +142,7 @@ TEST(ResultTest, StaleHolderAfterTakeoverIsRefusedAndWritesNothing) {
   f.now += 10'000 + 1'000 + 1;  // past expiry and grace
   OpResult g2 = f.Claim(c.job_hex, f.w2, 2);
   ASSERT_TRUE(g2.outcome.ok()) << g2.outcome.message;
-  Outcome o = f.Report(stale->objects, stale->commit_id).outcome;
+  Decision o = f.Report(stale->objects, stale->commit_id).outcome;
   EXPECT_EQ(o.error, TransitionError::kStaleOwner) << o.message;
   EXPECT_FALSE(f.Open()->HasObject(stale->commit_id));
   EXPECT_EQ(f.Ref(JobRef(c.job_hex, "result")), "");
@@ -171,7 +173,7 @@ TEST(ResultTest, ForgedOrMisdirectedResultsAreRefusedWithTheirReason) {
                     const std::string& needle) {
     auto b = BuildResult(in, key);
     ASSERT_TRUE(b.ok()) << b.status().message();
-    Outcome o = f.Report(b->objects, b->commit_id).outcome;
+    Decision o = f.Report(b->objects, b->commit_id).outcome;
     EXPECT_EQ(o.error, want) << o.message;
     EXPECT_NE(o.message.find(needle), std::string::npos) << o.message;
     EXPECT_EQ(f.Ref(JobRef(c.job_hex, "result")), "");

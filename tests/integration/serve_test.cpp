@@ -22,6 +22,7 @@
 #include "gatos/model/encoding.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/rpc.h"
+#include "gatos/model/time_format.h"
 #include "gatos/nats/bus.h"
 #include "stack.h"
 #include "test_util.h"

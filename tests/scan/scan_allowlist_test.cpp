@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "detector_findings.h"
 #include "gatos/model/encoding.h"
 #include "gatos/scan/detector.h"
 #include "gatos/scan/rules.h"
@@ -37,14 +38,7 @@ class DefaultRulesTest : public ::testing::Test {
 
   // "rule-id:secret" for each finding in `text`.
   std::vector<std::string> Find(const std::string& text, const std::string& path = "") {
-    std::vector<Match> m;
-    EXPECT_TRUE(detector_->Scan(text, path, scratch_.get(), &m).ok());
-    std::vector<std::string> out;
-    for (const Match& x : m) {
-      out.push_back(detector_->rules().rules[x.rule].id + ":" +
-                    text.substr(x.start, x.end - x.start));
-    }
-    return out;
+    return DetectorFindings(*detector_, scratch_.get(), text, path);
   }
   std::vector<std::string> One(const std::string& rule, const std::string& secret) {
     return {rule + ":" + secret};
@@ -71,11 +65,28 @@ TEST_F(DefaultRulesTest, UrlCredentialWithARealPasswordIsFound) {
 }
 
 TEST_F(DefaultRulesTest, UrlPlaceholderPasswordsAreNotFindings) {
-  for (const std::string pw :
-       {"pass", "password", "passwd", "secret", "xxx", "xxxxxxxx", "***", "********", "${VAR}",
-        "${DB_PASSWORD}", "%s", "%(password)s", "<password>", "<...>", "{{ password }}",
-        "p4ssw0rd", "password123", "pass;auth=NTLM", "p4ssw0rd;updated", "pass;w%6frd",
-        "changeme", "%HTTPPORT?email=name"}) {
+  for (const std::string pw : {"pass",
+                               "password",
+                               "passwd",
+                               "secret",
+                               "xxx",
+                               "xxxxxxxx",
+                               "***",
+                               "********",
+                               "${VAR}",
+                               "${DB_PASSWORD}",
+                               "%s",
+                               "%(password)s",
+                               "<password>",
+                               "<...>",
+                               "{{ password }}",
+                               "p4ssw0rd",
+                               "password123",
+                               "pass;auth=NTLM",
+                               "p4ssw0rd;updated",
+                               "pass;w%6frd",
+                               "changeme",
+                               "%HTTPPORT?email=name"}) {
     EXPECT_TRUE(Find("url = \"https://user:" + pw + "@git.acme.dev/\"\n").empty()) << pw;
   }
 }
@@ -158,9 +169,9 @@ TEST_F(DefaultRulesTest, CurlHeaderPlaceholdersAreNotFindings) {
   const std::string jwt_header = std::string("eyJhbGciOiJIUzI1") + "NiIsInR5cCI6IkpXVCJ9";
   for (const std::string header : std::vector<std::string>{
            "Authorization: Bearer token123", "Authorization: token OAUTH-TOKEN",
-        "Authorization: Bearer test-token-123", "X-API-Key: your-api-key-here",
-        "Authorization: Bearer " + jwt_header, "Authorization: Bearer " + jwt_header + "...",
-        "X-Auth-Key: c2547eb745079dac9320b638f5e225cf483cc5cfdda41"}) {
+           "Authorization: Bearer test-token-123", "X-API-Key: your-api-key-here",
+           "Authorization: Bearer " + jwt_header, "Authorization: Bearer " + jwt_header + "...",
+           "X-Auth-Key: c2547eb745079dac9320b638f5e225cf483cc5cfdda41"}) {
     EXPECT_TRUE(Find("curl -H '" + header + "' https://api.acme.dev/\n").empty()) << header;
   }
   SecretMaker mk(43);
@@ -174,11 +185,10 @@ TEST_F(DefaultRulesTest, PrivateKeyWithAPlaceholderBodyIsNotAFinding) {
   const std::string x64(64, 'X');
   const std::string in_c = "static const char *key = \"" + dashes + "BEGIN RSA PRIVATE KEY" +
                            dashes + "\\n\"\\\n    \"" + x64 + "\\n\"\\\n    \"" + x64 +
-                           "\\n\"\\\n    \"" + dashes + "END RSA PRIVATE KEY" + dashes +
-                           "\\n\";\n";
+                           "\\n\"\\\n    \"" + dashes + "END RSA PRIVATE KEY" + dashes + "\\n\";\n";
   EXPECT_TRUE(Find(in_c).empty());
-  const std::string plain = dashes + "BEGIN PRIVATE KEY" + dashes + "\n" + x64 + "\n" + x64 +
-                            "\n" + dashes + "END PRIVATE KEY" + dashes + "\n";
+  const std::string plain = dashes + "BEGIN PRIVATE KEY" + dashes + "\n" + x64 + "\n" + x64 + "\n" +
+                            dashes + "END PRIVATE KEY" + dashes + "\n";
   EXPECT_TRUE(Find(plain).empty());
   const std::string key = SecretMaker(44).PrivateKey();
   EXPECT_EQ(Find(key + "\n"), One("private-key", key));
@@ -230,16 +240,16 @@ TEST(ScanValueDecode, PercentDecoding) {
 
 TEST(ScanValueDecode, Base64OfTextOnly) {
   EXPECT_EQ(Base64Text("YS1naXQtdG9rZW4="), "a-git-token");
-  EXPECT_EQ(Base64Text("YS1naXQtdG9rZW4"), "a-git-token");       // unpadded
+  EXPECT_EQ(Base64Text("YS1naXQtdG9rZW4"), "a-git-token");  // unpadded
   EXPECT_EQ(Base64Text("YWxpY2U6c2VjcmV0LXBhc3N3ZA=="), "alice:secret-passwd");
-  EXPECT_EQ(Base64Text("PDw_Pz4-Pj4-"), "<<??>>>>>");            // URL-safe alphabet
-  EXPECT_EQ(Base64Text("YWJj"), std::nullopt);                   // shorter than 8
-  EXPECT_EQ(Base64Text("YS1naXQtdG9rZW4=="), std::nullopt);      // padding in the wrong place
-  EXPECT_EQ(Base64Text("YS1n=XQtdG9rZW4="), std::nullopt);       // '=' inside
-  EXPECT_EQ(Base64Text("YS1naXQtdG9rZW4==="), std::nullopt);     // three '='
-  EXPECT_EQ(Base64Text("nAH+nAH+nAH+"), std::nullopt);           // not printable
-  EXPECT_EQ(Base64Text("YS1n+XQt_G9rZW4="), std::nullopt);       // mixed alphabets
-  EXPECT_EQ(Base64Text("YS1naXQtd"), std::nullopt);              // 9 characters: not base64
+  EXPECT_EQ(Base64Text("PDw_Pz4-Pj4-"), "<<??>>>>>");         // URL-safe alphabet
+  EXPECT_EQ(Base64Text("YWJj"), std::nullopt);                // shorter than 8
+  EXPECT_EQ(Base64Text("YS1naXQtdG9rZW4=="), std::nullopt);   // padding in the wrong place
+  EXPECT_EQ(Base64Text("YS1n=XQtdG9rZW4="), std::nullopt);    // '=' inside
+  EXPECT_EQ(Base64Text("YS1naXQtdG9rZW4==="), std::nullopt);  // three '='
+  EXPECT_EQ(Base64Text("nAH+nAH+nAH+"), std::nullopt);        // not printable
+  EXPECT_EQ(Base64Text("YS1n+XQt_G9rZW4="), std::nullopt);    // mixed alphabets
+  EXPECT_EQ(Base64Text("YS1naXQtd"), std::nullopt);           // 9 characters: not base64
   EXPECT_EQ(Base64Text(std::string(100000, '=')), std::nullopt);
   EXPECT_EQ(DecodedValue("pass%40word"), "pass@word");
   EXPECT_EQ(DecodedValue("YS1naXQtdG9rZW4="), "a-git-token");
@@ -266,11 +276,12 @@ TEST(ScanValueDecode, DecodedRegexesParseMergeAndEnterThePolicy) {
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].line, 2u);
   Result<RuleSet> bad = ParseRules(
-      "rules:\n  - id: a\n    regex: 'x+'\n    allowlist:\n      decoded_regexes: ['(']\n", "e.yaml");
+      "rules:\n  - id: a\n    regex: 'x+'\n    allowlist:\n      decoded_regexes: ['(']\n",
+      "e.yaml");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message().rfind("e.yaml:5: allowlist decoded_regexes entry does not compile",
-                                         0),
-            0u)
+  EXPECT_EQ(
+      bad.status().message().rfind("e.yaml:5: allowlist decoded_regexes entry does not compile", 0),
+      0u)
       << bad.status().message();
   Allowlist base;
   Allowlist more;

@@ -1,4 +1,4 @@
-// The scanner's direct pack reading (lib/scan/src: PackStore, PackReader,
+// The scanner's direct pack reading (gatos/scan/: PackStore, PackReader,
 // ObjectSource, tree and commit parsing, OidSet): every object of a real
 // delta-compressed pack reads back as git prints it, and damaged or hostile
 // packs and indexes are refused or reported, never a crash.
@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "git_objects.h"
-#include "object_source.h"
-#include "oid_set.h"
-#include "pack_reader.h"
-#include "pack_store.h"
+#include "gatos/scan/git_objects.h"
+#include "gatos/scan/object_source.h"
+#include "gatos/scan/oid_set.h"
+#include "gatos/scan/pack_reader.h"
+#include "gatos/scan/pack_store.h"
 #include "secrets_for_tests.h"
 #include "test_util.h"
 
@@ -49,8 +49,13 @@ class PackTest : public ::testing::Test {
   }
 
   std::string Git(const std::vector<std::string>& args) {
-    std::vector<std::string> argv = {"git", "-c", "user.name=T", "-c", "user.email=t@example.invalid",
-                                     "-c", "commit.gpgsign=false"};
+    std::vector<std::string> argv = {"git",
+                                     "-c",
+                                     "user.name=T",
+                                     "-c",
+                                     "user.email=t@example.invalid",
+                                     "-c",
+                                     "commit.gpgsign=false"};
     argv.insert(argv.end(), args.begin(), args.end());
     RunOptions o;
     o.env = {{"GIT_CONFIG_NOSYSTEM", "1"}, {"GIT_CONFIG_GLOBAL", "/dev/null"}};
@@ -62,8 +67,8 @@ class PackTest : public ::testing::Test {
   // id -> (type, bytes) of every object, as git prints them.
   std::map<std::string, std::pair<std::string, std::string>> AllObjects() {
     std::map<std::string, std::pair<std::string, std::string>> out;
-    std::string list =
-        Git({"-C", git_dir_, "cat-file", "--batch-all-objects", "--batch-check=%(objectname) %(objecttype)"});
+    std::string list = Git({"-C", git_dir_, "cat-file", "--batch-all-objects",
+                            "--batch-check=%(objectname) %(objecttype)"});
     size_t at = 0;
     while (at < list.size()) {
       const size_t nl = list.find('\n', at);
@@ -94,20 +99,6 @@ git_oid Oid(const std::string& hex) {
   return o;
 }
 
-const char* TypeName(ObjectKind k) {
-  switch (k) {
-    case ObjectKind::kCommit:
-      return "commit";
-    case ObjectKind::kTree:
-      return "tree";
-    case ObjectKind::kBlob:
-      return "blob";
-    case ObjectKind::kTag:
-      return "tag";
-  }
-  return "?";
-}
-
 TEST_F(PackTest, EveryObjectOfADeltaPackReadsBackAsGitPrintsIt) {
   std::unique_ptr<PackStore> store = PackStore::Open(git_dir_);
   ASSERT_EQ(store->pack_count(), 1u);
@@ -124,11 +115,11 @@ TEST_F(PackTest, EveryObjectOfADeltaPackReadsBackAsGitPrintsIt) {
       ObjectKind kind;
       uint64_t size = 0;
       ASSERT_TRUE(reader.Header(*loc, &kind, &size).ok()) << hex;
-      EXPECT_EQ(TypeName(kind), want.first) << hex;
+      EXPECT_EQ(ObjectKindName(kind), want.first) << hex;
       std::shared_ptr<const std::string> data;
       Status s = reader.Read(*loc, 1 << 20, &kind, &data);
       ASSERT_TRUE(s.ok()) << hex << ": " << s.ToString();
-      EXPECT_EQ(TypeName(kind), want.first);
+      EXPECT_EQ(ObjectKindName(kind), want.first);
       EXPECT_EQ(size, data->size()) << hex;
       EXPECT_EQ(*data, want.second) << hex;
     }
@@ -224,7 +215,8 @@ TEST_F(PackTest, DamagedPacksAreReportedAndHostileIndexesSkipped) {
       if (!s.ok()) {
         ++errors;
         // Damage, a size over the limit, or a delta base id the packs lack.
-        EXPECT_TRUE(s.code() == StatusCode::kDataLoss || s.code() == StatusCode::kFailedPrecondition ||
+        EXPECT_TRUE(s.code() == StatusCode::kDataLoss ||
+                    s.code() == StatusCode::kFailedPrecondition ||
                     s.code() == StatusCode::kNotFound)
             << s.ToString();
         if (s.code() == StatusCode::kDataLoss) {
@@ -261,8 +253,10 @@ TEST(ScanGitObjects, TreeEntriesAndCommitTreeIds) {
   EXPECT_FALSE(IsBlobMode(0160000));  // a submodule
   for (const std::string& broken :
        {std::string("100644 a.txt"), std::string("10x644 a") + '\0' + std::string(20, 'x'),
-        std::string(" a") + '\0' + std::string(20, 'x'), std::string("100644 ") + '\0' + std::string(20, 'x'),
-        std::string("100644 a") + '\0' + std::string(19, 'x'), std::string("12345678 a") + '\0' + std::string(20, 'x')}) {
+        std::string(" a") + '\0' + std::string(20, 'x'),
+        std::string("100644 ") + '\0' + std::string(20, 'x'),
+        std::string("100644 a") + '\0' + std::string(19, 'x'),
+        std::string("12345678 a") + '\0' + std::string(20, 'x')}) {
     std::string_view r = broken;
     bool b = false;
     EXPECT_FALSE(NextTreeEntry(&r, &e, &b));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "detector_findings.h"
 #include "gatos/scan/baseline.h"
 #include "gatos/scan/detector.h"
 #include "gatos/scan/examples.h"
@@ -47,14 +48,30 @@ TEST(ScanRuleExamples, DefaultRulesUseTheCommonIdsAndCoverTheFamilies) {
   ASSERT_TRUE(rules.ok());
   std::set<std::string> ids;
   for (const Rule& r : rules->rules) ids.insert(r.id);
-  for (const char* id :
-       {"kubernetes-secret-yaml", "curl-auth-header", "curl-auth-user", "cloudflare-api-key",
-        "cloudflare-global-api-key", "cloudflare-origin-ca-key", "heroku-api-key",
-        "okta-access-token", "facebook-secret", "facebook-access-token", "notion-api-token",
-        "snyk-api-token", "sonar-api-token", "nuget-config-password", "pkcs12-file",
-        "aws-amazon-bedrock-api-key-long-lived", "aws-amazon-bedrock-api-key-short-lived",
-        "hubspot-api-key", "sumologic-access-id", "sumologic-access-token",
-        "slack-legacy-bot-token", "flyio-access-token", "1password-secret-key", "generic-api-key"}) {
+  for (const char* id : {"kubernetes-secret-yaml",
+                         "curl-auth-header",
+                         "curl-auth-user",
+                         "cloudflare-api-key",
+                         "cloudflare-global-api-key",
+                         "cloudflare-origin-ca-key",
+                         "heroku-api-key",
+                         "okta-access-token",
+                         "facebook-secret",
+                         "facebook-access-token",
+                         "notion-api-token",
+                         "snyk-api-token",
+                         "sonar-api-token",
+                         "nuget-config-password",
+                         "pkcs12-file",
+                         "aws-amazon-bedrock-api-key-long-lived",
+                         "aws-amazon-bedrock-api-key-short-lived",
+                         "hubspot-api-key",
+                         "sumologic-access-id",
+                         "sumologic-access-token",
+                         "slack-legacy-bot-token",
+                         "flyio-access-token",
+                         "1password-secret-key",
+                         "generic-api-key"}) {
     EXPECT_EQ(ids.count(id), 1u) << id;
   }
   EXPECT_EQ(ids.count("fly-access-token"), 0u);
@@ -141,14 +158,7 @@ class RulesDetector {
   }
   // "rule-id:secret" per match.
   std::vector<std::string> Find(const std::string& text, const std::string& path = "") {
-    std::vector<Match> m;
-    EXPECT_TRUE(detector_->Scan(text, path, scratch_.get(), &m).ok());
-    std::vector<std::string> out;
-    for (const Match& x : m) {
-      out.push_back(detector_->rules().rules[x.rule].id + ":" +
-                    text.substr(x.start, x.end - x.start));
-    }
-    return out;
+    return DetectorFindings(*detector_, scratch_.get(), text, path);
   }
   const Detector& detector() const { return *detector_; }
 
@@ -193,8 +203,7 @@ TEST(ScanDetectorPrecision, PathRules) {
   const std::string text = "password = \"hunter2hunter2\"\n";
   EXPECT_TRUE(d.Find(text).empty());  // no path: path rules do not apply
   EXPECT_TRUE(d.Find(text, "README.md").empty());
-  EXPECT_EQ(d.Find(text, "infra/main.tf"),
-            std::vector<std::string>{"tf-password:hunter2hunter2"});
+  EXPECT_EQ(d.Find(text, "infra/main.tf"), std::vector<std::string>{"tf-password:hunter2hunter2"});
   // A path-only finding is the whole file.
   EXPECT_EQ(d.Find("binary-ish", "certs/client.P12"), std::vector<std::string>{"p12:binary-ish"});
   std::vector<Match> m;
@@ -236,14 +245,16 @@ TEST(ScanBaseline, ParsesAcceptsAndRoundTrips) {
   Result<Baseline> b = ParseBaseline(
       R"({"gatos_scan_baseline": 1, "comment": "reviewed",
           "accepted": [
-            {"fingerprint": ")" + Fp('a') + R"(", "rule": "github-pat", "path": "a.py", "line": 3},
-            {"fingerprint": ")" + Fp('b') + R"("}]})",
+            {"fingerprint": ")" +
+          Fp('a') + R"(", "rule": "github-pat", "path": "a.py", "line": 3},
+            {"fingerprint": ")" +
+          Fp('b') + R"("}]})",
       "b.json");
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->size(), 2u);
   EXPECT_TRUE(b->Accepts("github-pat", Fp('a')));
   EXPECT_FALSE(b->Accepts("generic-api-key", Fp('a')));  // narrowed to its rule
-  EXPECT_TRUE(b->Accepts("anything", Fp('b')));           // any rule
+  EXPECT_TRUE(b->Accepts("anything", Fp('b')));          // any rule
   EXPECT_FALSE(b->Accepts("github-pat", Fp('c')));
 
   ListedFinding f;

@@ -100,7 +100,7 @@ struct LedgerFixture {
     auto check = Check(j);
     if (!check.ok()) {
       OpResult r;
-      r.outcome = Outcome::FromStatus(check.status());
+      r.outcome = Decision::FromStatus(check.status());
       return r;
     }
     return Apply(SubmitOp{*check, j.objects});
@@ -119,7 +119,7 @@ struct LedgerFixture {
   }
   // A lease request as the service handles it: verified, then applied.
   OpResult Lease(const LeaseRequest& req) {
-    Outcome v = VerifyLeaseRequest(req, W().policy(), now);
+    Decision v = VerifyLeaseRequest(req, W().policy(), now);
     if (!v.ok()) {
       OpResult r;
       r.outcome = v;
@@ -140,7 +140,7 @@ struct LedgerFixture {
   // A result built by a worker, as the service checks it, then applied.
   OpResult Report(const std::vector<GitObject>& objects, const std::string& commit) {
     ParsedResult parsed;
-    Outcome o = CheckResultContent(BatchLookup(&objects, nullptr), commit, W().policy(), &parsed);
+    Decision o = CheckResultContent(BatchLookup(&objects, nullptr), commit, W().policy(), &parsed);
     if (!o.ok()) {
       OpResult r;
       r.outcome = o;

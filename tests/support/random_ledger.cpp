@@ -14,6 +14,7 @@
 #include "gatos/model/allowed_signers.h"
 #include "gatos/model/blake3.h"
 #include "gatos/model/manifest.h"
+#include "gatos/model/time_format.h"
 
 namespace gatos::testing {
 
@@ -116,7 +117,7 @@ class Run {
     return r;
   }
 
-  void Count(const Outcome& o) {
+  void Count(const Decision& o) {
     if (o.ok()) {
       ++out_->accepted;
     } else {
@@ -165,7 +166,7 @@ class Run {
 
   void Lease(const std::string& hex, const Ed25519PrivateKey& w, int64_t epoch, bool renew) {
     LeaseRequest req = SignLeaseRequest(w, hex, epoch, now_, renew);
-    Outcome v = VerifyLeaseRequest(req, writer_->policy(), now_);
+    Decision v = VerifyLeaseRequest(req, writer_->policy(), now_);
     if (!v.ok()) {
       Count(v);
       return;
@@ -235,7 +236,7 @@ class Run {
     auto built = BuildResult(in, *w);
     if (!built.ok()) return;
     ParsedResult parsed;
-    Outcome o = CheckResultContent(BatchLookup(&built->objects, nullptr), built->commit_id, writer_->policy(), &parsed);
+    Decision o = CheckResultContent(BatchLookup(&built->objects, nullptr), built->commit_id, writer_->policy(), &parsed);
     if (!o.ok()) {
       Count(o);
       return;

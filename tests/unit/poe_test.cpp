@@ -8,28 +8,10 @@
 
 #include "gatos/model/blake3.h"
 #include "gatos/model/canonical_json.h"
+#include "sample_poe.h"
 
 namespace gatos {
 namespace {
-
-Poe Sample() {
-  Poe p;
-  p.job_id = "blake3:" + std::string(64, 'a');
-  p.worker_id = "ed25519:" + std::string(64, 'b');
-  p.lease_epoch = 2;
-  p.status = "succeeded";
-  p.runner_program = "blake3:" + std::string(64, 'c');
-  p.runner_version = "0.1.0";
-  p.runner_platform = "linux-x86_64";
-  p.exit_code = 0;
-  p.stdout_cap = 1 << 20;
-  p.started_at = "2026-11-22T02:00:00.000Z";
-  p.finished_at = "2026-11-22T02:00:01.500Z";
-  p.outputs = {{"outputs/report.txt", 3, Blake3Tagged("abc")},
-               {"stderr", 0, Blake3Tagged("")},
-               {"stdout", 6, Blake3Tagged("hello\n")}};
-  return p;
-}
 
 TEST(PoeTest, DssePaeMatchesTheSpecLayout) {
   // DSSE v1: "DSSEv1" SP LEN(type) SP type SP LEN(body) SP body
@@ -39,13 +21,14 @@ TEST(PoeTest, DssePaeMatchesTheSpecLayout) {
 }
 
 TEST(PoeTest, SerializeIsCanonicalAndRoundTrips) {
-  auto bytes = SerializePoe(Sample());
+  auto bytes = SerializePoe(SamplePoe());
   ASSERT_TRUE(bytes.ok()) << bytes.status().message();
   EXPECT_EQ(bytes->find(' '), std::string::npos);
-  EXPECT_EQ(bytes->rfind("{\"exit\":{\"code\":0,\"signal\":null,\"timed_out\":false},", 0), 0u) << *bytes;
+  EXPECT_EQ(bytes->rfind("{\"exit\":{\"code\":0,\"signal\":null,\"timed_out\":false},", 0), 0u)
+      << *bytes;
   auto back = ParsePoe(*bytes);
   ASSERT_TRUE(back.ok()) << back.status().message();
-  EXPECT_EQ(back->outputs, Sample().outputs);
+  EXPECT_EQ(back->outputs, SamplePoe().outputs);
   EXPECT_EQ(back->lease_epoch, 2);
   EXPECT_EQ(*SerializePoe(*back), *bytes);
 }
@@ -55,16 +38,21 @@ TEST(PoeTest, SerializeIsCanonicalAndRoundTrips) {
 // every error.
 Result<std::string> ThroughTheGenericSerializer(const Poe& p) {
   nlohmann::json outputs = nlohmann::json::array();
-  for (const auto& o : p.outputs) outputs.push_back({{"path", o.path}, {"size", o.size}, {"hash", o.hash}});
+  for (const auto& o : p.outputs)
+    outputs.push_back({{"path", o.path}, {"size", o.size}, {"hash", o.hash}});
   nlohmann::json j = {
       {"job_id", p.job_id},
       {"worker_id", p.worker_id},
       {"lease_epoch", p.lease_epoch},
       {"status", p.status},
-      {"runner", {{"program", p.runner_program}, {"version", p.runner_version}, {"platform", p.runner_platform}}},
-      {"exit", {{"code", p.exit_code ? nlohmann::json(*p.exit_code) : nlohmann::json(nullptr)},
-                {"signal", p.signal ? nlohmann::json(*p.signal) : nlohmann::json(nullptr)},
-                {"timed_out", p.timed_out}}},
+      {"runner",
+       {{"program", p.runner_program},
+        {"version", p.runner_version},
+        {"platform", p.runner_platform}}},
+      {"exit",
+       {{"code", p.exit_code ? nlohmann::json(*p.exit_code) : nlohmann::json(nullptr)},
+        {"signal", p.signal ? nlohmann::json(*p.signal) : nlohmann::json(nullptr)},
+        {"timed_out", p.timed_out}}},
       {"reason", p.reason},
       {"stdout_cap", p.stdout_cap},
       {"truncated", {{"stdout", p.stdout_truncated}, {"stderr", p.stderr_truncated}}},
@@ -87,12 +75,27 @@ Result<std::string> ThroughTheGenericSerializer(const Poe& p) {
 
 TEST(PoeTest, TheDirectSerializerAgreesWithTheGenericOne) {
   // Strings that exercise escaping and UTF-8 checks, integers at the edges.
-  const std::vector<std::string> strings = {
-      "", "plain", "quote\" back\\slash /", std::string("nul\0x", 5), "\x01\x1f\x7f", "\b\f\n\r\t",
-      "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\xef\xbf\xbf\xee\x80\x80", "bad \xc3", "bad \xed\xa0\x80",
-      "bad \xf5\x80\x80\x80", "overlong \xc0\xaf"};
-  const std::vector<int64_t> ints = {0, -1, 7, kMaxSafeInteger, -kMaxSafeInteger, kMaxSafeInteger + 1,
-                                     -kMaxSafeInteger - 1, INT64_MAX, INT64_MIN};
+  const std::vector<std::string> strings = {"",
+                                            "plain",
+                                            "quote\" back\\slash /",
+                                            std::string("nul\0x", 5),
+                                            "\x01\x1f\x7f",
+                                            "\b\f\n\r\t",
+                                            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+                                            "\xef\xbf\xbf\xee\x80\x80",
+                                            "bad \xc3",
+                                            "bad \xed\xa0\x80",
+                                            "bad \xf5\x80\x80\x80",
+                                            "overlong \xc0\xaf"};
+  const std::vector<int64_t> ints = {0,
+                                     -1,
+                                     7,
+                                     kMaxSafeInteger,
+                                     -kMaxSafeInteger,
+                                     kMaxSafeInteger + 1,
+                                     -kMaxSafeInteger - 1,
+                                     INT64_MAX,
+                                     INT64_MIN};
   const std::vector<uint64_t> sizes = {0, 3, static_cast<uint64_t>(kMaxSafeInteger),
                                        static_cast<uint64_t>(kMaxSafeInteger) + 1, UINT64_MAX};
   std::mt19937_64 rng(20261127);
@@ -100,27 +103,59 @@ TEST(PoeTest, TheDirectSerializerAgreesWithTheGenericOne) {
   auto num = [&] { return ints[rng() % ints.size()]; };
   int compared_ok = 0, compared_errors = 0;
   for (int round = 0; round < 4000; ++round) {
-    Poe p = Sample();
+    Poe p = SamplePoe();
     // Mostly valid documents with one or two odd values, so that both the
     // bytes and the first error's path are compared.
     switch (rng() % 12) {
-      case 0: p.reason = str(); break;
-      case 1: p.runner_version = str(); p.runner_platform = str(); break;
-      case 2: p.lease_epoch = num(); break;
-      case 3: p.exit_code = rng() % 2 ? std::optional<int64_t>(num()) : std::nullopt; p.signal = num(); break;
-      case 4: p.stdout_cap = num(); break;
-      case 5: p.outputs.push_back({str(), sizes[rng() % sizes.size()], str()}); break;
-      case 6: p.inputs.push_back({num(), str(), rng() % 2 ? str() : "", str()}); break;
-      case 7: p.inputs.push_back({1, "https://example.org/r.git", "", std::string(40, 'a')}); break;
-      case 8: p.transient = rng() % 2; p.timed_out = rng() % 2; break;
-      case 9: p.stderr_truncated = rng() % 2; p.stdout_truncated = rng() % 2; break;
-      case 10: p.job_id = str(); p.worker_id = str(); break;
-      default: p.started_at = str(); p.finished_at = str(); p.status = str(); break;
+      case 0:
+        p.reason = str();
+        break;
+      case 1:
+        p.runner_version = str();
+        p.runner_platform = str();
+        break;
+      case 2:
+        p.lease_epoch = num();
+        break;
+      case 3:
+        p.exit_code = rng() % 2 ? std::optional<int64_t>(num()) : std::nullopt;
+        p.signal = num();
+        break;
+      case 4:
+        p.stdout_cap = num();
+        break;
+      case 5:
+        p.outputs.push_back({str(), sizes[rng() % sizes.size()], str()});
+        break;
+      case 6:
+        p.inputs.push_back({num(), str(), rng() % 2 ? str() : "", str()});
+        break;
+      case 7:
+        p.inputs.push_back({1, "https://example.org/r.git", "", std::string(40, 'a')});
+        break;
+      case 8:
+        p.transient = rng() % 2;
+        p.timed_out = rng() % 2;
+        break;
+      case 9:
+        p.stderr_truncated = rng() % 2;
+        p.stdout_truncated = rng() % 2;
+        break;
+      case 10:
+        p.job_id = str();
+        p.worker_id = str();
+        break;
+      default:
+        p.started_at = str();
+        p.finished_at = str();
+        p.status = str();
+        break;
     }
     auto direct = poe_internal::CanonicalPoe(p);
     auto generic = ThroughTheGenericSerializer(p);
-    ASSERT_EQ(direct.ok(), generic.ok()) << "round " << round << ": "
-                                         << (direct.ok() ? generic.status().message() : direct.status().message());
+    ASSERT_EQ(direct.ok(), generic.ok())
+        << "round " << round << ": "
+        << (direct.ok() ? generic.status().message() : direct.status().message());
     if (direct.ok()) {
       ASSERT_EQ(*direct, *generic) << "round " << round;
       ++compared_ok;
@@ -134,7 +169,7 @@ TEST(PoeTest, TheDirectSerializerAgreesWithTheGenericOne) {
 }
 
 TEST(PoeTest, ParseRejectsNonCanonicalAndUnknownFields) {
-  std::string bytes = *SerializePoe(Sample());
+  std::string bytes = *SerializePoe(SamplePoe());
   std::string spaced = bytes;
   spaced.insert(1, " ");
   EXPECT_NE(ParsePoe(spaced).status().message().find("not in canonical form"), std::string::npos);
@@ -145,23 +180,23 @@ TEST(PoeTest, ParseRejectsNonCanonicalAndUnknownFields) {
 }
 
 TEST(PoeTest, FieldChecksNameTheField) {
-  Poe p = Sample();
+  Poe p = SamplePoe();
   p.status = "done";
   EXPECT_NE(SerializePoe(p).status().message().find("status"), std::string::npos);
-  p = Sample();
+  p = SamplePoe();
   p.outputs.push_back({"../escape", 1, Blake3Tagged("x")});
   EXPECT_NE(SerializePoe(p).status().message().find("outputs[3].path"), std::string::npos);
-  p = Sample();
+  p = SamplePoe();
   std::swap(p.outputs[0], p.outputs[1]);
   EXPECT_NE(SerializePoe(p).status().message().find("sorted"), std::string::npos);
-  p = Sample();
+  p = SamplePoe();
   p.outputs[0].path = "poe.json";
   EXPECT_EQ(SerializePoe(p).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(PoeTest, TransientIsOnlyOnAFailureWithAReasonAndOnlyWhenTrue) {
-  EXPECT_EQ(SerializePoe(Sample())->find("\"transient\""), std::string::npos);
-  Poe p = Sample();
+  EXPECT_EQ(SerializePoe(SamplePoe())->find("\"transient\""), std::string::npos);
+  Poe p = SamplePoe();
   p.status = "failed";
   p.reason = "fetching input 0: connection refused [transient: may succeed when retried]";
   p.transient = true;
@@ -178,22 +213,23 @@ TEST(PoeTest, TransientIsOnlyOnAFailureWithAReasonAndOnlyWhenTrue) {
   EXPECT_FALSE(ParsePoe(with_false).ok());
   p.reason = "";
   EXPECT_FALSE(SerializePoe(p).ok());
-  p = Sample();
+  p = SamplePoe();
   p.transient = true;
   EXPECT_FALSE(SerializePoe(p).ok());
 }
 
 TEST(PoeTest, ResolvedInputsAreSignedAndOptional) {
   // Without inputs poe.json has no "inputs" key: earlier envelopes are unchanged.
-  EXPECT_EQ(SerializePoe(Sample())->find("\"inputs\""), std::string::npos);
-  Poe p = Sample();
+  EXPECT_EQ(SerializePoe(SamplePoe())->find("\"inputs\""), std::string::npos);
+  Poe p = SamplePoe();
   p.inputs = {{0, "https://git.example.com/app", "main", std::string(40, 'e')},
               {2, "/srv/r", "", std::string(64, 'f')}};
   auto bytes = SerializePoe(p);
   ASSERT_TRUE(bytes.ok()) << bytes.status().message();
-  EXPECT_NE(bytes->find(R"("inputs":[{"commit":")" + std::string(40, 'e') +
-                        R"(","index":0,"ref":"main","url":"https://git.example.com/app"},{"commit":")"),
-            std::string::npos)
+  EXPECT_NE(
+      bytes->find(R"("inputs":[{"commit":")" + std::string(40, 'e') +
+                  R"(","index":0,"ref":"main","url":"https://git.example.com/app"},{"commit":")"),
+      std::string::npos)
       << *bytes;
   auto back = ParsePoe(*bytes);
   ASSERT_TRUE(back.ok()) << back.status().message();

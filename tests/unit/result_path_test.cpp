@@ -13,6 +13,7 @@
 #include "gatos/model/blake3.h"
 #include "gatos/model/canonical_json.h"
 #include "gatos/model/poe.h"
+#include "sample_poe.h"
 
 namespace gatos {
 namespace {
@@ -64,22 +65,6 @@ const std::vector<Row>& Table() {
   return rows;
 }
 
-Poe Listing(const std::string& path) {
-  Poe p;
-  p.job_id = "blake3:" + std::string(64, 'a');
-  p.worker_id = "ed25519:" + std::string(64, 'b');
-  p.lease_epoch = 1;
-  p.status = "succeeded";
-  p.runner_program = "blake3:" + std::string(64, 'c');
-  p.runner_version = "gatos-worker 0.1.0";
-  p.runner_platform = "linux-x86_64";
-  p.exit_code = 0;
-  p.started_at = "2026-01-01T00:00:00.000Z";
-  p.finished_at = "2026-01-01T00:00:01.000Z";
-  p.outputs = {{path, 1, Blake3Tagged("x")}};
-  return p;
-}
-
 TEST(ResultPath, AcceptsAndRefusesEveryRowWithItsReason) {
   for (const Row& row : Table()) {
     Status s = CheckResultPath(row.path);
@@ -100,7 +85,7 @@ TEST(ResultPath, ALongPathIsQuotedInPart) {
 TEST(ResultPath, TheLedgersCheckOfPoeJsonRefusesTheSameNamesWithTheSameReason) {
   for (const Row& row : Table()) {
     // What a worker signs: SerializePoe applies the ledger's field checks.
-    Result<std::string> signed_poe = SerializePoe(Listing(row.path));
+    Result<std::string> signed_poe = SerializePoe(SamplePoeListing(row.path));
     if (row.message.empty()) {
       ASSERT_TRUE(signed_poe.ok()) << row.path << ": " << signed_poe.status().message();
       Result<Poe> parsed = ParsePoe(*signed_poe);
@@ -112,7 +97,7 @@ TEST(ResultPath, TheLedgersCheckOfPoeJsonRefusesTheSameNamesWithTheSameReason) {
     // What the ledger reads of a result someone else built: the canonical
     // bytes of a poe.json listing the name. A name that is not UTF-8 cannot
     // be in a JSON document at all.
-    Result<std::string> written = poe_internal::CanonicalPoe(Listing(row.path));
+    Result<std::string> written = poe_internal::CanonicalPoe(SamplePoeListing(row.path));
     if (!IsValidUtf8(row.path)) {
       EXPECT_FALSE(written.ok()) << row.path;
       continue;
@@ -125,12 +110,12 @@ TEST(ResultPath, TheLedgersCheckOfPoeJsonRefusesTheSameNamesWithTheSameReason) {
 }
 
 TEST(ResultPath, PoeJsonNeverListsItself) {
-  Result<std::string> s = SerializePoe(Listing("poe.json"));
+  Result<std::string> s = SerializePoe(SamplePoeListing("poe.json"));
   EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(
       s.status().message(),
       "poe.json: outputs[0].path: \"poe.json\" is not a relative file path of the result tree");
-  EXPECT_TRUE(SerializePoe(Listing("outputs/poe.json")).ok());
+  EXPECT_TRUE(SerializePoe(SamplePoeListing("outputs/poe.json")).ok());
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "gatos/model/poe.h"
 #include "gatos/model/result_path.h"
 #include "gatos/worker/output_collection.h"
+#include "sample_poe.h"
 #include "test_util.h"
 
 namespace gatos::worker {
@@ -44,22 +45,6 @@ const std::vector<Row>& Table() {
   return rows;
 }
 
-Poe Listing(const std::string& path) {
-  Poe p;
-  p.job_id = "blake3:" + std::string(64, 'a');
-  p.worker_id = "ed25519:" + std::string(64, 'b');
-  p.lease_epoch = 1;
-  p.status = "succeeded";
-  p.runner_program = "blake3:" + std::string(64, 'c');
-  p.runner_version = "gatos-worker 0.1.0";
-  p.runner_platform = "linux-x86_64";
-  p.exit_code = 0;
-  p.started_at = "2026-01-01T00:00:00.000Z";
-  p.finished_at = "2026-01-01T00:00:01.000Z";
-  p.outputs = {{path, 1, Blake3Tagged("x")}};
-  return p;
-}
-
 TEST(WorkerOutputRules, TheWorkerRefusesAJobsOutputNamesWithTheLedgersReason) {
   for (const Row& row : Table()) {
     const std::string path = "outputs/" + row.name;
@@ -85,7 +70,7 @@ TEST(WorkerOutputRules, TheWorkerRefusesAJobsOutputNamesWithTheLedgersReason) {
     }
 
     // The ledger, checking the poe.json of a result that lists the name.
-    Result<std::string> poe = SerializePoe(Listing(path));
+    Result<std::string> poe = SerializePoe(SamplePoeListing(path));
     EXPECT_EQ(poe.ok(), row.accepted) << row.name;
     if (!row.accepted) {
       EXPECT_EQ(poe.status().message(), "poe.json: outputs[0].path: " + rule.message());

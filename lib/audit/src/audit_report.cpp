@@ -1,6 +1,7 @@
 // The auditor's state file and mirror record, and the report as JSON
 // (log_audit.h).
 #include "gatos/audit/log_audit.h"
+#include "gatos/model/time_format.h"
 
 #include "replay_internal.h"
 

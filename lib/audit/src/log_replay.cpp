@@ -1,5 +1,6 @@
 // The auditor's walk over the log: each log commit checked and its batch replayed (log_audit.h).
 #include "gatos/audit/log_audit.h"
+#include "gatos/model/time_format.h"
 
 #include "replay_internal.h"
 

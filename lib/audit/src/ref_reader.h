@@ -25,7 +25,7 @@
 #include "gatos/ledger/witness.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/job_record.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/job_state.h"
 #include "gatos/model/ledger_commits.h"
 #include "gatos/model/log_format.h"
 #include "gatos/model/manifest.h"

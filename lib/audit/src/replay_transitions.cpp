@@ -1,5 +1,6 @@
 // Each logged transition checked by the auditor: the facts of its commits, then the rule every writer applies (ApplyTransition, gatos/model/transition.h).
 #include "gatos/audit/log_audit.h"
+#include "gatos/model/time_format.h"
 
 #include "replay_internal.h"
 

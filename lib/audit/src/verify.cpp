@@ -9,7 +9,7 @@
 #include "gatos/crypto/sshsig.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/model/encoding.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/time_format.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/policy.h"
 #include "gatos/model/trailers.h"

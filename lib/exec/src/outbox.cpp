@@ -13,7 +13,7 @@
 #include <random>
 #include <unordered_map>
 
-#include "gatos/model/lease.h"
+#include "gatos/model/time_format.h"
 
 namespace gatos {
 namespace {

@@ -1,6 +1,7 @@
 // JobService: requests decoded and authenticated off the ledger thread,
 // applied as one batch, answered after it (job_service.h).
 #include "gatos/ledger/job_service.h"
+#include "gatos/model/time_format.h"
 
 #include "service_internal.h"
 
@@ -172,7 +173,7 @@ std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
     } catch (const std::exception& e) {
       Log("internal error applying a batch: " + TruncateUtf8(e.what(), 200));
       results.assign(ops.size(), OpResult{});
-      for (auto& r : results) r.outcome = Outcome::Error(TransitionError::kInternal, "internal error; not applied");
+      for (auto& r : results) r.outcome = Decision::Error(TransitionError::kInternal, "internal error; not applied");
     }
   }
   try {

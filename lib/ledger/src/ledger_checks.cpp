@@ -5,22 +5,10 @@
 #include "gatos/crypto/sshsig.h"
 #include "gatos/git/git_object.h"
 #include "gatos/model/encoding.h"
+#include "gatos/model/time_format.h"
 #include "gatos/model/trailers.h"
 
 namespace gatos {
-
-Outcome Outcome::FromStatus(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk: return {};
-    case StatusCode::kAborted:
-    case StatusCode::kUnavailable:
-    case StatusCode::kDeadlineExceeded: return Error(TransitionError::kRetry, s.message());
-    case StatusCode::kPermissionDenied: return Error(TransitionError::kUnauthorized, s.message());
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound: return Error(TransitionError::kInvalid, s.message());
-    default: return Error(TransitionError::kInternal, s.message());
-  }
-}
 
 std::string RejectReasonLabel(const Status& s) {
   const std::string& m = s.message();
@@ -145,9 +133,9 @@ Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::str
 
 namespace {
 
-Outcome CheckFresh(int64_t requested_at_ms, int64_t now_ms, const char* what) {
+Decision CheckFresh(int64_t requested_at_ms, int64_t now_ms, const char* what) {
   if (requested_at_ms < now_ms - rpc::kMaxRequestSkewMs || requested_at_ms > now_ms + rpc::kMaxRequestSkewMs) {
-    return Outcome::Error(TransitionError::kUnauthorized,
+    return Decision::Error(TransitionError::kUnauthorized,
                           std::string(what) + " time " + FormatRfc3339Millis(requested_at_ms) +
                               " is more than 60 s from the ledger's clock (" + FormatRfc3339Millis(now_ms) +
                               "); check this host's clock");
@@ -155,18 +143,18 @@ Outcome CheckFresh(int64_t requested_at_ms, int64_t now_ms, const char* what) {
   return {};
 }
 
-Outcome CheckSig(std::string_view key_hex, std::string_view payload, std::string_view sig_hex,
+Decision CheckSig(std::string_view key_hex, std::string_view payload, std::string_view sig_hex,
                  const char* what, Ed25519PublicKey* key_out) {
   auto key = ParseWorkerId("ed25519:" + std::string(key_hex.substr(0, 64)));
   if (key_hex.size() != 64 || !key.ok()) {
-    return Outcome::Error(TransitionError::kInvalid, std::string(what) + ": the key is not 64 lowercase hex");
+    return Decision::Error(TransitionError::kInvalid, std::string(what) + ": the key is not 64 lowercase hex");
   }
   auto sig = HexDecode(sig_hex);
   if (!sig.ok() || sig->size() != 64) {
-    return Outcome::Error(TransitionError::kUnauthorized, std::string(what) + " signature is not 128 hex characters");
+    return Decision::Error(TransitionError::kUnauthorized, std::string(what) + " signature is not 128 hex characters");
   }
   if (!Ed25519Verify(*key, payload, sig->data()).ok()) {
-    return Outcome::Error(TransitionError::kUnauthorized,
+    return Decision::Error(TransitionError::kUnauthorized,
                           std::string(what) + " signature does not verify for key " + std::string(key_hex.substr(0, 16)));
   }
   if (key_out) *key_out = *key;
@@ -175,34 +163,34 @@ Outcome CheckSig(std::string_view key_hex, std::string_view payload, std::string
 
 }  // namespace
 
-Outcome VerifyLeaseRequest(const LeaseRequest& req, const Policy& policy, int64_t now_ms) {
+Decision VerifyLeaseRequest(const LeaseRequest& req, const Policy& policy, int64_t now_ms) {
   if (!IsLowerHex(req.job_hex, 64)) {
-    return Outcome::Error(TransitionError::kInvalid,
+    return Decision::Error(TransitionError::kInvalid,
                           "job id \"" + TruncateUtf8(req.job_hex, 80) + "\" is not 64 lowercase hex");
   }
-  if (req.epoch < 1) return Outcome::Error(TransitionError::kInvalid, "epoch must be at least 1");
+  if (req.epoch < 1) return Decision::Error(TransitionError::kInvalid, "epoch must be at least 1");
   const char* what = req.renew ? "renew request" : "claim request";
-  Outcome fresh = CheckFresh(req.requested_at_ms, now_ms, what);
+  Decision fresh = CheckFresh(req.requested_at_ms, now_ms, what);
   if (!fresh.ok()) return fresh;
   Ed25519PublicKey key;
-  Outcome s = CheckSig(req.worker_hex, LeaseRequestPayload(req), req.sig_hex, what, &key);
+  Decision s = CheckSig(req.worker_hex, LeaseRequestPayload(req), req.sig_hex, what, &key);
   if (!s.ok()) return s;
   if (!policy.workers.FindKey(key, kSignerNamespaceGit, now_ms / 1000)) {
-    return Outcome::Error(TransitionError::kUnauthorized,
+    return Decision::Error(TransitionError::kUnauthorized,
                           "worker " + key.WorkerId() +
                               " is not allowed by this ledger's policy (gatos policy allow-worker)");
   }
   return {};
 }
 
-Outcome VerifyUserRequest(std::string_view requester_hex, std::string_view payload, int64_t requested_at_ms,
+Decision VerifyUserRequest(std::string_view requester_hex, std::string_view payload, int64_t requested_at_ms,
                           std::string_view sig_hex, int64_t now_ms) {
-  Outcome fresh = CheckFresh(requested_at_ms, now_ms, "request");
+  Decision fresh = CheckFresh(requested_at_ms, now_ms, "request");
   if (!fresh.ok()) return fresh;
   return CheckSig(requester_hex, payload, sig_hex, "request", nullptr);
 }
 
-Outcome CheckResultContent(const ObjectLookup& lookup, const std::string& commit_id, const Policy& policy,
+Decision CheckResultContent(const ObjectLookup& lookup, const std::string& commit_id, const Policy& policy,
                            ParsedResult* parsed) {
   ResultCheckLimits limits;
   limits.max_file_bytes = static_cast<size_t>(policy.settings.max_result_bytes);
@@ -210,7 +198,7 @@ Outcome CheckResultContent(const ObjectLookup& lookup, const std::string& commit
   if (const ResultCheck* bad = report.first_failure()) {
     TransitionError e = bad->name == "attest_sig" || bad->name == "commit_signature" ? TransitionError::kUnauthorized
                                                                                      : TransitionError::kInvalid;
-    return Outcome::Error(e, "result " + commit_id.substr(0, 12) + " refused: " + bad->name + ": " +
+    return Decision::Error(e, "result " + commit_id.substr(0, 12) + " refused: " + bad->name + ": " +
                                  TruncateUtf8(bad->detail, 400));
   }
   *parsed = std::move(report.parsed);

@@ -204,7 +204,7 @@ std::vector<OpResult> LedgerWriter::Apply(std::vector<Op>& ops, BatchStats* stat
   auto t_apply = std::chrono::steady_clock::now();
   std::vector<OpResult> results(ops.size());
   if (Status f = failed(); !f.ok()) {
-    Outcome stopped = Outcome::FromStatus(f);
+    Decision stopped = Decision::FromStatus(f);
     stopped.message = "the ledger could not record this batch: " + f.message();
     for (auto& r : results) r.outcome = stopped;
     if (stats) stats->ops = ops.size();
@@ -230,7 +230,7 @@ std::vector<OpResult> LedgerWriter::Apply(std::vector<Op>& ops, BatchStats* stat
   }
   Status s = Commit(b, stats);
   if (!s.ok()) {
-    Outcome fail = Outcome::FromStatus(s);
+    Decision fail = Decision::FromStatus(s);
     if (fail.error == TransitionError::kInternal || fail.error == TransitionError::kRetry) {
       fail.message = "the ledger could not record this batch: " + s.message();
     }

@@ -29,14 +29,14 @@ std::optional<Op> DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const
     auto check = CheckJobCommit(LedgerLookup(ledger), *commit, expected, policy, now);
     if (!check.ok()) {
       p->rejected_reason = RejectReasonLabel(check.status());
-      return refuse(ErrorText(Outcome::FromStatus(check.status())));
+      return refuse(ErrorText(Decision::FromStatus(check.status())));
     }
     return SubmitOp{std::move(*check), {}};
   }
   ParsedResult parsed;
-  Outcome o = CheckResultContent(LedgerLookup(ledger), *commit, policy, &parsed);
+  Decision o = CheckResultContent(LedgerLookup(ledger), *commit, policy, &parsed);
   if (o.ok() && !expected.empty() && parsed.job_hex != expected) {
-    o = Outcome::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
+    o = Decision::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
                                                       ", not of the job its ref names");
   }
   if (!o.ok()) {
@@ -73,7 +73,7 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     if (!j.ok()) return refuse(Invalid(j.status().message()));
     auto req = rpc::ParseLeaseRequest(*j, subj == rpc::kRenew);
     if (!req.ok()) return refuse(Invalid(req.status().message()));
-    Outcome v = VerifyLeaseRequest(*req, policy, now);
+    Decision v = VerifyLeaseRequest(*req, policy, now);
     if (!v.ok()) return refuse(ErrorText(v));
     return LeaseOp{std::move(*req)};
   }
@@ -83,10 +83,8 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     if (!j.ok()) return refuse(Invalid(j.status().message()));
     auto req = rpc::ParseUserRequest(*j, retry);
     if (!req.ok()) return refuse(Invalid(req.status().message()));
-    if (!IsLowerHex(req->job_hex, 64))
-      return refuse(Invalid("\"" + TruncateUtf8(req->job_hex, 80) + "\" is not a job id"));
-    Outcome v = VerifyUserRequest(req->requester_hex, UserRequestPayload(*req),
-                                  req->requested_at_ms, req->sig_hex, now);
+    if (!IsLowerHex(req->job_hex, 64)) return refuse(Invalid("\"" + TruncateUtf8(req->job_hex, 80) + "\" is not a job id"));
+    Decision v = VerifyUserRequest(req->requester_hex, UserRequestPayload(*req), req->requested_at_ms, req->sig_hex, now);
     if (!v.ok()) return refuse(ErrorText(v));
     return UserOp{retry,        req->job_hex,         req->requester_hex,
                   req->attempt, req->requested_at_ms, req->sig_hex};
@@ -114,7 +112,7 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
       ParsedResult parsed;
       // Parents are never looked up in the batch: a worker cannot bring its
       // own "claim commit".
-      Outcome o = CheckResultContent(BatchLookup(&*objects, nullptr), *commit, policy, &parsed);
+      Decision o = CheckResultContent(BatchLookup(&*objects, nullptr), *commit, policy, &parsed);
       if (!o.ok()) {
         p->log_line = o.message;
         return refuse(ErrorText(o));
@@ -129,7 +127,7 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     auto check = CheckJobCommit(BatchLookup(&*objects, nullptr), *commit, "", policy, now);
     if (!check.ok()) {
       p->rejected_reason = RejectReasonLabel(check.status());
-      return refuse(ErrorText(Outcome::FromStatus(check.status())));
+      return refuse(ErrorText(Decision::FromStatus(check.status())));
     }
     return SubmitOp{std::move(*check), std::move(*objects)};
   }
@@ -188,12 +186,11 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
     std::vector<GitObject> objects;
     objects.push_back(MakeObject(ObjectType::kBlob, r.data + "\n"));
     auto tree = EncodeTree({{"batch.json", objects.back().id, 0100644}});
-    if (!tree.ok()) return refuse(ErrorText(Outcome::FromStatus(tree.status())));
+    if (!tree.ok()) return refuse(ErrorText(Decision::FromStatus(tree.status())));
     objects.push_back(MakeObject(ObjectType::kTree, *tree));
-    auto commit = BuildCommitObject(
-        objects.back().id, {}, "gatos: batch record\n\nBatch-Id: blake3:" + hex + "\n",
-        kLedgerCommitterName, kLedgerCommitterEmail, now, &writer_->ledger_private_key());
-    if (!commit.ok()) return refuse(ErrorText(Outcome::FromStatus(commit.status())));
+    auto commit = BuildCommitObject(objects.back().id, {}, "gatos: batch record\n\nBatch-Id: blake3:" + hex + "\n",
+                                    kLedgerCommitterName, kLedgerCommitterEmail, now, &writer_->ledger_private_key());
+    if (!commit.ok()) return refuse(ErrorText(Decision::FromStatus(commit.status())));
     objects.insert(objects.begin(), std::move(*commit));
     p->op = NoteOp{LogKind::kBatch, kBatchPrefix + hex, true, std::move(objects)};
     return;
@@ -208,9 +205,9 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
     if (!key.ok() || !IsLowerHex(*key, 64))
       return refuse(Invalid("key must be 64 hex (the ref's name)"));
     auto w = CheckWitness(*commit, *key);
-    if (!w.ok()) return refuse(ErrorText(Outcome::FromStatus(w.status())));
+    if (!w.ok()) return refuse(ErrorText(Decision::FromStatus(w.status())));
     auto raw = writer_->ledger().ReadRawObject(*commit);
-    if (!raw.ok()) return refuse(ErrorText(Outcome::FromStatus(raw.status())));
+    if (!raw.ok()) return refuse(ErrorText(Decision::FromStatus(raw.status())));
     std::vector<GitObject> objects;
     objects.push_back({raw->first, std::move(raw->second), *commit});
     p->op = NoteOp{LogKind::kWitness, WitnessRef(*key), false, std::move(objects)};
@@ -299,7 +296,7 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
     } else {
       Status s = PolicyRevoke(&next, *role, *key);
       if (!s.ok()) {
-        p->reply = ErrorText(Outcome::FromStatus(s));
+        p->reply = ErrorText(Decision::FromStatus(s));
         return std::nullopt;
       }
     }
@@ -321,7 +318,7 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
   } else if (*op == "rotate-ledger-key") {
     auto key = GenerateEd25519Key("gatos ledger key");
     if (!key.ok()) {
-      p->reply = ErrorText(Outcome::FromStatus(key.status()));
+      p->reply = ErrorText(Decision::FromStatus(key.status()));
       return std::nullopt;
     }
     // The new key is on disk before the policy names it, so a crash between
@@ -331,7 +328,7 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
     ::unlink((path + ".pub").c_str());
     Status w = WriteKeyPair(path, *key);
     if (!w.ok()) {
-      p->reply = ErrorText(Outcome::FromStatus(w));
+      p->reply = ErrorText(Decision::FromStatus(w));
       return std::nullopt;
     }
     p->rotated_key_path = path;

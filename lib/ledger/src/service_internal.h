@@ -35,7 +35,7 @@ using nlohmann::json;
 inline std::string Short(const std::string& hex) { return hex.substr(0, 12); }
 
 inline std::string ErrorText(TransitionError e, std::string_view m) { return rpc::Dump(rpc::ErrorReply(e, m)); }
-inline std::string ErrorText(const Outcome& o) { return ErrorText(o.error, o.message); }
+inline std::string ErrorText(const Decision& o) { return ErrorText(o.error, o.message); }
 inline std::string Invalid(std::string_view m) { return ErrorText(TransitionError::kInvalid, m); }
 
 inline bool IsLocalPush(const std::string& subject) {

@@ -1,5 +1,7 @@
 // Read-only replies: status and list, and a job's status as JSON.
 #include "gatos/ledger/job_service.h"
+#include "gatos/model/time_format.h"
+
 #include "service_internal.h"
 
 namespace gatos {
@@ -13,7 +15,7 @@ std::string JobService::ReadReply(const ServiceRequest& r) {
     auto job = rpc::ParseJobField(*j);
     if (!job.ok()) return Invalid(job.status().message());
     auto rec = writer_->Find(*job);
-    if (!rec.ok()) return ErrorText(Outcome::FromStatus(rec.status()));
+    if (!rec.ok()) return ErrorText(Decision::FromStatus(rec.status()));
     if (!*rec) return Invalid("no job blake3:" + *job + " in this ledger");
     json reply = rpc::OkReply();
     reply["status"] = JobStatusJson(writer_->ledger(), **rec, writer_->policy().settings, now);
@@ -23,7 +25,7 @@ std::string JobService::ReadReply(const ServiceRequest& r) {
     auto job = rpc::ParseJobField(*j);
     if (!job.ok()) return Invalid(job.status().message());
     auto rec = writer_->Find(*job);
-    if (!rec.ok()) return ErrorText(Outcome::FromStatus(rec.status()));
+    if (!rec.ok()) return ErrorText(Decision::FromStatus(rec.status()));
     if (!*rec) return Invalid("no job blake3:" + *job + " in this ledger");
     return rpc::Dump(JobOutputReply(writer_->ledger(), **rec, *j));
   }
@@ -242,7 +244,7 @@ json ListReply(StateIndex& index, const IndexStats& st,
       }
       return true;
     });
-    if (!s.ok()) return rpc::ErrorReply(Outcome::FromStatus(s).error, s.message());
+    if (!s.ok()) return rpc::ErrorReply(Decision::FromStatus(s).error, s.message());
   }
   json reply = rpc::OkReply();
   reply["jobs"] = std::move(jobs);

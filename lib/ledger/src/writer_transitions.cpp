@@ -47,7 +47,7 @@ Result<std::optional<JobRecord>> Current(LedgerWriter& w, std::map<std::string, 
   {                                                                                         \
     auto cur = Current(*this, b.touched, job);                                              \
     if (!cur.ok()) {                                                                        \
-      r->outcome = Outcome::FromStatus(cur.status());                                       \
+      r->outcome = Decision::FromStatus(cur.status());                                       \
       return;                                                                               \
     }                                                                                       \
     rec_var = std::move(*cur);                                                              \
@@ -71,7 +71,7 @@ void RecordTransition(std::map<std::string, JobRecord>& touched,
 namespace {
 
 // The transition's outcome as a reply: its error class and message.
-void Refuse(const Decision& d, OpResult* r) { r->outcome = Outcome::Error(d.error, d.message); }
+void Refuse(const Decision& d, OpResult* r) { r->outcome = Decision::Error(d.error, d.message); }
 
 }  // namespace
 
@@ -129,7 +129,7 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
   auto commit = BuildCommitObject(kEmptyTreeId, parents, FormatLeaseCommitMessage(info), kLedgerCommitterName,
                                   kLedgerCommitterEmail, b.now, &key_);
   if (!commit.ok()) {
-    r->outcome = Outcome::FromStatus(commit.status());
+    r->outcome = Decision::FromStatus(commit.status());
     return;
   }
   t.lease_commit = commit->id;
@@ -145,7 +145,7 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
     auto tree = raw.ok() ? LookupIn(*ledger_, b.objects, b.object_at, raw->tree) : Result<std::pair<ObjectType, std::string>>(raw.status());
     auto entries = tree.ok() ? ParseTree(tree->second, raw->tree) : Result<std::vector<TreeEntry>>(tree.status());
     if (!entries.ok()) {
-      r->outcome = Outcome::Error(TransitionError::kInternal, "cannot read job " + Short(req.job_hex) +
+      r->outcome = Decision::Error(TransitionError::kInternal, "cannot read job " + Short(req.job_hex) +
                                                                    "'s commit: " + entries.status().message());
       return;
     }
@@ -155,7 +155,7 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
       if (e.name != "job.yaml") continue;
       auto blob = LookupIn(*ledger_, b.objects, b.object_at, e.id);
       if (!blob.ok()) {
-        r->outcome = Outcome::Error(TransitionError::kInternal, "cannot read job.yaml of " + Short(req.job_hex));
+        r->outcome = Decision::Error(TransitionError::kInternal, "cannot read job.yaml of " + Short(req.job_hex));
         return;
       }
       r->grant.push_back({ObjectType::kBlob, blob->second, e.id});
@@ -228,7 +228,7 @@ void LedgerWriter::DoUser(Batch& b, UserOp& op, OpResult* r) {
   auto commit = BuildCommitObject(kEmptyTreeId, parents, FormatUserRequestCommitMessage(info), kLedgerCommitterName,
                                   kLedgerCommitterEmail, b.now, &key_);
   if (!commit.ok()) {
-    r->outcome = Outcome::FromStatus(commit.status());
+    r->outcome = Decision::FromStatus(commit.status());
     return;
   }
   AppliedTransition a;
@@ -280,7 +280,7 @@ void LedgerWriter::DoPolicy(Batch& b, PolicyOp& op, OpResult* r) {
   const Ed25519PrivateKey& signer = b.new_key ? *b.new_key : key_;
   auto objects = BuildPolicyCommit(next, parent, op.message, signer, b.now);
   if (!objects.ok()) {
-    r->outcome = Outcome::FromStatus(objects.status());
+    r->outcome = Decision::FromStatus(objects.status());
     return;
   }
   std::string commit = objects->front().id;
@@ -313,7 +313,7 @@ void LedgerWriter::DoPolicy(Batch& b, PolicyOp& op, OpResult* r) {
 void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
   if (op.objects.empty() || op.objects.front().type != ObjectType::kCommit ||
       op.ref.compare(0, 11, "refs/gatos/") != 0 || op.ref.compare(0, std::strlen(kJobsPrefix), kJobsPrefix) == 0) {
-    r->outcome = Outcome::Error(TransitionError::kInvalid, "not a record the ledger keeps");
+    r->outcome = Decision::Error(TransitionError::kInvalid, "not a record the ledger keeps");
     return;
   }
   std::string current;
@@ -324,7 +324,7 @@ void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
     FlushViews();  // the ref as the batches before this one left it
     auto v = ledger_->ResolveRef(op.ref);
     if (!v.ok()) {
-      r->outcome = Outcome::FromStatus(v.status());
+      r->outcome = Decision::FromStatus(v.status());
       return;
     }
     current = *v;

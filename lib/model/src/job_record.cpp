@@ -5,6 +5,7 @@
 #include "gatos/model/canonical_json.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/refs.h"
+#include "gatos/model/time_format.h"
 
 namespace gatos {
 namespace {

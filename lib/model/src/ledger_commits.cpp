@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "gatos/model/encoding.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/time_format.h"
 #include "gatos/model/trailers.h"
 
 namespace gatos {

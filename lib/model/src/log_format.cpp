@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "gatos/model/encoding.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/time_format.h"
 #include "gatos/model/trailers.h"
 
 namespace gatos {

@@ -6,7 +6,7 @@
 #include "gatos/model/canonical_json.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/git_input.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/time_format.h"
 #include "gatos/model/result_path.h"
 
 namespace gatos {

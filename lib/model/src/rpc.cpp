@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gatos/model/encoding.h"
+#include "gatos/model/time_format.h"
 
 namespace gatos::rpc {
 
@@ -131,7 +132,7 @@ nlohmann::json ErrorReply(TransitionError error, std::string_view message) {
                         {"message", TruncateUtf8(message, 4096)}};
 }
 
-Result<nlohmann::json> ParseReply(std::string_view data, std::string_view subject, ReplyError* error) {
+Result<nlohmann::json> ParseReply(std::string_view data, std::string_view subject, Decision* error) {
   *error = {};
   nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("ok") || !j["ok"].is_boolean()) {

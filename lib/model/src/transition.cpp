@@ -1,6 +1,7 @@
 #include "gatos/model/transition.h"
 
 #include "gatos/model/public_key.h"
+#include "gatos/model/time_format.h"
 
 namespace gatos {
 namespace {

@@ -1,4 +1,4 @@
-#include "git_objects.h"
+#include "gatos/scan/git_objects.h"
 
 #include <cstring>
 

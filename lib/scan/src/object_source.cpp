@@ -1,4 +1,4 @@
-#include "object_source.h"
+#include "gatos/scan/object_source.h"
 
 #include "git/git_util.h"
 
@@ -17,20 +17,6 @@ git_object_t GitType(ObjectKind k) {
       return GIT_OBJECT_TAG;
   }
   return GIT_OBJECT_INVALID;
-}
-
-const char* KindName(ObjectKind k) {
-  switch (k) {
-    case ObjectKind::kCommit:
-      return "commit";
-    case ObjectKind::kTree:
-      return "tree";
-    case ObjectKind::kBlob:
-      return "blob";
-    case ObjectKind::kTag:
-      return "tag";
-  }
-  return "object";
 }
 
 }  // namespace
@@ -73,10 +59,11 @@ Status ObjectSource::Size(const git_oid& oid, const std::optional<PackLocation>&
   size_t len = 0;
   git_object_t type = GIT_OBJECT_INVALID;
   if (int rc = git_odb_read_header(&len, &type, odb_, &oid); rc != 0) {
-    return git::GitError(rc, std::string("reading ") + KindName(want) + " " + git::OidHex(oid));
+    return git::GitError(rc,
+                         std::string("reading ") + ObjectKindName(want) + " " + git::OidHex(oid));
   }
   if (type != GitType(want)) {
-    return DataLossError(git::OidHex(oid) + " is not a " + KindName(want));
+    return DataLossError(git::OidHex(oid) + " is not a " + ObjectKindName(want));
   }
   *size = len;
   return OkStatus();
@@ -98,10 +85,11 @@ Status ObjectSource::Read(const git_oid& oid, const std::optional<PackLocation>&
   ++fallbacks_;
   if (int rc = git_odb_read(&held_obj_, odb_, &oid); rc != 0) {
     held_obj_ = nullptr;
-    return git::GitError(rc, std::string("reading ") + KindName(want) + " " + git::OidHex(oid));
+    return git::GitError(rc,
+                         std::string("reading ") + ObjectKindName(want) + " " + git::OidHex(oid));
   }
   if (git_odb_object_type(held_obj_) != GitType(want)) {
-    return DataLossError(git::OidHex(oid) + " is not a " + KindName(want));
+    return DataLossError(git::OidHex(oid) + " is not a " + ObjectKindName(want));
   }
   *data = std::string_view(static_cast<const char*>(git_odb_object_data(held_obj_)),
                            git_odb_object_size(held_obj_));

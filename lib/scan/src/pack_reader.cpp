@@ -1,4 +1,4 @@
-#include "pack_reader.h"
+#include "gatos/scan/pack_reader.h"
 
 #include <algorithm>
 #include <cstring>
@@ -97,10 +97,10 @@ bool ApplyDelta(const std::string& base, const std::string& delta, uint64_t max_
 // One parsed entry header.
 struct PackReader::Entry {
   PackLocation loc;
-  int type = 0;             // 1-4 objects, 6 OFS_DELTA, 7 REF_DELTA
-  uint64_t size = 0;        // inflated size of this entry's data
-  uint64_t data = 0;        // offset of the zlib stream
-  PackLocation base;        // deltas only
+  int type = 0;       // 1-4 objects, 6 OFS_DELTA, 7 REF_DELTA
+  uint64_t size = 0;  // inflated size of this entry's data
+  uint64_t data = 0;  // offset of the zlib stream
+  PackLocation base;  // deltas only
 };
 
 PackReader::PackReader(const PackStore& store, size_t cache_bytes)
@@ -194,8 +194,7 @@ Status PackReader::Inflate(const Entry& e, uint64_t size, std::string* out) {
   const uint64_t produced = size + 1 - out_left - zs_.avail_out;
   if (rc != Z_STREAM_END || produced != size) {
     return Damaged(e.loc, "zlib stream does not match the entry's size (" +
-                              std::to_string(produced) + " of " + std::to_string(size) +
-                              " bytes)");
+                              std::to_string(produced) + " of " + std::to_string(size) + " bytes)");
   }
   out->resize(size);
   ++stats_.inflated;
@@ -334,6 +333,20 @@ Status PackReader::Read(PackLocation loc, uint64_t max_bytes, ObjectKind* kind,
   *kind = base_kind;
   *data = std::move(base);
   return OkStatus();
+}
+
+const char* ObjectKindName(ObjectKind k) {
+  switch (k) {
+    case ObjectKind::kCommit:
+      return "commit";
+    case ObjectKind::kTree:
+      return "tree";
+    case ObjectKind::kBlob:
+      return "blob";
+    case ObjectKind::kTag:
+      return "tag";
+  }
+  return "object";
 }
 
 }  // namespace gatos::scan

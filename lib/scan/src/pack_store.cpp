@@ -1,4 +1,4 @@
-#include "pack_store.h"
+#include "gatos/scan/pack_store.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -21,7 +21,7 @@
 
 #include "gatos/scan/done_ledger.h"
 #include "gatos/scan/scanner.h"
-#include "pack_store.h"
+#include "gatos/scan/pack_store.h"
 
 namespace gatos::scan {
 

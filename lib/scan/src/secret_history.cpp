@@ -6,8 +6,8 @@
 #include <string>
 
 #include "git/git_util.h"
-#include "git_objects.h"
-#include "oid_set.h"
+#include "gatos/scan/git_objects.h"
+#include "gatos/scan/oid_set.h"
 #include "tree_walker.h"
 
 namespace gatos::scan {

@@ -12,7 +12,7 @@
 
 #include "gatos/model/status.h"
 #include "gatos/scan/done_ledger.h"
-#include "object_source.h"
+#include "gatos/scan/object_source.h"
 
 namespace gatos::scan {
 

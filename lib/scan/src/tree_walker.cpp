@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "git/git_util.h"
-#include "git_objects.h"
+#include "gatos/scan/git_objects.h"
 
 namespace gatos::scan {
 namespace {

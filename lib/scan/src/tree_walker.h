@@ -23,8 +23,8 @@
 
 #include "gatos/scan/done_ledger.h"
 #include "gatos/scan/scanner.h"
-#include "object_source.h"
-#include "oid_set.h"
+#include "gatos/scan/object_source.h"
+#include "gatos/scan/oid_set.h"
 #include "scan_run.h"
 
 namespace gatos::scan {

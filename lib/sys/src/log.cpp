@@ -8,7 +8,7 @@
 
 #include "gatos/model/clock.h"
 #include "gatos/model/encoding.h"
-#include "gatos/model/lease.h"  // FormatRfc3339Millis
+#include "gatos/model/time_format.h"  // FormatRfc3339Millis
 
 namespace gatos {
 namespace {

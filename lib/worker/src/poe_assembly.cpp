@@ -3,7 +3,7 @@
 #include <optional>
 
 #include "gatos/model/encoding.h"
-#include "gatos/model/lease.h"  // FormatRfc3339Millis
+#include "gatos/model/time_format.h"  // FormatRfc3339Millis
 #include "gatos/worker/run_status.h"
 
 namespace gatos::worker {

@@ -8,7 +8,7 @@ namespace gatos::worker {
 
 Reply ReplyOf(std::string_view data, std::string_view subject) {
   Reply r;
-  rpc::ReplyError err;
+  Decision err;
   auto body = rpc::ParseReply(data, subject, &err);
   r.error = err.error;
   r.message = err.message;

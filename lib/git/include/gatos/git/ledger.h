@@ -22,7 +22,7 @@
 
 #include "gatos/crypto/keys.h"
 #include "gatos/git/git_object.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/job_state.h"
 #include "gatos/model/policy.h"
 #include "gatos/model/refs.h"
 #include "gatos/model/status.h"

@@ -13,26 +13,13 @@
 #include <string_view>
 
 #include "gatos/git/result.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/decision.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/policy.h"
 #include "gatos/model/rpc.h"
 #include "gatos/model/status.h"
 
 namespace gatos {
-
-// A transition's outcome in the error classes workers branch on (lease.h).
-struct Outcome {
-  TransitionError error = TransitionError::kNone;
-  std::string message;
-  bool ok() const { return error == TransitionError::kNone; }
-  static Outcome Error(TransitionError e, std::string m) { return Outcome{e, std::move(m)}; }
-  // Maps a Status faithfully: Aborted/Unavailable/DeadlineExceeded -> retry,
-  // PermissionDenied -> unauthorized, InvalidArgument/NotFound -> invalid,
-  // DataLoss/Internal/FailedPrecondition and anything else -> internal (a
-  // corrupt ledger object is never something to retry).
-  static Outcome FromStatus(const Status& s);
-};
 
 // A validated job commit.
 struct JobCommitCheck {
@@ -64,18 +51,18 @@ std::string RejectReasonLabel(const Status& s);
 // looking at the job: well-formed ids, requested within kMaxRequestSkewMs of
 // `now_ms`, the signature verifies for the worker key, and the worker is
 // allowed by `policy`. kInvalid or kUnauthorized otherwise.
-Outcome VerifyLeaseRequest(const LeaseRequest& req, const Policy& policy, int64_t now_ms);
+Decision VerifyLeaseRequest(const LeaseRequest& req, const Policy& policy, int64_t now_ms);
 
 // A signed user request (cancel or re-run) by `requester_hex` over
 // `payload`: well-formed, fresh and verifying. Whether the requester may act
 // on the job is decided against the job's record (transition.h).
-Outcome VerifyUserRequest(std::string_view requester_hex, std::string_view payload,
+Decision VerifyUserRequest(std::string_view requester_hex, std::string_view payload,
                           int64_t requested_at_ms, std::string_view sig_hex, int64_t now_ms);
 
 // The self-contained checks of a result commit (CheckResultCommit) with the
-// policy's limits, mapped to an Outcome: a bad signature is kUnauthorized,
+// policy's limits, mapped to a Decision: a bad signature is kUnauthorized,
 // anything else malformed kInvalid.
-Outcome CheckResultContent(const ObjectLookup& lookup, const std::string& commit_id,
+Decision CheckResultContent(const ObjectLookup& lookup, const std::string& commit_id,
                            const Policy& policy, ParsedResult* parsed);
 
 }  // namespace gatos

@@ -128,7 +128,7 @@ struct NoteOp {
 using Op = std::variant<SubmitOp, LeaseOp, ResultOp, UserOp, PruneOp, AbortOp, PolicyOp, NoteOp>;
 
 struct OpResult {
-  Outcome outcome;
+  Decision outcome;
   bool existing = false;  // a no-op: the job, result or cancel was already recorded
   std::string job_hex;
   std::string commit;     // the commit the operation recorded (lease, cancel, result, job, policy)

@@ -16,7 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gatos/model/lease.h"
+#include "gatos/model/job_state.h"
+#include "gatos/model/decision.h"
 #include "gatos/model/policy.h"
 #include "gatos/model/status.h"
 
@@ -86,7 +87,7 @@ std::map<std::string, std::string> JobRefs(const JobRecord& r);
 std::string EncodeJobRecord(const JobRecord& r);
 Result<JobRecord> DecodeJobRecord(std::string_view json);
 
-// ---- transitions: pure decisions on a record (lease.h error classes) ----
+// ---- transitions: pure decisions on a record (decision.h error classes) ----
 
 struct ClaimPlan {
   int64_t epoch = 0;           // epoch of the new lease

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "gatos/model/job_record.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/decision.h"
 #include "gatos/model/status.h"
 
 namespace gatos::rpc {
@@ -144,13 +144,9 @@ Result<ListRequest> ParseListRequest(const nlohmann::json& j);
 // ---- replies ----
 nlohmann::json OkReply();
 nlohmann::json ErrorReply(TransitionError error, std::string_view message);
-struct ReplyError {
-  TransitionError error = TransitionError::kNone;
-  std::string message;
-};
-// Parses a reply; a malformed reply becomes kRetry with a message naming the subject.
-Result<nlohmann::json> ParseReply(std::string_view data, std::string_view subject,
-                                  ReplyError* error);
+// Parses a reply into *error (ok() when the reply says ok); a malformed reply
+// becomes kRetry with a message naming the subject.
+Result<nlohmann::json> ParseReply(std::string_view data, std::string_view subject, Decision* error);
 
 // A job's status as `gatos status --json` and gatos.rpc.status report it:
 // {"job","state","job_commit","attempt","submitted","cancel_requested",

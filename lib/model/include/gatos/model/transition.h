@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "gatos/model/job_record.h"
-#include "gatos/model/lease.h"
+#include "gatos/model/decision.h"
 #include "gatos/model/log_format.h"
 #include "gatos/model/policy.h"
 
@@ -109,7 +109,7 @@ struct AppliedTransition {
 // The rule for job `job_hex`. `old` is its record before (nullopt: no such
 // job). On success
 // *out holds the result; otherwise the decision says why, with the error
-// class the requester sees (lease.h):
+// class the requester sees (decision.h):
 //   submit   ok (unchanged when the job exists)
 //   lease    kInvalid (no job), kTerminal (finished or pruned), kUnauthorized
 //            (worker not allowed by the policy, a replayed renew), kLostRace,

@@ -15,7 +15,7 @@
 #ifndef GATOS_WORKER_OFFER_SETTLEMENT_H_
 #define GATOS_WORKER_OFFER_SETTLEMENT_H_
 
-#include "gatos/model/lease.h"
+#include "gatos/model/decision.h"
 
 namespace gatos::worker {
 

@@ -1,5 +1,5 @@
 // What the worker makes of gatosd's replies (PROTOCOL section 4): every
-// outcome in the error classes it branches on (lease.h TransitionError),
+// outcome in the error classes it branches on (decision.h TransitionError),
 // with transport failures folded into kRetry, so that each caller handles
 // one vocabulary. The bus calls themselves are the program's.
 //
@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gatos/model/lease.h"
+#include "gatos/model/decision.h"
 #include "gatos/model/status.h"
 
 namespace gatos::worker {

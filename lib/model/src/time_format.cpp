@@ -1,58 +1,9 @@
-#include "gatos/model/lease.h"
+#include "gatos/model/time_format.h"
 
 #include <cstdio>
 #include <ctime>
 
 namespace gatos {
-
-std::string_view JobStateName(JobState s) {
-  switch (s) {
-    case JobState::kPending: return "pending";
-    case JobState::kClaimed: return "claimed";
-    case JobState::kSucceeded: return "succeeded";
-    case JobState::kFailed: return "failed";
-    case JobState::kTimedOut: return "timed-out";
-    case JobState::kAborted: return "aborted";
-  }
-  return "unknown";
-}
-
-std::optional<JobState> ParseJobState(std::string_view name) {
-  for (JobState s : {JobState::kPending, JobState::kClaimed, JobState::kSucceeded,
-                     JobState::kFailed, JobState::kTimedOut, JobState::kAborted}) {
-    if (JobStateName(s) == name) return s;
-  }
-  return std::nullopt;
-}
-
-bool IsTerminal(JobState s) {
-  return s != JobState::kPending && s != JobState::kClaimed;
-}
-
-std::string_view TransitionErrorName(TransitionError e) {
-  switch (e) {
-    case TransitionError::kNone: return "ok";
-    case TransitionError::kLostRace: return "lost_race";
-    case TransitionError::kStaleOwner: return "stale_owner";
-    case TransitionError::kTerminal: return "terminal";
-    case TransitionError::kCancelled: return "cancelled";
-    case TransitionError::kInvalid: return "invalid";
-    case TransitionError::kUnauthorized: return "unauthorized";
-    case TransitionError::kRetry: return "retry";
-    case TransitionError::kInternal: return "internal";
-  }
-  return "invalid";
-}
-
-TransitionError ParseTransitionError(std::string_view name) {
-  for (TransitionError e :
-       {TransitionError::kNone, TransitionError::kLostRace, TransitionError::kStaleOwner,
-        TransitionError::kTerminal, TransitionError::kCancelled, TransitionError::kInvalid,
-        TransitionError::kUnauthorized, TransitionError::kRetry, TransitionError::kInternal}) {
-    if (TransitionErrorName(e) == name) return e;
-  }
-  return TransitionError::kInvalid;
-}
 
 std::string FormatRfc3339Millis(int64_t unix_ms) {
   int64_t secs = unix_ms >= 0 ? unix_ms / 1000 : (unix_ms - 999) / 1000;

@@ -17,8 +17,8 @@
 #include <string_view>
 
 #include "gatos/model/status.h"
-#include "pack_reader.h"
-#include "pack_store.h"
+#include "gatos/scan/pack_reader.h"
+#include "gatos/scan/pack_store.h"
 
 namespace gatos::scan {
 

@@ -26,11 +26,13 @@
 #include <vector>
 
 #include "gatos/model/status.h"
-#include "pack_store.h"
+#include "gatos/scan/pack_store.h"
 
 namespace gatos::scan {
 
 enum class ObjectKind : int { kCommit = 1, kTree = 2, kBlob = 3, kTag = 4 };
+// "commit", "tree", "blob", "tag", as git names them.
+const char* ObjectKindName(ObjectKind k);
 
 inline constexpr size_t kMaxDeltaDepth = 10000;
 
@@ -52,10 +54,10 @@ class PackReader {
               std::shared_ptr<const std::string>* data);
 
   struct Stats {
-    uint64_t objects = 0;      // Read calls that succeeded
-    uint64_t cache_hits = 0;   // bases (or objects) found in the cache
-    uint64_t inflated = 0;     // entries inflated
-    uint64_t deltas = 0;       // deltas applied
+    uint64_t objects = 0;     // Read calls that succeeded
+    uint64_t cache_hits = 0;  // bases (or objects) found in the cache
+    uint64_t inflated = 0;    // entries inflated
+    uint64_t deltas = 0;      // deltas applied
   };
   const Stats& stats() const { return stats_; }
 
