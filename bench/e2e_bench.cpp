@@ -22,7 +22,9 @@
 // --no-wal: gatosd syncs each batch's pack and log ref instead of writing a
 // write-ahead log record (for comparison).
 // --job sh (default): `/bin/sh -c 'echo N >> file'` in the job's workspace;
+// --job echo: `/bin/sh -c 'echo N'` (one line of output: live output's cost);
 // --job true: /bin/true.
+// --live-output on|off: the workers' flag (default: the worker's, on).
 // Claims are seen by listening to the claim requests and their replies on
 // the bus (the bench is one more subscriber; gatosd publishes no claim
 // event), results by gatosd's gatos.jobs.finished events.
@@ -39,11 +41,10 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gatos/crypto/keys.h"
 #include "gatos/git/pack_writer.h"
@@ -78,7 +79,9 @@ Process Spawn(const std::vector<std::string>& argv, const std::string& log) {
   return std::move(*p);
 }
 
-int RunWait(const std::vector<std::string>& argv, const std::string& log) { return Spawn(argv, log).Wait().code; }
+int RunWait(const std::vector<std::string>& argv, const std::string& log) {
+  return Spawn(argv, log).Wait().code;
+}
 
 int FreePort() {
   for (int p = 20000 + (getpid() % 20000);; ++p) {
@@ -146,7 +149,7 @@ std::vector<bool> Granted(const std::string& data) {
 
 int main(int argc, char** argv) {
   int jobs = 2000, workers = 2, concurrency = 0, submitters = 32;
-  std::string sandbox, keep, submit = "push", job_kind = "sh";
+  std::string sandbox, keep, submit = "push", job_kind = "sh", live_output;
   double rate = 0;  // jobs/s offered in total; 0 = as fast as gatosd accepts
   const std::vector<FlagSpec> specs = {
       {"jobs", 0, true, false, "N"},
@@ -155,7 +158,8 @@ int main(int argc, char** argv) {
       {"submitters", 0, true, false, "N"},
       {"sandbox", 0, true, false, "off|auto (default: the worker's)"},
       {"submit", 0, true, false, "push|rpc"},
-      {"job", 0, true, false, "sh|true"},
+      {"job", 0, true, false, "sh|echo|true"},
+      {"live-output", 0, true, false, "on|off (default: the worker's)"},
       {"rate", 0, true, false, "JOBS/S"},
       {"keep", 0, true, false, "DIR"},
       {"ledger-dir", 0, true, false, "DIR"},
@@ -164,11 +168,15 @@ int main(int argc, char** argv) {
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
       !flags.GetInt("jobs", 1, 10'000'000, &jobs) || !flags.GetInt("workers", 1, 64, &workers) ||
-      !flags.GetInt("concurrency", 1, 256, &concurrency) || !flags.GetInt("submitters", 1, 256, &submitters) ||
+      !flags.GetInt("concurrency", 1, 256, &concurrency) ||
+      !flags.GetInt("submitters", 1, 256, &submitters) ||
       !flags.GetChoice("sandbox", {"off", "auto", "require"}, &sandbox) ||
-      !flags.GetChoice("submit", {"push", "rpc"}, &submit) || !flags.GetChoice("job", {"sh", "true"}, &job_kind) ||
+      !flags.GetChoice("submit", {"push", "rpc"}, &submit) ||
+      !flags.GetChoice("job", {"sh", "echo", "true"}, &job_kind) ||
+      !flags.GetChoice("live-output", {"on", "off"}, &live_output) ||
       !flags.GetDouble("rate", 0, HUGE_VAL, &rate)) {
-    Die((flags.error().empty() ? std::string() : flags.error() + "\n") + "usage: e2e_bench " + FlagSynopsis(specs));
+    Die((flags.error().empty() ? std::string() : flags.error() + "\n") + "usage: e2e_bench " +
+        FlagSynopsis(specs));
   }
   if (flags.help()) {
     std::printf("usage: e2e_bench %s\n", FlagSynopsis(specs).c_str());
@@ -190,16 +198,19 @@ int main(int argc, char** argv) {
     conf << "max_payload: 8388608\n";
   }
   std::vector<Process> procs;
-  procs.push_back(Spawn({"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(port), "-sd", dir + "/js",
-                         "-c", dir + "/nats.conf"},
+  procs.push_back(Spawn({"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(port), "-sd",
+                         dir + "/js", "-c", dir + "/nats.conf"},
                         dir + "/nats.log"));
-  if (!WaitForText(dir + "/nats.log", "Server is ready", 10000)) Die("nats-server did not start; see " + dir);
+  if (!WaitForText(dir + "/nats.log", "Server is ready", 10000))
+    Die("nats-server did not start; see " + dir);
   const std::string ledger_dir = flags.GetOr("ledger-dir", "");
   std::string ledger = ledger_dir.empty() ? dir + "/ledger.git" : ledger_dir;
   if (!ledger_dir.empty()) fs::remove_all(ledger, ec);
   if (RunWait({g_bin + "/gatosd", "init", ledger}, log) != 0) Die("gatosd init failed; see " + log);
   if (RunWait({g_bin + "/gatos", "keygen", "-f", dir + "/submitter"}, log) != 0) Die("keygen");
-  RunWait({g_bin + "/gatos", "policy", "allow-submitter", "--ledger", ledger, dir + "/submitter.pub"}, log);
+  RunWait(
+      {g_bin + "/gatos", "policy", "allow-submitter", "--ledger", ledger, dir + "/submitter.pub"},
+      log);
   for (int w = 0; w < workers; ++w) {
     std::string k = dir + "/worker" + std::to_string(w);
     RunWait({g_bin + "/gatos", "keygen", "-f", k}, log);
@@ -210,14 +221,24 @@ int main(int argc, char** argv) {
     if (flags.Has("no-wal")) argv.push_back("--no-wal");
     procs.push_back(Spawn(argv, dir + "/gatosd.log"));
   }
-  if (!WaitForText(dir + "/gatosd.log", "serving ledger", 20000)) Die("gatosd did not start; see " + dir);
+  if (!WaitForText(dir + "/gatosd.log", "serving ledger", 20000))
+    Die("gatosd did not start; see " + dir);
   for (int w = 0; w < workers; ++w) {
     std::string k = dir + "/worker" + std::to_string(w);
     std::string wlog = dir + "/worker" + std::to_string(w) + ".log";
-    std::vector<std::string> argv = {g_bin + "/gatos-worker", "run", "--nats", url, "--key", k, "--ledger-key",
-                                     ledger + "/gatos/ledger_key.pub", "--state-dir", k + ".state"};
+    std::vector<std::string> argv = {g_bin + "/gatos-worker",
+                                     "run",
+                                     "--nats",
+                                     url,
+                                     "--key",
+                                     k,
+                                     "--ledger-key",
+                                     ledger + "/gatos/ledger_key.pub",
+                                     "--state-dir",
+                                     k + ".state"};
     if (concurrency > 0) argv.insert(argv.end(), {"--concurrency", std::to_string(concurrency)});
     if (!sandbox.empty()) argv.insert(argv.end(), {"--sandbox", sandbox});
+    if (!live_output.empty()) argv.insert(argv.end(), {"--live-output", live_output});
     procs.push_back(Spawn(argv, wlog));
     if (!WaitForText(wlog, " ready ", 20000)) Die("worker did not start; see " + wlog);
   }
@@ -294,7 +315,8 @@ int main(int argc, char** argv) {
         std::lock_guard<std::mutex> l(mu);
         auto it = claim_inbox.find(m.subject);
         if (it == claim_inbox.end()) {
-          if (m.data.find("lease_commit") != std::string::npos) early_replies[m.subject] = {now, m.data};
+          if (m.data.find("lease_commit") != std::string::npos)
+            early_replies[m.subject] = {now, m.data};
           return;
         }
         std::vector<bool> ok = Granted(m.data);
@@ -317,46 +339,57 @@ int main(int argc, char** argv) {
   std::vector<std::string> commits;
   for (int i = 0; i < jobs; ++i) {
     std::string n = run_tag + "-" + std::to_string(i);
-    std::string yaml = job_kind == "sh"
-                           ? "command: [\"/bin/sh\", \"-c\"]\nargs: [\"echo " + n + " >> file\"]\ntimeout: 60\n"
-                           : "command: [\"/bin/true\"]\nargs: [\"" + n + "\"]\ntimeout: 60\n";
+    std::string yaml =
+        job_kind == "sh"
+            ? "command: [\"/bin/sh\", \"-c\"]\nargs: [\"echo " + n + " >> file\"]\ntimeout: 60\n"
+        : job_kind == "echo"
+            ? "command: [\"/bin/sh\", \"-c\"]\nargs: [\"echo " + n + "\"]\ntimeout: 60\n"
+            : "command: [\"/bin/true\"]\nargs: [\"" + n + "\"]\ntimeout: 60\n";
     std::string hex = JobIdHex(*ParseManifest(yaml, "job.yaml"));
     std::vector<GitObject> objects;
     std::string tree = *BuildTreeObjects({{"job.yaml", yaml, false}}, &objects);
-    auto commit = BuildCommitObject(tree, {}, "bench job\n\nJob-Id: blake3:" + hex + "\n", "bench", "b@x",
-                                    SystemNowMs(), &*key);
+    auto commit = BuildCommitObject(tree, {}, "bench job\n\nJob-Id: blake3:" + hex + "\n", "bench",
+                                    "b@x", SystemNowMs(), &*key);
     objects.insert(objects.begin(), *commit);
-    frames.emplace_back("blake3:" + hex, rpc::EncodeFrame(json{{"commit", commit->id}}, EncodeObjectBatch(objects)));
+    frames.emplace_back("blake3:" + hex,
+                        rpc::EncodeFrame(json{{"commit", commit->id}}, EncodeObjectBatch(objects)));
     commits.push_back(commit->id);
     all_objects.insert(all_objects.end(), objects.begin(), objects.end());
   }
   std::string source = dir + "/jobs.git";
   if (submit == "push") {
     // All jobs as branches of one repository, written as one pack.
-    if (RunWait({"git", "init", "-q", "--bare", source}, log) != 0) Die("git init failed; see " + log);
+    if (RunWait({"git", "init", "-q", "--bare", source}, log) != 0)
+      Die("git init failed; see " + log);
     std::vector<const GitObject*> ptrs;
     for (const auto& o : all_objects) ptrs.push_back(&o);
     auto pack = WritePack(source, ptrs, PackWriteOptions{});
     if (!pack.ok()) Die(pack.status().message());
     std::string updates;
-    for (int i = 0; i < jobs; ++i) updates += "create refs/heads/j" + std::to_string(i) + " " + commits[i] + "\n";
+    for (int i = 0; i < jobs; ++i)
+      updates += "create refs/heads/j" + std::to_string(i) + " " + commits[i] + "\n";
     std::ofstream(dir + "/updates") << updates;
-    if (std::system(("git --git-dir " + source + " update-ref --stdin < " + dir + "/updates").c_str()) != 0) {
+    if (std::system(
+            ("git --git-dir " + source + " update-ref --stdin < " + dir + "/updates").c_str()) !=
+        0) {
       Die("git update-ref failed");
     }
   }
-  std::fprintf(stderr, "e2e_bench: %d jobs (%s), %d workers, concurrency %s, sandbox %s, submitted by %s\n%s", jobs,
-               job_kind.c_str(), workers, concurrency ? std::to_string(concurrency).c_str() : "default",
-               sandbox.empty() ? "default" : sandbox.c_str(),
-               submit == "push" ? "one git push" : (std::to_string(submitters) + " RPC connections").c_str(),
-               ready_line.c_str());
+  std::fprintf(
+      stderr,
+      "e2e_bench: %d jobs (%s), %d workers, concurrency %s, sandbox %s, submitted by %s\n%s", jobs,
+      job_kind.c_str(), workers, concurrency ? std::to_string(concurrency).c_str() : "default",
+      sandbox.empty() ? "default" : sandbox.c_str(),
+      submit == "push" ? "one git push" : (std::to_string(submitters) + " RPC connections").c_str(),
+      ready_line.c_str());
   auto t0 = Clock::now();
   if (submit == "push") {
     {
       std::lock_guard<std::mutex> l(mu);
       for (const auto& [id, frame] : frames) submitted[id] = t0;
     }
-    if (RunWait({"git", "--git-dir", source, "push", "-q", LedgerPushPath(ledger), "refs/heads/*:refs/gatos/submit/*"},
+    if (RunWait({"git", "--git-dir", source, "push", "-q", LedgerPushPath(ledger),
+                 "refs/heads/*:refs/gatos/submit/*"},
                 dir + "/push.log") != 0) {
       Die("git push failed; see " + dir + "/push.log");
     }
@@ -372,7 +405,8 @@ int main(int argc, char** argv) {
         int i;
         while ((i = next++) < jobs) {
           if (rate > 0) {  // open-loop pacing: job i is due at t0 + i / rate
-            auto due = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(i / rate));
+            auto due = t0 + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(i / rate));
             std::this_thread::sleep_until(due);
           }
           {
@@ -394,24 +428,29 @@ int main(int argc, char** argv) {
   }
   double submit_s = std::chrono::duration<double>(Clock::now() - t0).count();
   auto deadline = Clock::now() + std::chrono::minutes(10);
-  while (done < jobs && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (done < jobs && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   auto t1 = Clock::now();
   double total_s = std::chrono::duration<double>(t1 - t0).count();
   std::vector<double> to_claim, to_result;
   {
     std::lock_guard<std::mutex> l(mu);
     for (const auto& [id, t] : submitted) {
-      if (claimed.count(id)) to_claim.push_back(std::chrono::duration<double, std::milli>(claimed[id] - t).count());
-      if (finished.count(id)) to_result.push_back(std::chrono::duration<double, std::milli>(finished[id] - t).count());
+      if (claimed.count(id))
+        to_claim.push_back(std::chrono::duration<double, std::milli>(claimed[id] - t).count());
+      if (finished.count(id))
+        to_result.push_back(std::chrono::duration<double, std::milli>(finished[id] - t).count());
     }
   }
   double jps = done / total_s;
-  std::printf("jobs %d finished %d in %.2f s: %.0f jobs/s (submission alone %.0f jobs/s)\n", jobs, done.load(),
-              total_s, jps, jobs / submit_s);
+  std::printf("jobs %d finished %d in %.2f s: %.0f jobs/s (submission alone %.0f jobs/s)\n", jobs,
+              done.load(), total_s, jps, jobs / submit_s);
   if (!to_claim.empty()) {
-    std::printf("submit->claim   p50 %7.1f ms  p99 %7.1f ms\n", P(to_claim, 0.5), P(to_claim, 0.99));
+    std::printf("submit->claim   p50 %7.1f ms  p99 %7.1f ms\n", P(to_claim, 0.5),
+                P(to_claim, 0.99));
   }
-  std::printf("submit->result  p50 %7.1f ms  p99 %7.1f ms\n", P(to_result, 0.5), P(to_result, 0.99));
+  std::printf("submit->result  p50 %7.1f ms  p99 %7.1f ms\n", P(to_result, 0.5),
+              P(to_result, 0.99));
   if (rate > 0) {
     // submit -> reply (a group commit) -> offer on the stream (views
     // written, published, stored) -> claim request (the worker's fetch) ->
@@ -423,16 +462,19 @@ int main(int argc, char** argv) {
     };
     for (const auto& [id, t] : submitted) {
       auto a = acked.find(id), o = offered.find(id), q = asked.find(id), c = claimed.find(id);
-      if (a == acked.end() || o == offered.end() || q == asked.end() || c == claimed.end()) continue;
+      if (a == acked.end() || o == offered.end() || q == asked.end() || c == claimed.end())
+        continue;
       hop[0].push_back(ms(t, a->second));
       hop[1].push_back(ms(t, o->second));
       hop[2].push_back(ms(o->second, q->second));
       hop[3].push_back(ms(q->second, c->second));
     }
-    const char* names[4] = {"submit->reply", "submit->offer", "offer->claim request", "claim request->grant"};
+    const char* names[4] = {"submit->reply", "submit->offer", "offer->claim request",
+                            "claim request->grant"};
     for (int h = 0; h < 4; ++h) {
       if (hop[h].empty()) continue;
-      std::printf("  %-22s p50 %7.1f ms  p99 %7.1f ms\n", names[h], P(hop[h], 0.5), P(hop[h], 0.99));
+      std::printf("  %-22s p50 %7.1f ms  p99 %7.1f ms\n", names[h], P(hop[h], 0.5),
+                  P(hop[h], 0.99));
     }
   }
   if (as_json) {
@@ -459,7 +501,8 @@ int main(int argc, char** argv) {
   claim_subs.clear();
   s1->reset();
   bus->reset();
-  for (auto it = procs.rbegin(); it != procs.rend(); ++it) it->Stop(SIGTERM, std::chrono::seconds(60));
+  for (auto it = procs.rbegin(); it != procs.rend(); ++it)
+    it->Stop(SIGTERM, std::chrono::seconds(60));
   // A repack gatosd started may still be finishing: remove what can be removed.
   if (keep.empty()) {
     fs::remove_all(dir, ec);

@@ -2,14 +2,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "gatos/git/ledger.h"
@@ -23,6 +22,7 @@
 #include "gatos/sys/flags.h"
 #include "gatos/sys/process.h"
 #include "ledger_client.h"
+#include "progress_bar.h"
 
 namespace gatos::cli {
 namespace {
@@ -64,17 +64,27 @@ Result<json> ReadBatch(const std::string& target, const std::string& batch_hex) 
     GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(target));
     GATOS_ASSIGN_OR_RETURN(std::string commit, ledger->ResolveRef(kBatchPrefix + batch_hex));
     if (commit.empty()) return NotFoundError("no batch blake3:" + batch_hex + " in " + target);
-    GATOS_ASSIGN_OR_RETURN(std::string text, ledger->ReadFileAtCommit(commit, "batch.json", 64 << 20));
+    GATOS_ASSIGN_OR_RETURN(std::string text,
+                           ledger->ReadFileAtCommit(commit, "batch.json", 64 << 20));
     json j = json::parse(text, nullptr, false);
     if (j.is_discarded()) return DataLossError("batch.json of batch " + batch_hex + " is not JSON");
     return j;
   }
-  return InvalidArgumentError("--ledger " + target + ": batches are read from the ledger directory (a clone works)");
+  return InvalidArgumentError("--ledger " + target +
+                              ": batches are read from the ledger directory (a clone works)");
 }
 
 std::string Bar(size_t done, size_t total, int width) {
   size_t filled = total ? done * static_cast<size_t>(width) / total : 0;
-  return "[" + std::string(filled, '#') + std::string(static_cast<size_t>(width) - filled, '.') + "]";
+  return "[" + std::string(filled, '#') + std::string(static_cast<size_t>(width) - filled, '.') +
+         "]";
+}
+
+// "state<TAB>repo", and a running job's progress after it.
+std::string RowText(const json& r) {
+  std::string out = r["state"].get<std::string>() + "\t" + r["repo"].get<std::string>();
+  if (r.contains("progress")) out += "\t" + r["progress"].value("text", "");
+  return out;
 }
 
 // A relative local path in the repository list, made absolute (the worker
@@ -94,8 +104,10 @@ std::string AbsoluteIfLocal(const std::string& repo) {
 // time. `why` says what went wrong.
 std::string LsRemote(const std::string& url, const std::string& ref, std::string* why) {
   SpawnOptions so;
-  so.env = Environment::CurrentWith({{"GIT_TERMINAL_PROMPT", "0"}, {"GIT_ASKPASS", "/bin/false"},
-                                     {"SSH_ASKPASS", "/bin/false"}, {"LC_ALL", "C"}});
+  so.env = Environment::CurrentWith({{"GIT_TERMINAL_PROMPT", "0"},
+                                     {"GIT_ASKPASS", "/bin/false"},
+                                     {"SSH_ASKPASS", "/bin/false"},
+                                     {"LC_ALL", "C"}});
   so.new_process_group = true;
   auto r = RunAndCapture({"git", "ls-remote", "--", url, ref}, so, {}, std::chrono::seconds(30));
   if (!r.ok()) {
@@ -157,7 +169,8 @@ std::vector<std::string> PinGitInputs(Manifest* m) {
       continue;
     }
     in["commit"] = commit;
-    notes.push_back("input " + std::to_string(i) + " " + GitUrlKey(url) + ": pinned " + ref + " at " + commit);
+    notes.push_back("input " + std::to_string(i) + " " + GitUrlKey(url) + ": pinned " + ref +
+                    " at " + commit);
   }
   return notes;
 }
@@ -166,31 +179,39 @@ std::vector<std::string> PinGitInputs(Manifest* m) {
 
 int RunBatchSubmit(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"template"}, {"repos"}, {"ledger"}, {"sign-key"}, {"json", 0, false}, {"no-pin", 0, false}, {"nonce"}})) {
+  if (!flags.Parse(args, {{"template"},
+                          {"repos"},
+                          {"ledger"},
+                          {"sign-key"},
+                          {"json", 0, false},
+                          {"no-pin", 0, false},
+                          {"nonce"}})) {
     return UsageError("batch submit", flags.error());
   }
   if (flags.help()) {
-    std::cout << "usage: gatos batch submit --template T.yaml --repos FILE --ledger DIR|nats://...|GIT-URL\n"
-                 "                          [--sign-key KEY] [--no-pin] [--nonce TEXT] [--json]\n\n"
-                 "Creates one job per repository listed in FILE (one per line; blank lines and\n"
-                 "'#' comments ignored): every {{repo}} in the template is replaced by the\n"
-                 "repository, and each job is submitted as 'gatos submit' does. Then a batch\n"
-                 "record (batch.json: template hash, repo -> job) is written to\n"
-                 "refs/gatos/batches/<batch-id> when --ledger is a directory. The batch id is\n"
-                 "the BLAKE3 of that record, so submitting the same batch again is a no-op;\n"
-                 "one repository's failure never blocks the others. Prints the batch id.\n\n"
-                 "A relative local path in FILE is made absolute. The template should\n"
-                 "declare the repository as a git input (docs/inputs.md), e.g.\n"
-                 "  inputs: [{kind: git, url: \"{{repo}}\", ref: HEAD}]\n"
-                 "so the worker fetches it and the sandboxed job reads it without network\n"
-                 "(examples/templates/scan.yaml). Each git input with a ref and no commit is pinned to\n"
-                 "the commit the ref names now (git ls-remote, with your git credentials),\n"
-                 "so the job id names exactly what is read: submitting again an unchanged\n"
-                 "repository is the same job, a new commit a new job. When it cannot be\n"
-                 "resolved from here, the worker resolves the ref at run time; each input's\n"
-                 "outcome is said on stderr. --no-pin leaves refs to the worker. --nonce TEXT\n"
-                 "sets every git input's nonce: a scheduled re-run (e.g. --nonce $(date +%F))\n"
-                 "is a new set of jobs even when nothing was pinned.\n";
+    std::cout
+        << "usage: gatos batch submit --template T.yaml --repos FILE --ledger "
+           "DIR|nats://...|GIT-URL\n"
+           "                          [--sign-key KEY] [--no-pin] [--nonce TEXT] [--json]\n\n"
+           "Creates one job per repository listed in FILE (one per line; blank lines and\n"
+           "'#' comments ignored): every {{repo}} in the template is replaced by the\n"
+           "repository, and each job is submitted as 'gatos submit' does. Then a batch\n"
+           "record (batch.json: template hash, repo -> job) is written to\n"
+           "refs/gatos/batches/<batch-id> when --ledger is a directory. The batch id is\n"
+           "the BLAKE3 of that record, so submitting the same batch again is a no-op;\n"
+           "one repository's failure never blocks the others. Prints the batch id.\n\n"
+           "A relative local path in FILE is made absolute. The template should\n"
+           "declare the repository as a git input (docs/inputs.md), e.g.\n"
+           "  inputs: [{kind: git, url: \"{{repo}}\", ref: HEAD}]\n"
+           "so the worker fetches it and the sandboxed job reads it without network\n"
+           "(examples/templates/scan.yaml). Each git input with a ref and no commit is pinned to\n"
+           "the commit the ref names now (git ls-remote, with your git credentials),\n"
+           "so the job id names exactly what is read: submitting again an unchanged\n"
+           "repository is the same job, a new commit a new job. When it cannot be\n"
+           "resolved from here, the worker resolves the ref at run time; each input's\n"
+           "outcome is said on stderr. --no-pin leaves refs to the worker. --nonce TEXT\n"
+           "sets every git input's nonce: a scheduled re-run (e.g. --nonce $(date +%F))\n"
+           "is a new set of jobs even when nothing was pinned.\n";
     return kExitOk;
   }
   auto tmpl_path = flags.Get("template");
@@ -212,7 +233,8 @@ int RunBatchSubmit(const Args& args) {
   size_t lineno = 0;
   while (std::getline(in, line)) {
     ++lineno;
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+      line.pop_back();
     size_t start = line.find_first_not_of(" \t");
     if (start == std::string::npos || line[start] == '#') continue;
     repos.push_back(AbsoluteIfLocal(line.substr(start)));
@@ -220,7 +242,8 @@ int RunBatchSubmit(const Args& args) {
   std::sort(repos.begin(), repos.end());
   repos.erase(std::unique(repos.begin(), repos.end()), repos.end());
   if (repos.empty()) return ReportError(*repos_path + ": no repositories listed", kExitUsage);
-  if (repos.size() > kMaxRepos) return ReportError(*repos_path + ": more than 100000 repositories", kExitUsage);
+  if (repos.size() > kMaxRepos)
+    return ReportError(*repos_path + ": more than 100000 repositories", kExitUsage);
   std::optional<Ed25519PrivateKey> key;
   if (auto k = flags.Get("sign-key")) {
     auto loaded = ReadPrivateKeyFile(*k);
@@ -231,6 +254,7 @@ int RunBatchSubmit(const Args& args) {
   json jobs = json::array();
   int failures = 0;
   bool warned_no_input = false;
+  ProgressBar bar("submitting jobs");  // on a terminal only
   for (size_t i = 0; i < repos.size(); ++i) {
     std::string bytes = Render(*tmpl, repos[i]);
     auto m = ParseManifest(bytes, "template for " + repos[i], ManifestFormat::kYaml);
@@ -243,9 +267,10 @@ int RunBatchSubmit(const Args& args) {
     auto git_inputs = GitInputs(*m);
     if (git_inputs.ok() && git_inputs->empty() && !warned_no_input) {
       warned_no_input = true;
-      std::cerr << "gatos batch: note: the template declares no git input; a sandboxed job cannot read a "
-                   "repository path it is only given as an argument. Declare it: inputs: [{kind: git, "
-                   "url: \"{{repo}}\", ref: HEAD}] (docs/inputs.md)\n";
+      std::cerr
+          << "gatos batch: note: the template declares no git input; a sandboxed job cannot read a "
+             "repository path it is only given as an argument. Declare it: inputs: [{kind: git, "
+             "url: \"{{repo}}\", ref: HEAD}] (docs/inputs.md)\n";
     }
     if (git_inputs.ok() && !git_inputs->empty()) {
       bool changed = false;
@@ -258,8 +283,9 @@ int RunBatchSubmit(const Args& args) {
       if (!flags.Has("no-pin")) {
         std::vector<std::string> notes = PinGitInputs(&*m);
         for (const std::string& n : notes) std::cerr << "gatos batch: " << n << "\n";
-        changed |= std::any_of(notes.begin(), notes.end(),
-                               [](const std::string& n) { return n.find(": pinned ") != std::string::npos; });
+        changed |= std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+          return n.find(": pinned ") != std::string::npos;
+        });
       }
       if (changed) {
         // The pinned manifest, as its normalized JSON (YAML reads it too).
@@ -268,7 +294,8 @@ int RunBatchSubmit(const Args& args) {
         if (!again.ok()) {
           std::cerr << "gatos batch: " << repos[i] << ": " << again.status().message() << "\n";
           ++failures;
-          jobs.push_back({{"repo", repos[i]}, {"job", nullptr}, {"error", again.status().message()}});
+          jobs.push_back(
+              {{"repo", repos[i]}, {"job", nullptr}, {"error", again.status().message()}});
           continue;
         }
         m = std::move(again);
@@ -276,16 +303,18 @@ int RunBatchSubmit(const Args& args) {
     }
     std::string hex = JobIdHex(*m);
     SubmitOutcome out;
-    int rc = SubmitBytes(*target, bytes, hex, "batch job for " + repos[i], key ? &*key : nullptr, &out);
+    int rc =
+        SubmitBytes(*target, bytes, hex, "batch job for " + repos[i], key ? &*key : nullptr, &out);
     if (rc != kExitOk) {
       ++failures;
-      jobs.push_back({{"repo", repos[i]}, {"job", "blake3:" + hex}, {"error", "submission failed"}});
+      jobs.push_back(
+          {{"repo", repos[i]}, {"job", "blake3:" + hex}, {"error", "submission failed"}});
       continue;
     }
     jobs.push_back({{"repo", repos[i]}, {"job", "blake3:" + hex}});
-    if (isatty(2)) std::cerr << "\r" << Bar(i + 1, repos.size(), 30) << " " << i + 1 << "/" << repos.size() << std::flush;
+    bar.Update(i + 1, repos.size());
   }
-  if (isatty(2)) std::cerr << "\n";
+  bar.Done();
   json record = {{"version", 1}, {"template", Blake3Tagged(*tmpl)}, {"jobs", jobs}};
   auto canonical = CanonicalJson(record);
   if (!canonical.ok()) return ReportError(canonical.status().message(), kExitFailure);
@@ -294,14 +323,19 @@ int RunBatchSubmit(const Args& args) {
   if (ClassifyLedger(*target) == LedgerKind::kDirectory) {
     auto reply = LedgerCall(*target, rpc::kLocalBatch, *canonical, 30000);
     if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
-    if (!reply->value("ok", false)) return ReportError(reply->value("message", "batch record refused"), kExitFailure);
+    if (!reply->value("ok", false))
+      return ReportError(reply->value("message", "batch record refused"), kExitFailure);
     existing = reply->value("existing", false);
   } else {
-    std::cerr << "gatos batch: note: the batch record is kept in the ledger only when --ledger is its directory;\n"
-                 "the jobs were submitted, and 'gatos batch status' needs the directory (or a clone)\n";
+    std::cerr
+        << "gatos batch: note: the batch record is kept in the ledger only when --ledger is its "
+           "directory;\n"
+           "the jobs were submitted, and 'gatos batch status' needs the directory (or a clone)\n";
   }
   if (flags.Has("json")) {
-    std::cout << json{{"batch", "blake3:" + batch_hex}, {"existing", existing}, {"jobs", jobs}}.dump() << "\n";
+    std::cout
+        << json{{"batch", "blake3:" + batch_hex}, {"existing", existing}, {"jobs", jobs}}.dump()
+        << "\n";
   } else {
     std::cout << "blake3:" << batch_hex << "\n";
     if (existing) std::cerr << "note: this batch already existed; nothing new was queued\n";
@@ -311,14 +345,17 @@ int RunBatchSubmit(const Args& args) {
 
 int RunBatchStatus(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}, {"wait", 0, false}})) {
+  if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"json", 0, false}, {"wait", 0, false}})) {
     return UsageError("batch status", flags.error());
   }
   if (flags.help()) {
-    std::cout << "usage: gatos batch status BATCH-ID --ledger DIR [--json] [--wait]\n\n"
-                 "Shows done/total for a batch (a progress bar on a terminal, plain lines\n"
-                 "otherwise) and the state of each repository's job. --wait refreshes until\n"
-                 "every job has finished. Exit 0 when every job succeeded.\n";
+    std::cout
+        << "usage: gatos batch status BATCH-ID --ledger DIR [--nats URL] [--json] [--wait]\n\n"
+           "Shows done/total for a batch (a progress bar on a terminal, plain lines\n"
+           "otherwise) and the state of each repository's job. --wait refreshes until\n"
+           "every job has finished. Exit 0 when every job succeeded.\n"
+           "--nats URL asks gatosd for the jobs' states, with a running job's progress\n"
+           "(objects scanned of those reached, its rate) as its worker reports it.\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
@@ -326,7 +363,9 @@ int RunBatchStatus(const Args& args) {
   if (flags.positional().size() != 1) return UsageError("batch status", "expects one BATCH-ID");
   std::string id = flags.positional()[0];
   if (id.rfind("blake3:", 0) == 0) id = id.substr(7);
-  if (!IsJobIdHex(id)) return ReportError("\"" + flags.positional()[0] + "\" is not a batch id (blake3:<64 hex>)", kExitUsage);
+  if (!IsJobIdHex(id))
+    return ReportError("\"" + flags.positional()[0] + "\" is not a batch id (blake3:<64 hex>)",
+                       kExitUsage);
   auto batch = ReadBatch(*target, id);
   if (!batch.ok()) return ReportError(batch.status().message(), kExitFailure);
   bool tty = isatty(1) && !flags.Has("json");
@@ -336,30 +375,39 @@ int RunBatchStatus(const Args& args) {
     for (const auto& j : (*batch)["jobs"]) {
       ++total;
       std::string state = "not submitted";
+      json progress;  // a running scan's latest report (gatosd only)
       if (j["job"].is_string()) {
-        auto st = JobStatus(*target, j["job"].get<std::string>().substr(7));
+        auto st = JobStatus(flags.GetOr("nats", *target), j["job"].get<std::string>().substr(7));
         state = st.ok() ? st->value("state", "?") : "missing";
+        if (st.ok() && st->contains("progress")) progress = (*st)["progress"];
       }
       auto parsed = ParseJobState(state);
       bool finished = !parsed || IsTerminal(*parsed);
       done += finished;
       ok += state == "succeeded";
       rows.push_back({{"repo", j["repo"]}, {"job", j["job"]}, {"state", state}});
+      if (!progress.is_null()) rows.back()["progress"] = progress;
     }
     bool all_done = done == total;
     if (flags.Has("json")) {
       if (all_done || !flags.Has("wait")) {
-        std::cout << json{{"batch", "blake3:" + id}, {"done", done}, {"total", total}, {"succeeded", ok}, {"jobs", rows}}.dump()
+        std::cout << json{{"batch", "blake3:" + id},
+                          {"done", done},
+                          {"total", total},
+                          {"succeeded", ok},
+                          {"jobs", rows}}
+                         .dump()
                   << "\n";
       }
     } else if (tty) {
-      std::cout << "\x1b[2J\x1b[H" << Bar(done, total, 40) << " " << done << "/" << total << " done, " << ok
-                << " succeeded\n";
-      for (const auto& r : rows) std::cout << "  " << r["state"].get<std::string>() << "\t" << r["repo"].get<std::string>() << "\n";
+      std::cout << "\x1b[2J\x1b[H" << Bar(done, total, 40) << " " << done << "/" << total
+                << " done, " << ok << " succeeded\n";
+      for (const auto& r : rows) std::cout << "  " << RowText(r) << "\n";
       std::cout << std::flush;
     } else if (all_done || !flags.Has("wait")) {
-      std::cout << "batch blake3:" << id << ": " << done << "/" << total << " done, " << ok << " succeeded\n";
-      for (const auto& r : rows) std::cout << r["state"].get<std::string>() << "\t" << r["repo"].get<std::string>() << "\n";
+      std::cout << "batch blake3:" << id << ": " << done << "/" << total << " done, " << ok
+                << " succeeded\n";
+      for (const auto& r : rows) std::cout << RowText(r) << "\n";
     }
     if (all_done || !flags.Has("wait")) return ok == total ? kExitOk : kExitFailure;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));

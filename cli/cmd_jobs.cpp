@@ -42,8 +42,10 @@ std::string ReadAll(const std::string& path, Status* s) {
 std::string Quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -64,16 +66,22 @@ std::string Describe(const json& j) {
   if (j.contains("lease")) {
     const json& l = j["lease"];
     std::string worker = l.value("worker", "");
-    out += "  worker " + worker.substr(0, 8 + 16) + "…  epoch " + std::to_string(l.value("epoch", 0));
+    out +=
+        "  worker " + worker.substr(0, 8 + 16) + "…  epoch " + std::to_string(l.value("epoch", 0));
     if (!j.contains("result_commit")) {
-      out += (l.value("expired", false) ? "  lease expired " : "  lease until ") + l.value("expires", "");
+      out += (l.value("expired", false) ? "  lease expired " : "  lease until ") +
+             l.value("expires", "");
     }
   }
   if (j.value("cancel_requested", false)) out += "  cancel requested";
+  // As the worker reported it (gatosd only; display data).
+  if (j.contains("progress") && j["progress"].is_object())
+    out += "  progress: " + j["progress"].value("text", "");
   if (j.contains("result_commit")) out += "  result " + j.value("result_commit", "").substr(0, 12);
   int64_t attempt = j.value("attempt", int64_t{1});
   if (j.contains("max_attempts")) {
-    out += "  attempt " + std::to_string(attempt) + " of " + std::to_string(j.value("max_attempts", int64_t{1}));
+    out += "  attempt " + std::to_string(attempt) + " of " +
+           std::to_string(j.value("max_attempts", int64_t{1}));
   } else if (attempt > 1) {
     out += "  attempt " + std::to_string(attempt);
   }
@@ -88,26 +96,30 @@ std::string DescribeAttempts(const json& j) {
   std::string out;
   for (const auto& a : j["attempts"]) {
     char head[64];
-    std::snprintf(head, sizeof head, "  attempt %lld  %-9s", static_cast<long long>(a.value("n", int64_t{0})),
-                  a.value("status", "").c_str());
+    std::snprintf(head, sizeof head, "  attempt %lld  %-9s",
+                  static_cast<long long>(a.value("n", int64_t{0})), a.value("status", "").c_str());
     out += head;
-    if (a.contains("exit_code")) out += "  exit " + std::to_string(a.value("exit_code", int64_t{0}));
+    if (a.contains("exit_code"))
+      out += "  exit " + std::to_string(a.value("exit_code", int64_t{0}));
     if (a.contains("signal")) out += "  signal " + std::to_string(a.value("signal", int64_t{0}));
     if (a.contains("epoch")) out += "  epoch " + std::to_string(a.value("epoch", int64_t{0}));
     if (a.contains("worker")) out += "  worker " + a.value("worker", "").substr(0, 8 + 16) + "…";
     if (a.contains("waited_ms")) {
       char b[48];
-      std::snprintf(b, sizeof b, "  after %.1f s", static_cast<double>(a.value("waited_ms", int64_t{0})) / 1000.0);
+      std::snprintf(b, sizeof b, "  after %.1f s",
+                    static_cast<double>(a.value("waited_ms", int64_t{0})) / 1000.0);
       out += b;
     }
     if (a.contains("claimed")) out += "  claimed " + a.value("claimed", "");
-    if (a.contains("started")) out += "  ran " + a.value("started", "") + " .. " + a.value("ended", "");
+    if (a.contains("started"))
+      out += "  ran " + a.value("started", "") + " .. " + a.value("ended", "");
     if (a.contains("finished")) out += "  recorded " + a.value("finished", "");
     if (a.contains("not_before")) {
       out += "  waits until " + a.value("not_before", "");
       if (a.contains("backoff_ms")) {
         char b[48];
-        std::snprintf(b, sizeof b, " (backoff %.1f s)", static_cast<double>(a.value("backoff_ms", int64_t{0})) / 1000.0);
+        std::snprintf(b, sizeof b, " (backoff %.1f s)",
+                      static_cast<double>(a.value("backoff_ms", int64_t{0})) / 1000.0);
         out += b;
       }
     }
@@ -125,8 +137,8 @@ std::string DescribeAttempts(const json& j) {
 
 // The key that signs a cancel or re-run: --key, or on a ledger directory
 // the ledger key (the host's operator).
-Result<Ed25519PrivateKey> RequestKey(const std::string& target, const std::optional<std::string>& key_path,
-                                     const char* what) {
+Result<Ed25519PrivateKey> RequestKey(const std::string& target,
+                                     const std::optional<std::string>& key_path, const char* what) {
   if (key_path) return ReadPrivateKeyFile(*key_path);
   if (ClassifyLedger(target) == LedgerKind::kDirectory) return LoadLedgerKey(target);
   return InvalidArgumentError(std::string("--key KEY is required to ") + what +
@@ -136,7 +148,8 @@ Result<Ed25519PrivateKey> RequestKey(const std::string& target, const std::optio
 }  // namespace
 
 int SubmitBytes(const std::string& target_str, const std::string& bytes, const std::string& hex,
-                const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* result, int timeout_ms) {
+                const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* result,
+                int timeout_ms) {
   const std::string* target = &target_str;
   CommitMessage msg;
   msg.body = "gatos: submit " + name;
@@ -146,9 +159,9 @@ int SubmitBytes(const std::string& target_str, const std::string& bytes, const s
   if (!tree.ok()) return ReportError(tree.status().message(), kExitFailure);
   const char* who_env = std::getenv("GIT_AUTHOR_NAME");
   const char* email_env = std::getenv("GIT_AUTHOR_EMAIL");
-  auto commit = BuildCommitObject(*tree, {}, FormatCommitMessage(msg), who_env ? who_env : "gatos submit",
-                                  email_env ? email_env : "submit@gatos.invalid", SystemNowMs(),
-                                  key);
+  auto commit =
+      BuildCommitObject(*tree, {}, FormatCommitMessage(msg), who_env ? who_env : "gatos submit",
+                        email_env ? email_env : "submit@gatos.invalid", SystemNowMs(), key);
   if (!commit.ok()) return ReportError(commit.status().message(), kExitUsage);
   objects.insert(objects.begin(), *commit);
 
@@ -157,7 +170,8 @@ int SubmitBytes(const std::string& target_str, const std::string& bytes, const s
     case LedgerKind::kDirectory:
     case LedgerKind::kNats: {
       json header = {{"commit", commit->id}};
-      auto reply = LedgerCall(*target, rpc::kSubmit, rpc::EncodeFrame(header, EncodeObjectBatch(objects)), timeout_ms);
+      auto reply = LedgerCall(*target, rpc::kSubmit,
+                              rpc::EncodeFrame(header, EncodeObjectBatch(objects)), timeout_ms);
       if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
       if (!reply->value("ok", false)) {
         std::string err = reply->value("error", "");
@@ -182,15 +196,18 @@ int SubmitBytes(const std::string& target_str, const std::string& bytes, const s
         }
       }
       std::string out;
-      int rc = s.ok() ? Shell("git --git-dir " + Quote(repo) + " push --porcelain " + Quote(*target) + " " +
-                                  commit->id + ":refs/gatos/submit/" + hex.substr(0, 16),
-                              &out)
-                      : 1;
+      int rc = s.ok()
+                   ? Shell("git --git-dir " + Quote(repo) + " push --porcelain " + Quote(*target) +
+                               " " + commit->id + ":refs/gatos/submit/" + hex.substr(0, 16),
+                           &out)
+                   : 1;
       Shell("rm -rf " + Quote(tmp), &out);
       if (!s.ok()) return ReportError(s.message(), kExitFailure);
       if (rc != 0) {
         std::cerr << out;
-        return ReportError("git push to " + *target + " was refused (see the remote's message above)", kExitFailure);
+        return ReportError(
+            "git push to " + *target + " was refused (see the remote's message above)",
+            kExitFailure);
       }
       existing = out.find("already exists") != std::string::npos;
       break;
@@ -203,7 +220,8 @@ int SubmitBytes(const std::string& target_str, const std::string& bytes, const s
 
 int RunSubmit(const Args& args) {
   const char* help =
-      "usage: gatos submit FILE --ledger DIR|nats://HOST:PORT|GIT-URL [--sign-key KEY] [--timeout S] [--json]\n\n"
+      "usage: gatos submit FILE --ledger DIR|nats://HOST:PORT|GIT-URL [--sign-key KEY] [--timeout "
+      "S] [--json]\n\n"
       "Submits the manifest FILE (YAML or JSON) as a job: builds a commit whose tree\n"
       "holds job.yaml (the file as written) with the Job-Id trailer, signs it with KEY\n"
       "(an OpenSSH Ed25519 private key allowed as a submitter), and hands it to the\n"
@@ -245,11 +263,14 @@ int RunSubmit(const Args& args) {
   }
   std::string name = file.substr(file.rfind('/') + 1);
   SubmitOutcome out;
-  int rc = SubmitBytes(*target, bytes, hex, name, key ? &*key : nullptr, &out, static_cast<int>(timeout_s * 1000));
+  int rc = SubmitBytes(*target, bytes, hex, name, key ? &*key : nullptr, &out,
+                       static_cast<int>(timeout_s * 1000));
   if (rc != kExitOk) return rc;
   bool existing = out.existing;
   if (flags.Has("json")) {
-    std::cout << json{{"job", "blake3:" + hex}, {"existing", existing}, {"commit", out.commit}}.dump() << "\n";
+    std::cout
+        << json{{"job", "blake3:" + hex}, {"existing", existing}, {"commit", out.commit}}.dump()
+        << "\n";
   } else {
     std::cout << "blake3:" << hex << "\n";
     if (existing) std::cerr << "note: the ledger already had this job; nothing new was queued\n";
@@ -259,7 +280,8 @@ int RunSubmit(const Args& args) {
 
 int RunStatus(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}})) return UsageError("status", flags.error());
+  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}}))
+    return UsageError("status", flags.error());
   if (flags.help()) {
     std::cout << "usage: gatos status JOB-ID --ledger DIR|nats://HOST:PORT [--json]\n\n"
                  "Prints a job's state (pending, claimed, succeeded, failed, timed-out, aborted)\n"
@@ -290,7 +312,10 @@ int RunStatus(const Args& args) {
   auto hex = ParseJobArg(flags.positional()[0]);
   if (!hex.ok()) return ReportError(hex.status().message(), kExitUsage);
   auto st = JobStatus(*target, *hex);
-  if (!st.ok()) return ReportError(st.status().message(), st.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure);
+  if (!st.ok())
+    return ReportError(st.status().message(), st.status().code() == StatusCode::kInvalidArgument
+                                                  ? kExitUsage
+                                                  : kExitFailure);
   if (flags.Has("json")) {
     std::cout << st->dump() << "\n";
   } else {
@@ -301,17 +326,24 @@ int RunStatus(const Args& args) {
 
 int RunLs(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"state"}, {"limit"}, {"after"}, {"json", 0, false}, {"counts", 0, false}})) {
+  if (!flags.Parse(args, {{"ledger"},
+                          {"state"},
+                          {"limit"},
+                          {"after"},
+                          {"json", 0, false},
+                          {"counts", 0, false}})) {
     return UsageError("ls", flags.error());
   }
   if (flags.help()) {
-    std::cout << "usage: gatos ls --ledger DIR|nats://HOST:PORT [--state STATE] [--limit N] [--after JOB-ID] [--json]\n\n"
-                 "Lists jobs in job-id order, with their state. STATE is pending, claimed,\n"
-                 "succeeded, failed, timed-out, aborted, or dead (ended failed or timed out\n"
-                 "after its last attempt: no automatic retry is left; gatos retry runs it once\n"
-                 "more). Default limit 1000. The listing comes from the ledger's state\n"
-                 "index (gatosd's, or the log of a ledger directory): a page costs the same at any\n"
-                 "size; when a page stops early it prints where to continue (--after).\n";
+    std::cout
+        << "usage: gatos ls --ledger DIR|nats://HOST:PORT [--state STATE] [--limit N] [--after "
+           "JOB-ID] [--json]\n\n"
+           "Lists jobs in job-id order, with their state. STATE is pending, claimed,\n"
+           "succeeded, failed, timed-out, aborted, or dead (ended failed or timed out\n"
+           "after its last attempt: no automatic retry is left; gatos retry runs it once\n"
+           "more). Default limit 1000. The listing comes from the ledger's state\n"
+           "index (gatosd's, or the log of a ledger directory): a page costs the same at any\n"
+           "size; when a page stops early it prints where to continue (--after).\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
@@ -319,7 +351,8 @@ int RunLs(const Args& args) {
   std::optional<std::string> state;
   if (auto s = flags.Get("state")) {
     if (*s != "dead" && !ParseJobState(*s)) {
-      return UsageError("ls", "--state must be pending, claimed, succeeded, failed, timed-out, aborted or dead");
+      return UsageError(
+          "ls", "--state must be pending, claimed, succeeded, failed, timed-out, aborted or dead");
     }
     state = *s;
   }
@@ -338,10 +371,12 @@ int RunLs(const Args& args) {
   }
   auto reply = ListJobs(*target, req);
   if (!reply.ok()) {
-    return ReportError(reply.status().message(),
-                       reply.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure);
+    return ReportError(
+        reply.status().message(),
+        reply.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure);
   }
-  if (!reply->value("ok", false)) return ReportError(reply->value("message", "list refused"), kExitFailure);
+  if (!reply->value("ok", false))
+    return ReportError(reply->value("message", "list refused"), kExitFailure);
   json jobs = (*reply)["jobs"];
   json counts = (*reply)["counts"];
   std::string next = reply->value("next", "");
@@ -370,13 +405,14 @@ int RunWait(const Args& args) {
     return UsageError("wait", flags.error());
   }
   if (flags.help()) {
-    std::cout << "usage: gatos wait JOB-ID... --ledger DIR|nats://HOST:PORT [--timeout S] [--json]\n\n"
-                 "Waits until every job is finished: a failed or timed-out attempt that the\n"
-                 "policy retries is not the end (the job is pending again, waiting out its\n"
-                 "backoff); wait returns each job's final state. Exit status: 0 when all\n"
-                 "succeeded, 1 when any failed, timed out or was aborted (after its last\n"
-                 "attempt), 3 when --timeout (default: none) ran out. --json prints the final\n"
-                 "status of each job (as gatos status --json) in one array.\n";
+    std::cout
+        << "usage: gatos wait JOB-ID... --ledger DIR|nats://HOST:PORT [--timeout S] [--json]\n\n"
+           "Waits until every job is finished: a failed or timed-out attempt that the\n"
+           "policy retries is not the end (the job is pending again, waiting out its\n"
+           "backoff); wait returns each job's final state. Exit status: 0 when all\n"
+           "succeeded, 1 when any failed, timed out or was aborted (after its last\n"
+           "attempt), 3 when --timeout (default: none) ran out. --json prints the final\n"
+           "status of each job (as gatos status --json) in one array.\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
@@ -392,7 +428,8 @@ int RunWait(const Args& args) {
   if (auto t = flags.Get("timeout")) {
     char* end = nullptr;
     timeout_s = std::strtod(t->c_str(), &end);
-    if (*end || timeout_s < 0) return UsageError("wait", "--timeout must be a number of seconds >= 0");
+    if (*end || timeout_s < 0)
+      return UsageError("wait", "--timeout must be a number of seconds >= 0");
   }
   auto start = std::chrono::steady_clock::now();
   std::vector<json> final_states(hexes.size());
@@ -404,7 +441,8 @@ int RunWait(const Args& args) {
       if (done[i]) continue;
       auto st = JobStatus(*target, hexes[i]);
       if (!st.ok()) {
-        if (st.status().code() == StatusCode::kUnavailable) continue;  // gatosd restarting: keep waiting
+        if (st.status().code() == StatusCode::kUnavailable)
+          continue;  // gatosd restarting: keep waiting
         return ReportError(st.status().message(), kExitFailure);
       }
       auto state = ParseJobState(st->value("state", ""));
@@ -419,7 +457,9 @@ int RunWait(const Args& args) {
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (timeout_s >= 0 && waited >= timeout_s) {
       for (size_t i = 0; i < hexes.size(); ++i) {
-        if (!done[i]) std::cerr << "gatos wait: blake3:" << hexes[i] << " not finished after " << timeout_s << " s\n";
+        if (!done[i])
+          std::cerr << "gatos wait: blake3:" << hexes[i] << " not finished after " << timeout_s
+                    << " s\n";
       }
       return kExitWaitTimeout;
     }
@@ -434,7 +474,8 @@ int RunWait(const Args& args) {
 
 int RunCancel(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"key"}, {"json", 0, false}})) return UsageError("cancel", flags.error());
+  if (!flags.Parse(args, {{"ledger"}, {"key"}, {"json", 0, false}}))
+    return UsageError("cancel", flags.error());
   if (flags.help()) {
     std::cout << "usage: gatos cancel JOB-ID --ledger DIR|nats://HOST:PORT [--key KEY]\n\n"
                  "Asks the ledger to cancel a job. A pending job ends aborted at once; a running\n"
@@ -454,11 +495,13 @@ int RunCancel(const Args& args) {
   UserRequest req = SignUserRequest(*key, *hex, false, 0, SystemNowMs());
   auto reply = LedgerCall(*target, rpc::kCancel, rpc::Dump(rpc::UserRequestJson(req)), 30000);
   if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
-  if (!reply->value("ok", false)) return ReportError(reply->value("message", "cancel refused"), kExitFailure);
+  if (!reply->value("ok", false))
+    return ReportError(reply->value("message", "cancel refused"), kExitFailure);
   bool already = reply->value("already", false);
   std::string state = reply->value("state", "");
   if (flags.Has("json")) {
-    std::cout << json{{"job", "blake3:" + *hex}, {"already", already}, {"state", state}}.dump() << "\n";
+    std::cout << json{{"job", "blake3:" + *hex}, {"already", already}, {"state", state}}.dump()
+              << "\n";
   } else {
     std::cout << "blake3:" << *hex << " " << (already ? "was already cancelled" : "cancel recorded")
               << (state.empty() ? "" : "; state " + state) << "\n";
@@ -468,7 +511,8 @@ int RunCancel(const Args& args) {
 
 int RunRetry(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"key"}, {"json", 0, false}})) return UsageError("retry", flags.error());
+  if (!flags.Parse(args, {{"ledger"}, {"key"}, {"json", 0, false}}))
+    return UsageError("retry", flags.error());
   if (flags.help()) {
     std::cout << "usage: gatos retry JOB-ID --ledger DIR|nats://HOST:PORT [--key KEY] [--json]\n\n"
                  "Re-opens a job that ended failed or timed-out (for example a dead job, one\n"
@@ -498,9 +542,12 @@ int RunRetry(const Args& args) {
   UserRequest req = SignUserRequest(*key, *hex, true, attempt, SystemNowMs());
   auto reply = LedgerCall(*target, rpc::kRetry, rpc::Dump(rpc::UserRequestJson(req)), 30000);
   if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
-  if (!reply->value("ok", false)) return ReportError(reply->value("message", "retry refused"), kExitFailure);
+  if (!reply->value("ok", false))
+    return ReportError(reply->value("message", "retry refused"), kExitFailure);
   if (flags.Has("json")) {
-    std::cout << rpc::Dump(json{{"job", "blake3:" + *hex}, {"attempt", attempt}, {"state", reply->value("state", "")}})
+    std::cout << rpc::Dump(json{{"job", "blake3:" + *hex},
+                                {"attempt", attempt},
+                                {"state", reply->value("state", "")}})
               << "\n";
   } else {
     std::cout << "blake3:" << *hex << " re-opened for attempt " << attempt << "\n";

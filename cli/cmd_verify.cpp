@@ -1,5 +1,11 @@
 // gatos verify | attest: offline audit of a ledger clone (docs/auditor-guide.md)
 // and export of standard attestations (docs/attestations.md).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -18,13 +24,7 @@
 #include "gatos/model/refs.h"
 #include "gatos/sys/flags.h"
 #include "gatos/sys/process.h"
-
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cctype>
-#include <filesystem>
-#include <cstdio>
+#include "progress_bar.h"
 
 namespace gatos::cli {
 namespace {
@@ -123,25 +123,28 @@ const char kVerifyHelp[] =
     "  --json                  one JSON document with every check of every job\n";
 
 void PrintLogReport(const LogAuditReport& r) {
-  std::cout << "log: ledger " << r.ledger_root.substr(0, 12) << ", head " << r.head.substr(0, 12) << " at sequence "
-            << r.seq << "; "
-            << (r.incremental && r.commits == 0 ? "incremental, nothing new since the recorded head"
-                                                : std::string(r.incremental ? "incremental, " : "") + "verified sequences " +
-                                                      std::to_string(r.from_seq) + ".." + std::to_string(r.seq))
-            << ": " << r.commits << " log commits, " << r.transitions << " transitions, " << r.results
-            << " results, " << r.jobs_touched << " jobs, " << r.refs_checked << " refs compared";
+  std::cout << "log: ledger " << r.ledger_root.substr(0, 12) << ", head " << r.head.substr(0, 12)
+            << " at sequence " << r.seq << "; "
+            << (r.incremental && r.commits == 0
+                    ? "incremental, nothing new since the recorded head"
+                    : std::string(r.incremental ? "incremental, " : "") + "verified sequences " +
+                          std::to_string(r.from_seq) + ".." + std::to_string(r.seq))
+            << ": " << r.commits << " log commits, " << r.transitions << " transitions, "
+            << r.results << " results, " << r.jobs_touched << " jobs, " << r.refs_checked
+            << " refs compared";
   if (r.refs_settling) {
-    std::cout << " (" << r.refs_settling << " settling: moved by batches after sequence " << r.settling_after
-              << " while the mirror was fetched)";
+    std::cout << " (" << r.refs_settling << " settling: moved by batches after sequence "
+              << r.settling_after << " while the mirror was fetched)";
   }
   std::cout << "\n";
   for (const auto& j : r.reruns) {
     std::cout << "ran " << j.runs.size() << " times: blake3:" << j.job_hex << "\n";
     for (const auto& x : j.runs) {
-      std::cout << "  attempt " << x.attempt << " epoch " << x.epoch << " worker ed25519:" << x.worker_hex.substr(0, 16)
-                << "… " << (x.status.empty() ? "no result" : x.status)
-                << (x.result_commit.empty() ? "" : " " + x.result_commit.substr(0, 12)) << (x.final ? " (final)" : "")
-                << "\n";
+      std::cout << "  attempt " << x.attempt << " epoch " << x.epoch
+                << " worker ed25519:" << x.worker_hex.substr(0, 16) << "… "
+                << (x.status.empty() ? "no result" : x.status)
+                << (x.result_commit.empty() ? "" : " " + x.result_commit.substr(0, 12))
+                << (x.final ? " (final)" : "") << "\n";
     }
   }
   for (const auto& w : r.witnesses) {
@@ -150,17 +153,21 @@ void PrintLogReport(const LogAuditReport& r) {
               << (w.seq ? "sequence " + std::to_string(w.seq) + " " : "") << w.detail << "\n";
   }
   for (const auto& p : r.problems) {
-    std::cout << "FAIL log " << p.check << (p.seq ? " (sequence " + std::to_string(p.seq) + ")" : "") << ": "
-              << p.detail << "\n";
+    std::cout << "FAIL log " << p.check
+              << (p.seq ? " (sequence " + std::to_string(p.seq) + ")" : "") << ": " << p.detail
+              << "\n";
   }
-  if (r.forked) std::cout << "FORKED HISTORY: witnesses prove that the ledger showed different logs\n";
+  if (r.forked)
+    std::cout << "FORKED HISTORY: witnesses prove that the ledger showed different logs\n";
   bool ref_problems = false;
   for (const auto& p : r.problems) ref_problems |= p.check.rfind("ref_", 0) == 0;
   if (ref_problems && r.settling_after < 0) {
-    std::cout << "hint: a fetch is not a snapshot; if this mirror was fetched while the ledger was writing, "
+    std::cout << "hint: a fetch is not a snapshot; if this mirror was fetched while the ledger was "
+                 "writing, "
                  "fetch it with 'gatos mirror LEDGER DIR' and verify again\n";
   }
-  std::cout << "log: " << (r.ok() ? "ok" : std::to_string(r.problems.size()) + " problem(s)") << "\n";
+  std::cout << "log: " << (r.ok() ? "ok" : std::to_string(r.problems.size()) + " problem(s)")
+            << "\n";
 }
 
 // Writes a small file atomically (temporary file + rename).
@@ -172,11 +179,14 @@ Status ReplaceFile(const std::string& path, const std::string& text) {
     out.flush();
     if (!out) return UnavailableError("cannot write " + tmp);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return UnavailableError("cannot rename " + tmp + " to " + path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return UnavailableError("cannot rename " + tmp + " to " + path);
   return OkStatus();
 }
 
-Status WriteStateFile(const std::string& path, const AuditState& s) { return ReplaceFile(path, EncodeAuditState(s)); }
+Status WriteStateFile(const std::string& path, const AuditState& s) {
+  return ReplaceFile(path, EncodeAuditState(s));
+}
 
 // Reads --state FILE: nullopt when it does not exist yet.
 Result<std::optional<AuditState>> ReadStateFile(const std::string& path) {
@@ -200,13 +210,15 @@ void ApplyMirrorRecord(const std::string& dir, Ledger& ledger, LogAuditOptions* 
   auto text = ReadTextFile(path, "mirror record");
   auto rec = text.ok() ? ParseMirrorRecord(*text) : Result<MirrorRecord>(text.status());
   if (!rec.ok()) {
-    std::cerr << "warning: " << path << ": " << rec.status().message() << "; refs are compared exactly\n";
+    std::cerr << "warning: " << path << ": " << rec.status().message()
+              << "; refs are compared exactly\n";
     return;
   }
   auto head = ledger.ResolveRef(kLogRef);
   if (!head.ok() || *head != rec->log_after) {
     std::cerr << "note: " << path << " describes log head " << rec->log_after.substr(0, 12)
-              << ", not the mirror's; refs are compared exactly (update the mirror with 'gatos mirror')\n";
+              << ", not the mirror's; refs are compared exactly (update the mirror with 'gatos "
+                 "mirror')\n";
     return;
   }
   lo->settling_after = rec->seq_before - 1;
@@ -223,12 +235,15 @@ Result<std::pair<std::string, int64_t>> FetchLog(const std::string& source, cons
   if (!r->status.ok()) {
     std::string err = r->err.substr(0, 2000);
     while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
-    return UnavailableError("git fetch " + std::string(kLogRef) + " from " + GitUrlKey(source) + " failed" +
-                            (err.empty() ? "" : ": " + err) + "\n(is it a gatos ledger, and can you read it?)");
+    return UnavailableError("git fetch " + std::string(kLogRef) + " from " + GitUrlKey(source) +
+                            " failed" + (err.empty() ? "" : ": " + err) +
+                            "\n(is it a gatos ledger, and can you read it?)");
   }
   GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(dir));
   GATOS_ASSIGN_OR_RETURN(std::string head, ledger->ResolveRef(kLogRef));
-  if (head.empty()) return NotFoundError(GitUrlKey(source) + " has no " + std::string(kLogRef) + ": not a gatos ledger");
+  if (head.empty())
+    return NotFoundError(GitUrlKey(source) + " has no " + std::string(kLogRef) +
+                         ": not a gatos ledger");
   GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger->ReadCommit(head));
   GATOS_ASSIGN_OR_RETURN(LogCommitInfo info, ParseLogMessage(c.message));
   return std::make_pair(head, info.seq);
@@ -262,7 +277,8 @@ int RunMirror(const Args& args) {
     std::cout << help;
     return kExitOk;
   }
-  if (flags.positional().size() != 2) return UsageError("mirror", "give SOURCE and DIR (see gatos mirror --help)");
+  if (flags.positional().size() != 2)
+    return UsageError("mirror", "give SOURCE and DIR (see gatos mirror --help)");
   const std::string source = flags.positional()[0];
   const std::string dir = flags.positional()[1];
   if (source.rfind("-", 0) == 0) return UsageError("mirror", "SOURCE must not start with '-'");
@@ -299,8 +315,10 @@ int RunMirror(const Args& args) {
   auto p = Process::Spawn(argv, all);
   if (!p.ok()) return ReportError(p.status().message(), kExitFailure);
   ExitStatus fetched = p->Wait();
-  if (!fetched.ok()) return ReportError("git fetch of refs/gatos/* from " + GitUrlKey(source) + " ended with " +
-                                            fetched.ToString(), kExitFailure);
+  if (!fetched.ok())
+    return ReportError(
+        "git fetch of refs/gatos/* from " + GitUrlKey(source) + " ended with " + fetched.ToString(),
+        kExitFailure);
   auto after = FetchLog(source, dir, so);
   if (!after.ok()) return ReportError(after.status().message(), kExitFailure);
   MirrorRecord rec{before->first, before->second, after->first, after->second, SystemNowMs()};
@@ -314,9 +332,11 @@ int RunMirror(const Args& args) {
                            {"log_after", rec.log_after}})
               << '\n';
   } else {
-    std::cout << "mirrored " << GitUrlKey(source) << " into " << dir << ": log at sequence " << rec.seq_after;
+    std::cout << "mirrored " << GitUrlKey(source) << " into " << dir << ": log at sequence "
+              << rec.seq_after;
     if (rec.seq_after > rec.seq_before) {
-      std::cout << " (batches " << rec.seq_before << ".." << rec.seq_after << " landed while fetching)";
+      std::cout << " (batches " << rec.seq_before << ".." << rec.seq_after
+                << " landed while fetching)";
     }
     std::cout << "\n";
   }
@@ -439,10 +459,15 @@ int RunVerify(const Args& args) {
     return log->ok() ? kExitOk : kExitFailure;
   }
 
+  // On a terminal only: piped or --json output is unchanged.
+  ProgressBar bar("verifying jobs", !flags.Has("json"));
+  if (all && bar.enabled())
+    opt.progress = [&bar](size_t done, size_t total) { bar.Update(done, total); };
   Auditor auditor(ledger->get(), opt);
   AuditSummary summary;
   if (all) {
     auto s = auditor.VerifyAll();
+    bar.Done();
     if (!s.ok()) return ReportError(s.status().message(), kExitFailure);
     summary = std::move(*s);
   } else {
@@ -504,7 +529,13 @@ int RunWitness(const Args& args) {
       "two of them naming different commits at one sequence prove that the ledger\n"
       "showed different histories. Nothing is signed when the log does not verify.\n";
   Flags flags;
-  if (!flags.Parse(args, {{"repo"}, {"ledger"}, {"key"}, {"state"}, {"push"}, {"ledger-key"}, {"json", 0, false}})) {
+  if (!flags.Parse(args, {{"repo"},
+                          {"ledger"},
+                          {"key"},
+                          {"state"},
+                          {"push"},
+                          {"ledger-key"},
+                          {"json", 0, false}})) {
     return UsageError("witness", flags.error());
   }
   if (flags.help()) {
@@ -516,7 +547,8 @@ int RunWitness(const Args& args) {
   if (!dir) return usage;
   if (!flags.positional().empty()) return UsageError("witness", "takes no positional arguments");
   auto key_path = flags.Get("key");
-  if (!key_path) return UsageError("witness", "--key KEY is required (the auditor's SSH Ed25519 private key)");
+  if (!key_path)
+    return UsageError("witness", "--key KEY is required (the auditor's SSH Ed25519 private key)");
   auto key = ReadPrivateKeyFile(*key_path);
   if (!key.ok()) return ReportError("--key: " + key.status().message(), kExitUsage);
   LogAuditOptions lo;
@@ -581,10 +613,12 @@ int RunWitness(const Args& args) {
                        {"pushed", pushed}})
               << '\n';
   } else {
-    std::cout << "witness " << commit->id << ": log of ledger " << w.ledger_root << " at " << w.seq << " is "
-              << w.log_commit << "\n";
+    std::cout << "witness " << commit->id << ": log of ledger " << w.ledger_root << " at " << w.seq
+              << " is " << w.log_commit << "\n";
     std::cout << "stored at " << ref << " in " << *dir << "; "
-              << (pushed.empty() ? "push it with: git -C " + *dir + " push LEDGER/push " + ref : pushed) << "\n";
+              << (pushed.empty() ? "push it with: git -C " + *dir + " push LEDGER/push " + ref
+                                 : pushed)
+              << "\n";
   }
   if (rc != kExitOk) return ReportError("git push of the witness failed", kExitFailure);
   return kExitOk;

@@ -59,6 +59,9 @@ int RunMirror(const Args& args);
 int RunBatchSubmit(const Args& args);
 int RunBatchStatus(const Args& args);
 int RunNatsConfig(const Args& args);
+int RunLogs(const Args& args);
+int RunHooksInstall(const Args& args);
+int RunHooksCommitMsg(const Args& args);
 
 // The files `gatos nats-config --dir` writes (and `gatos up` uses).
 struct NatsConfigFiles {

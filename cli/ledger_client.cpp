@@ -35,12 +35,13 @@ std::optional<Ed25519PrivateKey>& NatsKey() {
 
 void UseNatsKey(const Ed25519PrivateKey& key) { NatsKey() = key; }
 
-Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
-                                     const std::string& data, int timeout_ms) {
+Result<std::unique_ptr<Bus>> ConnectGatosd(const std::string& nats_url,
+                                           std::function<void(const std::string&)> on_async_error) {
   BusOptions bo;
   bo.url = nats_url;
   bo.name = "gatos cli";
   bo.max_reconnect = 0;
+  bo.on_async_error = std::move(on_async_error);
   if (const char* ca = std::getenv("GATOS_NATS_CA"); ca && *ca) bo.tls_ca_file = ca;
   if (!NatsKey()) {
     if (const char* path = std::getenv("GATOS_NATS_KEY"); path && *path) {
@@ -53,20 +54,27 @@ Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::str
   auto connected = Bus::Connect(bo);
   if (!connected.ok()) {
     const std::string m = connected.status().message();
-    if (m.find("uthorization") != std::string::npos || m.find("uthentication") != std::string::npos) {
-      return PermissionDeniedError(
-          "NATS at " + nats_url + " refused this client: " + m +
-          (NatsKey() ? " (the key is not in the ledger's policy, or the server's authorization is out of date)"
-                     : " (it needs a key the ledger's policy names: --sign-key/--key on commands that sign, "
-                       "or GATOS_NATS_KEY=FILE)"));
+    if (m.find("uthorization") != std::string::npos ||
+        m.find("uthentication") != std::string::npos) {
+      return PermissionDeniedError("NATS at " + nats_url + " refused this client: " + m +
+                                   (NatsKey() ? " (the key is not in the ledger's policy, or the "
+                                                "server's authorization is out of date)"
+                                              : " (it needs a key the ledger's policy names: "
+                                                "--sign-key/--key on commands that sign, "
+                                                "or GATOS_NATS_KEY=FILE)"));
     }
     return connected.status();
   }
-  auto bus = std::move(*connected);
-  auto reply = bus->Request(subject, data, timeout_ms);
+  return std::move(*connected);
+}
+
+Result<nlohmann::json> GatosdRequestOn(Bus& bus, const std::string& subject,
+                                       const std::string& data, int timeout_ms) {
+  auto reply = bus.Request(subject, data, timeout_ms);
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kUnavailable) {
-      return UnavailableError("no gatosd answers on " + nats_url + " (" + reply.status().message() + ")");
+      return UnavailableError("no gatosd answers on " + bus.url() + " (" +
+                              reply.status().message() + ")");
     }
     return reply.status();
   }
@@ -74,25 +82,35 @@ Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::str
   return rpc::ParseReply(reply->data, subject, &err);
 }
 
+Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
+                                     const std::string& data, int timeout_ms) {
+  GATOS_ASSIGN_OR_RETURN(auto bus, ConnectGatosd(nats_url));
+  return GatosdRequestOn(*bus, subject, data, timeout_ms);
+}
+
 std::string NotUsableLedger(const std::string& target, const std::string& what) {
-  if (!target.empty() && (target[0] == '/' || target[0] == '.' || target.find("://") == std::string::npos)) {
+  if (!target.empty() &&
+      (target[0] == '/' || target[0] == '.' || target.find("://") == std::string::npos)) {
     if (target.find(':') == std::string::npos) {
-      return "--ledger " + target + ": no such directory (give the ledger repository, or the gatosd URL nats://HOST:PORT)";
+      return "--ledger " + target +
+             ": no such directory (give the ledger repository, or the gatosd URL nats://HOST:PORT)";
     }
   }
-  return "--ledger " + target + ": " + what + " needs the ledger directory or the gatosd URL (nats://HOST:PORT)";
+  return "--ledger " + target + ": " + what +
+         " needs the ledger directory or the gatosd URL (nats://HOST:PORT)";
 }
 
 Result<std::string> ParseJobArg(const std::string& arg) {
   std::string hex = arg.rfind("blake3:", 0) == 0 ? arg.substr(7) : arg;
   if (!IsJobIdHex(hex)) {
-    return InvalidArgumentError("\"" + arg.substr(0, 80) + "\" is not a job id (blake3:<64 hex>, as 'gatos submit' prints)");
+    return InvalidArgumentError("\"" + arg.substr(0, 80) +
+                                "\" is not a job id (blake3:<64 hex>, as 'gatos submit' prints)");
   }
   return hex;
 }
 
-Result<nlohmann::json> LedgerCall(const std::string& target, const std::string& subject, const std::string& data,
-                                  int timeout_ms) {
+Result<nlohmann::json> LedgerCall(const std::string& target, const std::string& subject,
+                                  const std::string& data, int timeout_ms) {
   switch (ClassifyLedger(target)) {
     case LedgerKind::kNats:
       return GatosdRequest(target, subject, data, timeout_ms);
@@ -120,7 +138,8 @@ Result<nlohmann::json> JobStatus(const std::string& target, const std::string& j
     }
     case LedgerKind::kNats: {
       nlohmann::json req = {{"job", job_hex}};
-      GATOS_ASSIGN_OR_RETURN(nlohmann::json reply, GatosdRequest(target, rpc::kStatus, req.dump(), 5000));
+      GATOS_ASSIGN_OR_RETURN(nlohmann::json reply,
+                             GatosdRequest(target, rpc::kStatus, req.dump(), 5000));
       if (!reply.value("ok", false)) {
         std::string msg = reply.value("message", "status refused");
         if (msg.find("no job") != std::string::npos) return NotFoundError(msg);
@@ -132,6 +151,25 @@ Result<nlohmann::json> JobStatus(const std::string& target, const std::string& j
       break;
   }
   return InvalidArgumentError(NotUsableLedger(target, "status"));
+}
+
+Result<nlohmann::json> JobLogsPage(const std::string& target, const nlohmann::json& request,
+                                   Bus* bus) {
+  switch (ClassifyLedger(target)) {
+    case LedgerKind::kDirectory: {
+      GATOS_ASSIGN_OR_RETURN(auto view, LedgerView::Open(target));
+      std::string hex = request.value("job", "");
+      GATOS_ASSIGN_OR_RETURN(auto rec, view->Find(hex));
+      if (!rec) return NotFoundError("no job blake3:" + hex + " in " + target);
+      return JobOutputReply(view->ledger(), *rec, request);
+    }
+    case LedgerKind::kNats:
+      if (bus) return GatosdRequestOn(*bus, rpc::kLogs, rpc::Dump(request), 10000);
+      return GatosdRequest(target, rpc::kLogs, rpc::Dump(request), 10000);
+    case LedgerKind::kGitRemote:
+      break;
+  }
+  return InvalidArgumentError(NotUsableLedger(target, "logs"));
 }
 
 Result<nlohmann::json> ListJobs(const std::string& target, const nlohmann::json& request) {

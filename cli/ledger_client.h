@@ -7,12 +7,12 @@
 #ifndef GATOS_CLI_LEDGER_CLIENT_H_
 #define GATOS_CLI_LEDGER_CLIENT_H_
 
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gatos/crypto/keys.h"
 #include "gatos/git/ledger.h"
@@ -35,6 +35,16 @@ std::optional<std::string> LedgerTarget(const std::optional<std::string>& flag);
 // the CLI connects anonymously, which a secured NATS server refuses.
 void UseNatsKey(const Ed25519PrivateKey& key);
 
+// A connection to the NATS server of gatosd at `nats_url`, as the key
+// UseNatsKey / GATOS_NATS_KEY names (anonymous without one); PermissionDenied
+// when the server refuses it. `on_async_error` (optional) hears the
+// server's asynchronous errors, such as a refused subscription.
+Result<std::unique_ptr<Bus>> ConnectGatosd(
+    const std::string& nats_url, std::function<void(const std::string&)> on_async_error = {});
+// A request to gatosd on an open connection; the reply object (ok or not).
+Result<nlohmann::json> GatosdRequestOn(Bus& bus, const std::string& subject,
+                                       const std::string& data, int timeout_ms);
+
 // A request to gatosd; returns the reply object (ok or not). Unavailable when
 // nobody serves the subject.
 Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
@@ -43,12 +53,18 @@ Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::str
 // A request to the ledger's writer: gatosd's RPC for nats://, the local path
 // (gatosd's socket, or the writer lock) for a ledger directory. Returns the
 // reply object (ok or not); Unavailable when nobody answers.
-Result<nlohmann::json> LedgerCall(const std::string& target, const std::string& subject, const std::string& data,
-                                  int timeout_ms);
+Result<nlohmann::json> LedgerCall(const std::string& target, const std::string& subject,
+                                  const std::string& data, int timeout_ms);
 
 // One job's status as JobStatusJson (job_service.h). NotFound when the job does not exist.
 // On a ledger directory it is read from the log (no lock, no gatosd needed).
 Result<nlohmann::json> JobStatus(const std::string& target, const std::string& job_hex);
+
+// A page of a finished attempt's captured output (rpc::kLogs; JobOutputReply
+// in job_service.h): from gatosd (on `bus` when given) or the directory's
+// log and objects. The reply object, ok or not.
+Result<nlohmann::json> JobLogsPage(const std::string& target, const nlohmann::json& request,
+                                   Bus* bus = nullptr);
 
 // A list request (rpc::ListRequest) answered from gatosd or the directory's log.
 Result<nlohmann::json> ListJobs(const std::string& target, const nlohmann::json& request);

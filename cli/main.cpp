@@ -17,25 +17,49 @@ const std::vector<Command>& AllCommands() {
       {{"policy", "show"}, "print a ledger's policy", RunPolicyShow},
       {{"policy", "allow-submitter"}, "allow a key to sign job commits", RunPolicyAllowSubmitter},
       {{"policy", "allow-worker"}, "allow a worker key to claim and report", RunPolicyAllowWorker},
-      {{"policy", "allow-operator"}, "allow a key to cancel and re-run any job", RunPolicyAllowOperator},
+      {{"policy", "allow-operator"},
+       "allow a key to cancel and re-run any job",
+       RunPolicyAllowOperator},
       {{"policy", "revoke-submitter"}, "take a submitter key back", RunPolicyRevokeSubmitter},
-      {{"policy", "revoke-worker"}, "take a worker key back (its leases end at once)", RunPolicyRevokeWorker},
+      {{"policy", "revoke-worker"},
+       "take a worker key back (its leases end at once)",
+       RunPolicyRevokeWorker},
       {{"policy", "revoke-operator"}, "take an operator key back", RunPolicyRevokeOperator},
       {{"policy", "set"}, "change policy settings (retries, retention, limits)", RunPolicySet},
-      {{"policy", "rotate-ledger-key"}, "replace the ledger key (signed by the old one)", RunPolicyRotateLedgerKey},
+      {{"policy", "rotate-ledger-key"},
+       "replace the ledger key (signed by the old one)",
+       RunPolicyRotateLedgerKey},
       {{"submit"}, "submit a manifest as a signed job; prints its id", RunSubmit},
       {{"status"}, "show a job's state (or counts per state)", RunStatus},
       {{"ls"}, "list jobs, optionally in one state", RunLs},
       {{"wait"}, "wait for jobs to finish; exit 0 only if all succeeded", RunWait},
+      {{"logs"}, "print a job's captured output, or follow a running job's (-f)", RunLogs},
+      {{"hooks", "install"},
+       "install a commit-msg hook that adds the Job-Id trailer of job.yaml",
+       RunHooksInstall},
+      {{"hooks", "commit-msg"},
+       "what that hook runs: check job.yaml, set the message's Job-Id trailer",
+       RunHooksCommitMsg},
       {{"verify"}, "verify jobs and results offline from a ledger clone", RunVerify},
-      {{"mirror"}, "make or update an auditor's mirror of a ledger (consistent while gatosd writes)", RunMirror},
-      {{"witness"}, "sign \"the log of this ledger at sequence N is commit C\" with your key", RunWitness},
+      {{"mirror"},
+       "make or update an auditor's mirror of a ledger (consistent while gatosd writes)",
+       RunMirror},
+      {{"witness"},
+       "sign \"the log of this ledger at sequence N is commit C\" with your key",
+       RunWitness},
       {{"attest"}, "print a result's DSSE envelope (PoE, or in-toto with --provenance)", RunAttest},
       {{"findings"}, "print a scan job's findings, one entry per distinct secret", RunFindings},
-      {{"batch", "submit"}, "one job per repository from a template, plus a batch record", RunBatchSubmit},
+      {{"batch", "submit"},
+       "one job per repository from a template, plus a batch record",
+       RunBatchSubmit},
       {{"batch", "status"}, "done/total and per-repository state of a batch", RunBatchStatus},
-      {{"doctor"}, "check this node of a deployment (NATS, keys, ledger, clock, sandbox)", RunDoctor},
-      {{"nats-config"}, "nats-server configuration that admits only the policy's keys (one server or a cluster node)", RunNatsConfig},
+      {{"doctor"},
+       "check this node of a deployment (NATS, keys, ledger, clock, sandbox)",
+       RunDoctor},
+      {{"nats-config"},
+       "nats-server configuration that admits only the policy's keys (one server or a cluster "
+       "node)",
+       RunNatsConfig},
       {{"up"}, "run a local stack (nats-server, gatosd, workers) until Ctrl-C", RunUp},
       {{"cancel"}, "cancel a job (pending: aborted now; running: told to stop)", RunCancel},
       {{"retry"}, "re-run a job that ended failed or timed-out (same id, next attempt)", RunRetry},
@@ -62,8 +86,8 @@ void PrintHelp(std::ostream& out) {
   for (const auto& c : AllCommands()) {
     std::string name;
     for (const auto& w : c.words) name += (name.empty() ? "" : " ") + w;
-    out << "  " << name << std::string(name.size() < 20 ? 20 - name.size() : 1, ' ')
-        << c.synopsis << '\n';
+    out << "  " << name << std::string(name.size() < 20 ? 20 - name.size() : 1, ' ') << c.synopsis
+        << '\n';
   }
   out << "\nRun 'gatos <command> --help' for a command's options.\n";
 }

@@ -4,6 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <sstream>
 
 #include "dashboard_html.h"
@@ -11,6 +15,7 @@
 #include "gatos/model/clock.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/ledger_commits.h"
+#include "gatos/model/live_output.h"
 #include "gatos/model/log_format.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/poe.h"
@@ -27,7 +32,7 @@ namespace {
 
 constexpr char kCookieName[] = "gatos_session";
 constexpr size_t kMaxLeaseChain = 200;  // lease commits read per job page
-constexpr size_t kMaxSecrets = 500;  // secrets listed on a job page
+constexpr size_t kMaxSecrets = 500;     // secrets listed on a job page
 constexpr size_t kMaxBatchesListed = 50;
 constexpr size_t kBatchRowsPerPage = 500;
 constexpr size_t kMaxNames = 20000;
@@ -36,12 +41,15 @@ constexpr size_t kMaxStates = 200000;
 
 std::string Text(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-HttpResponse Plain(int code, const std::string& body) { return {code, "text/plain; charset=utf-8", body, {}, nullptr}; }
+HttpResponse Plain(int code, const std::string& body) {
+  return {code, "text/plain; charset=utf-8", body, {}, nullptr};
+}
 
 // Constant-time comparison: the time does not depend on where they differ.
 bool SameSecret(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
   return diff == 0;
 }
 
@@ -53,7 +61,8 @@ std::string JobHexOf(std::string_view id) {
 
 bool IsHexPrefix(std::string_view s) {
   if (s.empty() || s.size() > 64) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // since/until: unix ms, RFC 3339 UTC, or a duration back from now
@@ -61,7 +70,8 @@ bool IsHexPrefix(std::string_view s) {
 int64_t ParseTime(const std::string& v, int64_t now, bool* ok) {
   *ok = true;
   if (v.empty()) return 0;
-  if (v.size() <= 16 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (v.size() <= 16 &&
+      std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return std::stoll(v);
   }
   if (v.size() >= 2 && v.size() <= 8) {
@@ -69,7 +79,11 @@ int64_t ParseTime(const std::string& v, int64_t now, bool* ok) {
     std::string n = v.substr(0, v.size() - 1);
     if (std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       int64_t k = std::stoll(n);
-      int64_t mult = unit == 's' ? 1000 : unit == 'm' ? 60000 : unit == 'h' ? 3600000 : unit == 'd' ? 86400000 : 0;
+      int64_t mult = unit == 's'   ? 1000
+                     : unit == 'm' ? 60000
+                     : unit == 'h' ? 3600000
+                     : unit == 'd' ? 86400000
+                                   : 0;
       if (mult) return now - k * mult;
     }
   }
@@ -99,9 +113,11 @@ json TimeJson(int64_t ms) { return ms ? json(FormatRfc3339Millis(ms)) : json(nul
 // never the secret.
 json FindingsBySecret(Ledger& ledger, const std::string& result_commit) {
   auto lines = ledger.ReadFileAtCommit(result_commit, "outputs/findings.jsonl", 8 << 20);
-  if (!lines.ok()) return {{"error", "cannot read outputs/findings.jsonl: " + lines.status().message()}};
+  if (!lines.ok())
+    return {{"error", "cannot read outputs/findings.jsonl: " + lines.status().message()}};
   Result<std::vector<FindingLocation>> locations = ParseFindingsJsonl(*lines);
-  if (!locations.ok()) return {{"error", "outputs/findings.jsonl: " + locations.status().message()}};
+  if (!locations.ok())
+    return {{"error", "outputs/findings.jsonl: " + locations.status().message()}};
   const size_t total = locations->size();
   const std::vector<SecretGroup> groups = GroupBySecret(std::move(*locations));
   json rows = json::array();
@@ -126,19 +142,22 @@ json FindingsBySecret(Ledger& ledger, const std::string& result_commit) {
 Result<std::string> LoadHttpToken(const std::string& path) {
   Result<std::string> read = ReadFileToString(path, 4096, {.secret = true});
   if (!read.ok()) {
-    return Status(read.status().code(),
-                  "--http-token-file " + path + ": " +
-                      (read.status().code() == StatusCode::kInvalidArgument ? "larger than 4 KiB or not a file"
-                                                                            : "cannot be read"));
+    return Status(read.status().code(), "--http-token-file " + path + ": " +
+                                            (read.status().code() == StatusCode::kInvalidArgument
+                                                 ? "larger than 4 KiB or not a file"
+                                                 : "cannot be read"));
   }
   const std::string& data = *read;
   size_t b = data.find_first_not_of(" \t\r\n");
   size_t e = data.find_last_not_of(" \t\r\n");
   std::string token = b == std::string::npos ? "" : data.substr(b, e - b + 1);
-  if (token.size() < 16) return InvalidArgumentError("--http-token-file " + path + ": the token must have at least 16 characters");
+  if (token.size() < 16)
+    return InvalidArgumentError("--http-token-file " + path +
+                                ": the token must have at least 16 characters");
   for (unsigned char c : token) {
     if (c <= 0x20 || c >= 0x7f) {
-      return InvalidArgumentError("--http-token-file " + path + ": the token must be printable ASCII without spaces");
+      return InvalidArgumentError("--http-token-file " + path +
+                                  ": the token must be printable ASCII without spaces");
     }
   }
   return token;
@@ -146,7 +165,8 @@ Result<std::string> LoadHttpToken(const std::string& path) {
 
 Dashboard::Dashboard(DashboardOptions options, LiveState* live, Metrics* metrics)
     : options_(std::move(options)), live_(live), metrics_(metrics) {
-  if (!options_.token.empty()) cookie_ = Blake3Tagged("gatos dashboard session\n" + options_.token).substr(7);
+  if (!options_.token.empty())
+    cookie_ = Blake3Tagged("gatos dashboard session\n" + options_.token).substr(7);
 }
 
 Dashboard::~Dashboard() = default;
@@ -154,7 +174,9 @@ Dashboard::~Dashboard() = default;
 bool Dashboard::Authorized(const HttpRequest& r) const {
   if (options_.token.empty()) return true;
   std::string auth = r.header("authorization");
-  if (auth.size() > 7 && auth.compare(0, 7, "Bearer ") == 0 && SameSecret(auth.substr(7), options_.token)) return true;
+  if (auth.size() > 7 && auth.compare(0, 7, "Bearer ") == 0 &&
+      SameSecret(auth.substr(7), options_.token))
+    return true;
   std::string cookies = r.header("cookie");
   std::string want = std::string(kCookieName) + "=";
   size_t pos = 0;
@@ -162,7 +184,8 @@ bool Dashboard::Authorized(const HttpRequest& r) const {
     size_t end = cookies.find(';', pos);
     std::string c = cookies.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
     size_t b = c.find_first_not_of(' ');
-    if (b != std::string::npos && c.compare(b, want.size(), want) == 0 && SameSecret(c.substr(b + want.size()), cookie_)) {
+    if (b != std::string::npos && c.compare(b, want.size(), want) == 0 &&
+        SameSecret(c.substr(b + want.size()), cookie_)) {
       return true;
     }
     if (end == std::string::npos) break;
@@ -185,7 +208,8 @@ bool Dashboard::HostAllowed(const HttpRequest& r) const {
   host = host.substr(0, host.find(':'));
   if (host == "localhost") return true;
   if (host.compare(0, 4, "127.") != 0) return false;
-  return std::all_of(host.begin(), host.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+  return std::all_of(host.begin(), host.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
 }
 
 HttpResponse Dashboard::Login(const HttpRequest& r) {
@@ -198,14 +222,20 @@ HttpResponse Dashboard::Login(const HttpRequest& r) {
                                                 "; Path=/; HttpOnly; SameSite=Strict"});
       return resp;
     }
-    HttpResponse resp{401, "text/html; charset=utf-8", RenderLoginHtml(options_.token.empty()
-                                                                          ? "This dashboard needs no token."
-                                                                          : "That token is not the one gatosd was given."),
-                      {}, nullptr};
+    HttpResponse resp{
+        401,
+        "text/html; charset=utf-8",
+        RenderLoginHtml(options_.token.empty() ? "This dashboard needs no token."
+                                               : "That token is not the one gatosd was given."),
+        {},
+        nullptr};
     return resp;
   }
-  return {200, "text/html; charset=utf-8",
-          RenderLoginHtml(options_.token.empty() ? "This dashboard needs no token." : ""), {}, nullptr};
+  return {200,
+          "text/html; charset=utf-8",
+          RenderLoginHtml(options_.token.empty() ? "This dashboard needs no token." : ""),
+          {},
+          nullptr};
 }
 
 HttpResponse Dashboard::Handle(const HttpRequest& r) {
@@ -214,13 +244,16 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
     if (path == "/healthz") {
       if (r.method != "GET" && r.method != "HEAD") return Plain(405, "only GET\n");
       int64_t age = SystemNowMs() - metrics_->last_heartbeat_ms();
-      if (age > 5000) return Plain(503, "ledger thread stalled for " + std::to_string(age) + " ms\n");
+      if (age > 5000)
+        return Plain(503, "ledger thread stalled for " + std::to_string(age) + " ms\n");
       if (!metrics_->nats_connected()) return Plain(503, "NATS disconnected\n");
       return Plain(200, "ok\n");
     }
-    if (!HostAllowed(r)) return Plain(421, "this dashboard answers to localhost and 127.0.0.1 only\n");
+    if (!HostAllowed(r))
+      return Plain(421, "this dashboard answers to localhost and 127.0.0.1 only\n");
     if (path == "/login") {
-      if (r.method != "GET" && r.method != "HEAD" && r.method != "POST") return Plain(405, "only GET and POST\n");
+      if (r.method != "GET" && r.method != "HEAD" && r.method != "POST")
+        return Plain(405, "only GET and POST\n");
       return Login(r);
     }
     if (r.method != "GET" && r.method != "HEAD") {
@@ -235,13 +268,19 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
     }
     if (!Authorized(r)) {
       bool html = r.header("accept").find("text/html") != std::string::npos;
-      HttpResponse resp = html ? HttpResponse{401, "text/html; charset=utf-8", RenderLoginHtml(""), {}, nullptr}
-                               : Plain(401, "a bearer token is required\n");
+      HttpResponse resp =
+          html ? HttpResponse{401, "text/html; charset=utf-8", RenderLoginHtml(""), {}, nullptr}
+               : Plain(401, "a bearer token is required\n");
       resp.headers.push_back({"WWW-Authenticate", "Bearer realm=\"gatosd\""});
       return resp;
     }
-    if (path == "/metrics") return {200, "text/plain; version=0.0.4; charset=utf-8", metrics_->Render(), {}, nullptr};
+    if (path == "/metrics")
+      return {200, "text/plain; version=0.0.4; charset=utf-8", metrics_->Render(), {}, nullptr};
     if (path == "/events") return Events(r);
+    if (path.size() > 11 && path.compare(0, 6, "/jobs/") == 0 &&
+        path.compare(path.size() - 5, 5, "/live") == 0) {
+      return LiveTail(path.substr(6, path.size() - 11));
+    }
 
     bool as_json = path.size() > 5 && path.compare(path.size() - 5, 5, ".json") == 0;
     std::string base = as_json ? path.substr(0, path.size() - 5) : path;
@@ -283,7 +322,11 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
 
 HttpResponse Dashboard::Render(const Page& page, bool as_json) const {
   if (as_json) return {page.code, "application/json", Text(page.data) + "\n", {}, nullptr};
-  return {page.code, "text/html; charset=utf-8", RenderPageHtml(page.title, page.live, page.data), {}, nullptr};
+  return {page.code,
+          "text/html; charset=utf-8",
+          RenderPageHtml(page.title, page.live, page.data),
+          {},
+          nullptr};
 }
 
 HttpResponse Dashboard::Events(const HttpRequest& r) {
@@ -308,6 +351,82 @@ HttpResponse Dashboard::Events(const HttpRequest& r) {
           out += "id: " + std::to_string(e.seq) + "\nevent: log\ndata: " + e.data + "\n\n";
           after = e.seq;
         }
+        if (!s.Write(out)) return;
+        idle_ms = 0;
+      } else if ((idle_ms += 1000) >= 15000) {
+        if (!s.Write(": keepalive\n\n")) return;
+        idle_ms = 0;
+      }
+      if (s.ClientClosed(0)) return;
+    }
+  };
+  return resp;
+}
+
+HttpResponse Dashboard::LiveTail(const std::string& id) {
+  std::string hex = JobHexOf(id);
+  if (hex.empty()) return Plain(404, "a job id is blake3: and 64 lowercase hex digits\n");
+  if (!options_.subscribe) return Plain(503, "live output needs gatosd's NATS connection\n");
+  if (!Refresh().ok()) return Plain(500, "internal error: the ledger could not be read\n");
+  auto rec = index_->Get(hex);
+  if (!rec.ok()) return Plain(500, "internal error: the ledger could not be read\n");
+  if (!*rec) return Plain(404, "no such job in the ledger\n");
+  // The dashboard is an operator's view (its token): it may follow any job.
+  const std::string subject = LiveJobSubjects((*rec)->submitter_hex, hex);
+  HttpResponse resp{200, "text/event-stream; charset=utf-8", "", {}, nullptr};
+  auto subscribe = options_.subscribe;
+  resp.stream = [subscribe, subject, hex](HttpStream& s) {
+    // Filled on a NATS thread, drained here; bounded (a slow browser loses
+    // events, never the daemon's memory).
+    struct Queue {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::deque<std::string> events;
+      size_t bytes = 0;
+    };
+    auto q = std::make_shared<Queue>();
+    auto sub = subscribe(subject, [q, hex](Message m) {
+      // Anyone allowed to publish there may send anything: parsed strictly,
+      // then shown by the page as text (textContent), never as HTML.
+      auto p = ParseLiveMessage(m.data);
+      if (!p.ok() || p->job_hex != hex) return;
+      json d = {{"attempt", p->attempt}, {"seq", p->seq}};
+      std::string name;
+      if (p->kind == LiveKind::kOutput) {
+        name = "output";
+        d["stream"] = p->stream;
+        d["offset"] = p->offset;
+        d["end"] = p->offset + static_cast<int64_t>(p->data.size());  // bytes, as offsets count
+        d["text"] = p->data;
+      } else {
+        name = "progress";
+        d["text"] = DescribeProgress(p->progress);
+      }
+      std::string ev = "event: " + name +
+                       "\ndata: " + d.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+      std::lock_guard<std::mutex> l(q->mu);
+      if (q->bytes + ev.size() > (1u << 20)) return;
+      q->bytes += ev.size();
+      q->events.push_back(std::move(ev));
+      q->cv.notify_one();
+    });
+    if (!sub.ok()) {
+      (void)s.Write("event: unavailable\ndata: {}\n\n");
+      return;
+    }
+    if (!s.Write("retry: 5000\n: live output of job " + hex + "\n\n")) return;
+    int idle_ms = 0;
+    while (!s.stopping()) {
+      std::deque<std::string> events;
+      {
+        std::unique_lock<std::mutex> l(q->mu);
+        q->cv.wait_for(l, std::chrono::milliseconds(1000), [&] { return !q->events.empty(); });
+        events.swap(q->events);
+        q->bytes = 0;
+      }
+      if (!events.empty()) {
+        std::string out;
+        for (auto& e : events) out += e;
         if (!s.Write(out)) return;
         idle_ms = 0;
       } else if ((idle_ms += 1000) >= 15000) {
@@ -429,19 +548,23 @@ Result<Dashboard::Page> Dashboard::Overview() {
                        {"last_kind", w.last_kind}});
   }
   json rejected = json::array();
-  for (const auto& [k, v] : m.rejected) rejected.push_back({{"source", k.first}, {"reason", k.second}, {"count", v}});
-  p.data = {{"ledger", {{"seq", h.seq}, {"log_commit", h.log_commit}, {"policy_commit", h.policy_commit}}},
-            {"jobs", {{"total", h.stats.jobs}, {"pruned", h.stats.pruned}, {"by_state", counts}}},
-            {"last_hour", {{"submitted", submitted_hour}, {"finished", finished_hour}, {"minutes", series}}},
-            {"publish_backlog", m.backlog},
-            {"published", m.published},
-            {"nats_connected", m.nats_up},
-            {"claim_latency_s", {{"p50", m.claim_p50_s}, {"p99", m.claim_p99_s}, {"count", m.claims}}},
-            {"workers_active", workers},
-            {"workers_active_means", "holding a lease, or seen (claim/renew) in the last " +
-                                         std::to_string(recent / 1000) + " s"},
-            {"rejected", rejected},
-            {"now", FormatRfc3339Millis(now)}};
+  for (const auto& [k, v] : m.rejected)
+    rejected.push_back({{"source", k.first}, {"reason", k.second}, {"count", v}});
+  p.data = {
+      {"ledger",
+       {{"seq", h.seq}, {"log_commit", h.log_commit}, {"policy_commit", h.policy_commit}}},
+      {"jobs", {{"total", h.stats.jobs}, {"pruned", h.stats.pruned}, {"by_state", counts}}},
+      {"last_hour",
+       {{"submitted", submitted_hour}, {"finished", finished_hour}, {"minutes", series}}},
+      {"publish_backlog", m.backlog},
+      {"published", m.published},
+      {"nats_connected", m.nats_up},
+      {"claim_latency_s", {{"p50", m.claim_p50_s}, {"p99", m.claim_p99_s}, {"count", m.claims}}},
+      {"workers_active", workers},
+      {"workers_active_means", "holding a lease, or seen (claim/renew) in the last " +
+                                   std::to_string(recent / 1000) + " s"},
+      {"rejected", rejected},
+      {"now", FormatRfc3339Millis(now)}};
   return p;
 }
 
@@ -458,19 +581,21 @@ Result<Dashboard::Page> Dashboard::Jobs(const std::map<std::string, std::string>
   };
   JobQuery jq;
   jq.limit = options_.page_size;
-  std::string state = get("state"), submitter = get("submitter"), worker = get("worker"), since = get("since"),
-              until = get("until"), search = get("q"), cursor = get("after");
+  std::string state = get("state"), submitter = get("submitter"), worker = get("worker"),
+              since = get("since"), until = get("until"), search = get("q"), cursor = get("after");
   json filters = {{"state", state}, {"submitter", submitter}, {"worker", worker},
                   {"since", since}, {"until", until},         {"q", search}};
   json errors = json::array();
-  if (!state.empty() && state != "live" && !ParseJobState(state)) errors.push_back("state: not a state");
+  if (!state.empty() && state != "live" && !ParseJobState(state))
+    errors.push_back("state: not a state");
   // A key (hex or ed25519:hex) or a policy principal.
   auto key_of = [&](std::string v, const char* what) -> std::string {
     if (v.empty()) return "";
     if (v.compare(0, 8, "ed25519:") == 0) v = v.substr(8);
     if (IsLowerHex(v, 64)) return v;
     std::string k = live_->KeyOfPrincipal(v);
-    if (k.empty()) errors.push_back(std::string(what) + ": no key with that principal in the policy");
+    if (k.empty())
+      errors.push_back(std::string(what) + ": no key with that principal in the policy");
     return k.empty() ? std::string(64, 'x') : k;  // matches nothing
   };
   jq.state = state;
@@ -484,13 +609,16 @@ Result<Dashboard::Page> Dashboard::Jobs(const std::map<std::string, std::string>
 
   std::string prefix = search;
   if (prefix.compare(0, 7, "blake3:") == 0) prefix = prefix.substr(7);
-  std::transform(prefix.begin(), prefix.end(), prefix.begin(), [](unsigned char c) { return std::tolower(c); });
-  if (!search.empty() && !IsHexPrefix(prefix)) errors.push_back("q: a job id or a prefix of one (hex)");
+  std::transform(prefix.begin(), prefix.end(), prefix.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (!search.empty() && !IsHexPrefix(prefix))
+    errors.push_back("q: a job id or a prefix of one (hex)");
 
   json rows = json::array();
   std::string next, source, covers;
   size_t scanned = 0;
-  bool filtered = !state.empty() || !submitter.empty() || !worker.empty() || !since.empty() || !until.empty();
+  bool filtered =
+      !state.empty() || !submitter.empty() || !worker.empty() || !since.empty() || !until.empty();
   if (!errors.empty()) {
     p.code = 400;
     source = "none";
@@ -503,7 +631,9 @@ Result<Dashboard::Page> Dashboard::Jobs(const std::map<std::string, std::string>
     Status s = Refresh();
     GATOS_RETURN_IF_ERROR(s);
     source = "index";
-    covers = "every job in the ledger whose id starts with the prefix (the state index is ordered by id)";
+    covers =
+        "every job in the ledger whose id starts with the prefix (the state index is ordered by "
+        "id)";
     std::string after = cursor.empty() || cursor < prefix ? prefix : cursor;
     if (prefix.size() == 64) {
       auto rec = index_->Get(prefix);
@@ -549,15 +679,17 @@ Result<Dashboard::Page> Dashboard::Jobs(const std::map<std::string, std::string>
     GATOS_RETURN_IF_ERROR(s);
     jq.cursor = cursor;
     bool live_only = state == "pending" || state == "claimed" || state == "live";
-    JobPage page = live_only && jq.since_ms == 0 && jq.until_ms == 0 ? live_->Live(jq) : live_->Recent(jq);
+    JobPage page =
+        live_only && jq.since_ms == 0 && jq.until_ms == 0 ? live_->Live(jq) : live_->Recent(jq);
     source = page.source;
-    covers = page.source == "live"
-                 ? "every pending and claimed job (gatosd's live set), in id order"
-                 : "every pending and claimed job, and the " + std::to_string(live_->window_size()) +
-                       " finished jobs that changed last (a window of at most " +
-                       std::to_string(LiveState::kDefaultWindow) +
-                       ", from the newest log batches), newest submission first; older finished jobs: "
-                       "search by id";
+    covers =
+        page.source == "live"
+            ? "every pending and claimed job (gatosd's live set), in id order"
+            : "every pending and claimed job, and the " + std::to_string(live_->window_size()) +
+                  " finished jobs that changed last (a window of at most " +
+                  std::to_string(LiveState::kDefaultWindow) +
+                  ", from the newest log batches), newest submission first; older finished jobs: "
+                  "search by id";
     scanned = page.scanned;
     next = page.next;
     for (const auto& s2 : page.jobs) rows.push_back(JobRow(s2));
@@ -588,8 +720,8 @@ Result<Dashboard::Page> Dashboard::Jobs(const std::map<std::string, std::string>
 
 json Dashboard::Verification(const JobRecord& r) {
   LiveState::Head h = live_->head();
-  std::string key = r.job_hex + r.lease_commit + r.result_commit + r.cancel_commit + h.policy_commit +
-                    std::to_string(r.pruned_ms);
+  std::string key = r.job_hex + r.lease_commit + r.result_commit + r.cancel_commit +
+                    h.policy_commit + std::to_string(r.pruned_ms);
   auto it = verdicts_.find(key);
   if (it != verdicts_.end()) return it->second;
   if (!auditor_ || auditor_policy_ != h.policy_commit) {
@@ -608,12 +740,14 @@ json Dashboard::Verification(const JobRecord& r) {
          {"ok", report->ok()},
          {"state", report->state},
          {"dev_mode", report->dev_mode},
-         {"first_failure", fail ? json{{"name", fail->name}, {"detail", fail->detail}} : json(nullptr)},
+         {"first_failure",
+          fail ? json{{"name", fail->name}, {"detail", fail->detail}} : json(nullptr)},
          {"checks", full.value("checks", json::array())}};
   }
-  v["commands"] = {"git clone --mirror LEDGER ledger.git   # LEDGER: this ledger's URL or path (" +
-                       options_.ledger_dir + ")",
-                   "gatos verify --repo ledger.git blake3:" + r.job_hex + " --ledger-key ledger.pub"};
+  v["commands"] = {
+      "git clone --mirror LEDGER ledger.git   # LEDGER: this ledger's URL or path (" +
+          options_.ledger_dir + ")",
+      "gatos verify --repo ledger.git blake3:" + r.job_hex + " --ledger-key ledger.pub"};
   if (verdicts_.size() >= kMaxVerdicts) verdicts_.clear();
   verdicts_.emplace(key, v);
   return v;
@@ -666,17 +800,22 @@ Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
 
   // The timeline, from the commits the record names.
   json timeline = json::array();
-  auto add = [&](int64_t t, const std::string& event, const std::string& key, const std::string& commit,
-                 const std::string& detail) {
-    timeline.push_back({{"time_ms", t}, {"time", TimeJson(t)}, {"event", event}, {"by", KeyJson(key)},
-                        {"commit", commit}, {"detail", detail}});
+  auto add = [&](int64_t t, const std::string& event, const std::string& key,
+                 const std::string& commit, const std::string& detail) {
+    timeline.push_back({{"time_ms", t},
+                        {"time", TimeJson(t)},
+                        {"event", event},
+                        {"by", KeyJson(key)},
+                        {"commit", commit},
+                        {"detail", detail}});
   };
   add(r.submitted_ms, "submitted", r.submitter_hex, r.job_commit, "");
   std::string lease = r.lease_commit;
   size_t read = 0;
   while (!lease.empty()) {
     if (read == kMaxLeaseChain) {
-      add(0, "earlier leases", "", lease, "older lease commits not shown (" + std::to_string(kMaxLeaseChain) + " read)");
+      add(0, "earlier leases", "", lease,
+          "older lease commits not shown (" + std::to_string(kMaxLeaseChain) + " read)");
       break;
     }
     auto c = ledger_->ReadCommit(lease);
@@ -684,10 +823,12 @@ Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
     auto info = ParseLeaseCommitMessage(c->message);
     if (!info.ok()) break;
     ++read;
-    std::string event = info->kind == "renew" ? "renewed" : info->kind == "takeover" ? "taken over" : "claimed";
+    std::string event = info->kind == "renew"      ? "renewed"
+                        : info->kind == "takeover" ? "taken over"
+                                                   : "claimed";
     add(info->expires_ms - info->lease_ms, event, info->worker_hex, lease,
-        "attempt " + std::to_string(info->attempt) + ", epoch " + std::to_string(info->epoch) + ", expires " +
-            FormatRfc3339Millis(info->expires_ms));
+        "attempt " + std::to_string(info->attempt) + ", epoch " + std::to_string(info->epoch) +
+            ", expires " + FormatRfc3339Millis(info->expires_ms));
     lease = c->parents.size() >= 2 ? c->parents[1] : "";
   }
   for (const auto* commit : {&r.cancel_commit, &r.retry_commit}) {
@@ -696,7 +837,8 @@ Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
     if (!c.ok()) continue;
     auto info = ParseUserRequestCommitMessage(c->message);
     if (!info.ok()) continue;
-    add(info->recorded_at_ms, info->retry ? "re-run requested" : "cancel requested", info->requester_hex, *commit,
+    add(info->recorded_at_ms, info->retry ? "re-run requested" : "cancel requested",
+        info->requester_hex, *commit,
         info->retry ? "opens attempt " + std::to_string(info->attempt) : "");
   }
   for (const auto& a : r.attempts) {
@@ -705,8 +847,8 @@ Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
   }
   JobState state = RecordState(r, now);
   if (!r.result_commit.empty()) {
-    add(r.finished_ms, "result: " + r.result_status, d["worker"].is_object() ? d["worker"]["key"].get<std::string>() : "",
-        r.result_commit, "");
+    add(r.finished_ms, "result: " + r.result_status,
+        d["worker"].is_object() ? d["worker"]["key"].get<std::string>() : "", r.result_commit, "");
   } else if (state == JobState::kAborted && r.finished_ms) {
     add(r.finished_ms, "aborted", "", "", "cancelled; the lease ran out");
   }
@@ -734,7 +876,8 @@ Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
       if (poe->usage.Any()) res["usage"] = JobUsageText(poe->usage);
       res["started_at"] = poe->started_at;
       res["finished_at"] = poe->finished_at;
-      res["runner"] = {{"program", poe->runner_program}, {"version", poe->runner_version},
+      res["runner"] = {{"program", poe->runner_program},
+                       {"version", poe->runner_version},
                        {"platform", poe->runner_platform}};
       res["poe_hash"] = Blake3Tagged(*poe_bytes);
       json outs = json::array();
@@ -748,7 +891,8 @@ Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
         auto text = ledger_->ReadFileAtCommit(r.result_commit, stream, 8 << 20);
         if (!text.ok()) continue;
         bool cut = text->size() > options_.output_cap;
-        bool truncated = std::string(stream) == "stdout" ? poe->stdout_truncated : poe->stderr_truncated;
+        bool truncated =
+            std::string(stream) == "stdout" ? poe->stdout_truncated : poe->stderr_truncated;
         res[stream] = {{"text", TruncateUtf8(*text, options_.output_cap)},
                        {"bytes", text->size()},
                        {"shown_cut", cut},
@@ -767,11 +911,13 @@ Result<Dashboard::Page> Dashboard::Job(const std::string& id) {
 
 // ---- batches ----
 
-Result<const Dashboard::BatchInfo*> Dashboard::ReadBatch(const std::string& hex, const std::string& commit) {
+Result<const Dashboard::BatchInfo*> Dashboard::ReadBatch(const std::string& hex,
+                                                         const std::string& commit) {
   auto it = batches_.find(hex);
   if (it != batches_.end() && it->second.commit == commit) return &it->second;
   GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger_->ReadCommit(commit));
-  GATOS_ASSIGN_OR_RETURN(std::string text, ledger_->ReadFileAtCommit(commit, "batch.json", 64 << 20));
+  GATOS_ASSIGN_OR_RETURN(std::string text,
+                         ledger_->ReadFileAtCommit(commit, "batch.json", 64 << 20));
   json j = json::parse(text, nullptr, false);
   if (!j.is_object()) return DataLossError("batch.json of batch " + hex + " is not a JSON object");
   BatchInfo b;
@@ -781,9 +927,13 @@ Result<const Dashboard::BatchInfo*> Dashboard::ReadBatch(const std::string& hex,
   if (j.contains("jobs") && j["jobs"].is_array()) {
     for (const auto& row : j["jobs"]) {
       if (!row.is_object()) continue;
-      std::string repo = row.contains("repo") && row["repo"].is_string() ? row["repo"].get<std::string>() : "";
-      std::string job = row.contains("job") && row["job"].is_string() ? JobHexOf(row["job"].get<std::string>()) : "";
-      std::string err = row.contains("error") && row["error"].is_string() ? row["error"].get<std::string>() : "";
+      std::string repo =
+          row.contains("repo") && row["repo"].is_string() ? row["repo"].get<std::string>() : "";
+      std::string job = row.contains("job") && row["job"].is_string()
+                            ? JobHexOf(row["job"].get<std::string>())
+                            : "";
+      std::string err =
+          row.contains("error") && row["error"].is_string() ? row["error"].get<std::string>() : "";
       b.jobs.push_back({TruncateUtf8(repo, 1024), job});
       b.errors.push_back(TruncateUtf8(err, 1024));
     }
@@ -800,8 +950,9 @@ std::string Dashboard::StateOf(const std::string& job_hex) {
   auto it = states_.find(job_hex);
   if (it != states_.end() && it->second.seq >= live_->evicted_watermark()) return it->second.state;
   auto rec = index_->Get(job_hex);
-  std::string state = !rec.ok() ? "unreadable" : !*rec ? "not in the ledger"
-                                                       : std::string(JobStateName(RecordState(**rec, SystemNowMs())));
+  std::string state = !rec.ok() ? "unreadable"
+                      : !*rec   ? "not in the ledger"
+                                : std::string(JobStateName(RecordState(**rec, SystemNowMs())));
   if (states_.size() >= kMaxStates) states_.clear();
   states_[job_hex] = {state, indexed_seq_};
   return state;
@@ -828,7 +979,8 @@ Result<Dashboard::Page> Dashboard::Batches() {
     }
     list.push_back({*b, hex});
   }
-  std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.first->time_ms > b.first->time_ms; });
+  std::sort(list.begin(), list.end(),
+            [](const auto& a, const auto& b) { return a.first->time_ms > b.first->time_ms; });
   json rows = json::array();
   for (size_t i = 0; i < list.size() && i < kMaxBatchesListed; ++i) {
     const BatchInfo& b = *list[i].first;
@@ -850,7 +1002,8 @@ Result<Dashboard::Page> Dashboard::Batches() {
   return p;
 }
 
-Result<Dashboard::Page> Dashboard::Batch(const std::string& id, const std::map<std::string, std::string>& q) {
+Result<Dashboard::Page> Dashboard::Batch(const std::string& id,
+                                         const std::map<std::string, std::string>& q) {
   Page p;
   std::string hex = JobHexOf(id);
   p.title = "Batch " + hex.substr(0, 12);
@@ -873,7 +1026,8 @@ Result<Dashboard::Page> Dashboard::Batch(const std::string& id, const std::map<s
   size_t offset = 0;
   auto it = q.find("offset");
   if (it != q.end() && !it->second.empty() && it->second.size() < 10 &&
-      std::all_of(it->second.begin(), it->second.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      std::all_of(it->second.begin(), it->second.end(),
+                  [](char c) { return c >= '0' && c <= '9'; })) {
     offset = std::stoul(it->second);
   }
   json rows = json::array();
@@ -884,7 +1038,8 @@ Result<Dashboard::Page> Dashboard::Batch(const std::string& id, const std::map<s
     ++by_state[st];
     if (i < offset || rows.size() >= kBatchRowsPerPage) continue;
     rows.push_back({{"repo", info.jobs[i].first},
-                    {"job", info.jobs[i].second.empty() ? json(nullptr) : json("blake3:" + info.jobs[i].second)},
+                    {"job", info.jobs[i].second.empty() ? json(nullptr)
+                                                        : json("blake3:" + info.jobs[i].second)},
                     {"hex", info.jobs[i].second},
                     {"state", st},
                     {"error", info.errors[i]}});
@@ -928,8 +1083,9 @@ Result<Dashboard::Page> Dashboard::Workers() {
                     {"finished_since_start", w.finished_since_start}});
   }
   p.data = {{"workers", rows},
-            {"last_seen_means", "the worker's latest claim, takeover or renewal recorded by this gatosd; "
-                                "at start, the request time of the leases it holds"}};
+            {"last_seen_means",
+             "the worker's latest claim, takeover or renewal recorded by this gatosd; "
+             "at start, the request time of the leases it holds"}};
   return p;
 }
 

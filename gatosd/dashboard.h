@@ -7,6 +7,8 @@
 //   /jobs        /jobs.json            filters and id-prefix search, paginated
 //   /jobs/<id>   /jobs/<id>.json       manifest, timeline, result, PoE outputs,
 //                                      stdout/stderr, findings, verification
+//   /jobs/<id>/live                    text/event-stream of a running job's
+//                                      output and progress (live_output.h)
 //   /batches     /batches.json         progress per batch
 //   /batches/<id> /batches/<id>.json   progress per repository
 //   /workers     /workers.json         keys, principals, running, last seen
@@ -28,20 +30,21 @@
 #define GATOS_GATOSD_DASHBOARD_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "dashboard_state.h"
 #include "gatos/audit/verify.h"
 #include "gatos/git/ledger.h"
 #include "gatos/ledger/state_index.h"
 #include "gatos/model/status.h"
+#include "gatos/nats/bus.h"
 #include "http.h"
 #include "metrics.h"
 
@@ -54,6 +57,12 @@ struct DashboardOptions {
   std::string token;
   size_t page_size = 50;
   size_t output_cap = 64 << 10;  // bytes of stdout/stderr shown
+  // Subscribes to a running job's live subjects for /jobs/<id>/live (gatosd
+  // passes its bus; unset: the route answers 503). The handler runs on a
+  // NATS library thread.
+  std::function<Result<std::unique_ptr<Bus::Subscription>>(const std::string& subject,
+                                                           Bus::Handler handler)>
+      subscribe;
 };
 
 // Reads the token file: at most 4 KiB, surrounding whitespace removed; at
@@ -85,6 +94,7 @@ class Dashboard {
   bool HostAllowed(const HttpRequest& r) const;
   HttpResponse Login(const HttpRequest& r);
   HttpResponse Events(const HttpRequest& r);
+  HttpResponse LiveTail(const std::string& id);
   HttpResponse Render(const Page& page, bool json) const;
   Status Refresh();  // points the index at the committed head
 

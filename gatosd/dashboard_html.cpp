@@ -22,11 +22,21 @@ std::string HtmlEscape(std::string_view text) {
   for (char ch : clean) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
       default:
         if ((c < 0x20 && ch != '\n' && ch != '\t') || c == 0x7f) {
           out += "\xEF\xBF\xBD";
@@ -49,14 +59,19 @@ std::string S(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 std::string ES(const json& j) { return E(S(j)); }
-std::string Field(const json& j, const char* k) { return j.is_object() && j.contains(k) ? S(j[k]) : ""; }
+std::string Field(const json& j, const char* k) {
+  return j.is_object() && j.contains(k) ? S(j[k]) : "";
+}
 
-std::string Short(const std::string& hex) { return hex.size() > 16 ? hex.substr(0, 12) + "…" : hex; }
+std::string Short(const std::string& hex) {
+  return hex.size() > 16 ? hex.substr(0, 12) + "…" : hex;
+}
 
 std::string StateBadge(const std::string& state) {
   std::string cls = "st";
   for (char c : state) cls += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
-  return "<span class=\"badge " + E(cls) + "\" data-state=\"" + E(state) + "\">" + E(state) + "</span>";
+  return "<span class=\"badge " + E(cls) + "\" data-state=\"" + E(state) + "\">" + E(state) +
+         "</span>";
 }
 
 // A key as its principal (when the policy names it), linking to its jobs.
@@ -64,13 +79,14 @@ std::string KeyHtml(const json& k, const char* filter) {
   if (!k.is_object()) return "<span class=\"muted\">–</span>";
   std::string key = Field(k, "key"), principal = Field(k, "principal");
   std::string label = principal.empty() ? Short(key) : principal;
-  return "<a class=\"key\" title=\"ed25519:" + E(key) + "\" href=\"/jobs?" + filter + "=" + E(PercentEncode(key)) +
-         "\">" + E(label) + "</a>";
+  return "<a class=\"key\" title=\"ed25519:" + E(key) + "\" href=\"/jobs?" + filter + "=" +
+         E(PercentEncode(key)) + "\">" + E(label) + "</a>";
 }
 
 std::string JobLink(const json& row) {
   std::string hex = Field(row, "hex");
-  return "<a class=\"job\" href=\"/jobs/" + E(hex) + "\" title=\"blake3:" + E(hex) + "\">" + E(Short(hex)) + "</a>";
+  return "<a class=\"job\" href=\"/jobs/" + E(hex) + "\" title=\"blake3:" + E(hex) + "\">" +
+         E(Short(hex)) + "</a>";
 }
 
 std::string Num(double v) {
@@ -80,26 +96,29 @@ std::string Num(double v) {
 }
 
 // 60 bars, one per minute; `b` (optional) stacked on `a`.
-std::string SvgBars(const std::vector<double>& a, const std::vector<double>& b, const std::string& label_a,
-                    const std::string& label_b, const std::string& unit) {
+std::string SvgBars(const std::vector<double>& a, const std::vector<double>& b,
+                    const std::string& label_a, const std::string& label_b,
+                    const std::string& unit) {
   const int w = 360, h = 90, pad = 14;
   double max = 0;
   for (size_t i = 0; i < a.size(); ++i) max = std::max(max, a[i] + (i < b.size() ? b[i] : 0));
-  std::string out = "<svg class=\"chart\" viewBox=\"0 0 " + std::to_string(w) + " " + std::to_string(h) +
-                    "\" width=\"" + std::to_string(w) + "\" height=\"" + std::to_string(h) +
-                    "\" role=\"img\" aria-label=\"" + E(label_a) + "\">";
+  std::string out = "<svg class=\"chart\" viewBox=\"0 0 " + std::to_string(w) + " " +
+                    std::to_string(h) + "\" width=\"" + std::to_string(w) + "\" height=\"" +
+                    std::to_string(h) + "\" role=\"img\" aria-label=\"" + E(label_a) + "\">";
   double bw = static_cast<double>(w) / std::max<size_t>(a.size(), 1);
   for (size_t i = 0; i < a.size(); ++i) {
     double ha = max > 0 ? a[i] / max * (h - pad) : 0;
     double hb = max > 0 && i < b.size() ? b[i] / max * (h - pad) : 0;
     double x = static_cast<double>(i) * bw;
     if (ha > 0) {
-      out += "<rect class=\"a\" x=\"" + Num(x) + "\" y=\"" + Num(h - ha) + "\" width=\"" + Num(bw - 1) +
-             "\" height=\"" + Num(ha) + "\"><title>" + E(Num(a[i])) + " " + E(unit) + "</title></rect>";
+      out += "<rect class=\"a\" x=\"" + Num(x) + "\" y=\"" + Num(h - ha) + "\" width=\"" +
+             Num(bw - 1) + "\" height=\"" + Num(ha) + "\"><title>" + E(Num(a[i])) + " " + E(unit) +
+             "</title></rect>";
     }
     if (hb > 0) {
-      out += "<rect class=\"b\" x=\"" + Num(x) + "\" y=\"" + Num(h - ha - hb) + "\" width=\"" + Num(bw - 1) +
-             "\" height=\"" + Num(hb) + "\"><title>" + E(Num(b[i])) + " " + E(unit) + "</title></rect>";
+      out += "<rect class=\"b\" x=\"" + Num(x) + "\" y=\"" + Num(h - ha - hb) + "\" width=\"" +
+             Num(bw - 1) + "\" height=\"" + Num(hb) + "\"><title>" + E(Num(b[i])) + " " + E(unit) +
+             "</title></rect>";
     }
   }
   out += "<text x=\"2\" y=\"11\">max " + E(Num(max)) + " " + E(unit) + "</text></svg>";
@@ -113,11 +132,14 @@ std::string Overview(const json& d) {
   std::string o = "<h1>Overview</h1><section class=\"cards\">";
   const json& by = d["jobs"]["by_state"];
   for (const char* st : {"pending", "claimed", "succeeded", "failed", "timed-out", "aborted"}) {
-    o += "<a class=\"card\" href=\"/jobs?state=" + std::string(st) + "\"><span class=\"n\" id=\"count-" + st + "\">" +
-         ES(by.value(st, json(0))) + "</span>" + StateBadge(st) + "</a>";
+    o += "<a class=\"card\" href=\"/jobs?state=" + std::string(st) +
+         "\"><span class=\"n\" id=\"count-" + st + "\">" + ES(by.value(st, json(0))) + "</span>" +
+         StateBadge(st) + "</a>";
   }
-  o += "<div class=\"card\"><span class=\"n\">" + ES(d["jobs"]["total"]) + "</span>jobs in the ledger</div>";
-  o += "<div class=\"card\"><span class=\"n\">" + ES(d["publish_backlog"]) + "</span>publish backlog</div></section>";
+  o += "<div class=\"card\"><span class=\"n\">" + ES(d["jobs"]["total"]) +
+       "</span>jobs in the ledger</div>";
+  o += "<div class=\"card\"><span class=\"n\">" + ES(d["publish_backlog"]) +
+       "</span>publish backlog</div></section>";
   std::vector<double> ok, bad, p50, p95, sub;
   for (const auto& m : d["last_hour"]["minutes"]) {
     const json& c = m["counts"];
@@ -125,23 +147,27 @@ std::string Overview(const json& d) {
     bad.push_back(c.value("failed", 0.0) + c.value("timed-out", 0.0) + c.value("aborted", 0.0));
     sub.push_back(c.value("submit", 0.0));
     p50.push_back(m.value("submit_to_claim_p50_s", 0.0));
-    p95.push_back(std::max(0.0, m.value("submit_to_claim_p95_s", 0.0) - m.value("submit_to_claim_p50_s", 0.0)));
+    p95.push_back(std::max(
+        0.0, m.value("submit_to_claim_p95_s", 0.0) - m.value("submit_to_claim_p50_s", 0.0)));
   }
   o += "<section class=\"charts\"><div><h2>Throughput</h2>" +
        SvgBars(ok, bad, "succeeded / min", "failed, timed out, aborted", "jobs") + "<p>" +
        ES(d["last_hour"]["finished"]) + " finished, " + ES(d["last_hour"]["submitted"]) +
        " submitted in the last hour</p></div>";
-  o += "<div><h2>Latency</h2>" + SvgBars(p50, p95, "submit → claim p50", "p95", "s") + "<p>claim RPC p50 " +
-       ES(d["claim_latency_s"]["p50"]) + " s, p99 " + ES(d["claim_latency_s"]["p99"]) + " s (bucket bounds)</p></div>";
+  o += "<div><h2>Latency</h2>" + SvgBars(p50, p95, "submit → claim p50", "p95", "s") +
+       "<p>claim RPC p50 " + ES(d["claim_latency_s"]["p50"]) + " s, p99 " +
+       ES(d["claim_latency_s"]["p99"]) + " s (bucket bounds)</p></div>";
   o += "</section>";
-  o += "<section><h2>Active workers</h2><p class=\"muted\">" + ES(d["workers_active_means"]) + "</p>";
+  o += "<section><h2>Active workers</h2><p class=\"muted\">" + ES(d["workers_active_means"]) +
+       "</p>";
   if (d["workers_active"].empty()) {
     o += "<p>none</p>";
   } else {
     o += "<table><tr><th>worker</th><th>running</th><th>last seen</th><th></th></tr>";
     for (const auto& w : d["workers_active"]) {
-      o += "<tr><td>" + KeyHtml(json{{"key", w["key"]}, {"principal", w["principal"]}}, "worker") + "</td><td>" +
-           ES(w["running"]) + "</td><td>" + ES(w["last_seen"]) + "</td><td>" + ES(w["last_kind"]) + "</td></tr>";
+      o += "<tr><td>" + KeyHtml(json{{"key", w["key"]}, {"principal", w["principal"]}}, "worker") +
+           "</td><td>" + ES(w["running"]) + "</td><td>" + ES(w["last_seen"]) + "</td><td>" +
+           ES(w["last_kind"]) + "</td></tr>";
     }
     o += "</table>";
   }
@@ -151,23 +177,26 @@ std::string Overview(const json& d) {
   } else {
     o += "<table><tr><th>source</th><th>reason</th><th>count</th></tr>";
     for (const auto& r : d["rejected"]) {
-      o += "<tr><td>" + ES(r["source"]) + "</td><td>" + ES(r["reason"]) + "</td><td>" + ES(r["count"]) + "</td></tr>";
+      o += "<tr><td>" + ES(r["source"]) + "</td><td>" + ES(r["reason"]) + "</td><td>" +
+           ES(r["count"]) + "</td></tr>";
     }
     o += "</table>";
   }
   o += "</section><p class=\"muted\">log sequence " + ES(d["ledger"]["seq"]) + " · NATS " +
-       (d.value("nats_connected", false) ? "connected" : "disconnected") + " · " + ES(d["now"]) + "</p>";
+       (d.value("nats_connected", false) ? "connected" : "disconnected") + " · " + ES(d["now"]) +
+       "</p>";
   return o;
 }
 
 std::string JobsTable(const json& rows) {
-  std::string o = "<table class=\"jobs\"><tr><th>job</th><th>command</th><th>state</th><th>submitter</th>"
-                  "<th>worker</th><th>submitted</th><th>finished</th></tr>";
+  std::string o =
+      "<table class=\"jobs\"><tr><th>job</th><th>command</th><th>state</th><th>submitter</th>"
+      "<th>worker</th><th>submitted</th><th>finished</th></tr>";
   for (const auto& r : rows) {
     o += "<tr><td>" + JobLink(r) + "</td><td class=\"cmd\">" + ES(r["name"]) + "</td><td>" +
-         StateBadge(Field(r, "state")) + "</td><td>" + KeyHtml(r["submitter"], "submitter") + "</td><td>" +
-         KeyHtml(r["worker"], "worker") + "</td><td>" + ES(r["submitted"]) + "</td><td>" + ES(r["finished"]) +
-         "</td></tr>";
+         StateBadge(Field(r, "state")) + "</td><td>" + KeyHtml(r["submitter"], "submitter") +
+         "</td><td>" + KeyHtml(r["worker"], "worker") + "</td><td>" + ES(r["submitted"]) +
+         "</td><td>" + ES(r["finished"]) + "</td></tr>";
   }
   return o + "</table>";
 }
@@ -175,15 +204,21 @@ std::string JobsTable(const json& rows) {
 std::string Jobs(const json& d) {
   const json& f = d["filters"];
   std::string o = "<h1>Jobs</h1><form class=\"filters\" method=\"get\" action=\"/jobs\">";
-  o += "<label>id <input name=\"q\" value=\"" + ES(f["q"]) + "\" placeholder=\"prefix\" size=\"14\"></label>";
+  o += "<label>id <input name=\"q\" value=\"" + ES(f["q"]) +
+       "\" placeholder=\"prefix\" size=\"14\"></label>";
   o += "<label>state <select name=\"state\"><option value=\"\">any</option>";
-  for (const char* st : {"live", "pending", "claimed", "succeeded", "failed", "timed-out", "aborted"}) {
-    o += std::string("<option") + (Field(f, "state") == st ? " selected" : "") + ">" + st + "</option>";
+  for (const char* st :
+       {"live", "pending", "claimed", "succeeded", "failed", "timed-out", "aborted"}) {
+    o += std::string("<option") + (Field(f, "state") == st ? " selected" : "") + ">" + st +
+         "</option>";
   }
   o += "</select></label>";
-  o += "<label>submitter <input name=\"submitter\" value=\"" + ES(f["submitter"]) + "\" size=\"12\"></label>";
-  o += "<label>worker <input name=\"worker\" value=\"" + ES(f["worker"]) + "\" size=\"12\"></label>";
-  o += "<label>since <input name=\"since\" value=\"" + ES(f["since"]) + "\" placeholder=\"1h\" size=\"8\"></label>";
+  o += "<label>submitter <input name=\"submitter\" value=\"" + ES(f["submitter"]) +
+       "\" size=\"12\"></label>";
+  o +=
+      "<label>worker <input name=\"worker\" value=\"" + ES(f["worker"]) + "\" size=\"12\"></label>";
+  o += "<label>since <input name=\"since\" value=\"" + ES(f["since"]) +
+       "\" placeholder=\"1h\" size=\"8\"></label>";
   o += "<label>until <input name=\"until\" value=\"" + ES(f["until"]) + "\" size=\"8\"></label>";
   o += "<button>filter</button></form>";
   for (const auto& e : d["errors"]) o += "<p class=\"error\">" + ES(e) + "</p>";
@@ -202,35 +237,52 @@ std::string Pre(const json& text, const char* id) {
 
 std::string Job(const json& d) {
   std::string hex = Field(d, "hex");
-  std::string o = "<h1>Job <span class=\"mono\">" + E(Short(hex)) + "</span> <span id=\"job-state\">" +
-                  StateBadge(Field(d, "state")) + "</span></h1>";
+  std::string o = "<h1>Job <span class=\"mono\">" + E(Short(hex)) +
+                  "</span> <span id=\"job-state\">" + StateBadge(Field(d, "state")) +
+                  "</span></h1>";
   o += "<p class=\"mono small\">blake3:" + E(hex) + "</p>";
+  if (Field(d, "state") == "claimed") {
+    // Filled by the script from /jobs/<hex>/live (text only, never HTML).
+    o += "<section id=\"live-section\"><h2>Live output <span class=\"muted\">as the worker "
+         "publishes it "
+         "(best effort; the result is the record)</span></h2><p id=\"live-progress\" "
+         "class=\"muted\"></p>"
+         "<pre class=\"out\" id=\"live-output\" data-src=\"/jobs/" +
+         E(hex) + "/live\"></pre></section>";
+  }
   const json& v = d["verification"];
   std::string badge = Field(v, "badge");
   o += "<section class=\"verify\"><h2>Verification <span id=\"verify-badge\" class=\"vb vb-" +
-       E(badge == "verified" ? "ok" : badge == "failed" ? "bad" : "none") + "\">" + E(badge) + "</span></h2>";
+       E(badge == "verified" ? "ok"
+         : badge == "failed" ? "bad"
+                             : "none") +
+       "\">" + E(badge) + "</span></h2>";
   if (v.contains("first_failure") && v["first_failure"].is_object()) {
-    o += "<p class=\"error\">" + ES(v["first_failure"]["name"]) + ": " + ES(v["first_failure"]["detail"]) + "</p>";
+    o += "<p class=\"error\">" + ES(v["first_failure"]["name"]) + ": " +
+         ES(v["first_failure"]["detail"]) + "</p>";
   }
   if (v.contains("detail")) o += "<p class=\"error\">" + ES(v["detail"]) + "</p>";
-  o += "<p>Computed by the auditor's checks (gatos verify) on this ledger. Offline:</p><pre class=\"cmds\">";
+  o += "<p>Computed by the auditor's checks (gatos verify) on this ledger. Offline:</p><pre "
+       "class=\"cmds\">";
   for (const auto& c : v["commands"]) o += ES(c) + "\n";
   o += "</pre>";
   if (v.contains("checks")) {
     o += "<details><summary>" + std::to_string(v["checks"].size()) + " checks</summary><table>";
     for (const auto& c : v["checks"]) {
-      o += "<tr><td>" + std::string(c.value("ok", false) ? "✔" : "✘") + "</td><td>" + ES(c["name"]) + "</td><td>" +
-           ES(c["detail"]) + "</td></tr>";
+      o += "<tr><td>" + std::string(c.value("ok", false) ? "✔" : "✘") + "</td><td>" +
+           ES(c["name"]) + "</td><td>" + ES(c["detail"]) + "</td></tr>";
     }
     o += "</table></details>";
   }
   o += "</section>";
-  o += "<section><h2>Timeline</h2><table id=\"timeline\"><tr><th>time</th><th>event</th><th>by</th><th>detail</th>"
+  o += "<section><h2>Timeline</h2><table "
+       "id=\"timeline\"><tr><th>time</th><th>event</th><th>by</th><th>detail</th>"
        "<th>commit</th></tr>";
   for (const auto& t : d["timeline"]) {
     o += "<tr><td>" + ES(t["time"]) + "</td><td class=\"ev\">" + ES(t["event"]) + "</td><td>" +
-         KeyHtml(t["by"], "worker") + "</td><td>" + ES(t["detail"]) + "</td><td class=\"mono\" title=\"" +
-         ES(t["commit"]) + "\">" + E(Short(Field(t, "commit"))) + "</td></tr>";
+         KeyHtml(t["by"], "worker") + "</td><td>" + ES(t["detail"]) +
+         "</td><td class=\"mono\" title=\"" + ES(t["commit"]) + "\">" +
+         E(Short(Field(t, "commit"))) + "</td></tr>";
   }
   o += "</table></section>";
   const json& m = d["manifest"];
@@ -242,7 +294,8 @@ std::string Job(const json& d) {
     o += "</td></tr><tr><th>timeout</th><td>" + ES(m["timeout_seconds"]) + " s</td></tr>";
     if (!m["cwd"].is_null()) o += "<tr><th>cwd</th><td>" + ES(m["cwd"]) + "</td></tr>";
     o += "<tr><th>env</th><td><table class=\"env\">";
-    for (const auto& [k, val] : m["env"].items()) o += "<tr><td>" + E(k) + "</td><td>" + ES(val) + "</td></tr>";
+    for (const auto& [k, val] : m["env"].items())
+      o += "<tr><td>" + E(k) + "</td><td>" + ES(val) + "</td></tr>";
     o += "</table></td></tr></table>";
   }
   if (m.contains("error")) o += "<p class=\"error\">" + ES(m["error"]) + "</p>";
@@ -250,8 +303,10 @@ std::string Job(const json& d) {
        Pre(m.value("raw", json("")), "manifest-raw") + "</details></section>";
   if (d.contains("result")) {
     const json& r = d["result"];
-    o += "<section><h2>Result</h2><table><tr><th>status</th><td>" + StateBadge(Field(r, "status")) + "</td></tr>";
-    o += "<tr><th>worker</th><td>" + KeyHtml(r.value("worker", json(nullptr)), "worker") + "</td></tr>";
+    o += "<section><h2>Result</h2><table><tr><th>status</th><td>" + StateBadge(Field(r, "status")) +
+         "</td></tr>";
+    o += "<tr><th>worker</th><td>" + KeyHtml(r.value("worker", json(nullptr)), "worker") +
+         "</td></tr>";
     std::string exit;
     if (!r.value("exit_code", json(nullptr)).is_null()) exit += "code " + ES(r["exit_code"]);
     if (!r.value("signal", json(nullptr)).is_null()) exit += " signal " + ES(r["signal"]);
@@ -260,15 +315,17 @@ std::string Job(const json& d) {
     o += "<tr><th>exit</th><td>" + exit + "</td></tr>";
     if (r.contains("limits")) o += "<tr><th>limits</th><td>" + ES(r["limits"]) + "</td></tr>";
     if (r.contains("usage")) o += "<tr><th>used</th><td>" + ES(r["usage"]) + "</td></tr>";
-    o += "<tr><th>ran</th><td>" + ES(r.value("started_at", json(""))) + " → " + ES(r.value("finished_at", json(""))) +
-         "</td></tr>";
+    o += "<tr><th>ran</th><td>" + ES(r.value("started_at", json(""))) + " → " +
+         ES(r.value("finished_at", json(""))) + "</td></tr>";
     o += "<tr><th>commit</th><td class=\"mono\">" + ES(r["commit"]) + "</td></tr>";
-    o += "<tr><th>poe.json</th><td class=\"mono\">" + ES(r.value("poe_hash", json(""))) + "</td></tr></table>";
+    o += "<tr><th>poe.json</th><td class=\"mono\">" + ES(r.value("poe_hash", json(""))) +
+         "</td></tr></table>";
     if (r.contains("error")) o += "<p class=\"error\">" + ES(r["error"]) + "</p>";
-    o += "<h3>Proof-of-execution outputs</h3><table id=\"outputs\"><tr><th>path</th><th>bytes</th><th>hash</th></tr>";
+    o += "<h3>Proof-of-execution outputs</h3><table "
+         "id=\"outputs\"><tr><th>path</th><th>bytes</th><th>hash</th></tr>";
     for (const auto& out : r.value("outputs", json::array())) {
-      o += "<tr><td class=\"mono\">" + ES(out["path"]) + "</td><td>" + ES(out["size"]) + "</td><td class=\"mono\">" +
-           ES(out["hash"]) + "</td></tr>";
+      o += "<tr><td class=\"mono\">" + ES(out["path"]) + "</td><td>" + ES(out["size"]) +
+           "</td><td class=\"mono\">" + ES(out["hash"]) + "</td></tr>";
     }
     o += "</table>";
     for (const char* stream : {"stdout", "stderr"}) {
@@ -276,8 +333,8 @@ std::string Job(const json& d) {
       const json& s = r[stream];
       o += "<h3>" + std::string(stream) + " <span class=\"muted\">" + ES(s["bytes"]) + " bytes" +
            (s.value("shown_cut", false) ? ", first part shown" : "") +
-           (s.value("truncated_by_worker", false) ? ", cut by the worker's cap" : "") + "</span></h3>" +
-           Pre(s["text"], stream);
+           (s.value("truncated_by_worker", false) ? ", cut by the worker's cap" : "") +
+           "</span></h3>" + Pre(s["text"], stream);
     }
     o += "</section>";
   }
@@ -288,7 +345,8 @@ std::string Job(const json& d) {
       o += "<section><h2>Scan findings</h2><p class=\"error\">" + ES(f["error"]) + "</p></section>";
     } else {
       o += "<section><h2>Scan findings <span class=\"muted\">" + ES(f["count"]) + " secrets in " +
-           ES(f["locations"]) + " locations</span></h2><table id=\"findings\"><tr><th>rule</th>"
+           ES(f["locations"]) +
+           " locations</span></h2><table id=\"findings\"><tr><th>rule</th>"
            "<th>fingerprint</th><th>locations</th><th>first commit</th><th>last commit</th>"
            "<th>at tip</th><th>paths</th></tr>";
       for (const auto& row : f["rows"]) {
@@ -297,14 +355,14 @@ std::string Job(const json& d) {
         o += "<tr><td>" + ES(row["rule"]) + "</td><td class=\"mono\">" + ES(row["fingerprint"]) +
              "</td><td>" + ES(row["locations"]) + "</td><td class=\"mono\">" +
              E(Short(Field(row, "first_commit"))) + "</td><td class=\"mono\">" +
-             E(Short(Field(row, "last_commit"))) + "</td><td>" + at_tip + "</td><td class=\"mono\">" +
-             ES(row["paths"]) + "</td></tr>";
+             E(Short(Field(row, "last_commit"))) + "</td><td>" + at_tip +
+             "</td><td class=\"mono\">" + ES(row["paths"]) + "</td></tr>";
       }
       o += "</table></section>";
     }
   }
-  o += "<details><summary>ledger record</summary><pre>" + E(d["record"].dump(2, ' ', false, json::error_handler_t::replace)) +
-       "</pre></details>";
+  o += "<details><summary>ledger record</summary><pre>" +
+       E(d["record"].dump(2, ' ', false, json::error_handler_t::replace)) + "</pre></details>";
   return o;
 }
 
@@ -313,59 +371,71 @@ std::string Progress(const json& by, size_t total) {
   for (const char* st : {"succeeded", "failed", "timed-out", "aborted", "claimed", "pending"}) {
     double n = by.value(st, 0.0);
     if (n <= 0 || total == 0) continue;
-    o += "<span class=\"seg st" + std::string(st) + "\" title=\"" + st + " " + Num(n) + "\">" + st + " " +
-         std::to_string(static_cast<long long>(n)) + "</span>";
+    o += "<span class=\"seg st" + std::string(st) + "\" title=\"" + st + " " + Num(n) + "\">" + st +
+         " " + std::to_string(static_cast<long long>(n)) + "</span>";
   }
   for (const auto& [k, v] : by.items()) {
-    static const std::vector<std::string> known = {"succeeded", "failed", "timed-out", "aborted", "claimed", "pending"};
-    if (std::find(known.begin(), known.end(), k) == known.end()) o += "<span class=\"seg\">" + E(k) + " " + ES(v) + "</span>";
+    static const std::vector<std::string> known = {"succeeded", "failed",  "timed-out",
+                                                   "aborted",   "claimed", "pending"};
+    if (std::find(known.begin(), known.end(), k) == known.end())
+      o += "<span class=\"seg\">" + E(k) + " " + ES(v) + "</span>";
   }
   return o + "</span>";
 }
 
 std::string Batches(const json& d) {
-  std::string o = "<h1>Batches</h1><p class=\"muted\">" + ES(d["shown"]) + " newest of " + ES(d["total"]) + "</p>";
-  o += "<table><tr><th>batch</th><th>created</th><th>repositories</th><th>finished</th><th>progress</th></tr>";
+  std::string o = "<h1>Batches</h1><p class=\"muted\">" + ES(d["shown"]) + " newest of " +
+                  ES(d["total"]) + "</p>";
+  o += "<table><tr><th>batch</th><th>created</th><th>repositories</th><th>finished</"
+       "th><th>progress</th></tr>";
   for (const auto& b : d["batches"]) {
-    o += "<tr><td><a class=\"mono\" href=\"/batches/" + ES(b["hex"]) + "\">" + E(Short(Field(b, "hex"))) +
-         "</a></td><td>" + ES(b["created"]) + "</td><td>" + ES(b["repositories"]) + "</td><td>" + ES(b["finished"]) +
-         "</td><td>" + Progress(b["by_state"], b.value("repositories", 0)) + "</td></tr>";
+    o += "<tr><td><a class=\"mono\" href=\"/batches/" + ES(b["hex"]) + "\">" +
+         E(Short(Field(b, "hex"))) + "</a></td><td>" + ES(b["created"]) + "</td><td>" +
+         ES(b["repositories"]) + "</td><td>" + ES(b["finished"]) + "</td><td>" +
+         Progress(b["by_state"], b.value("repositories", 0)) + "</td></tr>";
   }
   o += "</table>";
-  for (const auto& e : d["errors"]) o += "<p class=\"error\">" + ES(e["batch"]) + ": " + ES(e["error"]) + "</p>";
+  for (const auto& e : d["errors"])
+    o += "<p class=\"error\">" + ES(e["batch"]) + ": " + ES(e["error"]) + "</p>";
   return o;
 }
 
 std::string Batch(const json& d) {
   std::string o = "<h1>Batch <span class=\"mono\">" + E(Short(Field(d, "hex"))) + "</span></h1>";
-  o += "<p class=\"mono small\">" + ES(d["batch"]) + " · template " + ES(d["template"]) + " · created " +
-       ES(d["created"]) + "</p>";
-  o += "<p>" + ES(d["repositories"]) + " repositories: " + Progress(d["by_state"], d.value("repositories", 0)) + "</p>";
+  o += "<p class=\"mono small\">" + ES(d["batch"]) + " · template " + ES(d["template"]) +
+       " · created " + ES(d["created"]) + "</p>";
+  o += "<p>" + ES(d["repositories"]) +
+       " repositories: " + Progress(d["by_state"], d.value("repositories", 0)) + "</p>";
   o += "<table><tr><th>repository</th><th>job</th><th>state</th><th>error</th></tr>";
   for (const auto& r : d["rows"]) {
     o += "<tr><td class=\"mono\">" + ES(r["repo"]) + "</td><td>" +
-         (r["job"].is_string() ? JobLink(r) : std::string("–")) + "</td><td>" + StateBadge(Field(r, "state")) +
-         "</td><td>" + ES(r["error"]) + "</td></tr>";
+         (r["job"].is_string() ? JobLink(r) : std::string("–")) + "</td><td>" +
+         StateBadge(Field(r, "state")) + "</td><td>" + ES(r["error"]) + "</td></tr>";
   }
   o += "</table>";
-  if (d["next"].is_string()) o += "<p class=\"pager\"><a href=\"" + ES(d["next"]) + "\">next →</a></p>";
+  if (d["next"].is_string())
+    o += "<p class=\"pager\"><a href=\"" + ES(d["next"]) + "\">next →</a></p>";
   return o;
 }
 
 std::string Workers(const json& d) {
-  std::string o = "<h1>Workers</h1><p class=\"muted\">last seen: " + ES(d["last_seen_means"]) + "</p>";
-  o += "<table id=\"workers\"><tr><th>principal</th><th>key</th><th>allowed</th><th>running</th><th>last seen</th>"
+  std::string o =
+      "<h1>Workers</h1><p class=\"muted\">last seen: " + ES(d["last_seen_means"]) + "</p>";
+  o += "<table "
+       "id=\"workers\"><tr><th>principal</th><th>key</th><th>allowed</th><th>running</th><th>last "
+       "seen</th>"
        "<th>finished since start</th></tr>";
   for (const auto& w : d["workers"]) {
-    o += "<tr><td>" + ES(w["principal"]) + "</td><td class=\"mono\"><a href=\"/jobs?worker=" + ES(w["key"]) +
-         "\" title=\"" + ES(w["worker_id"]) + "\">" + E(Short(Field(w, "key"))) + "</a></td><td>" +
+    o += "<tr><td>" + ES(w["principal"]) +
+         "</td><td class=\"mono\"><a href=\"/jobs?worker=" + ES(w["key"]) + "\" title=\"" +
+         ES(w["worker_id"]) + "\">" + E(Short(Field(w, "key"))) + "</a></td><td>" +
          (w.value("allowed", false) ? "yes" : "no (revoked?)") + "</td><td>" + ES(w["running"]);
     for (const auto& j : w["running_jobs"]) {
       std::string hex = S(j).substr(std::min<size_t>(7, S(j).size()));
       o += " <a class=\"mono\" href=\"/jobs/" + E(hex) + "\">" + E(Short(hex)) + "</a>";
     }
-    o += "</td><td>" + ES(w["last_seen"]) + " " + ES(w["last_kind"]) + "</td><td>" + ES(w["finished_since_start"]) +
-         "</td></tr>";
+    o += "</td><td>" + ES(w["last_seen"]) + " " + ES(w["last_kind"]) + "</td><td>" +
+         ES(w["finished_since_start"]) + "</td></tr>";
   }
   return o + "</table>";
 }
@@ -375,19 +445,27 @@ std::string TwinPath(const std::string& live, const json& d) {
   if (live == "jobs") return "/jobs.json";
   if (live.compare(0, 4, "job:") == 0) return "/jobs/" + live.substr(4) + ".json";
   if (live == "workers") return "/workers.json";
-  if (live == "batches") return d.contains("rows") ? "/batches/" + Field(d, "hex") + ".json" : "/batches.json";
+  if (live == "batches")
+    return d.contains("rows") ? "/batches/" + Field(d, "hex") + ".json" : "/batches.json";
   return "";
 }
 
-std::string Layout(const std::string& title, const std::string& live, const std::string& body, const std::string& twin) {
+std::string Layout(const std::string& title, const std::string& live, const std::string& body,
+                   const std::string& twin) {
   std::string o =
       "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-      "<title>" + E(title) + " · GATOS</title><link rel=\"stylesheet\" href=\"/static/style.css\">"
-      "<script src=\"/static/app.js\" defer></script></head><body data-live=\"" + E(live) + "\">"
-      "<header><a class=\"brand\" href=\"/\">GATOS</a><nav><a href=\"/\">Overview</a><a href=\"/jobs\">Jobs</a>"
+      "<title>" +
+      E(title) +
+      " · GATOS</title><link rel=\"stylesheet\" href=\"/static/style.css\">"
+      "<script src=\"/static/app.js\" defer></script></head><body data-live=\"" +
+      E(live) +
+      "\">"
+      "<header><a class=\"brand\" href=\"/\">GATOS</a><nav><a href=\"/\">Overview</a><a "
+      "href=\"/jobs\">Jobs</a>"
       "<a href=\"/batches\">Batches</a><a href=\"/workers\">Workers</a></nav>"
-      "<span id=\"live\" class=\"live-off\">static</span></header><main id=\"main\">" + body;
+      "<span id=\"live\" class=\"live-off\">static</span></header><main id=\"main\">" +
+      body;
   if (!twin.empty()) o += "<p class=\"twin\"><a href=\"" + E(twin) + "\">this page as JSON</a></p>";
   return o + "</main></body></html>\n";
 }
@@ -416,7 +494,8 @@ pre.out,pre.cmds{background:#fff;border:1px solid var(--line);padding:.6em;max-h
 .arg{background:#eef1f4;padding:0 .3em;border-radius:3px}.twin{margin-top:2em;font-size:12px}
 )CSS";
 
-constexpr char kScript[] = R"JS(// Live updates: the server's event stream says which jobs a committed log
+constexpr char kScript[] =
+    R"JS(// Live updates: the server's event stream says which jobs a committed log
 // batch changed; a page that shows one of them fetches itself again and swaps
 // in its <main>, rendered (and escaped) by the server. No reload, no HTML
 // built here.
@@ -458,6 +537,36 @@ constexpr char kScript[] = R"JS(// Live updates: the server's event stream says 
     var hex = page.slice(4);
     return (d.more || 0) > 0 || (d.changes || []).some(function (c) { return c.job === hex; });
   }
+  // A running job's page tails its output: text appended with textContent,
+  // kept here across refreshes of <main>, at most the last 64 KiB.
+  var tail = null, tailText = '', tailProgress = '', tailNext = {stdout: 0, stderr: 0};
+  function showTail() {
+    var pre = document.getElementById('live-output'), p = document.getElementById('live-progress');
+    if (pre) pre.textContent = tailText;
+    if (p) p.textContent = tailProgress;
+    if (pre && !tail && window.EventSource) {
+      tail = new EventSource(pre.getAttribute('data-src'));
+      tail.addEventListener('output', function (ev) {
+        var d;
+        try { d = JSON.parse(ev.data); } catch (e) { return; }
+        var next = tailNext[d.stream] || 0;
+        if (d.end <= next) return;  // seen already
+        if (d.offset > next) tailText += '\n[' + (d.offset - next) + ' bytes not shown live]\n';
+        tailNext[d.stream] = d.end;
+        tailText = (tailText + String(d.text || '')).slice(-65536);
+        showTail();
+      });
+      tail.addEventListener('progress', function (ev) {
+        try { tailProgress = String(JSON.parse(ev.data).text || ''); } catch (e) { return; }
+        showTail();
+      });
+    } else if (!pre && tail) {
+      tail.close();
+      tail = null;
+    }
+  }
+  showTail();
+  new MutationObserver(showTail).observe(body, {attributes: true, attributeFilter: ['data-refreshed']});
   var es = new EventSource('/events');
   es.onopen = function () { badge.className = 'live-on'; badge.textContent = 'live'; };
   es.onerror = function () { badge.className = 'live-off'; badge.textContent = 'reconnecting'; };
@@ -496,16 +605,20 @@ std::string RenderLoginHtml(const std::string& message) {
   std::string body = "<h1>Sign in</h1>";
   if (!message.empty()) body += "<p class=\"error\">" + E(message) + "</p>";
   body +=
-      "<p>This gatosd dashboard needs the token from its <span class=\"mono\">--http-token-file</span>. "
+      "<p>This gatosd dashboard needs the token from its <span "
+      "class=\"mono\">--http-token-file</span>. "
       "Scripts send <span class=\"mono\">Authorization: Bearer TOKEN</span>.</p>"
-      "<form method=\"post\" action=\"/login\"><input type=\"password\" name=\"token\" autocomplete=\"current-password\" "
+      "<form method=\"post\" action=\"/login\"><input type=\"password\" name=\"token\" "
+      "autocomplete=\"current-password\" "
       "size=\"40\"> <button>sign in</button></form>";
   return Layout("Sign in", "", body, "");
 }
 
 std::optional<std::pair<std::string, std::string>> StaticAsset(std::string_view name) {
-  if (name == "style.css") return std::make_pair(std::string("text/css; charset=utf-8"), std::string(kStyle));
-  if (name == "app.js") return std::make_pair(std::string("text/javascript; charset=utf-8"), std::string(kScript));
+  if (name == "style.css")
+    return std::make_pair(std::string("text/css; charset=utf-8"), std::string(kStyle));
+  if (name == "app.js")
+    return std::make_pair(std::string("text/javascript; charset=utf-8"), std::string(kScript));
   return std::nullopt;
 }
 

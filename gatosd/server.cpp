@@ -22,6 +22,8 @@
 #include <set>
 #include <thread>
 
+#include "dashboard.h"
+#include "dashboard_state.h"
 #include "gatos/ledger/job_service.h"
 #include "gatos/ledger/local_ledger.h"
 #include "gatos/ledger/maintenance.h"
@@ -31,14 +33,12 @@
 #include "gatos/nats/bus.h"
 #include "gatos/nats/bus_identity.h"
 #include "gatos/nats/job_stream.h"
-#include "dashboard.h"
-#include "dashboard_state.h"
-#include "http.h"
-#include "metrics.h"
-
 #include "gatos/sys/log.h"
+#include "http.h"
 #include "local_server.h"
+#include "metrics.h"
 #include "metrics_observer.h"
+#include "progress_board.h"
 #include "publisher.h"
 #include "request_queue.h"
 
@@ -74,7 +74,8 @@ std::vector<ServiceEvent> TakeOffers(std::vector<ServiceEvent>* events) {
 
 void UpdateCounts(Metrics* metrics, const LedgerWriter& w) {
   std::array<size_t, 6> c{};
-  for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<size_t>(std::max<int64_t>(0, w.stats().by_state[i]));
+  for (size_t i = 0; i < c.size(); ++i)
+    c[i] = static_cast<size_t>(std::max<int64_t>(0, w.stats().by_state[i]));
   metrics->SetJobCounts(c);
 }
 
@@ -111,9 +112,11 @@ class Server {
       queue_.Close();
     });
     if (opts_.stream_replicas > 1) {
-      Log("stream " + std::string(rpc::kStream) + " kept with " + std::to_string(opts_.stream_replicas) + " replicas");
+      Log("stream " + std::string(rpc::kStream) + " kept with " +
+          std::to_string(opts_.stream_replicas) + " replicas");
     }
-    Log("serving ledger " + dir_ + " on " + opts_.nats_url + " (pid " + std::to_string(getpid()) + ")");
+    Log("serving ledger " + dir_ + " on " + opts_.nats_url + " (pid " + std::to_string(getpid()) +
+        ")");
     return OkStatus();
   }
 
@@ -127,7 +130,8 @@ class Server {
     auto next_views_sync = Clock::now() + std::chrono::seconds(30);
     int64_t views_synced_seq = writer_->seq();  // Open repaired and synced the views
     while (true) {
-      std::optional<PreparedRequests> item = prepared_.Pop(opts_.max_batch, std::chrono::milliseconds(opts_.sweep_ms));
+      std::optional<PreparedRequests> item =
+          prepared_.Pop(opts_.max_batch, std::chrono::milliseconds(opts_.sweep_ms));
       if (item) Finish(std::move(*item));
       if (Clock::now() >= next_sweep) {
         Sweep();
@@ -163,7 +167,8 @@ class Server {
     local_.reset();
     if (publisher_) publisher_->Stop(std::chrono::milliseconds(2000));
     http_.reset();
-    if (repacker_) (void)repacker_->Wait();  // a repack in flight finishes; its result does not matter here
+    if (repacker_)
+      (void)repacker_->Wait();  // a repack in flight finishes; its result does not matter here
     if (writer_) {
       Status synced = writer_->SyncViews();
       if (!synced.ok()) Log("could not mark the ref view synced: " + synced.message());
@@ -191,15 +196,21 @@ class Server {
     auto t0 = Clock::now();
     GATOS_ASSIGN_OR_RETURN(writer_, LedgerWriter::Open(dir_, std::move(key), wo));
     LedgerWriter& w = *writer_;
-    Log("ledger " + dir_ + " at log sequence " + std::to_string(w.seq()) + ": " + std::to_string(w.stats().jobs) +
-        " jobs, " + std::to_string(w.live().size()) + " not finished; loaded in " +
-        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()) + " ms");
-    if (!opts_.fsync) Log("WARNING: --no-fsync: batches are not durable; a power loss can lose acknowledged work");
+    Log("ledger " + dir_ + " at log sequence " + std::to_string(w.seq()) + ": " +
+        std::to_string(w.stats().jobs) + " jobs, " + std::to_string(w.live().size()) +
+        " not finished; loaded in " +
+        std::to_string(
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()) +
+        " ms");
+    if (!opts_.fsync)
+      Log("WARNING: --no-fsync: batches are not durable; a power loss can lose acknowledged work");
     if (opts_.fsync && !opts_.wal) {
-      Log("--no-wal: each batch syncs its pack and log ref (six syncs) instead of a write-ahead log record");
+      Log("--no-wal: each batch syncs its pack and log ref (six syncs) instead of a write-ahead "
+          "log record");
     }
     if (w.policy().settings.dev_mode) {
-      Log("WARNING: DEV MODE: this ledger accepts UNSIGNED job commits (gatosd init --dev); never use it for real work");
+      Log("WARNING: DEV MODE: this ledger accepts UNSIGNED job commits (gatosd init --dev); never "
+          "use it for real work");
     }
     repacker_ = std::make_unique<Repacker>(dir_);
     return OkStatus();
@@ -221,7 +232,8 @@ class Server {
     if (r.ok()) {
       Log("asked nats-server to reload its authorization");
     } else {
-      Log("ERROR: nats-server not reloaded (" + r.message() + "): revoked keys keep their access until it is");
+      Log("ERROR: nats-server not reloaded (" + r.message() +
+          "): revoked keys keep their access until it is");
     }
   }
 
@@ -251,14 +263,19 @@ class Server {
     auto anonymous = NatsAcceptsAnonymous(opts_.nats_url, opts_.nats_ca_file);
     if (anonymous.ok() && *anonymous) {
       if (opts_.require_nats_auth) {
-        return FailedPreconditionError("NATS at " + opts_.nats_url +
-                                       " lets clients in without a key (--require-nats-auth); configure it with "
-                                       "'gatos nats-config --ledger " + dir_ + "'");
+        return FailedPreconditionError(
+            "NATS at " + opts_.nats_url +
+            " lets clients in without a key (--require-nats-auth); configure it with "
+            "'gatos nats-config --ledger " +
+            dir_ + "'");
       }
       Log("WARNING: NATS at " + opts_.nats_url +
-          " lets anyone in without a key: any client on the network can read jobs, answer workers in "
-          "gatosd's place or flood the ledger with requests. Run nats-server with the configuration "
-          "'gatos nats-config --ledger " + dir_ + "' prints.");
+          " lets anyone in without a key: any client on the network can read jobs, answer workers "
+          "in "
+          "gatosd's place or flood the ledger with requests. Run nats-server with the "
+          "configuration "
+          "'gatos nats-config --ledger " +
+          dir_ + "' prints.");
     } else if (anonymous.ok()) {
       Log("NATS refuses anonymous clients; gatosd connected as the ledger key");
     }
@@ -281,13 +298,15 @@ class Server {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
     if (!st.ok()) {
-      return Status(st.code(), "JetStream stream " + std::string(rpc::kStream) + ": " + st.message() +
-                                   " (nats-server must run with -js)");
+      return Status(st.code(), "JetStream stream " + std::string(rpc::kStream) + ": " +
+                                   st.message() + " (nats-server must run with -js)");
     }
     // The workers' durable consumer exists from now on, so jobs offered
     // before any worker starts are delivered to the first one.
     auto c = bus_->PullSubscribe(rpc::WorkerConsumerConfig());
-    if (!c.ok()) return Status(c.status().code(), "consumer " + std::string(rpc::kWorkerDurable) + ": " + c.status().message());
+    if (!c.ok())
+      return Status(c.status().code(),
+                    "consumer " + std::string(rpc::kWorkerDurable) + ": " + c.status().message());
     return OkStatus();
   }
 
@@ -304,17 +323,27 @@ class Server {
   }
 
   Status Subscribe() {
-    for (const char* subject : {rpc::kClaim, rpc::kRenew, rpc::kResult, rpc::kClaimBatch, rpc::kResultBatch,
-                                rpc::kCancel, rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList}) {
+    for (const char* subject :
+         {rpc::kClaim, rpc::kRenew, rpc::kResult, rpc::kClaimBatch, rpc::kResultBatch, rpc::kCancel,
+          rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kLogs}) {
       auto sub = bus_->QueueSubscribe(subject, rpc::kQueueGroup, [this](Message m) {
         Request r;
         r.req = {m.subject, m.data, SystemNowMs()};
         r.nats = std::move(m);
         queue_.Push(std::move(r));
       });
-      if (!sub.ok()) return Status(sub.status().code(), "subscribe " + std::string(subject) + ": " + sub.status().message());
+      if (!sub.ok())
+        return Status(sub.status().code(),
+                      "subscribe " + std::string(subject) + ": " + sub.status().message());
       subs_.push_back(std::move(*sub));
     }
+    // Running jobs' progress reports, for status replies and the dashboard
+    // (display data: progress_board.h). Output chunks are not received here.
+    auto progress = bus_->Subscribe(kAllProgressSubjects,
+                                    [this](Message m) { progress_.Record(m.data, SystemNowMs()); });
+    if (!progress.ok())
+      return Status(progress.status().code(), "subscribe progress: " + progress.status().message());
+    subs_.push_back(std::move(*progress));
     (void)bus_->Flush(2000);  // best effort: a slow server only delays the first requests
     return OkStatus();
   }
@@ -322,19 +351,29 @@ class Server {
   // The dashboard reads through a libgit2 handle of its own, on the HTTP
   // thread; it never sees the writer.
   Status StartHttp() {
-    dashboard_ = std::make_unique<Dashboard>(DashboardOptions{dir_, opts_.http_token}, &live_, &metrics_);
+    DashboardOptions dopts;
+    dopts.ledger_dir = dir_;
+    dopts.token = opts_.http_token;
+    Bus* bus = bus_.get();
+    dopts.subscribe = [bus](const std::string& subject, Bus::Handler handler) {
+      return bus->Subscribe(subject, std::move(handler));
+    };
+    dashboard_ = std::make_unique<Dashboard>(std::move(dopts), &live_, &metrics_);
     if (opts_.http_addr.empty()) return OkStatus();
     backfill_ = std::make_unique<WindowBackfill>(dir_, &live_);
-    GATOS_ASSIGN_OR_RETURN(http_, HttpServer::Start(opts_.http_addr,
-                                                    [this](const HttpRequest& r) { return dashboard_->Handle(r); }));
-    Log("dashboard and metrics on http://" + opts_.http_addr.substr(0, opts_.http_addr.rfind(':')) + ":" +
-        std::to_string(http_->port()) + "/ (" + (opts_.http_token.empty() ? "no token" : "bearer token required") + ")");
+    GATOS_ASSIGN_OR_RETURN(http_, HttpServer::Start(opts_.http_addr, [this](const HttpRequest& r) {
+                             return dashboard_->Handle(r);
+                           }));
+    Log("dashboard and metrics on http://" + opts_.http_addr.substr(0, opts_.http_addr.rfind(':')) +
+        ":" + std::to_string(http_->port()) + "/ (" +
+        (opts_.http_token.empty() ? "no token" : "bearer token required") + ")");
     return OkStatus();
   }
 
   void DecodeLoop() {
     while (true) {
-      std::vector<Request> batch = queue_.PopBatch(opts_.max_batch, std::chrono::milliseconds(opts_.sweep_ms));
+      std::vector<Request> batch =
+          queue_.PopBatch(opts_.max_batch, std::chrono::milliseconds(opts_.sweep_ms));
       if (batch.empty()) {
         if (queue_.closed()) break;
         continue;
@@ -376,7 +415,10 @@ class Server {
         if (batch[i].local) {
           batch[i].local->set_value(std::move(replies[i]));
         } else {
-          SendReply(*bus_, batch[i], replies[i]);
+          SendReply(*bus_, batch[i],
+                    batch[i].nats.subject == rpc::kStatus
+                        ? progress_.Annotate(replies[i], SystemNowMs())
+                        : replies[i]);
         }
       }
       publisher_->Enqueue(std::move(events));
@@ -398,7 +440,8 @@ class Server {
     service_->Sweep();
     std::vector<ServiceEvent> events = service_->TakeEvents();
     publisher_->Enqueue(TakeOffers(&events));
-    writer_->AfterViews([this, events = std::move(events)]() mutable { publisher_->Enqueue(std::move(events)); });
+    writer_->AfterViews(
+        [this, events = std::move(events)]() mutable { publisher_->Enqueue(std::move(events)); });
     UpdateCounts(&metrics_, *writer_);
     metrics_.Heartbeat(SystemNowMs());
     metrics_.SetNatsConnected(bus_->connected());
@@ -416,7 +459,8 @@ class Server {
   Metrics metrics_;
   RequestQueue queue_;
   PreparedQueue prepared_;
-  LiveState live_;  // what the dashboard shows without reading the ledger
+  LiveState live_;          // what the dashboard shows without reading the ledger
+  ProgressBoard progress_;  // running jobs' latest progress reports
   std::unique_ptr<LocalServer> local_;
   std::unique_ptr<Bus> bus_;
   std::unique_ptr<Publisher> publisher_;

@@ -1,5 +1,6 @@
 // gatos-scan: scans a git repository's history for secrets. Flags and wiring
 // only; see lib/scan/include/gatos/scan/scanner.h and docs/scan.md.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 
 #include "gatos/model/encoding.h"
 #include "gatos/model/git_input.h"
+#include "gatos/model/live_output.h"
 #include "gatos/scan/baseline.h"
 #include "gatos/scan/examples.h"
 #include "gatos/scan/fingerprint.h"
@@ -85,6 +87,26 @@ example failed), 2 usage error,
 int Usage(const std::string& msg) {
   std::cerr << "gatos-scan: " << msg << "\n(run gatos-scan --help for usage)\n";
   return kExitUsage;
+}
+
+// One progress line (gatos/model/live_output.h, the line protocol) appended
+// to the worker's progress file: objects decided of those the walk reached so
+// far, bytes scanned, commits walked. The file is opened without following a
+// symlink, each time (a line at most a second).
+void AppendProgressLine(const std::string& path, const gatos::scan::ScanCounters& c) {
+  gatos::Progress p;
+  const uint64_t decided =
+      c.blobs_scanned + c.blobs_skipped_done + c.blobs_skipped_binary + c.blobs_skipped_too_large;
+  const uint64_t seen = std::max(c.blobs_seen, decided);
+  p.counters = {{"objects", static_cast<int64_t>(decided), static_cast<int64_t>(seen), 0},
+                {"bytes", static_cast<int64_t>(c.bytes_scanned), 0, 0},
+                {"commits", static_cast<int64_t>(c.commits_walked), 0, 0}};
+  const std::string line = gatos::FormatProgressLine(p) + "\n";
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  ssize_t w = ::write(fd, line.data(), line.size());
+  (void)w;
+  ::close(fd);
 }
 
 int Fail(const std::string& msg) {
@@ -157,11 +179,10 @@ gatos::Result<gatos::scan::PreparedRepo> InputRepo(const std::string& n) {
   const std::string ref = Env((var + "_REF").c_str());
   if (p.path.empty() || p.commit.empty() || url.empty()) {
     const std::string have = Env("GATOS_INPUTS");
-    return gatos::NotFoundError("--input " + n + ": this job has no git input " + n + " (" + var +
-                                " is not set; " +
-                                (have.empty() ? std::string("the job declares no git inputs")
-                                              : "its inputs are: " + have) +
-                                "); declare it in the manifest's inputs (docs/inputs.md)");
+    return gatos::NotFoundError(
+        "--input " + n + ": this job has no git input " + n + " (" + var + " is not set; " +
+        (have.empty() ? std::string("the job declares no git inputs") : "its inputs are: " + have) +
+        "); declare it in the manifest's inputs (docs/inputs.md)");
   }
   if (!gatos::IsGitCommitId(p.commit)) {
     return gatos::InvalidArgumentError(var + "_COMMIT is not a commit id");
@@ -219,13 +240,25 @@ int main(int argc, char** argv) {
   // Value flags are repeatable so that, as always, the last one counts; the
   // few that must be given once say why below.
   gatos::Flags flags;
-  if (!flags.Parse(args, {{"repo", 0, true, true}, {"input", 0, true, true}, {"ref", 0, true, true}, {"state-dir", 0, true, true},
-                          {"output-dir", 0, true, true}, {"rules", 0, true, true}, {"allowlist", 0, true, true},
-                          {"fingerprint-key", 0, true, true}, {"baseline", 0, true, true},
-                          {"write-baseline", 0, true, true}, {"check-rules", 0, true, true},
-                          {"max-seconds", 0, true, true}, {"max-blobs", 0, true, true},
-                          {"max-blob-bytes", 0, true, true}, {"threads", 0, true, true}, {"json", 0, false},
-                          {"progress", 0, false}, {"fail-on-findings", 0, false}, {"no-default-rules", 0, false}})) {
+  if (!flags.Parse(args, {{"repo", 0, true, true},
+                          {"input", 0, true, true},
+                          {"ref", 0, true, true},
+                          {"state-dir", 0, true, true},
+                          {"output-dir", 0, true, true},
+                          {"rules", 0, true, true},
+                          {"allowlist", 0, true, true},
+                          {"fingerprint-key", 0, true, true},
+                          {"baseline", 0, true, true},
+                          {"write-baseline", 0, true, true},
+                          {"check-rules", 0, true, true},
+                          {"max-seconds", 0, true, true},
+                          {"max-blobs", 0, true, true},
+                          {"max-blob-bytes", 0, true, true},
+                          {"threads", 0, true, true},
+                          {"json", 0, false},
+                          {"progress", 0, false},
+                          {"fail-on-findings", 0, false},
+                          {"no-default-rules", 0, false}})) {
     if (flags.error_kind() == gatos::FlagErrorKind::kUnknown) {
       return Usage("unknown argument \"" + flags.error_flag() + "\"");
     }
@@ -238,11 +271,15 @@ int main(int argc, char** argv) {
   if (!flags.positional().empty()) {
     return Usage("unknown argument \"" + gatos::TruncateUtf8(flags.positional()[0], 64) + "\"");
   }
-  if (flags.GetAll("repo").size() > 1) return Usage("--repo given twice; scan one repository per run");
-  if (flags.GetAll("allowlist").size() > 1) return Usage("--allowlist given twice; merge the files");
+  if (flags.GetAll("repo").size() > 1)
+    return Usage("--repo given twice; scan one repository per run");
+  if (flags.GetAll("allowlist").size() > 1)
+    return Usage("--allowlist given twice; merge the files");
   if (flags.GetAll("baseline").size() > 1) return Usage("--baseline given twice; merge the files");
-  if (flags.GetAll("check-rules").size() > 1) return Usage("--check-rules given twice; check one file per run");
-  if (flags.GetAll("input").size() > 1) return Usage("--input given twice; scan one repository per run");
+  if (flags.GetAll("check-rules").size() > 1)
+    return Usage("--check-rules given twice; check one file per run");
+  if (flags.GetAll("input").size() > 1)
+    return Usage("--input given twice; scan one repository per run");
   repo = flags.Get("repo");
   input = flags.Get("input");
   refs = flags.GetAll("ref");
@@ -256,16 +293,18 @@ int main(int argc, char** argv) {
   check_rules = flags.Get("check-rules");
   {
     std::vector<std::pair<std::string, std::string>> paths;
-    for (const char* f : {"repo", "state-dir", "output-dir", "rules", "allowlist", "fingerprint-key",
-                          "baseline", "write-baseline", "check-rules"}) {
+    for (const char* f : {"repo", "state-dir", "output-dir", "rules", "allowlist",
+                          "fingerprint-key", "baseline", "write-baseline", "check-rules"}) {
       for (const std::string& v : flags.GetAll(f)) paths.emplace_back(f, v);
     }
     if (std::string problem = JobPathProblem(paths); !problem.empty()) return Usage(problem);
   }
   double seconds = 0;
   uint64_t blobs = 0;
-  if (!flags.GetDouble("max-seconds", 0, HUGE_VAL, &seconds) || !flags.GetUint("max-blobs", 0, UINT64_MAX, &blobs) ||
-      !flags.GetUint("max-blob-bytes", 0, UINT64_MAX, &max_blob_bytes) || !flags.GetInt("threads", 1, 1024, &threads)) {
+  if (!flags.GetDouble("max-seconds", 0, HUGE_VAL, &seconds) ||
+      !flags.GetUint("max-blobs", 0, UINT64_MAX, &blobs) ||
+      !flags.GetUint("max-blob-bytes", 0, UINT64_MAX, &max_blob_bytes) ||
+      !flags.GetInt("threads", 1, 1024, &threads)) {
     return Usage(flags.error());
   }
   if (flags.Has("max-seconds")) max_seconds = seconds;
@@ -281,15 +320,18 @@ int main(int argc, char** argv) {
     const std::string inputs = Env("GATOS_INPUTS");
     if (!inputs.empty() && inputs.find(' ') == std::string::npos) input = inputs;
   }
-  if (!repo && !input) return Usage("--repo is required (or --input N when run as a job with git inputs)");
+  if (!repo && !input)
+    return Usage("--repo is required (or --input N when run as a job with git inputs)");
   if (input && !refs.empty()) {
-    return Usage("--ref does not apply to --input: the input names its commit (set ref or commit in the "
-                 "manifest's input)");
+    return Usage(
+        "--ref does not apply to --input: the input names its commit (set ref or commit in the "
+        "manifest's input)");
   }
   std::optional<PreparedRepo> prepared;
   if (input) {
     if (input->empty() || input->find_first_not_of("0123456789") != std::string::npos) {
-      return Usage("--input expects an input index (0, 1, ...), got \"" + gatos::TruncateUtf8(*input, 64) + "\"");
+      return Usage("--input expects an input index (0, 1, ...), got \"" +
+                   gatos::TruncateUtf8(*input, 64) + "\"");
     }
     gatos::Result<PreparedRepo> p = InputRepo(*input);
     if (!p.ok()) return Fail(p.status().message());
@@ -360,13 +402,23 @@ int main(int argc, char** argv) {
   opts.fingerprint_key = *key;
 
   const bool tty = ::isatty(STDERR_FILENO) == 1;
-  if (progress || tty) {
-    opts.progress = [tty](const ScanCounters& c) {
+  // Under a worker: progress lines for the job's progress file (counts only,
+  // never a path or a finding; docs/worker-execution.md, "Progress").
+  const char* progress_file = std::getenv("GATOS_PROGRESS_FILE");
+  const std::string progress_path = progress_file && *progress_file ? progress_file : "";
+  if (progress || tty || !progress_path.empty()) {
+    const bool to_stderr = progress || tty;
+    opts.progress = [tty, to_stderr, progress_path](const ScanCounters& c) {
+      if (!progress_path.empty()) AppendProgressLine(progress_path, c);
+      if (!to_stderr) return;
       std::cerr << (tty ? "\r" : "") << "gatos-scan: " << c.commits_walked << " commits, "
                 << c.blobs_scanned << " blobs / " << (c.bytes_scanned >> 20) << " MiB scanned, "
                 << c.blobs_skipped_done << " already done, " << c.findings_new << " findings"
                 << (tty ? "   " : "\n") << std::flush;
     };
+  }
+  if (const char* pace = std::getenv("SCAN_PACE_MS"); pace && *pace) {
+    opts.pace_ms = std::min<int64_t>(std::max<int64_t>(std::atoll(pace), 0), 10000);
   }
 
   gatos::Result<ScanReport> report = RunScan(opts);
@@ -398,8 +450,7 @@ int main(int argc, char** argv) {
               << " findings of " << report->secrets.size() << " distinct secrets ("
               << c.findings_new << " new)";
     if (report->baseline_used) std::cout << ", " << report->accepted.size() << " in the baseline";
-    std::cout
-              << (report->force_pushed ? "; force-push detected" : "") << '\n';
+    std::cout << (report->force_pushed ? "; force-push detected" : "") << '\n';
     for (const std::string& r : report->partial_reasons) {
       std::cout << "gatos-scan: note: " << r << '\n';
     }

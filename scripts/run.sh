@@ -55,6 +55,8 @@ echo "== push the example jobs with stock git, signed with the submitter's SSH k
 git init -q "$work/jobs"
 git -C "$work/jobs" config gpg.format ssh
 git -C "$work/jobs" config user.signingkey "$key"
+# The commit-msg hook adds each commit's Job-Id trailer (and refuses an invalid job.yaml).
+gatos hooks install --repo "$work/jobs" | sed 's/^/  /'
 ids=()
 for f in examples/hello.yaml examples/fail.yaml examples/sleep.yaml; do
   id=$(gatos job id "$f")
@@ -65,7 +67,9 @@ for f in examples/hello.yaml examples/fail.yaml examples/sleep.yaml; do
     git rm -q -rf --cached . >/dev/null 2>&1 || true
     cp "$OLDPWD/$f" job.yaml
     git add job.yaml
-    git commit -q -S -m "example job $name" -m "Job-Id: $id"
+    git commit -q -S -m "example job $name"
+    [ "$(git log -1 --format=%B | sed -n 's/^Job-Id: //p')" = "$id" ] ||
+      { echo "run.sh: the commit-msg hook did not add Job-Id: $id" >&2; exit 1; }
     git push "$ledger/push" "HEAD:refs/gatos/submit/$name" 2>&1 | sed -n 's/^remote: /  remote: /p'
   )
   ids+=("$id")
@@ -85,7 +89,13 @@ before=$(pushable)
   git checkout -q --orphan bad
   printf 'command: ["/bin/true"]\ntimeout: P1Y\n' > job.yaml
   git add job.yaml
-  git commit -q -S -m "bad job" -m "Job-Id: ${ids[0]}"
+  if git commit -q -S -m "bad job" 2> "$work/hook.err"; then
+    echo "run.sh: the commit-msg hook let an invalid job.yaml through" >&2
+    exit 1
+  fi
+  sed 's/^/  hook: /' "$work/hook.err"
+  # Past the hook (--no-verify), the ledger refuses it just the same.
+  git commit -q -S --no-verify -m "bad job" -m "Job-Id: ${ids[0]}"
   if git push "$ledger/push" HEAD:refs/gatos/submit/bad 2> "$work/bad.err"; then
     echo "run.sh: a bad job was accepted" >&2
     exit 1
@@ -103,6 +113,10 @@ state() { gatos status "$1" --ledger "$ledger" --json | python3 -c 'import json,
 [ "$(state "${ids[1]}")" = failed ] || { echo "run.sh: fail.yaml should end failed" >&2; exit 1; }
 [ "$(state "${ids[2]}")" = succeeded ] || { echo "run.sh: sleep did not succeed" >&2; exit 1; }
 gatos ls --ledger "$nats"
+echo "== what hello printed, from its signed result"
+[ "$(gatos logs "${ids[0]}" --ledger "$nats")" = "$(gatos logs "${ids[0]}" --ledger "$ledger")" ] ||
+  { echo "run.sh: gatos logs differs between gatosd and the ledger directory" >&2; exit 1; }
+gatos logs "${ids[0]}" --ledger "$nats" | sed 's/^/  /'
 
 echo "== NATS refuses a client without a key the policy names"
 if GATOS_NATS_KEY= gatos ls --ledger "$nats" 2> "$work/anon.err"; then

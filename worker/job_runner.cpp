@@ -96,8 +96,17 @@ void JobRunner::RunCommand(const std::shared_ptr<Job>& job,
                            const std::vector<ResolvedInput>& inputs, Poe* poe,
                            std::vector<ResultFile>* files) const {
   JobToRun run{job->hex, job->epoch, &job->grant.manifest, &job->grant.lease, job->ws, &inputs};
-  auto started = p_.launcher->Start(JobExecSpec(run, *p_.host));
+  ExecSpec spec = JobExecSpec(run, *p_.host);
+  std::shared_ptr<LivePublisher::LiveJob> live;
+  if (p_.live) {
+    // A scan job publishes progress only: its output may name findings.
+    live = p_.live->Begin(job->hex, job->grant.lease.attempt, job->grant.submitter_hex,
+                          !IsScanJob(job->grant.manifest), ProgressFilePath(job->ws));
+    spec.output_tap = p_.live->Tap(live);
+  }
+  auto started = p_.launcher->Start(spec);
   if (!started.ok()) {
+    if (live) p_.live->End(live);
     RecordStartFailure(started.status(), poe);  // Permanent: the command cannot start
     return;
   }
@@ -109,6 +118,7 @@ void JobRunner::RunCommand(const std::shared_ptr<Job>& job,
   // A stop that arrived before exec was set.
   if (StopBeforeItRuns(job->stale, job->cancel, *p_.shutting_down)) exec->Stop();
   Result<ExecResult> result = exec->Wait();
+  if (live) p_.live->End(live);
   {
     std::lock_guard<std::mutex> l(job->mu);
     job->exec = nullptr;

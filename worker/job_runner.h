@@ -21,6 +21,7 @@
 #include "gatos/worker/job_spec.h"
 #include "gatos/worker/poe_assembly.h"
 #include "job.h"
+#include "live_publisher.h"
 #include "reporter.h"
 #include "result_signer.h"
 
@@ -37,6 +38,7 @@ class JobRunner {
     Reporter* reporter = nullptr;
     Outbox* outbox = nullptr;                          // to record abandoned leases
     const std::atomic<bool>* shutting_down = nullptr;  // the worker is stopping
+    LivePublisher* live = nullptr;                     // live output and progress; null = none
   };
   explicit JobRunner(const Parts& parts) : p_(parts) {}
 

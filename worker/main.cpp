@@ -16,10 +16,11 @@
 namespace {
 
 constexpr char kUsage[] =
-    "usage: gatos-worker run --nats URL --key KEY --ledger-key FILE --state-dir DIR [--concurrency N]\n"
+    "usage: gatos-worker run --nats URL --key KEY --ledger-key FILE --state-dir DIR [--concurrency "
+    "N]\n"
     "                        [--sandbox auto|require|off] [--ro-bind PATH]... [--name NAME]\n"
     "                        [--local-inputs DIR]... [--allow-input-url PREFIX]...\n"
-    "                        [--credentials FILE] [--config FILE]\n"
+    "                        [--credentials FILE] [--live-output on|off] [--config FILE]\n"
     "       gatos-worker status --state-dir DIR [--json] [--config FILE]\n"
     "\n"
     "run      takes jobs from gatosd (JetStream consumer gatos-workers on\n"
@@ -56,6 +57,8 @@ constexpr char kUsage[] =
     "         this host's loopback or link-local addresses (repeatable; default:\n"
     "         none, such inputs are refused). --credentials FILE: per URL prefix,\n"
     "         a token file or an SSH key the worker fetches with; jobs never see them.\n"
+    "         --live-output off: publish no running job's output or progress on\n"
+    "         NATS (default on: bounded, for gatos logs -f and gatos status).\n"
     "         SIGINT/SIGTERM: stop taking jobs, let\n"
     "         running ones finish (10 s), then stop.\n"
     "         --config FILE: settings from a YAML file, every flag by its name\n"
@@ -73,11 +76,21 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
   // One list for both commands, so one configuration file serves both
   // (status uses state-dir only).
-  std::vector<gatos::FlagSpec> specs = {{"state-dir"}, {"json", 0, false}, {"nats"}, {"ledger"}, {"key"},
-                                        {"ledger-key"}, {"ro-bind", 0, true, true}, {"name"},
-                                        {"local-inputs", 0, true, true}, {"allow-input-url", 0, true, true},
-                                        {"credentials"}, {"concurrency"},
-                                        {"sandbox"}, {"nats-ca"}};
+  std::vector<gatos::FlagSpec> specs = {{"state-dir"},
+                                        {"json", 0, false},
+                                        {"nats"},
+                                        {"ledger"},
+                                        {"key"},
+                                        {"ledger-key"},
+                                        {"ro-bind", 0, true, true},
+                                        {"name"},
+                                        {"local-inputs", 0, true, true},
+                                        {"allow-input-url", 0, true, true},
+                                        {"credentials"},
+                                        {"concurrency"},
+                                        {"sandbox"},
+                                        {"nats-ca"},
+                                        {"live-output"}};
   specs.push_back({"config"});
   auto usage = [&cmd](const std::string& message) {
     std::cerr << "gatos-worker " << cmd << ": " << message << "\n";
@@ -94,7 +107,8 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   }
   if (cmd == "run" && flags.Has("json")) return usage("--json is for gatos-worker status");
   if (!flags.positional().empty()) {
-    return usage("unexpected argument '" + gatos::TruncateUtf8(flags.positional()[0], 64) + "' (see --help)");
+    return usage("unexpected argument '" + gatos::TruncateUtf8(flags.positional()[0], 64) +
+                 "' (see --help)");
   }
   opts.state_dir = flags.GetOr("state-dir", "");
   if (flags.Has("nats") && flags.Has("ledger")) {
@@ -102,8 +116,9 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   }
   if (auto ledger = flags.Get("ledger")) {
     if (!ledger->starts_with("nats://") && !ledger->starts_with("tls://")) {
-      return usage("--ledger must be the gatosd NATS URL (nats://HOST:PORT); workers reach the ledger only "
-                   "through gatosd");
+      return usage(
+          "--ledger must be the gatosd NATS URL (nats://HOST:PORT); workers reach the ledger only "
+          "through gatosd");
     }
     opts.nats_url = *ledger;
   }
@@ -116,11 +131,13 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   opts.allow_input_urls = flags.GetAll("allow-input-url");
   opts.credentials_path = flags.GetOr("credentials", "");
   opts.name = flags.GetOr("name", "");
-  std::string sandbox = "auto";
+  std::string sandbox = "auto", live = "on";
   if (!flags.GetInt("concurrency", 1, 256, &opts.concurrency) ||
-      !flags.GetChoice("sandbox", {"auto", "require", "off"}, &sandbox)) {
+      !flags.GetChoice("sandbox", {"auto", "require", "off"}, &sandbox) ||
+      !flags.GetChoice("live-output", {"on", "off"}, &live)) {
     return usage(flags.error());
   }
+  opts.live_output = live == "on";
   if (sandbox == "require") opts.sandbox = gatos::ExecSpec::Sandbox::kRequire;
   if (sandbox == "off") opts.sandbox = gatos::ExecSpec::Sandbox::kOff;
   if (opts.state_dir.empty()) return usage("--state-dir DIR is required");
@@ -128,15 +145,17 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   if (opts.nats_url.empty()) return usage("--nats URL is required (or set GATOS_NATS_URL)");
   if (opts.key_path.empty()) return usage("--key KEY is required");
   if (opts.ledger_key_path.empty()) {
-    return usage("--ledger-key FILE is required: the ledger's public key, which signs every grant; a worker "
-                 "runs nothing it cannot check ('gatos policy show --ledger DIR' prints the key; gatos up "
-                 "passes it)");
+    return usage(
+        "--ledger-key FILE is required: the ledger's public key, which signs every grant; a worker "
+        "runs nothing it cannot check ('gatos policy show --ledger DIR' prints the key; gatos up "
+        "passes it)");
   }
   // SIGINT/SIGTERM are taken by one thread (every thread RunWorker starts
   // inherits the mask) and only set the stop flag.
   signal(SIGPIPE, SIG_IGN);
   gatos::SetLogProgram("gatos-worker", opts.name);
-  gatos::SignalWatcher signals([](int sig) { gatos::Log(std::string(gatos::SignalWatcher::Name(sig)) + ": stopping"); });
+  gatos::SignalWatcher signals(
+      [](int sig) { gatos::Log(std::string(gatos::SignalWatcher::Name(sig)) + ": stopping"); });
   return gatos::worker::RunWorker(opts, signals.stop_flag());
 }
 
@@ -146,6 +165,7 @@ int main(int argc, char** argv) {
   auto command = [](const char* cmd) {
     return [cmd](const std::vector<std::string>& args) { return Command(cmd, args); };
   };
-  return gatos::RunSubcommands("gatos-worker", kUsage, "gatos-worker 0.1.0", {argv + 1, argv + argc},
+  return gatos::RunSubcommands("gatos-worker", kUsage, "gatos-worker 0.1.0",
+                               {argv + 1, argv + argc},
                                {{"run", command("run")}, {"status", command("status")}});
 }

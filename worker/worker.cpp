@@ -15,11 +15,10 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "gatos/crypto/keys.h"
 #include "gatos/crypto/signed_request.h"
@@ -95,7 +94,8 @@ class Worker {
       std::stringstream ss;
       ss << in.rdbuf();
       auto keys = ParseLedgerKeys(ss.str());
-      if (!keys.ok()) return Fail("--ledger-key " + opts_.ledger_key_path + ": " + keys.status().message());
+      if (!keys.ok())
+        return Fail("--ledger-key " + opts_.ledger_key_path + ": " + keys.status().message());
       ledger_keys_ = std::move(*keys);
     }
     auto program = Blake3File("/proc/self/exe");
@@ -106,7 +106,8 @@ class Worker {
     // Nothing in the state (keys, mirrors of private repositories, other
     // jobs' workspaces) is ever a job's input, on this worker or another.
     fs::create_directories(opts_.state_dir, ec);
-    if (Status m = MarkPrivate(opts_.state_dir); !m.ok()) return Fail("--state-dir: " + m.message());
+    if (Status m = MarkPrivate(opts_.state_dir); !m.ok())
+      return Fail("--state-dir: " + m.message());
     // Workspaces of a previous run (no job of it runs any more: its
     // supervisors killed every job when it died); runners start on empty slots.
     fs::remove_all(opts_.state_dir + "/jobs", ec);
@@ -123,7 +124,8 @@ class Worker {
     if (ec) return Fail("--state-dir " + opts_.state_dir + ": " + ec.message());
     host_.self_dir = fs::canonical("/proc/self/exe", ec).parent_path().string();
     for (const auto& b : opts_.ro_binds) {
-      if (b.empty() || b[0] != '/' || !fs::exists(b, ec)) return Fail("--ro-bind " + b + ": not an existing absolute path");
+      if (b.empty() || b[0] != '/' || !fs::exists(b, ec))
+        return Fail("--ro-bind " + b + ": not an existing absolute path");
     }
     host_.ro_binds = opts_.ro_binds;
     host_.kill_grace_ms = opts_.kill_grace_ms;
@@ -146,7 +148,8 @@ class Worker {
     if (opts_.sandbox != ExecSpec::Sandbox::kOff) {
       Status sandbox = launcher_->SandboxStatus();
       if (!sandbox.ok()) {
-        if (opts_.sandbox == ExecSpec::Sandbox::kRequire) return Fail("--sandbox require: " + sandbox.message());
+        if (opts_.sandbox == ExecSpec::Sandbox::kRequire)
+          return Fail("--sandbox require: " + sandbox.message());
         Log("WARNING: jobs run UNSANDBOXED on this host: " + sandbox.message());
       } else {
         Log(launcher_->ActiveEngine() == SandboxEngine::kNamespaces
@@ -172,7 +175,8 @@ class Worker {
     if (!bus.ok()) {
       const std::string m = bus.status().message();
       if (m.find("uthorization") != std::string::npos) {
-        return Fail("NATS refused this worker's key (" + m + "): is it in the ledger's policy (gatos policy " +
+        return Fail("NATS refused this worker's key (" + m +
+                    "): is it in the ledger's policy (gatos policy " +
                     "allow-worker), and has nats-server reloaded its authorization?");
       }
       return Fail(m + " (is nats-server running?)");
@@ -182,7 +186,8 @@ class Worker {
       auto anonymous = NatsAcceptsAnonymous(opts_.nats_url, opts_.nats_ca_file);
       if (anonymous.ok() && *anonymous) {
         Log("WARNING: NATS at " + opts_.nats_url +
-            " lets anyone in without a key; this worker checks every grant and cancel against the ledger "
+            " lets anyone in without a key; this worker checks every grant and cancel against the "
+            "ledger "
             "key, but anyone can read the job stream (see gatos nats-config)");
       }
     }
@@ -191,28 +196,32 @@ class Worker {
     signer_.emplace(&*key_, opts_.name);
     renewer_.emplace(&*ledger_, &*key_, &ledger_keys_, outbox_.get());
     reporter_.emplace(&*ledger_, outbox_.get(), &*signer_);
-    runner_.emplace(JobRunner::Parts{launcher_.get(), resolver_.get(), &host_, &identity_, &*signer_, &*reporter_,
-                                     outbox_.get(), &shutting_down_});
+    if (opts_.live_output) live_.emplace(bus_.get(), LiveLimits{});
+    runner_.emplace(JobRunner::Parts{launcher_.get(), resolver_.get(), &host_, &identity_,
+                                     &*signer_, &*reporter_, outbox_.get(), &shutting_down_,
+                                     live_ ? &*live_ : nullptr});
 
     Recover();
     // Drain before new work: results finished before a crash go out first.
     reporter_->DeliverDue(/*all=*/true);
 
-    auto cancel_sub = bus_->Subscribe(std::string(rpc::kCancelEventPrefix) + "*", [this](Message m) {
-      std::string hex = m.subject.substr(std::strlen(rpc::kCancelEventPrefix));
-      std::shared_ptr<Job> job = FindRunning(hex);
-      if (!job) return;
-      // Anyone on the bus can publish here: only a cancel commit the ledger
-      // signed stops a job.
-      auto verified = VerifyCancelNotice(m.data, ledger_keys_, hex);
-      if (!verified.ok()) {
-        Log("ignored an unverified cancel notice for job " + Short(hex) + ": " + verified.status().message());
-        return;
-      }
-      Log("job " + Short(hex) + ": cancel requested; stopping it");
-      job->cancel = true;
-      job->Stop();  // a write to the supervisor's socket: does not block
-    });
+    auto cancel_sub =
+        bus_->Subscribe(std::string(rpc::kCancelEventPrefix) + "*", [this](Message m) {
+          std::string hex = m.subject.substr(std::strlen(rpc::kCancelEventPrefix));
+          std::shared_ptr<Job> job = FindRunning(hex);
+          if (!job) return;
+          // Anyone on the bus can publish here: only a cancel commit the ledger
+          // signed stops a job.
+          auto verified = VerifyCancelNotice(m.data, ledger_keys_, hex);
+          if (!verified.ok()) {
+            Log("ignored an unverified cancel notice for job " + Short(hex) + ": " +
+                verified.status().message());
+            return;
+          }
+          Log("job " + Short(hex) + ": cancel requested; stopping it");
+          job->cancel = true;
+          job->Stop();  // a write to the supervisor's socket: does not block
+        });
     if (!cancel_sub.ok()) return Fail(cancel_sub.status().message());
 
     std::unique_ptr<Bus::PullConsumer> consumer;
@@ -224,14 +233,17 @@ class Worker {
         consumer = std::move(*c);
         break;
       }
-      if (attempt == 0) Log("waiting for the job stream (is gatosd serve running?): " + c.status().message());
+      if (attempt == 0)
+        Log("waiting for the job stream (is gatosd serve running?): " + c.status().message());
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     std::vector<std::thread> runners;
     for (int i = 0; i < opts_.concurrency; ++i) runners.emplace_back([this, i] { RunnerLoop(i); });
     renewer_->Start();
     reporter_->Start();
-    Log("worker ed25519:" + worker_hex_ + " ready (concurrency " + std::to_string(opts_.concurrency) + ")");
+    if (live_) live_->Start();
+    Log("worker ed25519:" + worker_hex_ + " ready (concurrency " +
+        std::to_string(opts_.concurrency) + ")");
 
     while (!*stop_ && consumer) FetchAndClaim(*consumer);
 
@@ -247,6 +259,7 @@ class Worker {
     }
     cv_.notify_all();
     for (auto& t : runners) t.join();
+    if (live_) live_->Stop();
     renewer_->Stop();
     reporter_->Stop();  // it stores and sends what the runners handed it first
     Log("stopped");
@@ -275,10 +288,11 @@ class Worker {
                           fs::absolute(opts_.key_path, ec).lexically_normal().string()};
     if (!opts_.credentials_path.empty()) {
       auto creds = LoadInputCredentialsFile(opts_.credentials_path);
-      if (!creds.ok()) return Status(creds.status().code(), "--credentials: " + creds.status().message());
+      if (!creds.ok())
+        return Status(creds.status().code(), "--credentials: " + creds.status().message());
       for (const auto& w : creds->warnings()) Log("warning: --credentials: " + w);
-      Log("git input credentials: " + std::to_string(creds->entries().size()) + " URL prefix(es) from " +
-          opts_.credentials_path);
+      Log("git input credentials: " + std::to_string(creds->entries().size()) +
+          " URL prefix(es) from " + opts_.credentials_path);
       io.credentials = std::move(*creds);
     }
     auto resolver = InputResolver::Create(std::move(io));
@@ -310,7 +324,8 @@ class Worker {
       Log("recovered lease of job " + Short(l.job_hex) + " (epoch " + std::to_string(l.epoch) +
           ") from a previous run: abandoned");
       Status s = outbox_->FinishLease(l.job_hex, l.epoch, LeaseState::kAbandoned, SystemNowMs());
-      if (!s.ok()) Log("cannot record the abandoned lease of job " + Short(l.job_hex) + ": " + s.message());
+      if (!s.ok())
+        Log("cannot record the abandoned lease of job " + Short(l.job_hex) + ": " + s.message());
     }
   }
 
@@ -328,7 +343,8 @@ class Worker {
     if (outbox_->PendingBytes() > outbox_soft_cap_) {
       // Results cannot be stored without bound: take no new job until the
       // ledger has taken some of them.
-      if (!outbox_full_logged_) Log("outbox holds over half its cap of undelivered results; taking no new job");
+      if (!outbox_full_logged_)
+        Log("outbox holds over half its cap of undelivered results; taking no new job");
       outbox_full_logged_ = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       return;
@@ -358,12 +374,13 @@ class Worker {
     for (auto& m : msgs) {
       auto pending = rpc::DecodePending(m->data());
       if (!pending.ok()) {
-        Log("dropping a malformed pending message (sequence " + std::to_string(m->stream_sequence()) +
-            "): " + pending.status().message());
+        Log("dropping a malformed pending message (sequence " +
+            std::to_string(m->stream_sequence()) + "): " + pending.status().message());
         Settle(*m, kSettleMalformedOffer);  // never redelivered: it can never be claimed
         continue;
       }
-      sent.push_back(SignLeaseRequest(*key_, pending->job_hex, pending->epoch, SystemNowMs(), false));
+      sent.push_back(
+          SignLeaseRequest(*key_, pending->job_hex, pending->epoch, SystemNowMs(), false));
       requests.push_back(rpc::Dump(rpc::LeaseRequestJson(sent.back())));
       offers.push_back(std::move(m));
     }
@@ -381,11 +398,13 @@ class Worker {
         Settle(m, settle);
         continue;
       }
-      auto grant = VerifyGrant(r.body.value("objects", ""), r.body.value("lease_commit", ""), ledger_keys_, sent[i]);
+      auto grant = VerifyGrant(r.body.value("objects", ""), r.body.value("lease_commit", ""),
+                               ledger_keys_, sent[i]);
       if (!grant.ok()) {
         // Not from the ledger (or not for this request): never run it. If the
         // ledger did grant the lease, it runs out and the job is offered again.
-        Log("REFUSED a grant for job " + Short(hex) + " that the ledger did not sign: " + grant.status().message());
+        Log("REFUSED a grant for job " + Short(hex) +
+            " that the ledger did not sign: " + grant.status().message());
         Settle(m, kSettleUnverifiedGrant);
         continue;
       }
@@ -402,7 +421,8 @@ class Worker {
     // One transaction for every lease of the batch: after a crash, recovery
     // knows which leases died with this process.
     Status rec = outbox_->RecordLeases(leases, SystemNowMs());
-    if (!rec.ok()) Log("cannot record " + std::to_string(leases.size()) + " lease(s) locally: " + rec.message());
+    if (!rec.ok())
+      Log("cannot record " + std::to_string(leases.size()) + " lease(s) locally: " + rec.message());
     // Renewed from now on, while waiting for a slot too (a prefetched job).
     for (auto& job : granted) renewer_->Add(job);
     {
@@ -500,6 +520,7 @@ class Worker {
   std::optional<ResultSigner> signer_;
   std::optional<Reporter> reporter_;
   std::optional<Renewer> renewer_;
+  std::optional<LivePublisher> live_;
   std::optional<JobRunner> runner_;
 
   // Claimed jobs: mu_ guards running_, ready_, active_ and the stop flags.

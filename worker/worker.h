@@ -36,12 +36,14 @@ struct WorkerOptions {
   std::string nats_url;
   std::string nats_ca_file;  // CA of a tls:// server
   std::string key_path;
-  std::string ledger_key_path;  // the ledger's public key(s), one per line: grants must be signed by one
+  std::string
+      ledger_key_path;  // the ledger's public key(s), one per line: grants must be signed by one
   std::string state_dir;
   int concurrency = DefaultConcurrency();
   ExecSpec::Sandbox sandbox = ExecSpec::Sandbox::kAuto;
   int64_t kill_grace_ms = 2000;
-  std::vector<std::string> ro_binds;  // host paths jobs may read in the sandbox (e.g. repositories to scan)
+  std::vector<std::string>
+      ro_binds;  // host paths jobs may read in the sandbox (e.g. repositories to scan)
   // Git inputs (docs/inputs.md): the credentials file (per URL prefix; ""
   // = none) and the directories local repositories may be inputs from
   // (none: local repositories are refused).
@@ -51,6 +53,8 @@ struct WorkerOptions {
   // link-local addresses (all others are refused: --allow-input-url).
   std::vector<std::string> allow_input_urls;
   std::string name;  // for logs and the NATS connection; default: worker-<key prefix>
+  // Publish running jobs' output and progress on NATS (live_publisher.h).
+  bool live_output = true;
 };
 
 // Runs until `stop` becomes true (SIGINT/SIGTERM in main) and the running jobs

@@ -4,10 +4,9 @@
 // its timeline and verification badge, hostile text that must not run, and
 // a pending job that turns succeeded on screen without a reload (server-sent
 // events). Screenshots go to <build>/dashboard-screenshots/.
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -46,8 +45,8 @@ class Browser {
   ::testing::AssertionResult Start() {
     port_ = FreePort();
     std::string error;
-    if (!driver_.Start({kChromedriver, "--port=" + std::to_string(port_)}, {}, dir_->Join("chromedriver.log"),
-                       &error)) {
+    if (!driver_.Start({kChromedriver, "--port=" + std::to_string(port_)}, {},
+                       dir_->Join("chromedriver.log"), &error)) {
       return ::testing::AssertionFailure() << error;
     }
     // Ready when /status says so (bounded wait, polled).
@@ -61,16 +60,17 @@ class Browser {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    json caps = {{"capabilities",
-                  {{"alwaysMatch",
-                    {{"browserName", "chrome"},
-                     {"goog:chromeOptions",
-                      {{"binary", kChromium},
-                       {"args",
-                        {"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                         "--disable-dev-shm-usage", "--window-size=1280,1100",
-                         "--user-data-dir=" + dir_->Join("chromium-profile")}}}}}}}}};
+    json caps = {
+        {"capabilities",
+         {{"alwaysMatch",
+           {{"browserName", "chrome"},
+            {"goog:chromeOptions",
+             {{"binary", kChromium},
+              {"args",
+               {"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", "--window-size=1280,1100",
+                "--user-data-dir=" + dir_->Join("chromium-profile")}}}}}}}}};
     json r = Call("POST", "/session", caps, 120000);
     if (!r.is_object() || !r["value"].is_object() || !r["value"].contains("sessionId")) {
       return ::testing::AssertionFailure() << "new session: " << r.dump() << "\n" << driver_.log();
@@ -84,7 +84,8 @@ class Browser {
   std::string Title() { return S("GET", "/title", json())["value"].get<std::string>(); }
   // The element's id, "" when none matches.
   std::string Find(const std::string& css) {
-    json r = Call("POST", "/session/" + session_ + "/element", {{"using", "css selector"}, {"value", css}});
+    json r = Call("POST", "/session/" + session_ + "/element",
+                  {{"using", "css selector"}, {"value", css}});
     if (!r.is_object() || !r["value"].is_object() || !r["value"].contains(kElementKey)) return "";
     return r["value"][kElementKey];
   }
@@ -97,9 +98,11 @@ class Browser {
       if (e.empty()) return "";
       json r = Call("GET", "/session/" + session_ + "/element/" + e + "/text", json());
       if (r.is_object() && r["value"].is_string()) return r["value"].get<std::string>();
-      bool stale = r.is_object() && r["value"].is_object() && r["value"].value("error", "") == "stale element reference";
+      bool stale = r.is_object() && r["value"].is_object() &&
+                   r["value"].value("error", "") == "stale element reference";
       if (!stale) {
-        ADD_FAILURE() << "GET text of " << css << ": " << (r.is_object() ? r.dump().substr(0, 500) : "no reply");
+        ADD_FAILURE() << "GET text of " << css << ": "
+                      << (r.is_object() ? r.dump().substr(0, 500) : "no reply");
         return "";
       }
     }
@@ -111,7 +114,8 @@ class Browser {
       std::string e = Find(css);
       ASSERT_FALSE(e.empty()) << "no element " << css;
       json r = Call("POST", "/session/" + session_ + "/element/" + e + "/click", json::object());
-      bool stale = r.is_object() && r["value"].is_object() && r["value"].value("error", "") == "stale element reference";
+      bool stale = r.is_object() && r["value"].is_object() &&
+                   r["value"].value("error", "") == "stale element reference";
       if (stale) continue;  // replaced by a live update: find it again
       EXPECT_TRUE(r.is_object() && !(r["value"].is_object() && r["value"].contains("error")))
           << "click " << css << ": " << (r.is_object() ? r.dump().substr(0, 500) : "no reply");
@@ -150,7 +154,8 @@ class Browser {
         << method << " " << path << ": " << r.dump().substr(0, 500);
     return r.is_object() ? r : json{{"value", nullptr}};
   }
-  json Call(const std::string& method, const std::string& path, const json& body, int timeout_ms = 60000) {
+  json Call(const std::string& method, const std::string& path, const json& body,
+            int timeout_ms = 60000) {
     HttpReply r = HttpCall(port_, method, path, {{"Content-Type", "application/json"}},
                            body.is_null() ? "" : body.dump(), timeout_ms);
     return json::parse(r.body, nullptr, false);
@@ -164,7 +169,8 @@ class Browser {
 
 TEST(DashboardBrowser, OverviewJobDetailEscapingAndLiveUpdate) {
   ASSERT_TRUE(Exists(kChromium) && Exists(kChromedriver))
-      << "the browser tests need Debian's chromium and chromium-driver: run scripts/install-deps.sh";
+      << "the browser tests need Debian's chromium and chromium-driver: run "
+         "scripts/install-deps.sh";
   Stack stack;
   ASSERT_TRUE(stack.Start());
   int port = stack.http_port();
@@ -175,7 +181,8 @@ TEST(DashboardBrowser, OverviewJobDetailEscapingAndLiveUpdate) {
   std::string hostile = stack.PushJob(kHostileJob).substr(7);
   ASSERT_EQ(WaitForState(port, hostile, "succeeded", 60000), "succeeded");
   stack.worker(0)->Stop(SIGTERM);
-  std::string pending = stack.PushJob("command: [\"/bin/echo\", \"turned green live\"]\ntimeout: 30\n").substr(7);
+  std::string pending =
+      stack.PushJob("command: [\"/bin/echo\", \"turned green live\"]\ntimeout: 30\n").substr(7);
   ASSERT_EQ(WaitForState(port, pending, "pending", 30000), "pending");
 
   Browser b(&stack.dir());
@@ -201,7 +208,8 @@ TEST(DashboardBrowser, OverviewJobDetailEscapingAndLiveUpdate) {
   // Its text is shown as text, and none of it ran.
   EXPECT_NE(b.Text("#stdout").find("<script>window.__xss=1</script>"), std::string::npos);
   EXPECT_NE(b.Text("#manifest-command").find("onerror=window.__xss=2"), std::string::npos);
-  json probe = b.Execute("return [typeof window.__xss, document.images.length, document.scripts.length];");
+  json probe =
+      b.Execute("return [typeof window.__xss, document.images.length, document.scripts.length];");
   EXPECT_EQ(probe, json::array({"undefined", 0, 1}));
   b.Screenshot("job.png");
 
@@ -220,6 +228,45 @@ TEST(DashboardBrowser, OverviewJobDetailEscapingAndLiveUpdate) {
   b.Go(base + "/workers");
   EXPECT_NE(b.Text("#workers").find("worker-"), std::string::npos);
   b.Screenshot("workers.png");
+}
+
+TEST(DashboardBrowser, ARunningJobsPageTailsItsOutputLive) {
+  ASSERT_TRUE(Exists(kChromium) && Exists(kChromedriver))
+      << "the browser tests need Debian's chromium and chromium-driver: run "
+         "scripts/install-deps.sh";
+  Stack stack;
+  ASSERT_TRUE(stack.Start());
+  int port = stack.http_port();
+  std::string base = "http://127.0.0.1:" + std::to_string(port);
+  stack.StartWorker(0, {"--sandbox", "off"});
+  // Prints for ~8 s, hostile text in every line (the tail starts when the
+  // page opens: live output is not replayed).
+  std::string job =
+      stack
+          .PushJob(
+              "command: [\"/bin/sh\", \"-c\", \"for i in $(seq 1 80); do echo tail-line $i "
+              "'<img src=x onerror=window.__xss=3>'; sleep 0.1; done\"]\ntimeout: 60\n")
+          .substr(7);
+  ASSERT_EQ(WaitForState(port, job, "claimed", 30000), "claimed");
+
+  Browser b(&stack.dir());
+  ASSERT_TRUE(b.Start());
+  b.Go(base + "/jobs/" + job);
+  std::string tail = b.WaitForText("#live-output", "tail-line 3", 30000);
+  EXPECT_NE(tail.find("tail-line 3"), std::string::npos) << tail;
+  EXPECT_EQ(b.Text("#job-state"), "claimed");  // shown while it runs
+  EXPECT_NE(tail.find("<img src=x onerror=window.__xss=3>"), std::string::npos) << tail;
+  json probe =
+      b.Execute("return [typeof window.__xss, document.images.length, document.scripts.length];");
+  EXPECT_EQ(probe, json::array({"undefined", 0, 1}));
+  b.Screenshot("job-tail.png");
+  // It keeps growing, then the page turns to the result.
+  EXPECT_NE(b.WaitForText("#live-output", "tail-line 40", 30000).find("tail-line 40"),
+            std::string::npos);
+  EXPECT_EQ(b.WaitForText("#job-state", "succeeded", 60000), "succeeded");
+  EXPECT_NE(b.WaitForText("#stdout", "tail-line 80", 10000).find("tail-line 80"),
+            std::string::npos);
+  EXPECT_EQ(b.Find("#live-output"), "");  // the result replaced the live view
 }
 
 }  // namespace

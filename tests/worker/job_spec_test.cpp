@@ -64,8 +64,10 @@ TEST(WorkerJobSpec, APlainJobRunsItsManifestInItsSlot) {
   EXPECT_EQ(s.sandbox, ExecSpec::Sandbox::kRequire);
   EXPECT_TRUE(s.allow_network);
   EXPECT_EQ(s.extra_env,
-            (std::map<std::string, std::string>{{"GATOS_JOB_ID", "blake3:" + std::string(64, 'a')},
-                                                {"GATOS_LEASE_EPOCH", "4"}}));
+            (std::map<std::string, std::string>{
+                {"GATOS_JOB_ID", "blake3:" + std::string(64, 'a')},
+                {"GATOS_LEASE_EPOCH", "4"},
+                {"GATOS_PROGRESS_FILE", "/var/lib/worker/jobs/slot-3/work/.gatos-progress"}}));
 }
 
 TEST(WorkerJobSpec, APlainJobSeesNoScanState) {

@@ -383,10 +383,10 @@ void Auditor::State::CheckInputs(AuditReport* rep, const Poe& poe,
     while (next < git_inputs.size() && git_inputs[next].index < static_cast<size_t>(got.index)) {
       ++next;
     }
-    const GitInput* want = next < git_inputs.size() &&
-                                   git_inputs[next].index == static_cast<size_t>(got.index)
-                               ? &git_inputs[next]
-                               : nullptr;
+    const GitInput* want =
+        next < git_inputs.size() && git_inputs[next].index == static_cast<size_t>(got.index)
+            ? &git_inputs[next]
+            : nullptr;
     const std::string where = "poe.json inputs[" + std::to_string(got.index) + "]";
     if (!want) {
       problem = where + " is not a git input of job.yaml";
@@ -409,11 +409,11 @@ void Auditor::State::CheckInputs(AuditReport* rep, const Poe& poe,
   for (const PoeInput& in : poe.inputs) {
     summary += (summary.empty() ? "" : ", ") + in.url.substr(0, 200) + " at " + in.commit;
   }
-  rep->checks.push_back(
-      {"inputs", problem.empty(),
-       problem.empty() ? (summary.empty() ? "no input was resolved (" + poe.reason.substr(0, 200) + ")"
-                                          : "the job read " + summary)
-                       : problem});
+  rep->checks.push_back({"inputs", problem.empty(),
+                         problem.empty() ? (summary.empty() ? "no input was resolved (" +
+                                                                  poe.reason.substr(0, 200) + ")"
+                                                            : "the job read " + summary)
+                                         : problem});
 }
 
 void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job,
@@ -541,8 +541,9 @@ void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job,
     int64_t skew = lc.requested_at_ms - lc.info.time_s * 1000;
     if (!key.ok() || !sig.ok() || sig->size() != 64) {
       detail = "Worker-Id or Request-Sig is malformed";
-    } else if (!Ed25519Verify(*key, rpc::ClaimPayload(job_hex, lc.worker_hex, lc.epoch, lc.requested_at_ms),
-                              sig->data())
+    } else if (!Ed25519Verify(
+                    *key, rpc::ClaimPayload(job_hex, lc.worker_hex, lc.epoch, lc.requested_at_ms),
+                    sig->data())
                     .ok()) {
       detail = "Request-Sig does not verify for worker ed25519:" + lc.worker_hex +
                " over the claim request of job " + Short(job_hex) + " at " +
@@ -643,13 +644,14 @@ void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job,
 
 void Auditor::State::CheckProvenance(AuditReport* rep, const ParsedResult& p) {
   bool present = false;
-  rep->checks.push_back(CheckResultProvenance(*ledger, p, rep->job_commit, result_limits.max_file_bytes,
-                                              opt.require_provenance, &present));
+  rep->checks.push_back(CheckResultProvenance(
+      *ledger, p, rep->job_commit, result_limits.max_file_bytes, opt.require_provenance, &present));
   rep->has_provenance = present;
 }
 
-ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p, const std::string& job_commit,
-                                  size_t max_file_bytes, bool require, bool* present_out) {
+ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p,
+                                  const std::string& job_commit, size_t max_file_bytes,
+                                  bool require, bool* present_out) {
   Ledger* ledger = &ledger_ref;
   ResultCheck out{"provenance", false, ""};
   auto add = [&out](bool ok, std::string detail) {
@@ -663,9 +665,8 @@ ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p, con
   bool present = std::any_of(p.tree_files.begin(), p.tree_files.end(),
                              [](const PoeOutput& o) { return o.path == kProvenanceFileName; });
   if (!present) {
-    add(!require,
-        std::string("no ") + kProvenanceFileName + " in the result" +
-            (require ? "; provenance is required (--require-provenance)" : ""));
+    add(!require, std::string("no ") + kProvenanceFileName + " in the result" +
+                      (require ? "; provenance is required (--require-provenance)" : ""));
     return out;
   }
   *present_out = true;
@@ -722,8 +723,7 @@ ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p, con
         diff = "subject \"" + subs[j].path + "\" has blake3 " + subs[j].blake3_hex +
                " but the file hashes to " + files[i]->hash.substr(7);
       } else {
-        auto data = ledger->ReadFileAtCommit(result_commit, files[i]->path,
-                                             max_file_bytes);
+        auto data = ledger->ReadFileAtCommit(result_commit, files[i]->path, max_file_bytes);
         if (!data.ok()) {
           diff = "\"" + files[i]->path + "\": " + data.status().message();
         } else if (std::string sha = SubjectForFile("", *data).sha256_hex;
@@ -780,6 +780,7 @@ Result<AuditSummary> Auditor::VerifyAll() {
       ++out.without_result;
     }
     out.jobs.push_back(std::move(r));
+    if (state_->opt.progress) state_->opt.progress(out.jobs.size(), jobs.size());
   }
   return out;
 }
@@ -828,7 +829,8 @@ Result<std::set<std::string>> ParseTrustedPrograms(std::string_view text,
 nlohmann::json AuditReportToJson(const AuditReport& r) {
   nlohmann::json inputs = nlohmann::json::array();
   for (const auto& in : r.inputs) {
-    inputs.push_back({{"index", in.index}, {"url", in.url}, {"ref", in.ref}, {"commit", in.commit}});
+    inputs.push_back(
+        {{"index", in.index}, {"url", in.url}, {"ref", in.ref}, {"commit", in.commit}});
   }
   nlohmann::json checks = nlohmann::json::array();
   for (const auto& c : r.checks) {

@@ -114,6 +114,7 @@ struct Execution::Impl {
   UniqueFd out_r, err_r;
   int64_t timeout_ms = 0;
   size_t cap = 0;
+  std::function<void(int, std::string_view)> tap;  // ExecSpec::output_tap
   int64_t started_mono = 0;
   ExecResult result;
   std::atomic<bool> stop_requested{false};
@@ -150,11 +151,12 @@ struct Execution::Impl {
   }
 
   // Reads what is available on one output pipe; false at EOF or error.
-  bool Drain(UniqueFd& fd, std::string* data, bool* truncated) {
+  bool Drain(UniqueFd& fd, std::string* data, bool* truncated, int stream) {
     char buf[65536];
     for (;;) {
       ssize_t n = ::read(fd.get(), buf, sizeof(buf));
       if (n > 0) {
+        if (tap) tap(stream, std::string_view(buf, static_cast<size_t>(n)));
         size_t room = cap > data->size() ? cap - data->size() : 0;
         size_t take = static_cast<size_t>(n) < room ? static_cast<size_t>(n) : room;
         data->append(buf, take);
@@ -248,9 +250,9 @@ Result<ExecResult> Execution::Wait() {
       return InternalError("exec: poll failed: " + Errno(errno));
     }
     if (out_i >= 0 && pfd[out_i].revents)
-      m.Drain(m.out_r, &m.result.stdout_data, &m.result.stdout_truncated);
+      m.Drain(m.out_r, &m.result.stdout_data, &m.result.stdout_truncated, 1);
     if (err_i >= 0 && pfd[err_i].revents)
-      m.Drain(m.err_r, &m.result.stderr_data, &m.result.stderr_truncated);
+      m.Drain(m.err_r, &m.result.stderr_data, &m.result.stderr_truncated, 2);
     if (!pfd[st_i].revents) continue;
     for (;;) {
       Record rec;
@@ -278,8 +280,8 @@ Result<ExecResult> Execution::Wait() {
     }
   }
   // Every writer is dead (after 'C'); collect what is still buffered.
-  if (m.out_r.get() >= 0) m.Drain(m.out_r, &m.result.stdout_data, &m.result.stdout_truncated);
-  if (m.err_r.get() >= 0) m.Drain(m.err_r, &m.result.stderr_data, &m.result.stderr_truncated);
+  if (m.out_r.get() >= 0) m.Drain(m.out_r, &m.result.stdout_data, &m.result.stdout_truncated, 1);
+  if (m.err_r.get() >= 0) m.Drain(m.err_r, &m.result.stderr_data, &m.result.stderr_truncated, 2);
   m.out_r.reset();
   m.err_r.reset();
   if (m.cgroup) {
@@ -370,6 +372,7 @@ Result<std::unique_ptr<Execution>> FinishStart(std::unique_ptr<SupervisorConn> c
   impl->err_r = std::move(err_r);
   impl->timeout_ms = spec.timeout_ms;
   impl->cap = spec.output_cap_bytes;
+  impl->tap = spec.output_tap;
   impl->result.sandboxed = job.sandboxed;
   impl->result.sandbox_note = job.sandbox_note;
   impl->devices = job.devices;

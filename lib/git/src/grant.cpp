@@ -27,11 +27,12 @@ Result<Objects> DecodeObjects(std::string_view b64) {
 }
 
 // A commit in `objects` signed (SSHSIG, namespace git) by one of `keys`.
-Result<RawCommit> SignedCommit(const Objects& objects, const std::string& id, const std::vector<Ed25519PublicKey>& keys,
-                               const char* what) {
+Result<RawCommit> SignedCommit(const Objects& objects, const std::string& id,
+                               const std::vector<Ed25519PublicKey>& keys, const char* what) {
   auto it = objects.find(id);
   if (it == objects.end() || it->second.type != ObjectType::kCommit) {
-    return PermissionDeniedError(std::string(what) + " " + id.substr(0, 12) + " is not in the reply");
+    return PermissionDeniedError(std::string(what) + " " + id.substr(0, 12) +
+                                 " is not in the reply");
   }
   GATOS_ASSIGN_OR_RETURN(RawCommit c, ParseRawCommit(it->second.data, id));
   if (c.signature.empty()) return PermissionDeniedError(std::string(what) + " is not signed");
@@ -44,15 +45,16 @@ Result<RawCommit> SignedCommit(const Objects& objects, const std::string& id, co
                                  ", which is not the ledger's key (--ledger-key)");
   }
   Status v = SshSigVerify(*sig, c.signed_data, "git");
-  if (!v.ok()) return PermissionDeniedError(std::string(what) + ": signature does not verify: " + v.message());
+  if (!v.ok())
+    return PermissionDeniedError(std::string(what) + ": signature does not verify: " + v.message());
   return c;
 }
 
 Status MatchesRequest(const LeaseCommitInfo& l, const LeaseRequest& sent) {
   if (l.job_hex != sent.job_hex || l.worker_hex != sent.worker_hex || l.epoch != sent.epoch) {
-    return PermissionDeniedError("the lease commit names job " + l.job_hex.substr(0, 12) + ", worker " +
-                                 l.worker_hex.substr(0, 12) + " at epoch " + std::to_string(l.epoch) +
-                                 ": not what this worker asked for");
+    return PermissionDeniedError("the lease commit names job " + l.job_hex.substr(0, 12) +
+                                 ", worker " + l.worker_hex.substr(0, 12) + " at epoch " +
+                                 std::to_string(l.epoch) + ": not what this worker asked for");
   }
   if (l.request_sig_hex != sent.sig_hex || l.requested_at_ms != sent.requested_at_ms) {
     return PermissionDeniedError("the lease commit answers another request (a replayed reply?)");
@@ -63,9 +65,11 @@ Status MatchesRequest(const LeaseCommitInfo& l, const LeaseRequest& sent) {
 }  // namespace
 
 Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::string& lease_commit_id,
-                                  const std::vector<Ed25519PublicKey>& keys, const LeaseRequest& sent) {
+                                  const std::vector<Ed25519PublicKey>& keys,
+                                  const LeaseRequest& sent) {
   GATOS_ASSIGN_OR_RETURN(Objects objects, DecodeObjects(objects_b64));
-  GATOS_ASSIGN_OR_RETURN(RawCommit lease, SignedCommit(objects, lease_commit_id, keys, "lease commit"));
+  GATOS_ASSIGN_OR_RETURN(RawCommit lease,
+                         SignedCommit(objects, lease_commit_id, keys, "lease commit"));
   auto info = ParseLeaseCommitMessage(lease.message);
   if (!info.ok()) return PermissionDeniedError("lease commit: " + info.status().message());
   if (info->kind == "renew") return PermissionDeniedError("a renewal is not a grant");
@@ -82,6 +86,9 @@ Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::strin
     return PermissionDeniedError("the job commit is not in the reply");
   }
   GATOS_ASSIGN_OR_RETURN(RawCommit job, ParseRawCommit(jc->second.data, g.job_commit));
+  if (!job.signature.empty()) {
+    if (auto sig = ParseSshSignature(job.signature); sig.ok()) g.submitter_hex = sig->key.Hex();
+  }
   auto tree = objects.find(job.tree);
   if (tree == objects.end() || tree->second.type != ObjectType::kTree) {
     return PermissionDeniedError("the job's tree is not in the reply");
@@ -89,7 +96,8 @@ Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::strin
   GATOS_ASSIGN_OR_RETURN(auto entries, ParseTree(tree->second.data, job.tree));
   for (const auto& e : entries) {
     if (e.name != "job.yaml") continue;
-    if (e.mode != 0100644 && e.mode != 0100755) return PermissionDeniedError("job.yaml is not a regular file");
+    if (e.mode != 0100644 && e.mode != 0100755)
+      return PermissionDeniedError("job.yaml is not a regular file");
     auto blob = objects.find(e.id);
     if (blob == objects.end() || blob->second.type != ObjectType::kBlob) {
       return PermissionDeniedError("job.yaml is not in the reply");
@@ -99,7 +107,8 @@ Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::strin
     std::string canonical = CanonicalManifest(*m);
     const std::string hex = JobIdHexOfCanonical(canonical);
     if (hex != sent.job_hex) {
-      return PermissionDeniedError("job.yaml hashes to blake3:" + hex + ", not to the job this worker claimed");
+      return PermissionDeniedError("job.yaml hashes to blake3:" + hex +
+                                   ", not to the job this worker claimed");
     }
     g.job_yaml = blob->second.data;
     g.manifest = std::move(*m);
@@ -109,13 +118,17 @@ Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::strin
   return PermissionDeniedError("the job's tree has no job.yaml");
 }
 
-Result<VerifiedGrant> VerifyRenewal(std::string_view objects_b64, const std::string& lease_commit_id,
-                                    const std::vector<Ed25519PublicKey>& keys, const LeaseRequest& sent) {
+Result<VerifiedGrant> VerifyRenewal(std::string_view objects_b64,
+                                    const std::string& lease_commit_id,
+                                    const std::vector<Ed25519PublicKey>& keys,
+                                    const LeaseRequest& sent) {
   GATOS_ASSIGN_OR_RETURN(Objects objects, DecodeObjects(objects_b64));
-  GATOS_ASSIGN_OR_RETURN(RawCommit lease, SignedCommit(objects, lease_commit_id, keys, "lease commit"));
+  GATOS_ASSIGN_OR_RETURN(RawCommit lease,
+                         SignedCommit(objects, lease_commit_id, keys, "lease commit"));
   auto info = ParseLeaseCommitMessage(lease.message);
   if (!info.ok()) return PermissionDeniedError("lease commit: " + info.status().message());
-  if (info->kind != "renew") return PermissionDeniedError("the reply's lease commit is not a renewal");
+  if (info->kind != "renew")
+    return PermissionDeniedError("the reply's lease commit is not a renewal");
   GATOS_RETURN_IF_ERROR(MatchesRequest(*info, sent));
   VerifiedGrant g;
   g.lease_commit = lease_commit_id;
@@ -131,7 +144,8 @@ Result<VerifiedGrant> VerifyRenewal(std::string_view objects_b64, const std::str
   return g;
 }
 
-Result<std::string> VerifyCancelNotice(std::string_view data, const std::vector<Ed25519PublicKey>& keys,
+Result<std::string> VerifyCancelNotice(std::string_view data,
+                                       const std::vector<Ed25519PublicKey>& keys,
                                        const std::string& job_hex) {
   if (data.size() > (1 << 20)) return InvalidArgumentError("cancel notice too large");
   auto j = nlohmann::json::parse(data, nullptr, false);
@@ -145,7 +159,8 @@ Result<std::string> VerifyCancelNotice(std::string_view data, const std::vector<
     auto u = ParseUserRequestCommitMessage(c.message);
     if (u.ok() && !u->retry && u->job_hex == job_hex) return id;
   }
-  return PermissionDeniedError("the cancel notice holds no ledger-signed cancel of job " + job_hex.substr(0, 12));
+  return PermissionDeniedError("the cancel notice holds no ledger-signed cancel of job " +
+                               job_hex.substr(0, 12));
 }
 
 Result<std::vector<Ed25519PublicKey>> ParseLedgerKeys(std::string_view text) {
@@ -155,12 +170,14 @@ Result<std::vector<Ed25519PublicKey>> ParseLedgerKeys(std::string_view text) {
   while (pos < text.size()) {
     ++line_no;
     size_t nl = text.find('\n', pos);
-    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    std::string_view line =
+        text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
     pos = nl == std::string_view::npos ? text.size() : nl + 1;
     size_t start = line.find_first_not_of(" \t\r");
     if (start == std::string_view::npos || line[start] == '#') continue;
     auto k = ParseOpenSshPublicKey(line);
-    if (!k.ok()) return InvalidArgumentError("line " + std::to_string(line_no) + ": " + k.status().message());
+    if (!k.ok())
+      return InvalidArgumentError("line " + std::to_string(line_no) + ": " + k.status().message());
     keys.push_back(*k);
   }
   if (keys.empty()) return InvalidArgumentError("no ledger key in the file");

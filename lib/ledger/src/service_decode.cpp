@@ -1,7 +1,6 @@
 // What each request asks for: decoded, checked (signatures, objects,
 // policy changes, witness statements), and turned into a writer op.
 #include "gatos/ledger/job_service.h"
-
 #include "service_internal.h"
 
 namespace gatos {
@@ -13,8 +12,8 @@ namespace {
 // names the commit; its objects are in the ledger's object store): checked
 // like a submit or result RPC, reading the objects through `ledger`. A
 // refusal is left in p->reply (and p->rejected_reason).
-std::optional<Op> DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const Policy& policy, int64_t now,
-                                  DecodedRequest* p) {
+std::optional<Op> DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const Policy& policy,
+                                  int64_t now, DecodedRequest* p) {
   const std::string& subj = r.subject;
   auto refuse = [&](std::string reply) -> std::optional<Op> {
     p->reply = std::move(reply);
@@ -23,7 +22,8 @@ std::optional<Op> DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const
   auto j = rpc::ParseRequest(r.data, subj);
   if (!j.ok()) return refuse(Invalid(j.status().message()));
   auto commit = rpc::StringField(*j, "commit");
-  if (!commit.ok() || !IsLowerHex(*commit, 40)) return refuse(Invalid("commit must be a 40-hex id"));
+  if (!commit.ok() || !IsLowerHex(*commit, 40))
+    return refuse(Invalid("commit must be a 40-hex id"));
   std::string expected = j->value("job", "");
   if (subj == rpc::kLocalPushSubmit) {
     auto check = CheckJobCommit(LedgerLookup(ledger), *commit, expected, policy, now);
@@ -46,22 +46,23 @@ std::optional<Op> DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const
   return ResultOp{std::move(parsed), {}};
 }
 
-std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int64_t now, Ledger* objects,
-                              DecodedRequest* p) {
+std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int64_t now,
+                              Ledger* objects, DecodedRequest* p) {
   const std::string& subj = r.subject;
   auto refuse = [&](std::string reply) -> std::optional<Op> {
     p->reply = std::move(reply);
     return std::nullopt;
   };
-  if (subj == rpc::kStatus || subj == rpc::kList) {
+  if (subj == rpc::kStatus || subj == rpc::kList || subj == rpc::kLogs) {
     p->read = true;
     return std::nullopt;
   }
   if (subj == rpc::kLocalRejected) {
     auto j = rpc::ParseRequest(r.data, subj);
     std::string reason = j.ok() ? j->value("reason", "other") : "other";
-    static const char* kKnown[] = {"unsigned", "untrusted_signer", "bad_signature", "wrong_job_id", "missing_trailer",
-                                   "policy_root", "not_a_file", "bad_manifest", "forbidden_ref", "bad_result"};
+    static const char* kKnown[] = {
+        "unsigned",    "untrusted_signer", "bad_signature", "wrong_job_id",  "missing_trailer",
+        "policy_root", "not_a_file",       "bad_manifest",  "forbidden_ref", "bad_result"};
     bool known = false;
     for (const char* k : kKnown) known = known || reason == k;
     p->rejected_reason = known ? reason : "other";
@@ -85,7 +86,8 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     if (!IsLowerHex(req->job_hex, 64)) return refuse(Invalid("\"" + TruncateUtf8(req->job_hex, 80) + "\" is not a job id"));
     Decision v = VerifyUserRequest(req->requester_hex, UserRequestPayload(*req), req->requested_at_ms, req->sig_hex, now);
     if (!v.ok()) return refuse(ErrorText(v));
-    return UserOp{retry, req->job_hex, req->requester_hex, req->attempt, req->requested_at_ms, req->sig_hex};
+    return UserOp{retry,        req->job_hex,         req->requester_hex,
+                  req->attempt, req->requested_at_ms, req->sig_hex};
   }
   if (subj == rpc::kResult || subj == rpc::kSubmit) {
     bool result = subj == rpc::kResult;
@@ -95,7 +97,8 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     if (!s.ok()) return refuse(Invalid(p->kind + " frame: " + s.message()));
     auto commit = rpc::StringField(header, "commit");
     if (!commit.ok()) return refuse(Invalid(p->kind + " header: " + commit.status().message()));
-    if (!IsLowerHex(*commit, 40)) return refuse(Invalid(p->kind + " header: commit is not a 40-hex id"));
+    if (!IsLowerHex(*commit, 40))
+      return refuse(Invalid(p->kind + " header: commit is not a 40-hex id"));
     BatchLimits limits;
     if (result) {
       limits.max_bytes = static_cast<size_t>(policy.settings.max_result_bytes);
@@ -139,7 +142,8 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
 
 }  // namespace
 
-DecodedRequest JobService::Predecode(ServiceRequest r, const PolicySnapshot& snap, int64_t now, Ledger* objects) {
+DecodedRequest JobService::Predecode(ServiceRequest r, const PolicySnapshot& snap, int64_t now,
+                                     Ledger* objects) {
   DecodedRequest d;
   d.req = std::move(r);
   d.kind = KindOf(d.req.subject);
@@ -174,8 +178,10 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
     // refs/gatos/batches/<its BLAKE3> in a ledger-signed commit.
     if (r.data.size() > (16u << 20)) return refuse(Invalid("batch record too large"));
     json rec = json::parse(r.data, nullptr, false);
-    auto canonical = rec.is_discarded() ? Result<std::string>(InvalidArgumentError("not JSON")) : CanonicalJson(rec);
-    if (!canonical.ok() || *canonical != r.data) return refuse(Invalid("a batch record must be canonical JSON"));
+    auto canonical = rec.is_discarded() ? Result<std::string>(InvalidArgumentError("not JSON"))
+                                        : CanonicalJson(rec);
+    if (!canonical.ok() || *canonical != r.data)
+      return refuse(Invalid("a batch record must be canonical JSON"));
     std::string hex = Blake3Tagged(r.data).substr(7);
     std::vector<GitObject> objects;
     objects.push_back(MakeObject(ObjectType::kBlob, r.data + "\n"));
@@ -194,8 +200,10 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
     if (!j.ok()) return refuse(Invalid(j.status().message()));
     auto commit = rpc::StringField(*j, "commit");
     auto key = rpc::StringField(*j, "key");
-    if (!commit.ok() || !IsLowerHex(*commit, 40)) return refuse(Invalid("commit must be a 40-hex id"));
-    if (!key.ok() || !IsLowerHex(*key, 64)) return refuse(Invalid("key must be 64 hex (the ref's name)"));
+    if (!commit.ok() || !IsLowerHex(*commit, 40))
+      return refuse(Invalid("commit must be a 40-hex id"));
+    if (!key.ok() || !IsLowerHex(*key, 64))
+      return refuse(Invalid("key must be 64 hex (the ref's name)"));
     auto w = CheckWitness(*commit, *key);
     if (!w.ok()) return refuse(ErrorText(Decision::FromStatus(w.status())));
     auto raw = writer_->ledger().ReadRawObject(*commit);
@@ -215,7 +223,8 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
   return;
 }
 
-Result<WitnessStatement> JobService::CheckWitness(const std::string& commit, const std::string& key_hex) {
+Result<WitnessStatement> JobService::CheckWitness(const std::string& commit,
+                                                  const std::string& key_hex) {
   Ledger& ledger = writer_->ledger();
   GATOS_ASSIGN_OR_RETURN(WitnessStatement w, CheckWitnessCommit(LedgerLookup(&ledger), commit));
   if (w.key_hex != key_hex) {
@@ -225,8 +234,8 @@ Result<WitnessStatement> JobService::CheckWitness(const std::string& commit, con
   // This ledger's identity (its first log commit) and the log commit at the
   // witnessed sequence: walked down from the head once, then remembered.
   if (w.seq > writer_->seq()) {
-    return InvalidArgumentError("the witness names sequence " + std::to_string(w.seq) + " but this log ends at " +
-                                std::to_string(writer_->seq()));
+    return InvalidArgumentError("the witness names sequence " + std::to_string(w.seq) +
+                                " but this log ends at " + std::to_string(writer_->seq()));
   }
   if (log_root_.empty() || log_by_seq_.empty() || log_by_seq_.rbegin()->first < writer_->seq()) {
     std::string cur = writer_->head();
@@ -239,12 +248,13 @@ Result<WitnessStatement> JobService::CheckWitness(const std::string& commit, con
     log_root_ = log_by_seq_.count(1) ? log_by_seq_[1] : "";
   }
   if (w.ledger_root != log_root_) {
-    return InvalidArgumentError("the witness is about ledger " + w.ledger_root + ", not this one (" + log_root_ + ")");
+    return InvalidArgumentError("the witness is about ledger " + w.ledger_root +
+                                ", not this one (" + log_root_ + ")");
   }
   const std::string& at = log_by_seq_[w.seq];
   if (at != w.log_commit) {
-    return InvalidArgumentError("the witness says the log at sequence " + std::to_string(w.seq) + " is " +
-                                w.log_commit + ", but this ledger's log has " + at);
+    return InvalidArgumentError("the witness says the log at sequence " + std::to_string(w.seq) +
+                                " is " + w.log_commit + ", but this ledger's log has " + at);
   }
   return w;
 }
@@ -332,6 +342,5 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
   out.policy = std::move(next);
   return Op{std::move(out)};
 }
-
 
 }  // namespace gatos

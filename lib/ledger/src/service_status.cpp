@@ -21,6 +21,14 @@ std::string JobService::ReadReply(const ServiceRequest& r) {
     reply["status"] = JobStatusJson(writer_->ledger(), **rec, writer_->policy().settings, now);
     return rpc::Dump(reply);
   }
+  if (r.subject == rpc::kLogs) {
+    auto job = rpc::ParseJobField(*j);
+    if (!job.ok()) return Invalid(job.status().message());
+    auto rec = writer_->Find(*job);
+    if (!rec.ok()) return ErrorText(Decision::FromStatus(rec.status()));
+    if (!*rec) return Invalid("no job blake3:" + *job + " in this ledger");
+    return rpc::Dump(JobOutputReply(writer_->ledger(), **rec, *j));
+  }
   auto req = rpc::ParseListRequest(*j);
   if (!req.ok()) return Invalid(req.status().message());
   json reply = ListReply(writer_->index(), writer_->stats(), writer_->live(), *req, now);
@@ -83,7 +91,8 @@ int64_t DescribeResult(Ledger& ledger, const std::string& result_commit, json* a
 
 }  // namespace
 
-json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& settings, int64_t now_ms) {
+json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& settings,
+                   int64_t now_ms) {
   json j = rpc::RecordJson(r, now_ms);
   j["max_attempts"] = settings.max_attempts;
   json attempts = json::array();
@@ -91,10 +100,14 @@ json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& set
   // "waited_ms": from the record of the attempt before to this attempt's
   // claim, both on the ledger's clock (the backoff as it happened).
   auto waited = [&](int64_t claimed, json* a) {
-    if (claimed && prev_finished && claimed >= prev_finished) (*a)["waited_ms"] = claimed - prev_finished;
+    if (claimed && prev_finished && claimed >= prev_finished)
+      (*a)["waited_ms"] = claimed - prev_finished;
   };
   for (const auto& x : r.attempts) {
-    json a = {{"n", x.n}, {"epoch", x.epoch}, {"status", x.status}, {"result_commit", x.result_commit},
+    json a = {{"n", x.n},
+              {"epoch", x.epoch},
+              {"status", x.status},
+              {"result_commit", x.result_commit},
               {"finished", FormatRfc3339Millis(x.finished_ms)}};
     waited(DescribeResult(ledger, x.result_commit, &a), &a);
     prev_finished = x.finished_ms;
@@ -130,8 +143,91 @@ json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& set
   return j;
 }
 
-json ListReply(StateIndex& index, const IndexStats& st, const std::map<std::string, JobRecord>& live,
-               const rpc::ListRequest& req, int64_t now) {
+json JobOutputReply(Ledger& ledger, const JobRecord& r, const json& request) {
+  auto invalid = [](const std::string& m) { return rpc::ErrorReply(TransitionError::kInvalid, m); };
+  auto int_field = [&](const char* key, int64_t def, int64_t lo, int64_t hi, int64_t* out) {
+    auto it = request.find(key);
+    if (it == request.end()) {
+      *out = def;
+      return true;
+    }
+    if (!it->is_number_integer()) return false;
+    if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi)) return false;
+    *out = it->get<int64_t>();
+    return *out >= lo && *out <= hi;
+  };
+  std::string stream = "stdout";
+  if (auto it = request.find("stream"); it != request.end()) {
+    if (!it->is_string() || (*it != "stdout" && *it != "stderr"))
+      return invalid("stream must be stdout or stderr");
+    stream = it->get<std::string>();
+  }
+  int64_t offset = 0, limit = 0, attempt = 0;
+  if (!int_field("offset", 0, 0, int64_t{1} << 53, &offset))
+    return invalid("offset must be an integer >= 0");
+  if (!int_field("limit", kMaxLogsPage, 1, kMaxLogsPage, &limit)) {
+    return invalid("limit must be an integer 1.." + std::to_string(kMaxLogsPage));
+  }
+  if (!int_field("attempt", 0, 1, 1'000'000, &attempt))
+    return invalid("attempt must be an integer >= 1");
+  std::string commit, status;
+  if (attempt == 0 || attempt == r.attempt) {
+    if (!r.result_commit.empty()) {
+      attempt = r.attempt;
+      commit = r.result_commit;
+      status = r.result_status;
+    } else if (attempt == 0 && !r.attempts.empty()) {
+      attempt = r.attempts.back().n;
+      commit = r.attempts.back().result_commit;
+      status = r.attempts.back().status;
+    } else {
+      attempt = r.attempt;
+    }
+  } else {
+    for (const auto& a : r.attempts) {
+      if (a.n == attempt) {
+        commit = a.result_commit;
+        status = a.status;
+      }
+    }
+    if (commit.empty() && attempt > r.attempt) {
+      return invalid("job blake3:" + r.job_hex + " has no attempt " + std::to_string(attempt) +
+                     " (it is at attempt " + std::to_string(r.attempt) + ")");
+    }
+  }
+  if (commit.empty()) {
+    return invalid("attempt " + std::to_string(attempt) + " of job blake3:" + r.job_hex +
+                   " has no result yet ('gatos logs -f' follows a running job)");
+  }
+  auto data = ledger.ReadFileAtCommit(commit, stream, size_t{1} << 30);
+  std::string bytes =
+      data.ok() ? std::move(*data) : std::string();  // a result may hold no stream (too large)
+  json reply = rpc::OkReply();
+  reply["job"] = "blake3:" + r.job_hex;
+  reply["attempt"] = attempt;
+  reply["status"] = status;
+  reply["result_commit"] = commit;
+  reply["stream"] = stream;
+  reply["size"] = static_cast<int64_t>(bytes.size());
+  reply["offset"] = offset;
+  size_t from = std::min(bytes.size(), static_cast<size_t>(offset));
+  size_t n = std::min(bytes.size() - from, static_cast<size_t>(limit));
+  reply["data"] = Base64Encode(reinterpret_cast<const uint8_t*>(bytes.data()) + from, n);
+  if (!data.ok()) reply["missing"] = true;
+  if (auto blob = ledger.ReadFileAtCommit(commit, "poe.json", 1 << 20); blob.ok()) {
+    if (auto poe = ParsePoe(*blob); poe.ok()) {
+      reply["truncated"] = stream == "stdout" ? poe->stdout_truncated : poe->stderr_truncated;
+      reply["cap"] = poe->stdout_cap;
+      if (poe->exit_code) reply["exit_code"] = *poe->exit_code;
+      if (poe->signal) reply["signal"] = *poe->signal;
+    }
+  }
+  return reply;
+}
+
+json ListReply(StateIndex& index, const IndexStats& st,
+               const std::map<std::string, JobRecord>& live, const rpc::ListRequest& req,
+               int64_t now) {
   json jobs = json::array();
   std::string next;
   auto matches = [&](const JobRecord& rec) {
@@ -140,7 +236,8 @@ json ListReply(StateIndex& index, const IndexStats& st, const std::map<std::stri
     return JobStateName(RecordState(rec, now)) == *req.state;
   };
   if (req.state && (*req.state == "pending" || *req.state == "claimed")) {
-    for (auto it = req.after.empty() ? live.begin() : live.upper_bound(req.after); it != live.end(); ++it) {
+    for (auto it = req.after.empty() ? live.begin() : live.upper_bound(req.after); it != live.end();
+         ++it) {
       if (!matches(it->second)) continue;
       jobs.push_back(rpc::RecordJson(it->second, now));
       if (static_cast<int64_t>(jobs.size()) >= req.limit) {
@@ -170,12 +267,13 @@ json ListReply(StateIndex& index, const IndexStats& st, const std::map<std::stri
   reply["jobs"] = std::move(jobs);
   if (!next.empty()) reply["next"] = "blake3:" + next;
   json counts = json::object();
-  for (size_t i = 0; i < 6; ++i) counts[std::string(JobStateName(static_cast<JobState>(i)))] = st.by_state[i];
-  counts["dead"] = st.by_state[static_cast<size_t>(JobState::kFailed)] + st.by_state[static_cast<size_t>(JobState::kTimedOut)];
+  for (size_t i = 0; i < 6; ++i)
+    counts[std::string(JobStateName(static_cast<JobState>(i)))] = st.by_state[i];
+  counts["dead"] = st.by_state[static_cast<size_t>(JobState::kFailed)] +
+                   st.by_state[static_cast<size_t>(JobState::kTimedOut)];
   reply["counts"] = counts;
   reply["jobs_total"] = st.jobs;
   return reply;
 }
-
 
 }  // namespace gatos

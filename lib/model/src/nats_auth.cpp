@@ -3,6 +3,7 @@
 #include <map>
 #include <set>
 
+#include "gatos/model/live_output.h"
 #include "gatos/model/rpc.h"
 
 namespace gatos {
@@ -15,7 +16,9 @@ uint16_t Crc16(const std::string& data) {
   uint16_t crc = 0;
   for (unsigned char c : data) {
     crc ^= static_cast<uint16_t>(c) << 8;
-    for (int i = 0; i < 8; ++i) crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021) : static_cast<uint16_t>(crc << 1);
+    for (int i = 0; i < 8; ++i)
+      crc = (crc & 0x8000) ? static_cast<uint16_t>((crc << 1) ^ 0x1021)
+                           : static_cast<uint16_t>(crc << 1);
   }
   return crc;
 }
@@ -55,7 +58,9 @@ std::string NkeyUserPublic(const Ed25519PublicKey& key) {
   return Base32NoPad(raw);
 }
 
-std::string InboxPrefixFor(const Ed25519PublicKey& key) { return "_INBOX_" + key.Hex().substr(0, 16); }
+std::string InboxPrefixFor(const Ed25519PublicKey& key) {
+  return "_INBOX_" + key.Hex().substr(0, 16);
+}
 
 std::vector<std::string> WorkerPublishSubjects() {
   std::string consumer = std::string(rpc::kStream) + "." + rpc::kWorkerDurable;
@@ -66,11 +71,12 @@ std::vector<std::string> WorkerPublishSubjects() {
           rpc::kResultBatch,
           "$JS.API.CONSUMER.INFO." + consumer,
           "$JS.API.CONSUMER.MSG.NEXT." + consumer,
-          "$JS.ACK." + consumer + ".>"};
+          "$JS.ACK." + consumer + ".>",
+          std::string(kLiveSubjectPrefix) + "*.*.*"};
 }
 
 std::vector<std::string> UserPublishSubjects() {
-  return {rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kCancel, rpc::kRetry};
+  return {rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kCancel, rpc::kRetry, rpc::kLogs};
 }
 
 std::string NatsAuthorizationConfig(const Policy& policy) {
@@ -90,7 +96,10 @@ std::string NatsAuthorizationConfig(const Policy& policy) {
     if (!e.cert_authority) add(e.key, "user");
   }
   for (const auto& e : policy.operators.entries()) {
-    if (!e.cert_authority) add(e.key, "user");
+    if (!e.cert_authority) {
+      add(e.key, "user");
+      add(e.key, "operator");
+    }
   }
   std::string out =
       "# nats-server authorization for a GATOS ledger, generated from its policy\n"
@@ -98,10 +107,13 @@ std::string NatsAuthorizationConfig(const Policy& policy) {
       "authorization {\n  users = [\n";
   for (const auto& [hex, user] : users) {
     const auto& [key, roles] = user;
-    out += "    # " + std::string(roles.count("ledger") ? "ledger" : "") +
-           (roles.count("worker") ? std::string(roles.count("ledger") ? " " : "") + "worker" : "") +
-           (roles.count("user") ? std::string(roles.size() > 1 ? " " : "") + "submitter/operator" : "") + " " +
-           key.WorkerId() + "\n";
+    std::string names;
+    for (const char* r : {"ledger", "worker", "user"}) {
+      if (!roles.count(r)) continue;
+      names += std::string(names.empty() ? "" : " ") +
+               (std::string(r) == "user" ? "submitter/operator" : r);
+    }
+    out += "    # " + names + " " + key.WorkerId() + "\n";
     out += "    { nkey: " + NkeyUserPublic(key);
     if (roles.count("ledger")) {
       out += ", permissions: { publish: \">\", subscribe: \">\" } }\n";
@@ -114,6 +126,9 @@ std::string NatsAuthorizationConfig(const Policy& policy) {
     }
     if (roles.count("user")) {
       for (auto& s : UserPublishSubjects()) pub.push_back(s);
+      // Live output of the jobs this key signed; an operator's, of every job.
+      sub.push_back(roles.count("operator") ? std::string(kLiveSubjectPrefix) + ">"
+                                            : std::string(kLiveSubjectPrefix) + key.Hex() + ".>");
     }
     out += ",\n      permissions: { publish: { allow: " + List(pub) + " },\n";
     out += "                     subscribe: { allow: " + List(sub) + " } } }\n";

@@ -64,7 +64,8 @@ constexpr size_t kWalkCacheBytes = 64 << 20;
 void ScanWorker(const std::string& mirror, const PackStore* store, const Detector& detector,
                 const ScanOptions& opts, Queue<BlobRun>* jobs, Queue<WriterItem>* results,
                 RunState* run) {
-  Result<std::unique_ptr<ObjectSource>> source = ObjectSource::Open(mirror, store, kWorkerCacheBytes);
+  Result<std::unique_ptr<ObjectSource>> source =
+      ObjectSource::Open(mirror, store, kWorkerCacheBytes);
   Result<std::unique_ptr<Detector::Scratch>> scratch = detector.NewScratch();
   for (const Status& s : {source.status(), scratch.status()}) {
     if (!s.ok()) {
@@ -117,8 +118,8 @@ void ScanWorker(const std::string& mirror, const PackStore* store, const Detecto
         continue;
       }
       std::string_view data;
-      if (Status s = (*source)->Read(job.oid, job.loc, ObjectKind::kBlob, opts.max_blob_bytes,
-                                     &data);
+      if (Status s =
+              (*source)->Read(job.oid, job.loc, ObjectKind::kBlob, opts.max_blob_bytes, &data);
           !s.ok()) {
         run->Problem(s.message() + where);
         ++run->blobs_not_reached;
@@ -146,6 +147,7 @@ void ScanWorker(const std::string& mirror, const PackStore* store, const Detecto
       ++run->blobs_scanned;
       run->bytes_scanned += data.size();
       results->Push(std::move(rec));
+      if (opts.pace_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(opts.pace_ms));
     }
   }
 }
@@ -308,11 +310,13 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
     return UnavailableError("cannot create state directory " + opts.state_dir + ": " +
                             ec.message());
   }
-  GATOS_ASSIGN_OR_RETURN(std::unique_ptr<Detector> detector, Detector::Create(opts.rules, opts.state_dir + "/hs-cache"));
+  GATOS_ASSIGN_OR_RETURN(std::unique_ptr<Detector> detector,
+                         Detector::Create(opts.rules, opts.state_dir + "/hs-cache"));
   RepoTarget target;
   if (opts.prepared) {
     if (!opts.refs.empty()) {
-      return InvalidArgumentError("a prepared repository names its own commit; --ref does not apply");
+      return InvalidArgumentError(
+          "a prepared repository names its own commit; --ref does not apply");
     }
     if (opts.prepared->key.empty() || opts.prepared->ref.empty()) {
       return InvalidArgumentError("a prepared repository needs a key and a ref name");
@@ -340,7 +344,8 @@ Result<ScanReport> RunScan(const ScanOptions& opts) {
 
   MirrorLock lock;
   if (!opts.prepared) GATOS_RETURN_IF_ERROR(SyncMirror(target, opts.state_dir, &lock));
-  const std::string mirror = opts.prepared ? opts.prepared->path : MirrorPath(target, opts.state_dir);
+  const std::string mirror =
+      opts.prepared ? opts.prepared->path : MirrorPath(target, opts.state_dir);
   const std::string db_path = opts.state_dir + "/scan.sqlite";
   GATOS_ASSIGN_OR_RETURN(std::unique_ptr<DoneLedger> ledger, DoneLedger::Open(db_path));
 

@@ -25,6 +25,8 @@ std::vector<ExecSpec::Bind> JobBinds(const JobHost& host, bool scan) {
   return binds;
 }
 
+std::string ProgressFilePath(const std::string& slot) { return slot + "/work/.gatos-progress"; }
+
 ExecSpec JobExecSpec(const JobToRun& job, const JobHost& host) {
   const Manifest& m = *job.manifest;
   const bool scan = IsScanJob(m);
@@ -50,7 +52,8 @@ ExecSpec JobExecSpec(const JobToRun& job, const JobHost& host) {
                                    job.lease->job_maxima);
   spec.cgroups = host.cgroups;
   spec.extra_env = {{"GATOS_JOB_ID", "blake3:" + job.job_hex},
-                    {"GATOS_LEASE_EPOCH", std::to_string(job.epoch)}};
+                    {"GATOS_LEASE_EPOCH", std::to_string(job.epoch)},
+                    {"GATOS_PROGRESS_FILE", ProgressFilePath(job.slot)}};
   // Each fetched repository, read-only at /gatos/inputs/<n> ($GATOS_INPUT_<n>).
   if (job.inputs) ExposeInputs(*job.inputs, &spec);
   return spec;

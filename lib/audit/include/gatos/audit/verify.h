@@ -63,6 +63,7 @@
 #define GATOS_VERIFY_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -92,6 +93,9 @@ struct VerifyOptions {
   std::optional<Ed25519PublicKey> ledger_key;
   bool require_results = false;     // a job without a result fails
   bool require_provenance = false;  // a result without kProvenanceFileName fails
+  // VerifyAll calls it after each job (jobs done, jobs in all), on the
+  // calling thread; for a progress bar.
+  std::function<void(size_t done, size_t total)> progress;
 };
 
 // One job's verdict. `checks` are ResultCheck {name, ok, detail}.
@@ -106,8 +110,8 @@ struct AuditReport {
   // mode (unsigned, or signed by a key that is not a submitter).
   bool dev_mode = false;
   std::string job_commit, result_commit, claim_commit;
-  std::string policy_commit;  // policy in force for the job commit
-  std::string worker_id;      // "ed25519:<hex>" of the result, "" without one
+  std::string policy_commit;     // policy in force for the job commit
+  std::string worker_id;         // "ed25519:<hex>" of the result, "" without one
   std::vector<PoeInput> inputs;  // the commits the job read (poe.json), by input index
   std::vector<ResultCheck> checks;
 
@@ -148,8 +152,9 @@ class Auditor {
 
 // The "provenance" check of one result (attestation.intoto.json, see above),
 // shared with the log replay (log_audit.h). *present: the result has one.
-ResultCheck CheckResultProvenance(Ledger& ledger, const ParsedResult& p, const std::string& job_commit,
-                                  size_t max_file_bytes, bool require, bool* present);
+ResultCheck CheckResultProvenance(Ledger& ledger, const ParsedResult& p,
+                                  const std::string& job_commit, size_t max_file_bytes,
+                                  bool require, bool* present);
 
 // One-shot wrappers around Auditor.
 Result<AuditReport> VerifyJob(Ledger& ledger, std::string_view job, const VerifyOptions& options);

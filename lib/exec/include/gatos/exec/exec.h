@@ -30,10 +30,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gatos/exec/job_cgroup.h"
@@ -62,6 +64,11 @@ struct ExecSpec {
   // is read and discarded (the child never blocks on a full pipe) and the
   // matching *_truncated flag is set.
   size_t output_cap_bytes = 1 << 20;
+  // Optional: sees every byte the job writes, capped or not, as it is read
+  // (stream 1 = stdout, 2 = stderr), on the thread that calls Wait(). It must
+  // not block (copy and return): the job's pipes are not read meanwhile.
+  // Unset, output costs nothing more.
+  std::function<void(int stream, std::string_view bytes)> output_tap;
   enum class Sandbox {
     kAuto,     // bubblewrap when its probe succeeds, else unsandboxed + sandbox_note
     kRequire,  // bubblewrap or FailedPrecondition

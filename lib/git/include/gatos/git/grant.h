@@ -31,25 +31,34 @@ struct VerifiedGrant {
   LeaseCommitInfo lease;
   std::string job_commit;
   std::string job_yaml;
-  Manifest manifest;      // job_yaml, parsed
-  std::string canonical;  // CanonicalManifest(manifest): its BLAKE3 is the job id
+  Manifest manifest;          // job_yaml, parsed
+  std::string canonical;      // CanonicalManifest(manifest): its BLAKE3 is the job id
   std::string cancel_commit;  // renewals: a verified cancel commit of the job, "" if none
+  // The key whose SSH signature the job commit carries (hex), "" if unsigned.
+  // The ledger verified it when it adopted the job, and the lease commit it
+  // signed names the job commit: where the job's live output goes
+  // (live_output.h). Not verified again here.
+  std::string submitter_hex;
 };
 
 // `objects_b64`: the reply's "objects" (base64 of an object batch).
 // PermissionDenied for anything not signed by one of `ledger_keys` or not
 // matching `sent`; InvalidArgument for malformed objects.
 Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::string& lease_commit_id,
-                                  const std::vector<Ed25519PublicKey>& ledger_keys, const LeaseRequest& sent);
+                                  const std::vector<Ed25519PublicKey>& ledger_keys,
+                                  const LeaseRequest& sent);
 
 // A renew reply: the new lease commit (kind renew, same epoch, the request
 // just sent), and optionally the job's cancel commit, both ledger-signed.
-Result<VerifiedGrant> VerifyRenewal(std::string_view objects_b64, const std::string& lease_commit_id,
-                                    const std::vector<Ed25519PublicKey>& ledger_keys, const LeaseRequest& sent);
+Result<VerifiedGrant> VerifyRenewal(std::string_view objects_b64,
+                                    const std::string& lease_commit_id,
+                                    const std::vector<Ed25519PublicKey>& ledger_keys,
+                                    const LeaseRequest& sent);
 
 // A cancel notice (core NATS, rpc::kCancelEventPrefix): true when it holds a
 // ledger-signed cancel commit of `job_hex`.
-Result<std::string> VerifyCancelNotice(std::string_view data, const std::vector<Ed25519PublicKey>& ledger_keys,
+Result<std::string> VerifyCancelNotice(std::string_view data,
+                                       const std::vector<Ed25519PublicKey>& ledger_keys,
                                        const std::string& job_hex);
 
 // Ledger public keys, one OpenSSH public key per line ('#' comments allowed).

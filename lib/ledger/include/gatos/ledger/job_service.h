@@ -16,8 +16,8 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -55,7 +55,8 @@ class ServiceObserver {
   // A log batch was committed (after the writer made it durable): its
   // sequence, commit and entries, in log order. For live views (dashboard).
   // `records`: the committed record of every job the batch changed.
-  virtual void OnCommitted(int64_t seq, const std::string& log_commit, const std::vector<LogEntry>& entries,
+  virtual void OnCommitted(int64_t seq, const std::string& log_commit,
+                           const std::vector<LogEntry>& entries,
                            const std::map<std::string, JobRecord>& records) {}
   virtual void Log(const std::string& line) {}
 };
@@ -84,7 +85,20 @@ nlohmann::json ListReply(StateIndex& index, const IndexStats& stats,
 // result), exit_code / signal / timed_out / reason, result_commit; and for a
 // retry still waiting, not_before and backoff_ms.
 // Reads a few objects per attempt; fields it cannot read are left out.
-nlohmann::json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& settings, int64_t now_ms);
+nlohmann::json JobStatusJson(Ledger& ledger, const JobRecord& r, const PolicySettings& settings,
+                             int64_t now_ms);
+
+// The reply to rpc::kLogs for `r`: a page of an attempt's captured stdout or
+// stderr from its signed result. `request`: {job, attempt? (default: the
+// latest attempt with a result), stream? ("stdout" default | "stderr"),
+// offset? (default 0), limit? (1..kMaxLogsPage, default kMaxLogsPage)}.
+// Reply: ok, job, attempt, status, stream, size (of the captured bytes),
+// offset, data (base64 of at most `limit` bytes from `offset`), truncated
+// (the output cap cut the stream), cap (bytes kept per stream). An error
+// reply (invalid) for a bad request or an attempt without a result. Used by
+// gatosd and by the CLI on a ledger directory.
+inline constexpr int64_t kMaxLogsPage = 512 * 1024;
+nlohmann::json JobOutputReply(Ledger& ledger, const JobRecord& r, const nlohmann::json& request);
 
 // The policy requests are checked against, shared with the threads that
 // predecode (immutable once published).
@@ -204,7 +218,7 @@ class JobService {
   mutable std::unique_ptr<Ledger> prepare_ledger_;
   std::shared_ptr<const PolicySnapshot> policy_;
   int64_t last_views_sync_ms_ = 0;
-  std::string log_root_;                    // the log commit of sequence 1
+  std::string log_root_;                       // the log commit of sequence 1
   std::map<int64_t, std::string> log_by_seq_;  // log commits by sequence, as far as walked
 };
 

@@ -8,10 +8,14 @@
 //   gatosd (ledger key)  everything: it serves gatos.rpc.*, publishes
 //                        gatos.jobs.* and gatos.cancel.*, runs JetStream.
 //   workers              request gatos.rpc.claim/renew/result, pull and ack
-//                        their durable consumer, hear gatos.cancel.*; replies
+//                        their durable consumer, hear gatos.cancel.*, publish
+//                        running jobs' live output (gatos.live.*.*.*); replies
 //                        only on their own inbox prefix.
-//   submitters/operators request gatos.rpc.submit/status/list/cancel/retry;
-//                        replies on their own inbox prefix.
+//   submitters/operators request gatos.rpc.submit/status/list/cancel/retry/logs;
+//                        replies on their own inbox prefix. A submitter hears
+//                        the live output of the jobs its key signed
+//                        (gatos.live.<key hex>.>), an operator of every job
+//                        (gatos.live.>); live_output.h.
 // Nobody but gatosd can subscribe to gatos.rpc.* (answer in its place) or
 // publish gatos.jobs.* / gatos.cancel.*.
 //

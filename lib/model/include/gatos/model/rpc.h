@@ -12,12 +12,11 @@
 #define GATOS_RPC_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gatos/model/job_record.h"
 #include "gatos/model/decision.h"
@@ -34,6 +33,10 @@ inline constexpr char kRetry[] = "gatos.rpc.retry";
 inline constexpr char kSubmit[] = "gatos.rpc.submit";
 inline constexpr char kStatus[] = "gatos.rpc.status";
 inline constexpr char kList[] = "gatos.rpc.list";
+// A finished attempt's captured stdout or stderr, a page at a time:
+// {job, attempt?, stream, offset?, limit?} -> {data (base64), size, offset,
+// truncated, cap, attempt, status}. docs/ledger-format.md, section 4.
+inline constexpr char kLogs[] = "gatos.rpc.logs";
 // Batch forms of claim and result (EncodeBatch): several requests of the
 // single form in one message, applied in one log batch. The reply is a batch
 // of one reply per entry, in order; an entry that is malformed or refused
@@ -130,8 +133,9 @@ Result<UserRequest> ParseUserRequest(const nlohmann::json& j, bool retry);
 Result<std::string> ParseJobField(const nlohmann::json& j);
 
 struct ListRequest {
-  std::optional<std::string> state;  // a state name, or "dead" (failed or timed-out, no attempt left)
-  std::string after;                 // job id to continue after
+  std::optional<std::string>
+      state;          // a state name, or "dead" (failed or timed-out, no attempt left)
+  std::string after;  // job id to continue after
   int64_t limit = 1000;
 };
 nlohmann::json ListRequestJson(const ListRequest& req);

@@ -67,11 +67,11 @@ struct PreparedRepo {
 };
 
 struct ScanOptions {
-  std::string repo;               // local path, file:// URL or remote URL (unless `prepared`)
+  std::string repo;  // local path, file:// URL or remote URL (unless `prepared`)
   std::optional<PreparedRepo> prepared;  // instead of `repo`; `refs` must then be empty
-  std::vector<std::string> refs;  // full names, short names or globs; empty: heads and tags
-  std::string state_dir;          // required
-  RuleSet rules;                  // the merged rule set to scan with
+  std::vector<std::string> refs;         // full names, short names or globs; empty: heads and tags
+  std::string state_dir;                 // required
+  RuleSet rules;                         // the merged rule set to scan with
   Digest32 fingerprint_key{};
   std::optional<double> max_seconds;  // wall-clock budget for the whole run
   std::optional<uint64_t> max_blobs;  // budget of blobs read (for tests and slicing)
@@ -82,6 +82,9 @@ struct ScanOptions {
   Baseline baseline;
   // Called about once per second from a helper thread while the run lasts.
   std::function<void(const ScanCounters&)> progress;
+  // Sleep this long after each blob scanned (SCAN_PACE_MS): only for
+  // tests and demonstrations that need a scan to last; 0 in real use.
+  int64_t pace_ms = 0;
 };
 
 struct RefReport {

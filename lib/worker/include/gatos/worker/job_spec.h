@@ -10,7 +10,8 @@
 //   - read-only: each --ro-bind, the worker's program directory (gatos-scan
 //     and friends, on the default PATH), each git input at
 //     /gatos/inputs/<n>;
-//   - GATOS_JOB_ID and GATOS_LEASE_EPOCH, which a manifest cannot override.
+//   - GATOS_JOB_ID, GATOS_LEASE_EPOCH and GATOS_PROGRESS_FILE, which a
+//     manifest cannot override.
 //
 // The scan-state rule: a scan job (its command is `gatos-scan`) runs the
 // gatos-scan shipped next to the worker, whatever PATH its manifest sets,
@@ -64,6 +65,12 @@ bool IsLoaderVariable(const std::string& name);
 
 // The host paths a job sees besides its workspace, output dir and inputs.
 std::vector<ExecSpec::Bind> JobBinds(const JobHost& host, bool scan);
+
+// Where a job in `slot` may write progress lines (GATOS_PROGRESS_FILE;
+// live_output.h has the line protocol): a file in its workspace, which it
+// sees at the same path sandboxed or not. The worker creates nothing there:
+// a job that reports no progress costs nothing.
+std::string ProgressFilePath(const std::string& slot);
 
 ExecSpec JobExecSpec(const JobToRun& job, const JobHost& host);
 
