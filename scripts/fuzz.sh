@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (clang-14, ASan+UBSan) into build-fuzz/ and runs
 # each for FUZZ_SECONDS (default 10) from its seed corpus in tests/fuzz/corpus,
-# FUZZ_JOBS (default: the number of CPUs) at a time.
+# FUZZ_JOBS (default: the number of CPUs) at a time. An input that runs
+# longer than 30 s is a failure (a hang), not a wait.
 #   fuzz.sh --build-only   builds the targets and runs none (test.sh builds
 #                          them this way while the test suite runs)
 set -euo pipefail
@@ -10,7 +11,7 @@ BUILD_ONLY=0
 case "${1:-}" in
   --build-only) BUILD_ONLY=1 ;;
   "") ;;
-  -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) echo "fuzz.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
 esac
 SECONDS_EACH=${FUZZ_SECONDS:-10}
@@ -27,7 +28,7 @@ fuzz_one() {
   local target=$1 work
   work=$(mktemp -d)
   [ -d "tests/fuzz/corpus/${target}" ] && cp -r "tests/fuzz/corpus/${target}"/. "$work"/
-  if ./build-fuzz/bin/"$target" -max_total_time="$SECONDS_EACH" -rss_limit_mb=2048 \
+  if ./build-fuzz/bin/"$target" -max_total_time="$SECONDS_EACH" -timeout=30 -rss_limit_mb=2048 \
        -max_len=65536 -print_final_stats=0 "$work" > "build-fuzz/${target}.log" 2>&1; then
     echo "fuzz: ${target} ran ${SECONDS_EACH}s: $(grep -E '^Done|#[0-9]+.*DONE' "build-fuzz/${target}.log" | tail -1)"
     rm -rf "$work"

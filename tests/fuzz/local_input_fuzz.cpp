@@ -75,9 +75,9 @@ void FuzzWalk(std::string_view in) {
   fs::create_directories(root + "/objects", ec);
   fs::create_directories(root + "/refs", ec);
   {
-    int fd = ::open(outside.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fd = ::open(outside.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0600);
     if (fd >= 0) ::close(fd);
-    fd = ::open((root + "/HEAD").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    fd = ::open((root + "/HEAD").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0644);
     if (fd >= 0) ::close(fd);
   }
   // Ops: [kind][length][name bytes]; names are relative, from a small
@@ -101,7 +101,7 @@ void FuzzWalk(std::string_view in) {
     switch (kind) {
       case 0: fs::create_directories(path, ec); break;
       case 1: {
-        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+        int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK, 0644);
         if (fd >= 0) ::close(fd);
         break;
       }
