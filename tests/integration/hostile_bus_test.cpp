@@ -29,17 +29,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Polls `done` every 20 ms until it holds or `ms` pass.
-template <typename F>
-bool PollFor(int ms, F done) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(ms);
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
-}
-
 std::unique_ptr<Bus> Connect(const std::string& url, const Ed25519PrivateKey* key = nullptr) {
   BusOptions bo;
   bo.url = url;

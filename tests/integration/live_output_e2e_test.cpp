@@ -28,16 +28,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-template <typename F>
-bool PollFor(int ms, F done) {
-  auto deadline = Clock::now() + std::chrono::milliseconds(ms);
-  while (Clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return done();
-}
-
 std::string Hex(const std::string& id) { return id.substr(id.find(':') + 1); }
 
 // A connection as the ledger key (allowed everything), as gatosd has.

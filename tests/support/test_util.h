@@ -3,8 +3,10 @@
 #ifndef GATOS_TESTS_SUPPORT_TEST_UTIL_H_
 #define GATOS_TESTS_SUPPORT_TEST_UTIL_H_
 
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gatos::testing {
@@ -55,6 +57,18 @@ bool WalHasNoRecordFiles(const std::string& wal_dir);
 
 // An unused TCP port on 127.0.0.1.
 int FreePort();
+
+// Polls `done` every 20 ms until it holds or `ms` pass; returns whether it
+// held. The caller asserts on the result: a wait that timed out says so.
+template <typename F>
+bool PollFor(int ms, F done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
 
 }  // namespace gatos::testing
 
