@@ -34,40 +34,16 @@
 #include <vector>
 
 #include "gatos/exec/exec.h"
+#include "cpu_clock.h"
 
 namespace {
 
 using gatos::ExecSpec;
 namespace fs = std::filesystem;
 
-double MonoMs() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
-// CPU of this process and every descendant reaped so far, ms.
-double TreeCpuMs() {
-  double ms = 0;
-  for (int who : {RUSAGE_SELF, RUSAGE_CHILDREN}) {
-    rusage r;
-    getrusage(who, &r);
-    ms += r.ru_utime.tv_sec * 1e3 + r.ru_utime.tv_usec / 1e3 + r.ru_stime.tv_sec * 1e3 +
-          r.ru_stime.tv_usec / 1e3;
-  }
-  return ms;
-}
-
-// Busy CPU of the whole machine (all cores, incl. kernel threads), ms.
-double MachineCpuMs() {
-  std::ifstream f("/proc/stat");
-  std::string cpu;
-  unsigned long long v[8] = {};
-  f >> cpu;
-  for (auto& x : v) f >> x;
-  unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];  // not idle, iowait
-  return busy * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
+using gatos::bench::MachineCpuMs;
+using gatos::bench::MonoMs;
+using gatos::bench::TreeCpuMs;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
