@@ -42,13 +42,10 @@ using gatos::ExecSpec;
 namespace fs = std::filesystem;
 
 using gatos::bench::MachineCpuMs;
+using gatos::bench::Median;
 using gatos::bench::MonoMs;
 using gatos::bench::TreeCpuMs;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 struct Figures {
   double jobs_per_s = 0, tree_cpu_ms = 0, machine_cpu_ms = 0;

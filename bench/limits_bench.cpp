@@ -33,13 +33,10 @@ using gatos::JobLimits;
 namespace fs = std::filesystem;
 
 using gatos::bench::MachineCpuMs;
+using gatos::bench::Median;
 using gatos::bench::MonoMs;
 using gatos::bench::TreeCpuMs;
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
 
 // Other load only adds CPU to a round: the least is the closest to the
 // job's own cost.

@@ -1,5 +1,6 @@
 // Clocks the benchmarks read: wall time, this process tree's CPU and the
-// whole machine's busy CPU (kernel threads included), all in milliseconds.
+// whole machine's busy CPU (kernel threads included), all in milliseconds;
+// and the median they report of several rounds.
 #ifndef GATOS_BENCH_CPU_CLOCK_H_
 #define GATOS_BENCH_CPU_CLOCK_H_
 
@@ -7,8 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace gatos::bench {
 
@@ -40,6 +43,12 @@ inline double MachineCpuMs() {
   for (auto& x : v) f >> x;
   unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];  // not idle, iowait
   return busy * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The middle value (the upper one of an even count); 0 for none.
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 }  // namespace gatos::bench
