@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <csignal>
 #include <string>
 
 #include "outer_cgroup.h"
@@ -66,13 +67,18 @@ TEST_F(LimitsE2ETest, HostileJobsEndFailedNamingTheLimitAndTheNextJobSucceeds) {
       "command: [\"/usr/bin/python3\", \"-c\", \"x = bytearray(2 * 1024 ** 3)\"]\ntimeout: 60\n");
   const std::string disk = stack_->PushJob(
       "command: [\"/bin/sh\", \"-c\", \"head -c 300M /dev/zero > big\"]\ntimeout: 60\n");
-  for (const auto& id : {bomb, mem, disk}) Wait(id);
+  // Many files, each below the per-file limit (RLIMIT_FSIZE): only the
+  // worker's measuring while the job runs stops it before all 300 MB.
+  const std::string files = stack_->PushJob(
+      "command: [\"/bin/sh\", \"-c\", "
+      "\"for i in $(seq 300); do head -c 1M /dev/zero > f$i || exit 1; done\"]\ntimeout: 60\n");
+  for (const auto& id : {bomb, mem, disk, files}) Wait(id);
   struct Want {
     std::string id, reason;
   };
   for (const Want& w :
        {Want{bomb, "process limit 64 reached"}, Want{mem, "killed: memory limit 256 MB"},
-        Want{disk, "disk limit 64 MB reached"}}) {
+        Want{disk, "disk limit 64 MB reached"}, Want{files, "disk limit 64 MB reached"}}) {
     json poe = Poe(w.id);
     EXPECT_EQ(poe["status"], "failed") << poe.dump() << stack_->worker(0)->log();
     EXPECT_EQ(poe["reason"], w.reason) << poe.dump();
@@ -83,6 +89,10 @@ TEST_F(LimitsE2ETest, HostileJobsEndFailedNamingTheLimitAndTheNextJobSucceeds) {
     EXPECT_LE(poe["usage"]["peak_processes"].get<int64_t>(), 64);
     EXPECT_LE(poe["usage"]["peak_memory_bytes"].get<int64_t>(), 256ll << 20);
   }
+  // Ended while it wrote (killed), not at the end of its loop.
+  json many = Poe(files);
+  EXPECT_EQ(many["exit"]["signal"], SIGKILL) << many.dump();
+  EXPECT_GE(many["usage"]["disk_bytes"].get<int64_t>(), 64ll << 20) << many.dump();
   // A manifest may ask for more, up to the maximum; the worker is alive.
   const std::string next = stack_->PushJob(
       "command: [\"/usr/bin/python3\", \"-c\", \"x = bytearray(300 * 1024 * 1024)\"]\ntimeout: 60\n"

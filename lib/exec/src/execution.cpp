@@ -45,26 +45,57 @@ std::string Errno(int err) { return std::string(std::strerror(err)); }
 // How often a running job's cgroup is checked for a limit it hit.
 constexpr int64_t kLimitCheckMs = 50;
 
-// The size of the regular files under `dir` (not following links), stopping
-// past `stop_at` (the most that matters) or after `max_entries` entries.
-int64_t FilesBytes(const std::string& dir, int64_t stop_at, int* max_entries) {
-  if (dir.empty()) return 0;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return 0;
+// How often, at the least, a running job with a disk limit has its
+// workspace and output dir measured; a large tree is measured less often
+// (kDiskCheckCostFactor times the last walk's time), so the walk costs at
+// most 1/kDiskCheckCostFactor of a core.
+constexpr int64_t kDiskCheckMs = 100;
+constexpr int64_t kDiskCheckCostFactor = 20;
+
+// The size of the regular files under the directory `dirfd` (not following
+// links: every directory is opened with O_NOFOLLOW beneath its parent, so a
+// job that swaps one for a symlink sends the walk nowhere), stopping past
+// `stop_at` (the most that matters) or after `max_entries` entries. Takes
+// ownership of `dirfd`.
+int64_t FilesBytesAt(int dirfd, int64_t stop_at, int* max_entries) {
+  DIR* d = fdopendir(dirfd);
+  if (!d) {
+    close(dirfd);
+    return 0;
+  }
   int64_t total = 0;
   while (dirent* e = readdir(d)) {
     if (--*max_entries < 0 || total > stop_at) break;
     if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
     struct stat st;
-    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (S_ISREG(st.st_mode)) {
       total += st.st_size;
     } else if (S_ISDIR(st.st_mode)) {
-      total += FilesBytes(dir + "/" + e->d_name, stop_at - total, max_entries);
+      int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub >= 0) total += FilesBytesAt(sub, stop_at - total, max_entries);
     }
   }
   closedir(d);
   return total;
+}
+
+int64_t FilesBytes(const std::string& dir, int64_t stop_at, int* max_entries) {
+  if (dir.empty()) return 0;
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  return fd < 0 ? 0 : FilesBytesAt(fd, stop_at, max_entries);
+}
+
+// The bytes of the files in a job's workspace and output dir (the output
+// dir counted apart only when it is not inside the workspace).
+int64_t JobFilesBytes(const std::string& workspace, const std::string& output_dir,
+                      int64_t stop_at) {
+  int budget = 100000;
+  int64_t bytes = FilesBytes(workspace, stop_at, &budget);
+  if (output_dir.rfind(workspace + "/", 0) != 0) {
+    bytes += FilesBytes(output_dir, stop_at - bytes, &budget);
+  }
+  return bytes;
 }
 
 std::atomic<uint64_t> g_cgroup_seq{0};
@@ -200,6 +231,9 @@ Result<ExecResult> Execution::Wait() {
   bool timeout_fired = false;
   int64_t cpu_ms = -1;
   const int sock = m.conn ? m.conn->fd() : -1;
+  const int64_t disk_limit = DiskLimitBytes(m.limits);
+  int64_t next_disk_check = m.started_mono + kDiskCheckMs;
+  int64_t peak_disk = 0;
   while (sock >= 0 && !clean && !broken) {
     pollfd pfd[3];
     int n = 0;
@@ -232,6 +266,29 @@ Result<ExecResult> Execution::Wait() {
         }
       }
       timeout = static_cast<int>(m.next_check_mono - now);
+    }
+    // A job with a disk limit has its files measured while it runs, as
+    // Kubernetes measures a pod's ephemeral storage: one that reached the
+    // limit is ended at once (RLIMIT_FSIZE alone bounds each file, not how
+    // many it writes).
+    if (disk_limit > 0 && !have_status && m.result.limit_hit.empty()) {
+      int64_t now = MonoMillis();
+      if (now >= next_disk_check) {
+        const int64_t bytes = JobFilesBytes(m.workspace, m.output_dir, disk_limit);
+        const int64_t after = MonoMillis();
+        peak_disk = bytes > peak_disk ? bytes : peak_disk;
+        if (bytes >= disk_limit) {
+          m.result.limit_hit = "disk";
+          m.Send(kFrameKill);
+        }
+        const int64_t walk = after - now;
+        now = after;
+        next_disk_check =
+            now + (walk * kDiskCheckCostFactor > kDiskCheckMs ? walk * kDiskCheckCostFactor
+                                                              : kDiskCheckMs);
+      }
+      const int t = static_cast<int>(next_disk_check - now);
+      timeout = timeout < 0 || t < timeout ? t : timeout;
     }
     if (m.timeout_ms > 0 && !timeout_fired && !have_status) {
       int64_t left = m.started_mono + m.timeout_ms - MonoMillis();
@@ -296,19 +353,16 @@ Result<ExecResult> Execution::Wait() {
   // job's own, reaped by it): its CPU time.
   if (cpu_ms >= 0 && (m.cgroup || m.limits.Any())) m.result.usage.cpu_ms = cpu_ms;
   if (m.cgroup || m.limits.Any()) {
-    int budget = 100000;
-    const int64_t disk = DiskLimitBytes(m.limits);
-    const int64_t stop_at = disk > 0 ? disk : INT64_MAX / 2;
-    int64_t bytes = FilesBytes(m.workspace, stop_at, &budget);
-    if (m.output_dir.rfind(m.workspace + "/", 0) != 0) {
-      bytes += FilesBytes(m.output_dir, stop_at - bytes, &budget);
-    }
-    m.result.usage.disk_bytes = bytes;
+    const int64_t stop_at = disk_limit > 0 ? disk_limit : INT64_MAX / 2;
+    const int64_t bytes = JobFilesBytes(m.workspace, m.output_dir, stop_at);
+    // The most the job held at once, as far as the checks saw.
+    m.result.usage.disk_bytes = bytes > peak_disk ? bytes : peak_disk;
     // RLIMIT_FSIZE stops a file at the limit (SIGXFSZ, or under bwrap exit
     // 128+SIGXFSZ); the files left may reach it too.
     const bool xfsz = (WIFSIGNALED(raw) && WTERMSIG(raw) == SIGXFSZ) ||
                       (WIFEXITED(raw) && WEXITSTATUS(raw) == 128 + SIGXFSZ);
-    if (disk > 0 && m.result.limit_hit.empty() && have_status && (bytes >= disk || xfsz)) {
+    if (disk_limit > 0 && m.result.limit_hit.empty() && have_status &&
+        (bytes >= disk_limit || xfsz)) {
       m.result.limit_hit = "disk";
     }
   }
