@@ -19,11 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 class LimitsE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -49,7 +44,7 @@ class LimitsE2ETest : public ::testing::Test {
   }
   json Poe(const std::string& id) {
     std::string commit =
-        Trim(Git({"rev-parse", "refs/gatos/jobs/" + id.substr(7) + "/result"}).out);
+        TrimEnd(Git({"rev-parse", "refs/gatos/jobs/" + id.substr(7) + "/result"}).out);
     return json::parse(Git({"show", commit + ":poe.json"}).out);
   }
   void Wait(const std::string& id) {

@@ -29,11 +29,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 // One logged transition of a job, as the ledger's signed log records it.
 struct Logged {
   int64_t seq = 0;
@@ -63,10 +58,10 @@ class RetryE2ETest : public ::testing::Test {
     return testing::Run(argv, ro);
   }
   std::string Ref(const std::string& id, const std::string& leaf) {
-    return Trim(Git({"rev-parse", "--verify", "-q", JobRef(id.substr(7), leaf)}).out);
+    return TrimEnd(Git({"rev-parse", "--verify", "-q", JobRef(id.substr(7), leaf)}).out);
   }
   std::string Trailer(const std::string& commit, const std::string& key) {
-    return Trim(Git({"log", "-1", "--format=%(trailers:key=" + key + ",valueonly)", commit}).out);
+    return TrimEnd(Git({"log", "-1", "--format=%(trailers:key=" + key + ",valueonly)", commit}).out);
   }
   json Status(const std::string& id) {
     RunResult r = stack_->Gatos({"status", id, "--ledger", stack_->nats_url(), "--json"});
@@ -194,7 +189,7 @@ class RetryE2ETest : public ::testing::Test {
     EXPECT_TRUE(done) << "the stream still holds offers this reader has not read";
     return ids;
   }
-  std::string Counter(const std::string& path) { return Trim(ReadFile(path)); }
+  std::string Counter(const std::string& path) { return TrimEnd(ReadFile(path)); }
 
   std::unique_ptr<Stack> stack_;
 };

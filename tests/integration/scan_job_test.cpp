@@ -14,11 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Trim(std::string s) {
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
-
 TEST(ScanJobTest, BatchOfScanJobsFindsPlantedSecretsAndStoresNoneOfThem) {
   Stack stack;
   ASSERT_TRUE(stack.Start());
@@ -57,12 +52,12 @@ TEST(ScanJobTest, BatchOfScanJobsFindsPlantedSecretsAndStoresNoneOfThem) {
                              stack.dir().Join("repos.txt"), "--ledger", stack.ledger(), "--sign-key",
                              stack.submitter_key()});
   ASSERT_EQ(b.exit_code, 0) << b.err;
-  std::string batch = Trim(b.out);
+  std::string batch = TrimEnd(b.out);
   // Submitting the same batch again is a no-op with the same id.
   RunResult again = stack.Gatos({"batch", "submit", "--template", stack.dir().Join("scan.yaml"), "--repos",
                                  stack.dir().Join("repos.txt"), "--ledger", stack.ledger(), "--sign-key",
                                  stack.submitter_key()});
-  EXPECT_EQ(Trim(again.out), batch);
+  EXPECT_EQ(TrimEnd(again.out), batch);
   EXPECT_NE(again.err.find("already existed"), std::string::npos) << again.err;
 
   RunResult st = stack.Gatos({"batch", "status", batch, "--ledger", stack.ledger(), "--wait", "--json"}, 200);

@@ -25,11 +25,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 class WorkerE2ETest : public ::testing::Test {
  protected:
   RunResult Git(const std::vector<std::string>& args) {
@@ -40,7 +35,7 @@ class WorkerE2ETest : public ::testing::Test {
     return testing::Run(argv, ro);
   }
   std::string ResultCommit(const std::string& id) {
-    return Trim(Git({"rev-parse", "--verify", "-q", "refs/gatos/jobs/" + id.substr(7) + "/result"}).out);
+    return TrimEnd(Git({"rev-parse", "--verify", "-q", "refs/gatos/jobs/" + id.substr(7) + "/result"}).out);
   }
   json Poe(const std::string& id) { return json::parse(Git({"show", ResultCommit(id) + ":poe.json"}).out); }
   std::string State(const std::string& id) {
@@ -140,7 +135,7 @@ TEST_F(WorkerE2ETest, WorkerKilledMidJobIsTakenOverAfterLeaseExpiry) {
   json poe = Poe(id);
   EXPECT_EQ(poe["lease_epoch"], 2);
   // One result, by the second worker.
-  EXPECT_EQ(Trim(Git({"for-each-ref", "--format=%(refname)", "refs/gatos/jobs/" + id.substr(7) + "/result"}).out),
+  EXPECT_EQ(TrimEnd(Git({"for-each-ref", "--format=%(refname)", "refs/gatos/jobs/" + id.substr(7) + "/result"}).out),
             "refs/gatos/jobs/" + id.substr(7) + "/result");
 }
 

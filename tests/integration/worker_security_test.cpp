@@ -33,11 +33,6 @@ bool FileExists(const std::string& path) {
   return std::filesystem::exists(path, ec);
 }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 class WorkerSecurityTest : public ::testing::Test {
  protected:
   RunResult Git(const std::vector<std::string>& args) {
@@ -48,7 +43,7 @@ class WorkerSecurityTest : public ::testing::Test {
     return testing::Run(argv, ro);
   }
   std::string ResultCommit(const std::string& id) {
-    return Trim(Git({"rev-parse", "--verify", "-q", "refs/gatos/jobs/" + id.substr(7) + "/result"}).out);
+    return TrimEnd(Git({"rev-parse", "--verify", "-q", "refs/gatos/jobs/" + id.substr(7) + "/result"}).out);
   }
   json Poe(const std::string& id) {
     json j = json::parse(Git({"show", ResultCommit(id) + ":poe.json"}).out, nullptr, false);

@@ -39,11 +39,6 @@ constexpr int kRoutePort = 6222;
 constexpr int kGitPort = 9418;
 const std::vector<std::string> kNats = {"nats1", "nats2", "nats3"};
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 std::vector<std::string> Lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -148,7 +143,7 @@ class MultiHostTest : public ::testing::Test {
       r = Gatos({"policy", "allow-worker", "--ledger", ledger_, k + ".pub"});
       if (r.exit_code != 0) return ::testing::AssertionFailure() << "allow-worker: " << r.err;
       worker_keys_.push_back(k);
-      worker_ids_.push_back(Trim(Gatos({"key", "show", k + ".pub"}).out));
+      worker_ids_.push_back(TrimEnd(Gatos({"key", "show", k + ".pub"}).out));
     }
     std::string cluster;
     for (const auto& n : kNats) {
@@ -269,7 +264,7 @@ class MultiHostTest : public ::testing::Test {
           for (int attempt = 0; attempt < 20; ++attempt) {
             RunResult r = Gatos({"submit", files[i], "--ledger", urls_, "--sign-key", submitter_key_}, "client", 60);
             if (r.exit_code == 0) {
-              ids[i] = Trim(r.out);
+              ids[i] = TrimEnd(r.out);
               break;
             }
             errors[t] = r.err;

@@ -24,11 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 // Sets `key: value` in a settings file: replaces the line that sets it (or
 // a commented-out one), else appends.
 std::string SetYaml(std::string text, const std::string& key, const std::string& value) {
@@ -96,7 +91,7 @@ TEST_F(PackageTest, DebInstallsProgramsUnitsAndSettingsThatStartAWorkingStack) {
   ASSERT_EQ(pack.exit_code, 0) << pack.out << pack.err;
   double pack_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   RunResult ls = testing::Run({"sh", "-c", "ls " + out + "/*.deb"});
-  std::string deb = Trim(ls.out);
+  std::string deb = TrimEnd(ls.out);
   ASSERT_FALSE(deb.empty()) << pack.out;
 
   // What it holds.
@@ -221,10 +216,10 @@ TEST_F(PackageTest, DebInstallsProgramsUnitsAndSettingsThatStartAWorkingStack) {
   WriteFile(dir_.Join("job.yaml"), "command: [\"/bin/sh\", \"-c\", \"echo packaged\"]\ntimeout: 30\n");
   RunResult sub = Installed("gatos", {"submit", dir_.Join("job.yaml"), "--ledger", url, "--sign-key", submitter_key});
   ASSERT_EQ(sub.exit_code, 0) << sub.err;
-  RunResult wait = Installed("gatos", {"wait", Trim(sub.out), "--ledger", url, "--timeout", "60"},
+  RunResult wait = Installed("gatos", {"wait", TrimEnd(sub.out), "--ledger", url, "--timeout", "60"},
                              {{"GATOS_NATS_KEY", submitter_key}}, 90);
   if (wait.exit_code != 0) {
-    RunResult st = Installed("gatos", {"status", Trim(sub.out), "--ledger", ledger, "--json"});
+    RunResult st = Installed("gatos", {"status", TrimEnd(sub.out), "--ledger", ledger, "--json"});
     ADD_FAILURE() << "wait: " << wait.exit_code << "\n" << wait.out << wait.err << "\nstatus: " << st.out << st.err
                   << "\n--- worker ---\n" << worker_.log() << "\n--- gatosd ---\n" << gatosd_.log();
   }

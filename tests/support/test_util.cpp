@@ -94,4 +94,9 @@ int FreePort() {
   return port;
 }
 
+std::string TrimEnd(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
 }  // namespace gatos::testing

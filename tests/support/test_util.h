@@ -50,6 +50,9 @@ std::string BinaryPath(const std::string& name);
 std::string SourcePath(const std::string& rel);
 
 std::string ReadFile(const std::string& path);
+
+// `s` without its trailing newlines and spaces (a command's one-line output).
+std::string TrimEnd(std::string s);
 void WriteFile(const std::string& path, const std::string& data, int mode = 0644);
 // True when the ledger's write-ahead log (<ledger>/gatos/wal) holds no
 // record file (*.wal; the spare a checkpoint keeps is not one).
