@@ -51,6 +51,15 @@ std::optional<std::string> RepoFlag(const Flags& flags, const std::string& comma
   return dir;
 }
 
+// True when `args` holds --name or --name=VALUE (before a "--").
+bool HasFlag(const Args& args, const std::string& name) {
+  for (const std::string& a : args) {
+    if (a == "--") return false;
+    if (a == "--" + name || a.rfind("--" + name + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
 // "blake3:<hex>" or "<hex>" -> "<hex>"; "" when malformed.
 std::string JobHexArg(const std::string& arg) {
   std::string hex = arg.rfind("blake3:", 0) == 0 ? arg.substr(7) : arg;
@@ -120,7 +129,10 @@ const char kVerifyHelp[] =
     "                          alone: with the log replay only):\n"
     "                          a witness of another commit at the same sequence proves\n"
     "                          that the ledger showed different histories\n"
-    "  --json                  one JSON document with every check of every job\n";
+    "  --json                  one JSON document with every check of every job\n"
+    "\n"
+    "gatos verify --bundle FILE --ledger-key KEY.pub checks a proof bundle written by\n"
+    "'gatos proof' without a clone: 'gatos verify --bundle FILE --help'.\n";
 
 void PrintLogReport(const LogAuditReport& r) {
   std::cout << "log: ledger " << r.ledger_root.substr(0, 12) << ", head " << r.head.substr(0, 12)
@@ -344,6 +356,7 @@ int RunMirror(const Args& args) {
 }
 
 int RunVerify(const Args& args) {
+  if (HasFlag(args, "bundle")) return RunVerifyBundle(args);
   Flags flags;
   if (!flags.Parse(args, {{"repo"},
                           {"ledger"},
@@ -527,7 +540,10 @@ int RunWitness(const Args& args) {
       "(or --push REMOTE): the ledger checks it and records it in its log at\n"
       "refs/gatos/witness/<key hex>. 'gatos verify --witnesses' compares witnesses:\n"
       "two of them naming different commits at one sequence prove that the ledger\n"
-      "showed different histories. Nothing is signed when the log does not verify.\n";
+      "showed different histories. Nothing is signed when the log does not verify.\n"
+      "With --checkpoint FILE it cosigns the ledger's checkpoint instead (C2SP\n"
+      "tlog-cosignature): 'gatos witness --checkpoint FILE --help'.\n";
+  if (HasFlag(args, "checkpoint")) return RunWitnessCosign(args);
   Flags flags;
   if (!flags.Parse(args, {{"repo"},
                           {"ledger"},

@@ -55,6 +55,11 @@ int RunFindings(const Args& args);
 int RunVerify(const Args& args);
 int RunAttest(const Args& args);
 int RunWitness(const Args& args);
+// cmd_proof.cpp: the Merkle tree's checkpoints, proof bundles, cosignatures.
+int RunCheckpoint(const Args& args);
+int RunProof(const Args& args);
+int RunVerifyBundle(const Args& args);    // gatos verify --bundle
+int RunWitnessCosign(const Args& args);   // gatos witness --checkpoint
 int RunMirror(const Args& args);
 int RunBatchSubmit(const Args& args);
 int RunBatchStatus(const Args& args);
