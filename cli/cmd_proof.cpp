@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "gatos/audit/checkpoint_check.h"
 #include "gatos/audit/log_tree.h"
 #include "gatos/audit/proof_bundle.h"
 #include "gatos/crypto/checkpoint.h"
@@ -308,6 +309,29 @@ int RunVerifyBundle(const Args& args) {
   return rep.ok() ? kExitOk : kExitFailure;
 }
 
+Status CheckCheckpointState(const std::string& repo, Ledger& ledger, const std::string& note_path,
+                            const std::string& kept, const std::optional<Ed25519PublicKey>& pinned) {
+  auto note = ReadFileToString(note_path, 1 << 20);
+  if (!note.ok()) return note.status().WithContext("--checkpoint " + note_path);
+  Ed25519PublicKey key;
+  if (pinned) {
+    key = *pinned;
+  } else {
+    GATOS_ASSIGN_OR_RETURN(Policy p, ledger.ReadPolicy());
+    key = p.ledger_key;
+  }
+  std::optional<std::string> previous;
+  auto prev = ReadFileToString(kept, 1 << 20);
+  if (prev.ok()) {
+    previous = *prev;
+  } else if (prev.status().code() != StatusCode::kNotFound) {
+    return prev.status();
+  }
+  GATOS_ASSIGN_OR_RETURN(LogTree tree, LogTree::Open(LogTree::DirFor(repo)));
+  GATOS_RETURN_IF_ERROR(CheckCheckpoint(ledger, tree, *note, key, previous).status());
+  return WriteFileAtomically(kept, *note, 0644, true);
+}
+
 int RunWitnessCosign(const Args& args) {
   const char* help =
       "usage: gatos witness --checkpoint FILE --repo DIR --key KEY --ledger-key KEY.pub\n"
@@ -351,51 +375,23 @@ int RunWitnessCosign(const Args& args) {
   if (!lk.ok()) return ReportError("--ledger-key: " + lk.status().message(), kExitUsage);
   auto text = ReadFileToString(*cp_path, 1 << 20);
   if (!text.ok()) return ReportError("--checkpoint: " + text.status().message(), kExitUsage);
-  NoteVerifierKey ledger_vk;
-  ledger_vk.key = *lk;
-  auto opened = OpenCheckpoint(*text, ledger_vk, {});
-  if (!opened.ok()) return ReportError(opened.status().message(), kExitFailure);
-  const Checkpoint& cp = opened->checkpoint;
-  auto ledger = Ledger::Open(*dir);
-  if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
-  auto tree = UpdatedTree(**ledger, *dir);
-  if (!tree.ok()) return ReportError(tree.status().message(), kExitFailure);
-  auto root_entry = tree->Entry(0);
-  if (!root_entry.ok() || LedgerOrigin(root_entry->first) != cp.origin) {
-    return ReportError("the checkpoint is of " + cp.origin + ", not of the ledger in " + *dir, kExitFailure);
-  }
-  if (cp.size > tree->size()) {
-    return ReportError("the checkpoint has " + std::to_string(cp.size) + " entries; " + *dir + " has only " +
-                           std::to_string(tree->size()) + ": fetch the log first",
-                       kExitFailure);
-  }
-  auto root = tree->Root(cp.size);
-  if (!root.ok()) return ReportError(root.status().message(), kExitFailure);
-  if (*root != cp.root) {
-    return ReportError("the checkpoint's root is not the root of this log at size " + std::to_string(cp.size) +
-                           ": the ledger shows a different history",
-                       kExitFailure);
-  }
   auto state_path = flags.Get("state");
+  std::optional<std::string> previous;
   if (state_path) {
     auto prev = ReadFileToString(*state_path, 1 << 20);
     if (prev.ok()) {
-      auto old = OpenCheckpoint(*prev, ledger_vk, {});
-      if (!old.ok()) return ReportError(*state_path + ": " + old.status().message(), kExitFailure);
-      const Checkpoint& oc = old->checkpoint;
-      if (oc.origin != cp.origin) return ReportError(*state_path + " is of another ledger", kExitFailure);
-      if (oc.size > cp.size) {
-        return ReportError("the checkpoint (" + std::to_string(cp.size) + " entries) is older than the one cosigned "
-                           "before (" + std::to_string(oc.size) + "): not cosigned",
-                           kExitFailure);
-      }
-      auto proof = tree->ConsistencyProof(oc.size, cp.size);
-      Status v = proof.ok() ? VerifyMerkleConsistency(oc.size, cp.size, *proof, oc.root, cp.root) : proof.status();
-      if (!v.ok()) return ReportError("not consistent with the checkpoint cosigned before: " + v.message(), kExitFailure);
+      previous = *prev;
     } else if (prev.status().code() != StatusCode::kNotFound) {
       return ReportError(*state_path + ": " + prev.status().message(), kExitUsage);
     }
   }
+  auto ledger = Ledger::Open(*dir);
+  if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
+  auto tree = LogTree::Open(LogTree::DirFor(*dir));
+  if (!tree.ok()) return ReportError(tree.status().message(), kExitFailure);
+  auto opened = CheckCheckpoint(**ledger, *tree, *text, *lk, previous);
+  if (!opened.ok()) return ReportError(opened.status().message() + "; not cosigned", kExitFailure);
+  const Checkpoint& cp = opened->checkpoint;
   std::string name = flags.Get("name").value_or("gatos-witness/" + key->public_key().Hex().substr(0, 16));
   NoteVerifierKey mine = MakeNoteVerifierKey(name, kNoteTypeCosignatureV1, key->public_key());
   Note note = opened->note;

@@ -125,6 +125,10 @@ const char kVerifyHelp[] =
     "                          only what was added since and fails if the log does not\n"
     "                          descend from it (rewritten or rolled back). Implies\n"
     "                          --all --log-only; created on the first run\n"
+    "  --checkpoint NOTE       with --state: the ledger's signed checkpoint (gatos\n"
+    "                          checkpoint); this log must have its root, and it must\n"
+    "                          be consistent with the checkpoint the last run kept\n"
+    "                          (FILE.checkpoint): a rewritten log fails\n"
     "  --witnesses             check every witness (refs/gatos/witness*/ and the log's;\n"
     "                          alone: with the log replay only):\n"
     "                          a witness of another commit at the same sequence proves\n"
@@ -369,6 +373,7 @@ int RunVerify(const Args& args) {
                           {"require-provenance", 0, false},
                           {"log-only", 0, false},
                           {"state"},
+                          {"checkpoint"},
                           {"witnesses", 0, false},
                           {"json", 0, false}})) {
     return UsageError("verify", flags.error());
@@ -453,6 +458,11 @@ int RunVerify(const Args& args) {
     auto r = AuditLog(**ledger, lo);
     if (!r.ok()) return ReportError(r.status().message(), kExitFailure);
     log = std::move(*r);
+    if (auto cp = flags.Get("checkpoint"); cp && log->ok()) {
+      if (!state_path) return UsageError("verify", "--checkpoint needs --state FILE (where the last one is kept)");
+      Status c = CheckCheckpointState(*dir, **ledger, *cp, *state_path + ".checkpoint", opt.ledger_key);
+      if (!c.ok()) log->problems.push_back({"checkpoint", c.message(), 0, "", ""});
+    }
     if (state_path && log->ok()) {
       AuditState next = log->state();
       next.verified_at_ms = SystemNowMs();

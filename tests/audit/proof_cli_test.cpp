@@ -176,7 +176,56 @@ TEST(ProofCliTest, AWitnessRefusesACheckpointInconsistentWithTheOneItCosignedBef
   WriteFile(forged_path, SignCheckpoint(old, t.f.ledger_key));
   RunResult older = cosign(forged_path);
   EXPECT_EQ(older.exit_code, 1);
-  EXPECT_TRUE(Contains(older.err, "older than the one cosigned before")) << older.err;
+  EXPECT_TRUE(Contains(older.err, "older than the one seen before")) << older.err;
+}
+
+TEST(ProofCliTest, VerifyStateWithCheckpointsCatchesARewrittenLog) {
+  ProofLedger t;
+  ASSERT_EQ(Gatos({"checkpoint", "--ledger", t.f.path}).exit_code, 0);
+  std::string cp1 = t.Path("cp1.note");
+  WriteFile(cp1, *ReadFileToString(t.f.path + "/gatos/tlog/checkpoint", 1 << 20));
+  std::string clone = t.Path("audit.git");
+  ASSERT_EQ(gatos::testing::Run({"git", "clone", "-q", "--mirror", t.f.path, clone}).exit_code, 0);
+  std::string state = t.Path("audit.state");
+  RunResult first = Gatos({"verify", "--repo", clone, "--state", state, "--checkpoint", cp1,
+                           "--ledger-key", t.ledger_pub});
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  ASSERT_TRUE(ReadFileToString(state + ".checkpoint", 1 << 20).ok());
+
+  // The ledger's host drops its last batch (the pending job's submission)
+  // with its ref, writes another history, then signs a checkpoint of it (it
+  // holds the key): a history that replays cleanly on its own.
+  auto l = t.f.Open();
+  std::string head = *l->ResolveRef(kLogRef);
+  std::string back = l->ReadCommit(head)->parents[0];
+  std::string job_ref = JobRef(t.pending, "job");
+  ASSERT_TRUE(l->UpdateRefs({{std::string(kLogRef), head, back}, {job_ref, *l->ResolveRef(job_ref), ""}},
+                            "rewrite")
+                  .ok());
+  t.f.writer_options.wal = false;
+  RunJob(t.f, t.f.w2, {.yaml = Yaml(50)});
+  RunJob(t.f, t.f.w2, {.yaml = Yaml(51)});
+  t.f.Close();
+  TempDir forger;
+  auto tree = *LogTree::Open(forger.Join("tlog"));
+  auto fl = t.f.Open();
+  ASSERT_TRUE(tree.Update(*fl).ok());
+  Checkpoint cp{LedgerOrigin(tree.Entry(0)->first), tree.size(), *tree.Root(tree.size()), {}};
+  std::string cp2 = t.Path("cp2.note");
+  WriteFile(cp2, SignCheckpoint(cp, t.f.ledger_key));
+
+  // An auditor that kept only the checkpoint (a fresh clone, a fresh state)
+  // finds that the new history does not extend the one it saw.
+  std::string clone2 = t.Path("audit2.git");
+  ASSERT_EQ(gatos::testing::Run({"git", "clone", "-q", "--mirror", t.f.path, clone2}).exit_code, 0);
+  std::string state2 = t.Path("audit2.state");
+  WriteFile(state2 + ".checkpoint", *ReadFileToString(state + ".checkpoint", 1 << 20));
+  RunResult r = Gatos({"verify", "--repo", clone2, "--state", state2, "--checkpoint", cp2,
+                       "--ledger-key", t.ledger_pub});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(Contains(r.out, "not consistent with the checkpoint seen before")) << r.out;
+  EXPECT_TRUE(Contains(r.out, "the log was rewritten")) << r.out;
+  EXPECT_FALSE(ReadFileToString(state2, 1 << 20).ok());  // nothing recorded
 }
 
 }  // namespace
