@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -50,6 +51,9 @@ std::optional<std::string> RepoFlag(const Flags& flags, const std::string& comma
   if (!dir) *usage = UsageError(command, "--repo DIR is required (a clone of the ledger)");
   return dir;
 }
+
+// Exit status of a mirror whose refs are newer than its log (fetch again).
+constexpr int kExitFetchAgain = 3;
 
 // True when `args` holds --name or --name=VALUE (before a "--").
 bool HasFlag(const Args& args, const std::string& name) {
@@ -106,7 +110,9 @@ const char kVerifyHelp[] =
     "\n"
     "Prints one line per job ('ok blake3:<id> <state>' or 'FAIL blake3:<id> <check>:\n"
     "<reason>') and a summary. Exit status: 0 when every job verifies, 1 when one does\n"
-    "not, 2 for usage errors. docs/auditor-guide.md lists every check.\n"
+    "not, 2 for usage errors, 3 when the mirror holds refs newer than its log (it was\n"
+    "fetched while the ledger wrote): 'mirror is behind its refs: fetch again', not a\n"
+    "tamper finding. docs/auditor-guide.md lists every check.\n"
     "\n"
     "  --repo DIR              the ledger clone (--ledger DIR is accepted too)\n"
     "  --all                   every job under refs/gatos/jobs/\n"
@@ -148,6 +154,9 @@ void PrintLogReport(const LogAuditReport& r) {
             << ": " << r.commits << " log commits, " << r.transitions << " transitions, "
             << r.results << " results, " << r.jobs_touched << " jobs, " << r.refs_checked
             << " refs compared";
+  if (r.refs_behind) {
+    std::cout << " (" << r.refs_behind << " behind: newer than the log head fetched)";
+  }
   if (r.refs_settling) {
     std::cout << " (" << r.refs_settling << " settling: moved by batches after sequence "
               << r.settling_after << " while the mirror was fetched)";
@@ -219,9 +228,22 @@ Result<std::optional<AuditState>> ReadStateFile(const std::string& path) {
 // fetch: refs the batches in between moved may show any of their values
 // then. Applies only while the mirror's log is still the one fetched (a
 // later plain `git fetch` voids the record: refs are then compared exactly).
+// When git last wrote the refs of the clone `dir` (packed-refs by git clone,
+// FETCH_HEAD by git fetch), in unix ms; 0 when neither exists.
+int64_t RefsFetchedAtMs(const std::string& dir) {
+  int64_t latest = 0;
+  for (const char* f : {"packed-refs", "FETCH_HEAD"}) {
+    struct stat st;
+    if (::stat((dir + "/" + f).c_str(), &st) != 0) continue;
+    latest = std::max<int64_t>(latest, int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000);
+  }
+  return latest;
+}
+
 void ApplyMirrorRecord(const std::string& dir, Ledger& ledger, LogAuditOptions* lo) {
   std::string path = dir + "/" + kMirrorRecordFile;
   struct stat st;
+  lo->fetched_at_ms = RefsFetchedAtMs(dir);
   if (::stat(path.c_str(), &st) != 0) return;
   auto text = ReadTextFile(path, "mirror record");
   auto rec = text.ok() ? ParseMirrorRecord(*text) : Result<MirrorRecord>(text.status());
@@ -233,11 +255,11 @@ void ApplyMirrorRecord(const std::string& dir, Ledger& ledger, LogAuditOptions* 
   auto head = ledger.ResolveRef(kLogRef);
   if (!head.ok() || *head != rec->log_after) {
     std::cerr << "note: " << path << " describes log head " << rec->log_after.substr(0, 12)
-              << ", not the mirror's; refs are compared exactly (update the mirror with 'gatos "
-                 "mirror')\n";
+              << ", not the mirror's; it is not used (update the mirror with 'gatos mirror')\n";
     return;
   }
   lo->settling_after = rec->seq_before - 1;
+  lo->fetched_at_ms = 0;
 }
 
 // Fetches refs/gatos/log from `source` into the mirror `dir`; its head and
@@ -463,14 +485,17 @@ int RunVerify(const Args& args) {
       Status c = CheckCheckpointState(*dir, **ledger, *cp, *state_path + ".checkpoint", opt.ledger_key);
       if (!c.ok()) log->problems.push_back({"checkpoint", c.message(), 0, "", ""});
     }
-    if (state_path && log->ok()) {
+    if (state_path && log->ok() && log->refs_behind == 0) {
       AuditState next = log->state();
       next.verified_at_ms = SystemNowMs();
       Status w = WriteStateFile(*state_path, next);
       if (!w.ok()) return ReportError(w.message(), kExitFailure);
     }
   }
-  if (log_only) {
+  // Refs newer than the log this mirror holds: not a tamper finding, and
+  // not verified either. The per-job pass would read them: skip it.
+  bool behind = log && log->ok() && log->refs_behind > 0;
+  if (log_only || behind) {
     if (flags.Has("json")) {
       json out = LogAuditReportToJson(*log);
       out["repo"] = *dir;
@@ -478,6 +503,12 @@ int RunVerify(const Args& args) {
       std::cout << Dump(out) << '\n';
     } else {
       PrintLogReport(*log);
+    }
+    if (behind) {
+      std::cerr << "mirror is behind its refs: fetch again (" << log->refs_behind
+                << " refs are newer than the log head it holds, e.g. " << log->behind_refs.front()
+                << "; 'gatos mirror LEDGER " << *dir << "' makes a consistent copy)\n";
+      return kExitFetchAgain;
     }
     return log->ok() ? kExitOk : kExitFailure;
   }

@@ -111,6 +111,16 @@ class Replay {
   void PolicyChange(const LoggedTransition& t);
   bool WorkerAllowed(const std::string& worker_hex, std::string* why);
   void CompareRefs();
+  // replay_behind.cpp: a ref the fetched log does not explain, which a later
+  // batch of this ledger could have given the value `have` ("" = deleted).
+  bool LaterLogCould(const std::string& ref, const std::string& have);
+  std::string JobOfCommit(const CommitInfo& c);
+  bool LeaseDescends(const std::string& job, const std::string& job_commit, std::string have,
+                     const std::string& recorded);
+  void Behind(const std::string& ref) {
+    ++rep_->refs_behind;
+    if (rep_->behind_refs.size() < 100) rep_->behind_refs.push_back(ref);
+  }
   void CompareIndex();
   void CheckWitnesses();
   Result<std::string> LogCommitAt(int64_t seq);
@@ -142,9 +152,14 @@ class Replay {
   bool Settles(const std::string& ref, const std::string& have) {
     auto it = settling_.find(ref);
     if (it == settling_.end() || !it->second.count(have)) return false;
-    ++rep_->refs_settling;
+    if (torn_window_) {
+      Behind(ref);  // no mirror record: the window is a guess, so not verified
+    } else {
+      ++rep_->refs_settling;
+    }
     return true;
   }
+  bool torn_window_ = false;  // settling_ comes from fetched_at_ms, not a mirror record
   std::map<int64_t, std::string> seq_commits_;  // sequence -> log commit, as far as known
   std::vector<std::pair<std::string, std::string>> logged_witnesses_;  // (ref, commit) from the log
   std::optional<StateIndex> start_index_;  // incremental: the index at the recorded head
