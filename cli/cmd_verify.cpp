@@ -135,6 +135,9 @@ const char kVerifyHelp[] =
     "                          checkpoint); this log must have its root, and it must\n"
     "                          be consistent with the checkpoint the last run kept\n"
     "                          (FILE.checkpoint): a rewritten log fails\n"
+    "  --threads N             threads that check result commits ahead of the log\n"
+    "                          replay (default 0: one per CPU; 1: the replay alone);\n"
+    "                          each result is checked once, the report is the same\n"
     "  --witnesses             check every witness (refs/gatos/witness*/ and the log's;\n"
     "                          alone: with the log replay only):\n"
     "                          a witness of another commit at the same sequence proves\n"
@@ -396,6 +399,7 @@ int RunVerify(const Args& args) {
                           {"log-only", 0, false},
                           {"state"},
                           {"checkpoint"},
+                          {"threads"},
                           {"witnesses", 0, false},
                           {"json", 0, false}})) {
     return UsageError("verify", flags.error());
@@ -470,6 +474,14 @@ int RunVerify(const Args& args) {
     LogAuditOptions lo;
     lo.verify = opt;
     lo.witnesses = flags.Has("witnesses");
+    if (auto t = flags.Get("threads")) {
+      char* end = nullptr;
+      long v = std::strtol(t->c_str(), &end, 10);
+      if (t->empty() || *end != '\0' || v < 0 || v > 256) {
+        return UsageError("verify", "--threads takes a number from 0 (one per CPU) to 256");
+      }
+      lo.threads = static_cast<size_t>(v);
+    }
     ApplyMirrorRecord(*dir, **ledger, &lo);
     if (state_path) {
       auto st = ReadStateFile(*state_path);

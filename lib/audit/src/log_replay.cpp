@@ -126,7 +126,9 @@ Status Replay::Run() {
   rep_->from_seq = opt_.since ? opt_.since->seq + 1 : 1;
   rep_->settling_after = opt_.settling_after;
   GATOS_RETURN_IF_ERROR(LoadSettlingBeforeStart());
-  for (const CommitInfo& c : commits) {
+  for (size_t ci = 0; ci < commits.size(); ++ci) {
+    const CommitInfo& c = commits[ci];
+    PrefetchResults(commits, ci);
     auto info = ParseLogMessage(c.message);
     if (!info.ok()) {
       Problem("log_message", "log commit " + Short(c.id) + ": " + info.status().message());

@@ -69,6 +69,14 @@ std::string EntryText(const LogEntry& e);
 // The refs pushes land on (refs/gatos/submit/..., results/..., witness/...).
 bool IsPushTarget(const std::string& ref);
 
+// A result commit checked ahead of the replay (replay_prefetch.cpp).
+struct PrefetchedResult {
+  ResultReport report;
+  std::string provenance_job;  // the job commit the provenance was checked against
+  ResultCheck provenance;
+  bool provenance_present = false;
+};
+
 struct PolicyState {
   std::string commit;
   Policy policy;
@@ -111,6 +119,10 @@ class Replay {
   void PolicyChange(const LoggedTransition& t);
   bool WorkerAllowed(const std::string& worker_hex, std::string* why);
   void CompareRefs();
+  // replay_prefetch.cpp: the results of the log commits from `from` on,
+  // checked on every core (LogAuditOptions::threads).
+  void PrefetchResults(const std::vector<CommitInfo>& commits, size_t from);
+  std::optional<PrefetchedResult> TakePrefetched(const std::string& commit);
   // replay_behind.cpp: a ref the fetched log does not explain, which a later
   // batch of this ledger could have given the value `have` ("" = deleted).
   bool LaterLogCould(const std::string& ref, const std::string& have);
@@ -159,6 +171,8 @@ class Replay {
     }
     return true;
   }
+  std::unordered_map<std::string, PrefetchedResult> prefetched_;
+  size_t prefetched_until_ = 0;
   bool torn_window_ = false;  // settling_ comes from fetched_at_ms, not a mirror record
   std::map<int64_t, std::string> seq_commits_;  // sequence -> log commit, as far as known
   std::vector<std::pair<std::string, std::string>> logged_witnesses_;  // (ref, commit) from the log

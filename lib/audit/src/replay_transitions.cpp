@@ -135,7 +135,8 @@ std::optional<JobRecord> Replay::ResultOf(const LoggedTransition& t, const std::
   ++rep_->results;
   ResultCheckLimits limits;
   limits.max_file_bytes = max_result_bytes_;
-  ResultReport rr = CheckResultCommit(lookup_, commit, limits);
+  std::optional<PrefetchedResult> pre = TakePrefetched(commit);
+  ResultReport rr = pre ? std::move(pre->report) : CheckResultCommit(lookup_, commit, limits);
   if (const ResultCheck* bad = rr.first_failure()) {
     Fail(t, "result", "result " + Short(commit) + " " + bad->name + ": " + bad->detail);
     return std::nullopt;
@@ -190,8 +191,14 @@ std::optional<JobRecord> Replay::ResultOf(const LoggedTransition& t, const std::
     return std::nullopt;
   }
   bool present = false;
-  ResultCheck prov = CheckResultProvenance(ledger_, p, old->job_commit, max_result_bytes_,
-                                           opt_.verify.require_provenance, &present);
+  ResultCheck prov;
+  if (pre && pre->provenance_job == old->job_commit) {
+    prov = std::move(pre->provenance);
+    present = pre->provenance_present;
+  } else {
+    prov = CheckResultProvenance(ledger_, p, old->job_commit, max_result_bytes_, opt_.verify.require_provenance,
+                                 &present);
+  }
   if (!prov.ok) {
     Fail(t, "provenance", "result " + Short(commit) + ": " + prov.detail);
     return std::nullopt;
