@@ -18,6 +18,7 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -84,6 +85,9 @@ struct PolicyState {
 
 class Replay {
  public:
+  ~Replay();
+  Replay(const Replay&) = delete;
+  Replay& operator=(const Replay&) = delete;
   Replay(Ledger& ledger, const LogAuditOptions& opt, LogAuditReport* rep)
       : ledger_(ledger), opt_(opt), rep_(rep), lookup_(LedgerLookup(&ledger)) {}
 
@@ -123,6 +127,9 @@ class Replay {
   // checked on every core (LogAuditOptions::threads).
   void PrefetchResults(const std::vector<CommitInfo>& commits, size_t from);
   std::optional<PrefetchedResult> TakePrefetched(const std::string& commit);
+  std::vector<std::string> ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until);
+  void LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from);
+  void FinishPrefetch();
   // replay_behind.cpp: a ref the fetched log does not explain, which a later
   // batch of this ledger could have given the value `have` ("" = deleted).
   bool LaterLogCould(const std::string& ref, const std::string& have);
@@ -173,6 +180,14 @@ class Replay {
   }
   std::unordered_map<std::string, PrefetchedResult> prefetched_;
   size_t prefetched_until_ = 0;
+  // The stretch being checked in the background (owns its thread).
+  struct PrefetchJob {
+    size_t until = 0;
+    std::vector<std::string> ids;
+    std::vector<std::optional<PrefetchedResult>> out;
+    std::thread thread;
+  };
+  std::unique_ptr<PrefetchJob> pending_;
   bool torn_window_ = false;  // settling_ comes from fetched_at_ms, not a mirror record
   std::map<int64_t, std::string> seq_commits_;  // sequence -> log commit, as far as known
   std::vector<std::pair<std::string, std::string>> logged_witnesses_;  // (ref, commit) from the log

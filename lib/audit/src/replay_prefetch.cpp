@@ -1,9 +1,9 @@
-// The replay's costly, independent share on every core: the result commits
-// a stretch of the log records are checked (CheckResultCommit and the
-// provenance envelope: hashes and Ed25519) by worker threads, each with its
-// own repository handle, before the replay reaches them. The replay takes
-// each report once and checks nothing twice; it stays sequential for the
-// transitions, whose order matters.
+// The replay's costly, independent share on other cores: the result commits
+// of the next stretch of the log are checked (CheckResultCommit and the
+// provenance envelope: hashes and Ed25519) by background threads, each with
+// its own repository handle, while the replay works through the current
+// stretch. The replay takes each report once and checks nothing twice; it
+// stays sequential for the transitions, whose order matters.
 #include "gatos/audit/log_audit.h"
 #include "gatos/sys/parallel.h"
 #include "replay_internal.h"
@@ -12,17 +12,14 @@ namespace gatos {
 namespace audit_internal {
 namespace {
 
-constexpr size_t kPrefetchCommits = 256;          // log commits per stretch
-constexpr size_t kPrefetchMaxBytes = 256 << 20;   // checked again when a policy limit is lower
+constexpr size_t kPrefetchCommits = 256;         // log commits per stretch
+constexpr size_t kPrefetchMaxBytes = 256 << 20;  // checked again when a policy limit is lower
 
 }  // namespace
 
-void Replay::PrefetchResults(const std::vector<CommitInfo>& commits, size_t from) {
-  if (from < prefetched_until_) return;
-  size_t until = std::min(commits.size(), from + kPrefetchCommits);
-  prefetched_until_ = until;
-  size_t threads = opt_.threads;
-  if (threads == 1) return;
+// The result commits the log commits [from, until) record (read on the
+// replay's thread: its Ledger is not shared).
+std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until) {
   std::vector<std::string> ids;
   for (size_t i = from; i < until; ++i) {
     auto text = BatchText(commits[i]);
@@ -37,29 +34,56 @@ void Replay::PrefetchResults(const std::vector<CommitInfo>& commits, size_t from
       }
     }
   }
-  if (threads == 0) threads = ThreadsFor(ids.size(), 8);
-  if (threads <= 1 || ids.empty()) return;
-  std::vector<std::optional<PrefetchedResult>> out(ids.size());
-  RunOnThreads(threads, [&](size_t t) {
-    auto l = Ledger::Open(ledger_.path());
-    if (!l.ok()) return;  // the replay checks these itself
-    ObjectLookup lookup = LedgerLookup(l->get());
-    ResultCheckLimits limits;
-    limits.max_file_bytes = kPrefetchMaxBytes;
-    for (size_t i = t; i < ids.size(); i += threads) {
-      PrefetchedResult p;
-      p.report = CheckResultCommit(lookup, ids[i], limits);
-      if (p.report.ok() && !p.report.parsed.parents.empty()) {
-        p.provenance_job = p.report.parsed.parents[0];
-        p.provenance = CheckResultProvenance(**l, p.report.parsed, p.provenance_job, kPrefetchMaxBytes,
-                                             opt_.verify.require_provenance, &p.provenance_present);
+  return ids;
+}
+
+void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from) {
+  auto job = std::make_unique<PrefetchJob>();
+  job->until = std::min(commits.size(), from + kPrefetchCommits);
+  job->ids = ResultsIn(commits, from, job->until);
+  job->out.resize(job->ids.size());
+  size_t threads = opt_.threads ? opt_.threads - 1 : ThreadsFor(job->ids.size(), 8);
+  threads = std::max<size_t>(1, threads);
+  PrefetchJob* j = job.get();
+  std::string path = ledger_.path();
+  bool require_provenance = opt_.verify.require_provenance;
+  job->thread = std::thread([j, threads, path, require_provenance] {
+    RunOnThreads(threads, [&](size_t t) {
+      auto l = Ledger::Open(path);
+      if (!l.ok()) return;  // the replay checks these itself
+      ObjectLookup lookup = LedgerLookup(l->get());
+      ResultCheckLimits limits;
+      limits.max_file_bytes = kPrefetchMaxBytes;
+      for (size_t i = t; i < j->ids.size(); i += threads) {
+        PrefetchedResult p;
+        p.report = CheckResultCommit(lookup, j->ids[i], limits);
+        if (p.report.ok() && !p.report.parsed.parents.empty()) {
+          p.provenance_job = p.report.parsed.parents[0];
+          p.provenance = CheckResultProvenance(**l, p.report.parsed, p.provenance_job, kPrefetchMaxBytes,
+                                               require_provenance, &p.provenance_present);
+        }
+        j->out[i] = std::move(p);
       }
-      out[i] = std::move(p);
-    }
+    });
   });
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (out[i]) prefetched_.emplace(ids[i], std::move(*out[i]));
+  pending_ = std::move(job);
+}
+
+void Replay::FinishPrefetch() {
+  if (!pending_) return;
+  pending_->thread.join();
+  for (size_t i = 0; i < pending_->ids.size(); ++i) {
+    if (pending_->out[i]) prefetched_.emplace(pending_->ids[i], std::move(*pending_->out[i]));
   }
+  prefetched_until_ = pending_->until;
+  pending_.reset();
+}
+
+void Replay::PrefetchResults(const std::vector<CommitInfo>& commits, size_t from) {
+  if (opt_.threads == 1 || from < prefetched_until_) return;
+  if (!pending_) LaunchPrefetch(commits, from);  // the first stretch: nothing to overlap with
+  FinishPrefetch();
+  if (prefetched_until_ < commits.size()) LaunchPrefetch(commits, prefetched_until_);
 }
 
 std::optional<PrefetchedResult> Replay::TakePrefetched(const std::string& commit) {
@@ -74,6 +98,10 @@ std::optional<PrefetchedResult> Replay::TakePrefetched(const std::string& commit
     if (f.size > max_result_bytes_) return std::nullopt;
   }
   return p;
+}
+
+Replay::~Replay() {
+  if (pending_ && pending_->thread.joinable()) pending_->thread.join();
 }
 
 }  // namespace audit_internal

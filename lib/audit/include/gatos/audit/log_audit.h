@@ -123,8 +123,10 @@ struct LogAuditOptions {
   // one a later batch could give it; such refs are behind (fetch again), not
   // problems. Full runs only.
   int64_t fetched_at_ms = 0;
-  // Threads that check result commits ahead of the replay (each once):
-  // 0 = one per CPU, 1 = the replay alone. The report is the same.
+  // Threads in all, the replay's included: N - 1 check the result commits of
+  // the next stretch of the log in the background while the replay works
+  // (each result once). 0 = one per CPU besides the replay, 1 = the replay
+  // alone. The report is the same.
   size_t threads = 0;
 };
 inline constexpr int64_t kTornWindowMs = 60'000;
