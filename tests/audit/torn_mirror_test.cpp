@@ -19,6 +19,11 @@ namespace {
 
 bool Has(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
+std::string LogHead(const std::string& repo) {
+  RunResult r = gatos::testing::Run({"git", "-C", repo, "rev-parse", "--verify", "-q", "refs/gatos/log"});
+  return r.out;
+}
+
 TEST(TornMirrorTest, ClonesTakenWhileJobsLandAreNeverTamperFindings) {
   const int kJobs = std::getenv("GATOS_TORN_JOBS") ? std::atoi(std::getenv("GATOS_TORN_JOBS")) : 400;
   const int kClones = 10;
@@ -38,13 +43,26 @@ TEST(TornMirrorTest, ClonesTakenWhileJobsLandAreNeverTamperFindings) {
       pushed += static_cast<int>(yamls.size());
     }
   });
-  int fetch_again = 0, clean = 0;
+  int fetch_again = 0, clean = 0, torn = 0;
   std::string failures;
   for (int c = 0; c < kClones; ++c) {
     std::string clone = s.dir().Join("clone" + std::to_string(c) + ".git");
-    if (gatos::testing::Run({"git", "clone", "-q", "--mirror", s.ledger(), clone}).exit_code != 0) {
+    if (gatos::testing::Run({"git", "clone", "-q", "--mirror", "file://" + s.ledger(), clone}).exit_code != 0) {
       failures += "git clone --mirror failed\n";
       continue;
+    }
+    // A fetch is not a snapshot: reproduce one that read its refs and its log
+    // at different moments, as git's advertisement on a busy ledger can. The
+    // log (or the job refs) of the clone come from a later batch than the rest.
+    std::string log_at_clone = LogHead(clone);
+    bool moved = PollFor(60000, [&] { return LogHead(s.ledger()) != log_at_clone; });
+    if (moved) {
+      std::string what = c % 2 ? "+refs/gatos/log:refs/gatos/log" : "+refs/gatos/jobs/*:refs/gatos/jobs/*";
+      if (gatos::testing::Run({"git", "-C", clone, "fetch", "-q", "file://" + s.ledger(), what}).exit_code != 0) {
+        failures += "git fetch failed\n";
+        continue;
+      }
+      ++torn;
     }
     RunResult v = s.Gatos({"verify", "--repo", clone, "--all"}, 300);
     if (v.exit_code == 3) {
@@ -59,8 +77,10 @@ TEST(TornMirrorTest, ClonesTakenWhileJobsLandAreNeverTamperFindings) {
   }
   pusher.join();
   EXPECT_EQ(failures, "");
+  EXPECT_GT(torn, 0) << "no batch landed while the clones were taken";
+  EXPECT_GT(fetch_again, 0) << "torn copies were made; some must be behind";
   std::cout << "torn mirrors: " << clean << " verified, " << fetch_again << " fetch again, of " << kClones
-            << " clones taken while " << kJobs << " jobs landed\n";
+            << " clones taken while " << kJobs << " jobs landed (" << torn << " made torn on purpose)\n";
   // Quiet now: every job finished, and a fresh copy verifies exactly.
   std::vector<std::string> wait = {"wait"};
   wait.insert(wait.end(), ids.begin(), ids.end());

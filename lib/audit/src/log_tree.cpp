@@ -240,7 +240,7 @@ Status LogTree::Update(Ledger& ledger, const std::string& head_arg) {
   }
   GATOS_RETURN_IF_ERROR(st_cb);
   uint64_t old_size = size_;
-  GATOS_RETURN_IF_ERROR(WriteTiles(touched, old_size));
+  GATOS_RETURN_IF_ERROR(WriteTiles(touched));
   std::string entries;
   entries.reserve(records.size() * kEntryRecord);
   for (size_t i = records.size(); i-- > 0;) entries += records[i];
@@ -252,9 +252,10 @@ Status LogTree::Update(Ledger& ledger, const std::string& head_arg) {
   for (const auto& [key, data] : touched) {
     uint64_t old_w = TileWidthAt(key.first, key.second, old_size);
     if (old_w > 0 && old_w < kTileWidth && old_w * 32 != data.size()) {
-      ::unlink((dir_ + "/" + TlogTilePath(key.first, key.second, static_cast<int>(old_w))).c_str());
+      // The narrower partial tile it replaces, and its .p directory once empty.
       std::filesystem::path p(dir_ + "/" + TlogTilePath(key.first, key.second, static_cast<int>(old_w)));
-      std::filesystem::remove(p.parent_path(), ec);  // the .p directory, once empty
+      std::filesystem::remove(p, ec);
+      std::filesystem::remove(p.parent_path(), ec);
     }
   }
   size_ = new_size;
@@ -324,7 +325,7 @@ LogTree::LogTree(LogTree&& o) noexcept
   o.entries_fd_ = -1;
 }
 
-Status LogTree::WriteTiles(const std::map<std::pair<int, uint64_t>, std::string>& tiles, uint64_t) {
+Status LogTree::WriteTiles(const std::map<std::pair<int, uint64_t>, std::string>& tiles) {
   for (const auto& [key, data] : tiles) {
     int width = static_cast<int>(data.size() / 32);
     std::string path = dir_ + "/" + TlogTilePath(key.first, key.second, width == 256 ? 0 : width);

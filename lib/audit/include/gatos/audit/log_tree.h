@@ -79,7 +79,7 @@ class LogTree {
   // The hashes stored at tree level 8 * tile_level, tile `index`, as many
   // as a tree of size_ entries holds.
   Result<const std::string*> Tile(int tile_level, uint64_t index);
-  Status WriteTiles(const std::map<std::pair<int, uint64_t>, std::string>& tiles, uint64_t old_size);
+  Status WriteTiles(const std::map<std::pair<int, uint64_t>, std::string>& tiles);
 
   std::string dir_;
   uint64_t size_ = 0;
