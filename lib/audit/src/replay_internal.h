@@ -78,6 +78,15 @@ struct PrefetchedResult {
   bool provenance_present = false;
 };
 
+// A lease commit checked ahead of the replay: whose SSH signature verifies
+// over it (none: unsigned or bad), and whether its Request-Sig verifies.
+struct PrefetchedLease {
+  std::optional<Ed25519PublicKey> signer;
+  std::string job_hex;  // the lease's Job-Id, over which Request-Sig was checked
+  bool renew = false;
+  bool request_sig_ok = false;
+};
+
 struct PolicyState {
   std::string commit;
   Policy policy;
@@ -127,7 +136,9 @@ class Replay {
   // checked on every core (LogAuditOptions::threads).
   void PrefetchResults(const std::vector<CommitInfo>& commits, size_t from);
   std::optional<PrefetchedResult> TakePrefetched(const std::string& commit);
-  std::vector<std::string> ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until);
+  std::vector<std::string> ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until,
+                                     std::vector<std::pair<std::string, bool>>* leases);
+  std::optional<PrefetchedLease> TakePrefetchedLease(const std::string& commit);
   void LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from);
   void FinishPrefetch();
   // replay_behind.cpp: a ref the fetched log does not explain, which a later
@@ -179,12 +190,15 @@ class Replay {
     return true;
   }
   std::unordered_map<std::string, PrefetchedResult> prefetched_;
+  std::unordered_map<std::string, PrefetchedLease> prefetched_leases_;
   size_t prefetched_until_ = 0;
   // The stretch being checked in the background (owns its thread).
   struct PrefetchJob {
     size_t until = 0;
     std::vector<std::string> ids;
     std::vector<std::optional<PrefetchedResult>> out;
+    std::vector<std::pair<std::string, bool>> leases;  // lease commit, renew
+    std::vector<std::optional<PrefetchedLease>> lease_out;
     std::thread thread;
   };
   std::unique_ptr<PrefetchJob> pending_;

@@ -19,7 +19,8 @@ constexpr size_t kPrefetchMaxBytes = 256 << 20;  // checked again when a policy 
 
 // The result commits the log commits [from, until) record (read on the
 // replay's thread: its Ledger is not shared).
-std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until) {
+std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until,
+                                           std::vector<std::pair<std::string, bool>>* leases) {
   std::vector<std::string> ids;
   for (size_t i = from; i < until; ++i) {
     auto text = BatchText(commits[i]);
@@ -32,6 +33,10 @@ std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commit
                                 e.ref.find("/attempts/") != std::string::npos))) {
         ids.push_back(e.new_id);
       }
+      if ((e.kind == LogKind::kClaim || e.kind == LogKind::kTakeover || e.kind == LogKind::kRenew) &&
+          !e.new_id.empty() && e.ref.size() > 6 && e.ref.compare(e.ref.size() - 6, 6, "/lease") == 0) {
+        leases->emplace_back(e.new_id, e.kind == LogKind::kRenew);
+      }
     }
   }
   return ids;
@@ -40,8 +45,9 @@ std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commit
 void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from) {
   auto job = std::make_unique<PrefetchJob>();
   job->until = std::min(commits.size(), from + kPrefetchCommits);
-  job->ids = ResultsIn(commits, from, job->until);
+  job->ids = ResultsIn(commits, from, job->until, &job->leases);
   job->out.resize(job->ids.size());
+  job->lease_out.resize(job->leases.size());
   size_t threads = opt_.threads ? opt_.threads - 1 : ThreadsFor(job->ids.size(), 8);
   threads = std::max<size_t>(1, threads);
   PrefetchJob* j = job.get();
@@ -64,6 +70,23 @@ void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from)
         }
         j->out[i] = std::move(p);
       }
+      // Lease commits: the ledger's SSH signature and the worker's Request-Sig.
+      for (size_t i = t; i < j->leases.size(); i += threads) {
+        auto c = l->get()->ReadCommit(j->leases[i].first);
+        if (!c.ok()) continue;
+        auto info = ParseLeaseCommitMessage(c->message);
+        if (!info.ok()) continue;
+        PrefetchedLease pl;
+        auto sig = ParseSshSignature(c->signature);
+        if (sig.ok() && SshSigVerify(*sig, c->signed_data, kSignerNamespaceGit).ok()) pl.signer = sig->key;
+        pl.job_hex = info->job_hex;
+        pl.renew = j->leases[i].second;
+        std::string payload = pl.renew
+                                  ? rpc::RenewPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms)
+                                  : rpc::ClaimPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms);
+        pl.request_sig_ok = Verifies(info->worker_hex, payload, info->request_sig_hex);
+        j->lease_out[i] = std::move(pl);
+      }
     });
   });
   pending_ = std::move(job);
@@ -74,6 +97,9 @@ void Replay::FinishPrefetch() {
   pending_->thread.join();
   for (size_t i = 0; i < pending_->ids.size(); ++i) {
     if (pending_->out[i]) prefetched_.emplace(pending_->ids[i], std::move(*pending_->out[i]));
+  }
+  for (size_t i = 0; i < pending_->leases.size(); ++i) {
+    if (pending_->lease_out[i]) prefetched_leases_.emplace(pending_->leases[i].first, std::move(*pending_->lease_out[i]));
   }
   prefetched_until_ = pending_->until;
   pending_.reset();
@@ -97,6 +123,14 @@ std::optional<PrefetchedResult> Replay::TakePrefetched(const std::string& commit
   for (const auto& f : p.report.parsed.tree_files) {
     if (f.size > max_result_bytes_) return std::nullopt;
   }
+  return p;
+}
+
+std::optional<PrefetchedLease> Replay::TakePrefetchedLease(const std::string& commit) {
+  auto it = prefetched_leases_.find(commit);
+  if (it == prefetched_leases_.end()) return std::nullopt;
+  PrefetchedLease p = std::move(it->second);
+  prefetched_leases_.erase(it);
   return p;
 }
 
