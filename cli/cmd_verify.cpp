@@ -137,8 +137,9 @@ const char kVerifyHelp[] =
     "                          (FILE.checkpoint): a rewritten log fails\n"
     "  --threads N             threads in all: N - 1 check the result and lease\n"
     "                          commits of the log ahead of the replay (default 0: one\n"
-    "                          per CPU besides it; 1: the replay alone); each is\n"
-    "                          checked once, the report is the same\n"
+    "                          per CPU besides it; 1: the replay alone; each is\n"
+    "                          checked once), and N verify jobs in the per-job pass\n"
+    "                          (0: one per CPU); the report is the same\n"
     "  --witnesses             check every witness (refs/gatos/witness*/ and the log's;\n"
     "                          alone: with the log replay only):\n"
     "                          a witness of another commit at the same sequence proves\n"
@@ -435,6 +436,15 @@ int RunVerify(const Args& args) {
   }
 
   VerifyOptions opt;
+  opt.threads = 0;  // every core
+  if (auto t = flags.Get("threads")) {
+    char* end = nullptr;
+    long v = std::strtol(t->c_str(), &end, 10);
+    if (t->empty() || *end != '\0' || v < 0 || v > 256) {
+      return UsageError("verify", "--threads takes a number from 0 (one per CPU) to 256");
+    }
+    opt.threads = static_cast<size_t>(v);
+  }
   opt.require_results = flags.Has("require-results");
   opt.require_provenance = flags.Has("require-provenance");
   if (auto path = flags.Get("allowed-signers")) {
@@ -475,14 +485,7 @@ int RunVerify(const Args& args) {
     LogAuditOptions lo;
     lo.verify = opt;
     lo.witnesses = flags.Has("witnesses");
-    if (auto t = flags.Get("threads")) {
-      char* end = nullptr;
-      long v = std::strtol(t->c_str(), &end, 10);
-      if (t->empty() || *end != '\0' || v < 0 || v > 256) {
-        return UsageError("verify", "--threads takes a number from 0 (one per CPU) to 256");
-      }
-      lo.threads = static_cast<size_t>(v);
-    }
+    lo.threads = opt.threads;
     ApplyMirrorRecord(*dir, **ledger, &lo);
     if (state_path) {
       auto st = ReadStateFile(*state_path);

@@ -563,3 +563,34 @@ TEST(LogAuditTest, ParallelVerifyGivesTheSameReportAsOneThread) {
 
 }  // namespace
 }  // namespace gatos::testing
+
+namespace gatos::testing {
+namespace {
+
+// The per-job pass on several threads: the same summary, job by job.
+TEST(LogAuditTest, PerJobPassOnSeveralThreadsGivesTheSameSummary) {
+  History h;
+  for (int i = 0; i < 9; ++i) RunJob(h.f, i % 2 ? h.f.w1 : h.f.w2, {.yaml = Yaml(200 + i)});
+  auto l = h.L();
+  SetRef(*l, JobRef(h.a.job_hex, "result"), h.d.built.commit_id);  // one failing job too
+  auto summary = [&](size_t threads) {
+    VerifyOptions o;
+    o.threads = threads;
+    size_t calls = 0;
+    o.progress = [&calls](size_t, size_t) { ++calls; };
+    auto s = VerifyAll(*l, o);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    EXPECT_GT(calls, 0u);
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : s->jobs) j.push_back(AuditReportToJson(r));
+    return std::to_string(s->verified) + "/" + std::to_string(s->failed) + "/" +
+           std::to_string(s->without_result) + " " + j.dump();
+  };
+  std::string one = summary(1);
+  EXPECT_NE(one.find("\"ok\":false"), std::string::npos);
+  EXPECT_EQ(summary(2), one);
+  EXPECT_EQ(summary(3), one);
+}
+
+}  // namespace
+}  // namespace gatos::testing
