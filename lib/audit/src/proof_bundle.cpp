@@ -14,8 +14,6 @@
 namespace gatos {
 namespace {
 
-std::string Short(const std::string& id) { return id.substr(0, 12); }
-
 const std::set<std::string>& Roles() {
   static const std::set<std::string> r = {"job", "result", "head"};
   return r;
