@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -51,6 +52,18 @@ std::optional<std::string> RepoFlag(const Flags& flags, const std::string& comma
   return dir;
 }
 
+// Exit status of a mirror whose refs are newer than its log (fetch again).
+constexpr int kExitFetchAgain = 3;
+
+// True when `args` holds --name or --name=VALUE (before a "--").
+bool HasFlag(const Args& args, const std::string& name) {
+  for (const std::string& a : args) {
+    if (a == "--") return false;
+    if (a == "--" + name || a.rfind("--" + name + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
 // "blake3:<hex>" or "<hex>" -> "<hex>"; "" when malformed.
 std::string JobHexArg(const std::string& arg) {
   std::string hex = arg.rfind("blake3:", 0) == 0 ? arg.substr(7) : arg;
@@ -97,7 +110,9 @@ const char kVerifyHelp[] =
     "\n"
     "Prints one line per job ('ok blake3:<id> <state>' or 'FAIL blake3:<id> <check>:\n"
     "<reason>') and a summary. Exit status: 0 when every job verifies, 1 when one does\n"
-    "not, 2 for usage errors. docs/auditor-guide.md lists every check.\n"
+    "not, 2 for usage errors, 3 when the mirror holds refs newer than its log (it was\n"
+    "fetched while the ledger wrote): 'mirror is behind its refs: fetch again', not a\n"
+    "tamper finding. docs/auditor-guide.md lists every check.\n"
     "\n"
     "  --repo DIR              the ledger clone (--ledger DIR is accepted too)\n"
     "  --all                   every job under refs/gatos/jobs/\n"
@@ -116,11 +131,23 @@ const char kVerifyHelp[] =
     "                          only what was added since and fails if the log does not\n"
     "                          descend from it (rewritten or rolled back). Implies\n"
     "                          --all --log-only; created on the first run\n"
+    "  --checkpoint NOTE       with --state: the ledger's signed checkpoint (gatos\n"
+    "                          checkpoint); this log must have its root, and it must\n"
+    "                          be consistent with the checkpoint the last run kept\n"
+    "                          (FILE.checkpoint): a rewritten log fails\n"
+    "  --threads N             threads in all: N - 1 check the result and lease\n"
+    "                          commits of the log ahead of the replay (default 0: one\n"
+    "                          per CPU besides it; 1: the replay alone; each is\n"
+    "                          checked once), and N verify jobs in the per-job pass\n"
+    "                          (0: one per CPU); the report is the same\n"
     "  --witnesses             check every witness (refs/gatos/witness*/ and the log's;\n"
     "                          alone: with the log replay only):\n"
     "                          a witness of another commit at the same sequence proves\n"
     "                          that the ledger showed different histories\n"
-    "  --json                  one JSON document with every check of every job\n";
+    "  --json                  one JSON document with every check of every job\n"
+    "\n"
+    "gatos verify --bundle FILE --ledger-key KEY.pub checks a proof bundle written by\n"
+    "'gatos proof' without a clone: 'gatos verify --bundle FILE --help'.\n";
 
 void PrintLogReport(const LogAuditReport& r) {
   std::cout << "log: ledger " << r.ledger_root.substr(0, 12) << ", head " << r.head.substr(0, 12)
@@ -132,6 +159,9 @@ void PrintLogReport(const LogAuditReport& r) {
             << ": " << r.commits << " log commits, " << r.transitions << " transitions, "
             << r.results << " results, " << r.jobs_touched << " jobs, " << r.refs_checked
             << " refs compared";
+  if (r.refs_behind) {
+    std::cout << " (" << r.refs_behind << " behind: newer than the log head fetched)";
+  }
   if (r.refs_settling) {
     std::cout << " (" << r.refs_settling << " settling: moved by batches after sequence "
               << r.settling_after << " while the mirror was fetched)";
@@ -203,9 +233,22 @@ Result<std::optional<AuditState>> ReadStateFile(const std::string& path) {
 // fetch: refs the batches in between moved may show any of their values
 // then. Applies only while the mirror's log is still the one fetched (a
 // later plain `git fetch` voids the record: refs are then compared exactly).
+// When git last wrote the refs of the clone `dir` (packed-refs by git clone,
+// FETCH_HEAD by git fetch), in unix ms; 0 when neither exists.
+int64_t RefsFetchedAtMs(const std::string& dir) {
+  int64_t latest = 0;
+  for (const char* f : {"packed-refs", "FETCH_HEAD"}) {
+    struct stat st;
+    if (::stat((dir + "/" + f).c_str(), &st) != 0) continue;
+    latest = std::max<int64_t>(latest, int64_t{st.st_mtim.tv_sec} * 1000 + st.st_mtim.tv_nsec / 1'000'000);
+  }
+  return latest;
+}
+
 void ApplyMirrorRecord(const std::string& dir, Ledger& ledger, LogAuditOptions* lo) {
   std::string path = dir + "/" + kMirrorRecordFile;
   struct stat st;
+  lo->fetched_at_ms = RefsFetchedAtMs(dir);
   if (::stat(path.c_str(), &st) != 0) return;
   auto text = ReadTextFile(path, "mirror record");
   auto rec = text.ok() ? ParseMirrorRecord(*text) : Result<MirrorRecord>(text.status());
@@ -217,11 +260,11 @@ void ApplyMirrorRecord(const std::string& dir, Ledger& ledger, LogAuditOptions* 
   auto head = ledger.ResolveRef(kLogRef);
   if (!head.ok() || *head != rec->log_after) {
     std::cerr << "note: " << path << " describes log head " << rec->log_after.substr(0, 12)
-              << ", not the mirror's; refs are compared exactly (update the mirror with 'gatos "
-                 "mirror')\n";
+              << ", not the mirror's; it is not used (update the mirror with 'gatos mirror')\n";
     return;
   }
   lo->settling_after = rec->seq_before - 1;
+  lo->fetched_at_ms = 0;
 }
 
 // Fetches refs/gatos/log from `source` into the mirror `dir`; its head and
@@ -344,6 +387,7 @@ int RunMirror(const Args& args) {
 }
 
 int RunVerify(const Args& args) {
+  if (HasFlag(args, "bundle")) return RunVerifyBundle(args);
   Flags flags;
   if (!flags.Parse(args, {{"repo"},
                           {"ledger"},
@@ -356,6 +400,8 @@ int RunVerify(const Args& args) {
                           {"require-provenance", 0, false},
                           {"log-only", 0, false},
                           {"state"},
+                          {"checkpoint"},
+                          {"threads"},
                           {"witnesses", 0, false},
                           {"json", 0, false}})) {
     return UsageError("verify", flags.error());
@@ -390,6 +436,15 @@ int RunVerify(const Args& args) {
   }
 
   VerifyOptions opt;
+  opt.threads = 0;  // every core
+  if (auto t = flags.Get("threads")) {
+    char* end = nullptr;
+    long v = std::strtol(t->c_str(), &end, 10);
+    if (t->empty() || *end != '\0' || v < 0 || v > 256) {
+      return UsageError("verify", "--threads takes a number from 0 (one per CPU) to 256");
+    }
+    opt.threads = static_cast<size_t>(v);
+  }
   opt.require_results = flags.Has("require-results");
   opt.require_provenance = flags.Has("require-provenance");
   if (auto path = flags.Get("allowed-signers")) {
@@ -430,6 +485,7 @@ int RunVerify(const Args& args) {
     LogAuditOptions lo;
     lo.verify = opt;
     lo.witnesses = flags.Has("witnesses");
+    lo.threads = opt.threads;
     ApplyMirrorRecord(*dir, **ledger, &lo);
     if (state_path) {
       auto st = ReadStateFile(*state_path);
@@ -440,14 +496,22 @@ int RunVerify(const Args& args) {
     auto r = AuditLog(**ledger, lo);
     if (!r.ok()) return ReportError(r.status().message(), kExitFailure);
     log = std::move(*r);
-    if (state_path && log->ok()) {
+    if (auto cp = flags.Get("checkpoint"); cp && log->ok()) {
+      if (!state_path) return UsageError("verify", "--checkpoint needs --state FILE (where the last one is kept)");
+      Status c = CheckCheckpointState(*dir, **ledger, *cp, *state_path + ".checkpoint", opt.ledger_key);
+      if (!c.ok()) log->problems.push_back({"checkpoint", c.message(), 0, "", ""});
+    }
+    if (state_path && log->ok() && log->refs_behind == 0) {
       AuditState next = log->state();
       next.verified_at_ms = SystemNowMs();
       Status w = WriteStateFile(*state_path, next);
       if (!w.ok()) return ReportError(w.message(), kExitFailure);
     }
   }
-  if (log_only) {
+  // Refs newer than the log this mirror holds: not a tamper finding, and
+  // not verified either. The per-job pass would read them: skip it.
+  bool behind = log && log->ok() && log->refs_behind > 0;
+  if (log_only || behind) {
     if (flags.Has("json")) {
       json out = LogAuditReportToJson(*log);
       out["repo"] = *dir;
@@ -455,6 +519,12 @@ int RunVerify(const Args& args) {
       std::cout << Dump(out) << '\n';
     } else {
       PrintLogReport(*log);
+    }
+    if (behind) {
+      std::cerr << "mirror is behind its refs: fetch again (" << log->refs_behind
+                << " refs are newer than the log head it holds, e.g. " << log->behind_refs.front()
+                << "; 'gatos mirror LEDGER " << *dir << "' makes a consistent copy)\n";
+      return kExitFetchAgain;
     }
     return log->ok() ? kExitOk : kExitFailure;
   }
@@ -527,7 +597,10 @@ int RunWitness(const Args& args) {
       "(or --push REMOTE): the ledger checks it and records it in its log at\n"
       "refs/gatos/witness/<key hex>. 'gatos verify --witnesses' compares witnesses:\n"
       "two of them naming different commits at one sequence prove that the ledger\n"
-      "showed different histories. Nothing is signed when the log does not verify.\n";
+      "showed different histories. Nothing is signed when the log does not verify.\n"
+      "With --checkpoint FILE it cosigns the ledger's checkpoint instead (C2SP\n"
+      "tlog-cosignature): 'gatos witness --checkpoint FILE --help'.\n";
+  if (HasFlag(args, "checkpoint")) return RunWitnessCosign(args);
   Flags flags;
   if (!flags.Parse(args, {{"repo"},
                           {"ledger"},

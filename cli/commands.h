@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "gatos/crypto/keys.h"
+#include "gatos/git/ledger.h"
 #include "gatos/model/status.h"
 
 namespace gatos::cli {
@@ -55,6 +58,16 @@ int RunFindings(const Args& args);
 int RunVerify(const Args& args);
 int RunAttest(const Args& args);
 int RunWitness(const Args& args);
+// cmd_proof.cpp: the Merkle tree's checkpoints, proof bundles, cosignatures.
+int RunCheckpoint(const Args& args);
+int RunProof(const Args& args);
+int RunVerifyBundle(const Args& args);    // gatos verify --bundle
+int RunWitnessCosign(const Args& args);   // gatos witness --checkpoint
+// gatos verify --state FILE --checkpoint NOTE: NOTE against the clone in
+// `repo` and against the checkpoint kept in `kept` by the last run, which it
+// replaces when both hold. The ledger key: `pinned`, else the policy's.
+Status CheckCheckpointState(const std::string& repo, Ledger& ledger, const std::string& note_path,
+                            const std::string& kept, const std::optional<Ed25519PublicKey>& pinned);
 int RunMirror(const Args& args);
 int RunBatchSubmit(const Args& args);
 int RunBatchStatus(const Args& args);

@@ -16,7 +16,7 @@ PACKAGES=(
   librust-blake3-dev b3sum bubblewrap openssh-client
   libgtest-dev libgmock-dev googletest
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
-  libssl-dev zlib1g-dev python3 python3-jsonschema git-secrets hyperfine procps jq openssl
+  libssl-dev zlib1g-dev python3 python3-jsonschema python3-cryptography git-secrets hyperfine procps jq openssl
   redis-server python3-celery python3-rq python3-redis
   chromium chromium-driver
   iproute2 dpkg-dev file systemd

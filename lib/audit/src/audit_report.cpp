@@ -161,6 +161,8 @@ nlohmann::json LogAuditReportToJson(const LogAuditReport& r) {
           {"jobs_touched", r.jobs_touched},
           {"refs_checked", r.refs_checked},
           {"refs_settling", r.refs_settling},
+          {"refs_behind", r.refs_behind},
+          {"behind_refs", r.behind_refs},
           {"settling_after", r.settling_after},
           {"dev_mode_jobs", r.dev_mode_jobs},
           {"by_kind", r.by_kind},

@@ -126,7 +126,9 @@ Status Replay::Run() {
   rep_->from_seq = opt_.since ? opt_.since->seq + 1 : 1;
   rep_->settling_after = opt_.settling_after;
   GATOS_RETURN_IF_ERROR(LoadSettlingBeforeStart());
-  for (const CommitInfo& c : commits) {
+  for (size_t ci = 0; ci < commits.size(); ++ci) {
+    const CommitInfo& c = commits[ci];
+    PrefetchResults(commits, ci);
     auto info = ParseLogMessage(c.message);
     if (!info.ok()) {
       Problem("log_message", "log commit " + Short(c.id) + ": " + info.status().message());
@@ -249,7 +251,13 @@ Status Replay::VerifyCommit(const CommitInfo& c, const LogCommitInfo& info) {
     Problem("log_batch", "log commit " + Short(c.id) + ": " + entries.status().message(), info.seq);
     return OkStatus();
   }
-  if (opt_.settling_after >= 0 && info.seq > opt_.settling_after) AddSettling(*entries);
+  if (opt_.settling_after >= 0 && info.seq > opt_.settling_after) {
+    AddSettling(*entries);
+  } else if (opt_.settling_after < 0 && !opt_.since && opt_.fetched_at_ms > 0 &&
+             info.time_ms >= opt_.fetched_at_ms - kTornWindowMs) {
+    AddSettling(*entries);  // a ref fetched before this batch's views were written
+    torn_window_ = true;
+  }
   std::set<std::string> parents(c.parents.begin(), c.parents.end());
   if (info.seq == 1) {
     if (entries->size() != 1 || (*entries)[0].kind != LogKind::kInit || (*entries)[0].ref != kPolicyRef ||

@@ -18,6 +18,7 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -69,6 +70,23 @@ std::string EntryText(const LogEntry& e);
 // The refs pushes land on (refs/gatos/submit/..., results/..., witness/...).
 bool IsPushTarget(const std::string& ref);
 
+// A result commit checked ahead of the replay (replay_prefetch.cpp).
+struct PrefetchedResult {
+  ResultReport report;
+  std::string provenance_job;  // the job commit the provenance was checked against
+  ResultCheck provenance;
+  bool provenance_present = false;
+};
+
+// A lease commit checked ahead of the replay: whose SSH signature verifies
+// over it (none: unsigned or bad), and whether its Request-Sig verifies.
+struct PrefetchedLease {
+  std::optional<Ed25519PublicKey> signer;
+  std::string job_hex;  // the lease's Job-Id, over which Request-Sig was checked
+  bool renew = false;
+  bool request_sig_ok = false;
+};
+
 struct PolicyState {
   std::string commit;
   Policy policy;
@@ -76,6 +94,9 @@ struct PolicyState {
 
 class Replay {
  public:
+  ~Replay();
+  Replay(const Replay&) = delete;
+  Replay& operator=(const Replay&) = delete;
   Replay(Ledger& ledger, const LogAuditOptions& opt, LogAuditReport* rep)
       : ledger_(ledger), opt_(opt), rep_(rep), lookup_(LedgerLookup(&ledger)) {}
 
@@ -111,6 +132,25 @@ class Replay {
   void PolicyChange(const LoggedTransition& t);
   bool WorkerAllowed(const std::string& worker_hex, std::string* why);
   void CompareRefs();
+  // replay_prefetch.cpp: the results of the log commits from `from` on,
+  // checked on every core (LogAuditOptions::threads).
+  void PrefetchResults(const std::vector<CommitInfo>& commits, size_t from);
+  std::optional<PrefetchedResult> TakePrefetched(const std::string& commit);
+  std::vector<std::string> ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until,
+                                     std::vector<std::pair<std::string, bool>>* leases);
+  std::optional<PrefetchedLease> TakePrefetchedLease(const std::string& commit);
+  void LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from);
+  void FinishPrefetch();
+  // replay_behind.cpp: a ref the fetched log does not explain, which a later
+  // batch of this ledger could have given the value `have` ("" = deleted).
+  bool LaterLogCould(const std::string& ref, const std::string& have);
+  std::string JobOfCommit(const CommitInfo& c);
+  bool LeaseDescends(const std::string& job, const std::string& job_commit, std::string have,
+                     const std::string& recorded);
+  void Behind(const std::string& ref) {
+    ++rep_->refs_behind;
+    if (rep_->behind_refs.size() < 100) rep_->behind_refs.push_back(ref);
+  }
   void CompareIndex();
   void CheckWitnesses();
   Result<std::string> LogCommitAt(int64_t seq);
@@ -142,9 +182,27 @@ class Replay {
   bool Settles(const std::string& ref, const std::string& have) {
     auto it = settling_.find(ref);
     if (it == settling_.end() || !it->second.count(have)) return false;
-    ++rep_->refs_settling;
+    if (torn_window_) {
+      Behind(ref);  // no mirror record: the window is a guess, so not verified
+    } else {
+      ++rep_->refs_settling;
+    }
     return true;
   }
+  std::unordered_map<std::string, PrefetchedResult> prefetched_;
+  std::unordered_map<std::string, PrefetchedLease> prefetched_leases_;
+  size_t prefetched_until_ = 0;
+  // The stretch being checked in the background (owns its thread).
+  struct PrefetchJob {
+    size_t until = 0;
+    std::vector<std::string> ids;
+    std::vector<std::optional<PrefetchedResult>> out;
+    std::vector<std::pair<std::string, bool>> leases;  // lease commit, renew
+    std::vector<std::optional<PrefetchedLease>> lease_out;
+    std::thread thread;
+  };
+  std::unique_ptr<PrefetchJob> pending_;
+  bool torn_window_ = false;  // settling_ comes from fetched_at_ms, not a mirror record
   std::map<int64_t, std::string> seq_commits_;  // sequence -> log commit, as far as known
   std::vector<std::pair<std::string, std::string>> logged_witnesses_;  // (ref, commit) from the log
   std::optional<StateIndex> start_index_;  // incremental: the index at the recorded head

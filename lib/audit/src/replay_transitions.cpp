@@ -61,7 +61,9 @@ std::optional<JobRecord> Replay::Lease(const LoggedTransition& t, const std::opt
     Fail(t, "lease_commit", "lease commit " + Short(e->new_id) + ": " + info.status().message());
     return std::nullopt;
   }
-  if (std::string why = SignatureProblem(*lc, batch_key_); !why.empty()) {
+  std::optional<PrefetchedLease> pre = TakePrefetchedLease(e->new_id);
+  bool signed_ok = pre && pre->signer && *pre->signer == batch_key_;
+  if (std::string why = signed_ok ? "" : SignatureProblem(*lc, batch_key_); !why.empty()) {
     Fail(t, "lease_signature", "lease commit " + Short(e->new_id) + " is not signed by the ledger key: " + why);
     return std::nullopt;
   }
@@ -92,7 +94,8 @@ std::optional<JobRecord> Replay::Lease(const LoggedTransition& t, const std::opt
   }
   std::string payload = renew ? rpc::RenewPayload(t.job_hex, info->worker_hex, info->epoch, info->requested_at_ms)
                               : rpc::ClaimPayload(t.job_hex, info->worker_hex, info->epoch, info->requested_at_ms);
-  if (!Verifies(info->worker_hex, payload, info->request_sig_hex)) {
+  bool request_ok = pre && pre->request_sig_ok && pre->job_hex == t.job_hex && pre->renew == renew;
+  if (!request_ok && !Verifies(info->worker_hex, payload, info->request_sig_hex)) {
     Fail(t, "request_sig", "lease commit " + Short(e->new_id) + ": Request-Sig does not verify for worker ed25519:" +
                                info->worker_hex + " over its " + (renew ? "renew" : "claim") + " request");
     return std::nullopt;
@@ -135,7 +138,8 @@ std::optional<JobRecord> Replay::ResultOf(const LoggedTransition& t, const std::
   ++rep_->results;
   ResultCheckLimits limits;
   limits.max_file_bytes = max_result_bytes_;
-  ResultReport rr = CheckResultCommit(lookup_, commit, limits);
+  std::optional<PrefetchedResult> pre = TakePrefetched(commit);
+  ResultReport rr = pre ? std::move(pre->report) : CheckResultCommit(lookup_, commit, limits);
   if (const ResultCheck* bad = rr.first_failure()) {
     Fail(t, "result", "result " + Short(commit) + " " + bad->name + ": " + bad->detail);
     return std::nullopt;
@@ -190,8 +194,14 @@ std::optional<JobRecord> Replay::ResultOf(const LoggedTransition& t, const std::
     return std::nullopt;
   }
   bool present = false;
-  ResultCheck prov = CheckResultProvenance(ledger_, p, old->job_commit, max_result_bytes_,
-                                           opt_.verify.require_provenance, &present);
+  ResultCheck prov;
+  if (pre && pre->provenance_job == old->job_commit) {
+    prov = std::move(pre->provenance);
+    present = pre->provenance_present;
+  } else {
+    prov = CheckResultProvenance(ledger_, p, old->job_commit, max_result_bytes_, opt_.verify.require_provenance,
+                                 &present);
+  }
   if (!prov.ok) {
     Fail(t, "provenance", "result " + Short(commit) + ": " + prov.detail);
     return std::nullopt;

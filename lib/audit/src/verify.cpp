@@ -1,6 +1,7 @@
 #include "gatos/audit/verify.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <map>
 
@@ -13,6 +14,7 @@
 #include "gatos/model/manifest.h"
 #include "gatos/model/policy.h"
 #include "gatos/model/trailers.h"
+#include "gatos/sys/parallel.h"
 
 namespace gatos {
 
@@ -770,8 +772,38 @@ Result<AuditSummary> Auditor::VerifyAll() {
   std::sort(jobs.begin(), jobs.end());
   AuditSummary out;
   out.jobs.reserve(jobs.size());
-  for (const std::string& hex : jobs) {
-    GATOS_ASSIGN_OR_RETURN(AuditReport r, state_->Verify(hex));
+  size_t threads = state_->opt.threads ? state_->opt.threads : ThreadsFor(jobs.size(), 64);
+  std::vector<std::optional<Result<AuditReport>>> done(jobs.size());
+  if (threads > 1) {
+    // Jobs are independent: each other thread verifies its share with a
+    // repository handle and an Auditor of its own; this thread takes share 0
+    // (and reports progress). The reports are the ones one thread makes.
+    std::atomic<size_t> finished{0};
+    RunOnThreads(threads, [&](size_t t) {
+      std::unique_ptr<Ledger> own;
+      std::unique_ptr<Auditor> helper;
+      State* st = state_.get();
+      if (t > 0) {
+        auto l = Ledger::Open(state_->ledger->path());
+        if (!l.ok()) return;  // its share is verified below, on this thread
+        own = std::move(*l);
+        VerifyOptions o = state_->opt;
+        o.progress = nullptr;
+        helper = std::make_unique<Auditor>(own.get(), std::move(o));
+        if (!helper->state_->Load().ok()) return;
+        st = helper->state_.get();
+      }
+      for (size_t i = t; i < jobs.size(); i += threads) {
+        done[i] = st->Verify(jobs[i]);
+        size_t n = ++finished;
+        if (t == 0 && state_->opt.progress) state_->opt.progress(n, jobs.size());
+      }
+    });
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const std::string& hex = jobs[i];
+    if (!done[i]) done[i] = state_->Verify(hex);
+    GATOS_ASSIGN_OR_RETURN(AuditReport r, std::move(*done[i]));
     if (!r.ok()) {
       ++out.failed;
     } else if (r.has_result) {
@@ -780,7 +812,7 @@ Result<AuditSummary> Auditor::VerifyAll() {
       ++out.without_result;
     }
     out.jobs.push_back(std::move(r));
-    if (state_->opt.progress) state_->opt.progress(out.jobs.size(), jobs.size());
+    if (threads <= 1 && state_->opt.progress) state_->opt.progress(out.jobs.size(), jobs.size());
   }
   return out;
 }

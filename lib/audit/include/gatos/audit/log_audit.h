@@ -36,7 +36,10 @@
 //                  its ref names, about this ledger
 // Then the replayed state must equal what the ledger shows:
 //   ref_missing / ref_extra / ref_moved   every ref under refs/gatos/ (but
-//                  the log and the push targets) against the replay, by name
+//                  the log and the push targets) against the replay, by name;
+//                  a ref that a later batch of this ledger could have moved
+//                  there (a mirror fetched while the ledger wrote) is counted
+//                  as behind (refs_behind: fetch again), not as a problem
 //   index          the state index of the head names the replayed records
 // A full run compares every ref and every record; an incremental run (since
 // a recorded head) those of the jobs the new transitions touched, and proves
@@ -114,7 +117,19 @@ struct LogAuditOptions {
   // sequence on (counted as settling, not a problem); every other ref must
   // be exactly what the log says. -1: compare every ref exactly.
   int64_t settling_after = -1;
+  // A mirror without that record (plain `git clone --mirror` or `git
+  // fetch`), fetched at about this time (unix ms; 0 = unknown): a ref may
+  // hold a value it held in a batch of the last kTornWindowMs before it, or
+  // one a later batch could give it; such refs are behind (fetch again), not
+  // problems. Full runs only.
+  int64_t fetched_at_ms = 0;
+  // Threads in all, the replay's included: N - 1 check the result commits of
+  // the next stretch of the log in the background while the replay works
+  // (each result once). 0 = one per CPU besides the replay, 1 = the replay
+  // alone. The report is the same.
+  size_t threads = 0;
 };
+inline constexpr int64_t kTornWindowMs = 60'000;
 
 struct LogProblem {
   std::string check;   // stable name (see above; also log_rewritten, witness_*, forked_history)
@@ -160,6 +175,11 @@ struct LogAuditReport {
   size_t refs_checked = 0;
   size_t refs_settling = 0;     // refs a batch after settling_after moved, fetched mid-move
   int64_t settling_after = -1;  // as in LogAuditOptions
+  // Refs newer than the log head fetched (a mirror made while the ledger
+  // wrote): values a later batch of this ledger could have given them, so
+  // not problems, but the mirror must be fetched again to be verified.
+  size_t refs_behind = 0;
+  std::vector<std::string> behind_refs;  // the first 100
   size_t dev_mode_jobs = 0;
   bool incremental = false;
   std::map<std::string, int64_t> by_kind;

@@ -93,6 +93,9 @@ struct VerifyOptions {
   std::optional<Ed25519PublicKey> ledger_key;
   bool require_results = false;     // a job without a result fails
   bool require_provenance = false;  // a result without kProvenanceFileName fails
+  // Threads VerifyAll verifies jobs on, each with a repository handle of its
+  // own (0 = one per CPU). The summary is the same for any number.
+  size_t threads = 1;
   // VerifyAll calls it after each job (jobs done, jobs in all), on the
   // calling thread; for a progress bar.
   std::function<void(size_t done, size_t total)> progress;

@@ -1,0 +1,142 @@
+// The replay's costly, independent share on other cores: the result commits
+// of the next stretch of the log are checked (CheckResultCommit and the
+// provenance envelope: hashes and Ed25519) by background threads, each with
+// its own repository handle, while the replay works through the current
+// stretch. The replay takes each report once and checks nothing twice; it
+// stays sequential for the transitions, whose order matters.
+#include "gatos/audit/log_audit.h"
+#include "gatos/sys/parallel.h"
+#include "replay_internal.h"
+
+namespace gatos {
+namespace audit_internal {
+namespace {
+
+constexpr size_t kPrefetchCommits = 256;         // log commits per stretch
+constexpr size_t kPrefetchMaxBytes = 256 << 20;  // checked again when a policy limit is lower
+
+}  // namespace
+
+// The result commits the log commits [from, until) record (read on the
+// replay's thread: its Ledger is not shared).
+std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until,
+                                           std::vector<std::pair<std::string, bool>>* leases) {
+  std::vector<std::string> ids;
+  for (size_t i = from; i < until; ++i) {
+    auto text = BatchText(commits[i]);
+    if (!text.ok() || !*text) continue;
+    auto entries = DecodeBatch(**text);
+    if (!entries.ok()) continue;  // the replay reports it
+    for (const LogEntry& e : *entries) {
+      if ((e.kind == LogKind::kResult || e.kind == LogKind::kAttempt) && !e.new_id.empty() &&
+          (e.ref.size() > 7 && (e.ref.compare(e.ref.size() - 7, 7, "/result") == 0 ||
+                                e.ref.find("/attempts/") != std::string::npos))) {
+        ids.push_back(e.new_id);
+      }
+      if ((e.kind == LogKind::kClaim || e.kind == LogKind::kTakeover || e.kind == LogKind::kRenew) &&
+          !e.new_id.empty() && e.ref.size() > 6 && e.ref.compare(e.ref.size() - 6, 6, "/lease") == 0) {
+        leases->emplace_back(e.new_id, e.kind == LogKind::kRenew);
+      }
+    }
+  }
+  return ids;
+}
+
+void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from) {
+  auto job = std::make_unique<PrefetchJob>();
+  job->until = std::min(commits.size(), from + kPrefetchCommits);
+  job->ids = ResultsIn(commits, from, job->until, &job->leases);
+  job->out.resize(job->ids.size());
+  job->lease_out.resize(job->leases.size());
+  size_t threads = opt_.threads ? opt_.threads - 1 : ThreadsFor(job->ids.size(), 8);
+  threads = std::max<size_t>(1, threads);
+  PrefetchJob* j = job.get();
+  std::string path = ledger_.path();
+  bool require_provenance = opt_.verify.require_provenance;
+  job->thread = std::thread([j, threads, path, require_provenance] {
+    RunOnThreads(threads, [&](size_t t) {
+      auto l = Ledger::Open(path);
+      if (!l.ok()) return;  // the replay checks these itself
+      ObjectLookup lookup = LedgerLookup(l->get());
+      ResultCheckLimits limits;
+      limits.max_file_bytes = kPrefetchMaxBytes;
+      for (size_t i = t; i < j->ids.size(); i += threads) {
+        PrefetchedResult p;
+        p.report = CheckResultCommit(lookup, j->ids[i], limits);
+        if (p.report.ok() && !p.report.parsed.parents.empty()) {
+          p.provenance_job = p.report.parsed.parents[0];
+          p.provenance = CheckResultProvenance(**l, p.report.parsed, p.provenance_job, kPrefetchMaxBytes,
+                                               require_provenance, &p.provenance_present);
+        }
+        j->out[i] = std::move(p);
+      }
+      // Lease commits: the ledger's SSH signature and the worker's Request-Sig.
+      for (size_t i = t; i < j->leases.size(); i += threads) {
+        auto c = l->get()->ReadCommit(j->leases[i].first);
+        if (!c.ok()) continue;
+        auto info = ParseLeaseCommitMessage(c->message);
+        if (!info.ok()) continue;
+        PrefetchedLease pl;
+        auto sig = ParseSshSignature(c->signature);
+        if (sig.ok() && SshSigVerify(*sig, c->signed_data, kSignerNamespaceGit).ok()) pl.signer = sig->key;
+        pl.job_hex = info->job_hex;
+        pl.renew = j->leases[i].second;
+        std::string payload = pl.renew
+                                  ? rpc::RenewPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms)
+                                  : rpc::ClaimPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms);
+        pl.request_sig_ok = Verifies(info->worker_hex, payload, info->request_sig_hex);
+        j->lease_out[i] = std::move(pl);
+      }
+    });
+  });
+  pending_ = std::move(job);
+}
+
+void Replay::FinishPrefetch() {
+  if (!pending_) return;
+  pending_->thread.join();
+  for (size_t i = 0; i < pending_->ids.size(); ++i) {
+    if (pending_->out[i]) prefetched_.emplace(pending_->ids[i], std::move(*pending_->out[i]));
+  }
+  for (size_t i = 0; i < pending_->leases.size(); ++i) {
+    if (pending_->lease_out[i]) prefetched_leases_.emplace(pending_->leases[i].first, std::move(*pending_->lease_out[i]));
+  }
+  prefetched_until_ = pending_->until;
+  pending_.reset();
+}
+
+void Replay::PrefetchResults(const std::vector<CommitInfo>& commits, size_t from) {
+  if (opt_.threads == 1 || from < prefetched_until_) return;
+  if (!pending_) LaunchPrefetch(commits, from);  // the first stretch: nothing to overlap with
+  FinishPrefetch();
+  if (prefetched_until_ < commits.size()) LaunchPrefetch(commits, prefetched_until_);
+}
+
+std::optional<PrefetchedResult> Replay::TakePrefetched(const std::string& commit) {
+  auto it = prefetched_.find(commit);
+  if (it == prefetched_.end()) return std::nullopt;
+  PrefetchedResult p = std::move(it->second);
+  prefetched_.erase(it);
+  // A failure, or a file over the policy's limit (the threads check under a
+  // larger one): the replay checks it itself, so its report is the same.
+  if (!p.report.ok()) return std::nullopt;
+  for (const auto& f : p.report.parsed.tree_files) {
+    if (f.size > max_result_bytes_) return std::nullopt;
+  }
+  return p;
+}
+
+std::optional<PrefetchedLease> Replay::TakePrefetchedLease(const std::string& commit) {
+  auto it = prefetched_leases_.find(commit);
+  if (it == prefetched_leases_.end()) return std::nullopt;
+  PrefetchedLease p = std::move(it->second);
+  prefetched_leases_.erase(it);
+  return p;
+}
+
+Replay::~Replay() {
+  if (pending_ && pending_->thread.joinable()) pending_->thread.join();
+}
+
+}  // namespace audit_internal
+}  // namespace gatos
