@@ -65,7 +65,7 @@ void SendReply(Bus& bus, Request& r, const std::string& reply) {
 std::vector<ServiceEvent> TakeOffers(std::vector<ServiceEvent>* events) {
   std::vector<ServiceEvent> offers, rest;
   for (auto& e : *events) {
-    (e.kind == ServiceEvent::Kind::kJetStream && e.subject == rpc::kPendingSubject ? offers : rest)
+    (e.kind == ServiceEvent::Kind::kJetStream && e.subject.rfind(rpc::kPendingSubject, 0) == 0 ? offers : rest)
         .push_back(std::move(e));
   }
   *events = std::move(rest);
@@ -325,7 +325,7 @@ class Server {
   Status Subscribe() {
     for (const char* subject :
          {rpc::kClaim, rpc::kRenew, rpc::kResult, rpc::kClaimBatch, rpc::kResultBatch, rpc::kCancel,
-          rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kLogs}) {
+          rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kLogs, rpc::kPools}) {
       auto sub = bus_->QueueSubscribe(subject, rpc::kQueueGroup, [this](Message m) {
         Request r;
         r.req = {m.subject, m.data, SystemNowMs()};
@@ -344,6 +344,14 @@ class Server {
     if (!progress.ok())
       return Status(progress.status().code(), "subscribe progress: " + progress.status().message());
     subs_.push_back(std::move(*progress));
+    // Workers' heartbeats: which pools have a live worker (status, gatos pool ls).
+    auto beats = bus_->Subscribe(rpc::kWorkerHeartbeat, [this](Message m) {
+      auto h = rpc::DecodeHeartbeat(m.data);
+      if (h.ok()) service_->NoteWorker(h->worker_hex, std::move(h->pools), SystemNowMs());
+    });
+    if (!beats.ok())
+      return Status(beats.status().code(), "subscribe heartbeats: " + beats.status().message());
+    subs_.push_back(std::move(*beats));
     (void)bus_->Flush(2000);  // best effort: a slow server only delays the first requests
     return OkStatus();
   }

@@ -160,6 +160,11 @@ std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
     }
     if (!d.log_line.empty()) Log(d.log_line);
     if (d.op) {
+      if (std::optional<std::string> refused = Admission(*d.op, writer_->Now())) {
+        d.reply = std::move(*refused);
+        d.op.reset();
+        continue;
+      }
       op_of[i] = static_cast<int>(ops.size());
       ops.push_back(std::move(*d.op));
       d.op.reset();
@@ -203,6 +208,7 @@ std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   ProcessDue(writer_->Now());
+  scheduler_.EndBatch();
   return replies;
 }
 

@@ -26,6 +26,7 @@
 
 #include "gatos/ledger/witness.h"
 #include "gatos/ledger/writer.h"
+#include "gatos/model/scheduler.h"
 
 namespace gatos {
 
@@ -177,6 +178,16 @@ class JobService {
 
   LedgerWriter& writer() { return *writer_; }
   size_t offers_outstanding() const { return tracked_.size(); }
+  const Scheduler& scheduler() const { return scheduler_; }
+
+  // Thread-safe: a worker's heartbeat (rpc::kWorkerHeartbeat) at `now_ms`:
+  // it serves `pools` for kWorkerLiveMs. Status and the pools reply say
+  // when no live worker serves a pool. Informational only.
+  static constexpr int64_t kWorkerLiveMs = 15'000;
+  static constexpr size_t kMaxKnownWorkers = 10'000;
+  void NoteWorker(const std::string& worker_hex, std::vector<std::string> pools, int64_t now_ms);
+  // Pool -> live workers serving it at `now_ms`.
+  std::map<std::string, int64_t> LiveWorkersByPool(int64_t now_ms) const;
 
  private:
   void DecodeOnLedgerThread(DecodedRequest* d);
@@ -191,6 +202,12 @@ class JobService {
   void Track(const JobRecord& r);
   void ProcessDue(int64_t now);
   void Offer(const JobRecord& r, int64_t now);
+  // Offers what the scheduler lets go now (after every batch and sweep).
+  void Release(int64_t now);
+  // A submit over its submitter's admission limits is refused before the
+  // batch (an existing job is not: it is a no-op).
+  std::optional<std::string> Admission(const Op& op, int64_t now);
+  std::string PoolsReply(int64_t now);
   void ApplyTimerOps(std::vector<Op> ops);
   void Emit(ServiceEvent e) { events_.push_back(std::move(e)); }
   void Log(const std::string& line);
@@ -208,6 +225,13 @@ class JobService {
     int64_t next_due = -1;  // the due_ entry that is current
   };
   std::map<std::string, Tracked> tracked_;
+  Scheduler scheduler_;
+  struct LiveWorker {
+    std::vector<std::string> pools;
+    int64_t seen_ms = 0;
+  };
+  mutable std::mutex workers_mu_;
+  std::map<std::string, LiveWorker> workers_;
   std::multimap<int64_t, std::string> due_;  // when to look at a job again
   std::string prune_cursor_;
   int64_t next_prune_step_ms_ = 0;  // the pruning crawl's next step (ledger clock)
