@@ -316,6 +316,7 @@ class Server {
     observer_ = std::make_unique<MetricsObserver>(&metrics_, &live_, writer_.get());
     ServiceOptions so;
     so.republish_ms = opts_.republish_ms;
+    so.offer_window = opts_.offer_window;
     service_ = std::make_unique<JobService>(writer_.get(), so, observer_.get());
     service_->Start();
     publisher_->Enqueue(service_->TakeEvents());

@@ -11,6 +11,7 @@ using namespace service_internal;  // NOLINT: this library's own internals
 
 JobService::JobService(LedgerWriter* writer, ServiceOptions options, ServiceObserver* observer)
     : writer_(writer), options_(options), observer_(observer ? observer : &default_observer_) {
+  scheduler_.set_fixed_window(options_.offer_window);
   PublishPolicy();
 }
 

@@ -146,7 +146,7 @@ std::vector<std::string> Scheduler::Next(const SchedulingPolicy& policy, int64_t
   std::vector<std::string> out;
   for (auto& [pool, ps] : pools_) {
     if (ps.counts.queued <= 0 || policy.paused.count(pool)) continue;
-    const int64_t window = Window(pool, now_ms);
+    const int64_t window = fixed_window_ > 0 ? fixed_window_ : Window(pool, now_ms);
     auto lim = policy.pool_max_running.find(pool);
     const int64_t pool_max = lim == policy.pool_max_running.end() ? 0 : lim->second;
     while (ps.counts.offered < window && ps.counts.queued > 0 &&

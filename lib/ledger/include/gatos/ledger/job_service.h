@@ -66,6 +66,9 @@ struct ServiceOptions {
   int64_t republish_ms = 30'000;  // an offer still unclaimed this long is published again
   size_t prune_per_sweep = 256;   // records the pruning crawl looks at per sweep
   int64_t views_sync_ms = 5'000;  // how often the ref view is marked synced
+  // Offers outstanding per pool (docs/scheduling.md): 0 = adaptive (follows
+  // the claim rate), Scheduler::kAllOffers = every pending job at once.
+  int64_t offer_window = 0;
 };
 
 // The reply of a list request over a state index: live records (pending,

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -53,6 +54,12 @@ class Scheduler {
   static constexpr int64_t kMinWindow = 2;
   static constexpr int64_t kMaxWindow = 1024;
   static constexpr int64_t kWindowRateMs = 40;
+
+  // A fixed window of outstanding offers per pool instead of the adaptive
+  // one (0 = adaptive; kAllOffers = every waiting job at once, in priority
+  // and round-robin order).
+  static constexpr int64_t kAllOffers = INT64_MAX;
+  void set_fixed_window(int64_t w) { fixed_window_ = w; }
 
   // The job waits for an offer (new, its lease ran out, its backoff ended).
   // A job already queued or offered stays where it is.
@@ -122,6 +129,7 @@ class Scheduler {
   std::map<std::string, PoolState> pools_;
   std::unordered_map<std::string, SubmitterState> submitters_;
   uint64_t next_gen_ = 1;
+  int64_t fixed_window_ = 0;
 };
 
 }  // namespace gatos
