@@ -9,8 +9,11 @@
 // workers would, it claims every job the service offers (the offers the
 // scheduler lets out: per pool, the window of outstanding offers that
 // follows the claim rate) in batches, until --claims jobs are claimed, and
-// reports claims/s. The ratio of the two shapes is the scheduler's cost of
-// many submitters and pools (round-robin turns, more queues).
+// reports claims/s, with the same number of offers in flight in both
+// shapes (--window, spread over the pools), so that both claim in rounds of
+// the same size. The ratio of the two shapes is the scheduler's cost of
+// many submitters and pools (round-robin turns, more queues). First, the
+// Scheduler alone on the same jobs, without the ledger.
 //
 // Prints figures; never passes or fails on a time.
 //
@@ -22,6 +25,7 @@
 #include <filesystem>
 #include <iostream>
 #include <thread>
+#include <unordered_map>
 
 #include "gatos/crypto/signed_request.h"
 #include "gatos/git/git_object.h"
@@ -32,6 +36,7 @@
 #include "gatos/model/clock.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/rpc.h"
+#include "gatos/model/scheduler.h"
 #include "gatos/sys/flags.h"
 #include "gatos/sys/process.h"
 #include "populate.h"
@@ -63,10 +68,39 @@ struct Shape {
 
 struct Figures {
   double submit_s = 0, claim_s = 0;
-  int64_t claimed = 0, rounds = 0;
+  int64_t claimed = 0, rounds = 0, lost = 0;
 };
 
-Figures RunShape(const std::string& dir, const Shape& shape, bool fsync) {
+// The Scheduler alone (no ledger): `jobs` jobs made ready, then offered,
+// claimed and finished one window at a time until none is left. Offers/s.
+double SchedulerAlone(const Shape& shape) {
+  Scheduler s;
+  SchedulingPolicy policy;
+  std::vector<ScheduledJob> jobs;
+  for (int64_t i = 0; i < shape.jobs; ++i) {
+    jobs.push_back({std::to_string(i), shape.pools > 1 ? "p" + std::to_string(i % shape.pools) : "",
+                    std::string(64, static_cast<char>('a' + i % 6)) + std::to_string(i % shape.submitters),
+                    kDefaultPriority});
+  }
+  std::unordered_map<std::string, const ScheduledJob*> by_id;
+  for (const auto& j : jobs) by_id[j.job_hex] = &j;
+  auto t0 = Clock::now();
+  for (const auto& j : jobs) s.Ready(j);
+  int64_t offered = 0, now = 0;
+  while (offered < shape.jobs) {
+    auto next = s.Next(policy, now);
+    if (next.empty()) Die("the scheduler stopped offering");
+    for (const auto& id : next) {
+      s.Running(*by_id[id], now);
+      s.Remove(id);
+    }
+    offered += static_cast<int64_t>(next.size());
+    now += 1;
+  }
+  return static_cast<double>(shape.jobs) / Since(t0);
+}
+
+Figures RunShape(const std::string& dir, const Shape& shape, bool fsync, int64_t window) {
   auto init = RunAndCapture({SelfDir() + "/gatosd", "init", dir}, {}, "", std::chrono::seconds(60));
   if (!init.ok() || !init->status.ok()) Die("gatosd init failed");
   auto keys = Must(bench::EnsureBenchKeys(dir), "keys");
@@ -86,7 +120,11 @@ Figures RunShape(const std::string& dir, const Shape& shape, bool fsync) {
     auto r = writer->Apply(ops);
     if (!r[0].outcome.ok()) Die("policy: " + r[0].outcome.message);
   }
-  JobService service(writer.get(), ServiceOptions{});
+  ServiceOptions so;
+  // The same offers in flight in both shapes (spread over the pools), so
+  // that both claim in rounds of the same size.
+  so.offer_window = window > 0 ? std::max<int64_t>(1, window / shape.pools) : 0;
+  JobService service(writer.get(), so);
   service.Start();
   (void)service.TakeEvents();
 
@@ -137,9 +175,14 @@ Figures RunShape(const std::string& dir, const Shape& shape, bool fsync) {
     offered.clear();
     auto replies = service.Handle(reqs);
     for (const auto& r : replies) {
-      if (r.find("\"ok\":true") == std::string::npos) Die("claim refused: " + r.substr(0, 300));
+      if (r.find("\"ok\":true") != std::string::npos) {
+        ++f.claimed;
+      } else if (r.find("\"lost_race\"") != std::string::npos) {
+        ++f.lost;  // an offer published again after --republish (the fill is slow): as a worker, drop it
+      } else {
+        Die("claim refused: " + r.substr(0, 300));
+      }
     }
-    f.claimed += static_cast<int64_t>(replies.size());
     ++f.rounds;
   }
   writer->FlushViews();
@@ -154,17 +197,20 @@ int main(int argc, char** argv) {
   using namespace gatos;
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc},
-                   {{"jobs"}, {"submitters"}, {"pools"}, {"claims"}, {"fsync", 0, false}, {"dir"}})) {
+                   {{"jobs"}, {"submitters"}, {"pools"}, {"claims"}, {"fsync", 0, false}, {"dir"}, {"window"}})) {
     Die(flags.error());
   }
   if (flags.help()) {
     std::cout << "usage: scheduler_bench [--jobs 100000] [--submitters 1000] [--pools 10] [--claims 20000] "
-                 "[--fsync] [--dir DIR]\n";
+                 "[--window 260] [--fsync] [--dir DIR]\n"
+                 "  --window N: offers in flight, over all pools (N / pools each); 0 = gatosd's adaptive window\n";
     return 0;
   }
   Shape many{100000, 1000, 10, 20000};
+  int64_t window = 260;
   if (!flags.GetInt("jobs", 1, 10'000'000, &many.jobs) || !flags.GetInt("submitters", 1, 100'000, &many.submitters) ||
-      !flags.GetInt("pools", 1, 64, &many.pools) || !flags.GetInt("claims", 1, 10'000'000, &many.claims)) {
+      !flags.GetInt("pools", 1, 64, &many.pools) || !flags.GetInt("claims", 1, 10'000'000, &many.claims) ||
+      !flags.GetInt("window", 0, 1'000'000, &window)) {
     Die(flags.error());
   }
   many.claims = std::min(many.claims, many.jobs);
@@ -175,22 +221,33 @@ int main(int argc, char** argv) {
     if (!mkdtemp(tmpl.data())) Die("mkdtemp");
     base = tmpl;
   }
-  std::printf("scheduler_bench: %lld pending jobs, %lld claims measured, fsync %s, %u CPUs\n",
-              static_cast<long long>(many.jobs), static_cast<long long>(many.claims), fsync ? "on" : "off",
-              std::thread::hardware_concurrency());
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::printf("scheduler_bench: %lld pending jobs, %lld claims measured, window %lld, fsync %s, %u CPUs\n",
+              static_cast<long long>(many.jobs), static_cast<long long>(many.claims), static_cast<long long>(window),
+              fsync ? "on" : "off", std::thread::hardware_concurrency());
+  std::printf(" the Scheduler alone (%lld jobs ready, then offered, claimed and finished):\n",
+              static_cast<long long>(many.jobs));
+  double alone_base = 0;
+  for (Shape s : {Shape{many.jobs, 1, 1, many.claims}, many}) {
+    const double rate = SchedulerAlone(s);
+    if (alone_base == 0) alone_base = rate;
+    std::printf("  %5lld submitter(s), %2lld pool(s): %10.0f jobs/s  %.2fx\n", static_cast<long long>(s.submitters),
+                static_cast<long long>(s.pools), rate, rate / alone_base);
+  }
+  std::printf(" through the JobService (submit, then claim what is offered):\n");
   double base_rate = 0;
   for (Shape s : {Shape{many.jobs, 1, 1, many.claims}, many}) {
     std::string dir = base + "/ledger-" + std::to_string(s.submitters) + "x" + std::to_string(s.pools) + ".git";
     fs::remove_all(dir);
-    Figures f = RunShape(dir, s, fsync);
+    Figures f = RunShape(dir, s, fsync, window);
     const double rate = static_cast<double>(f.claimed) / f.claim_s;
     if (base_rate == 0) base_rate = rate;
     std::printf("  %5lld submitter(s), %2lld pool(s): submits %8.0f/s; claims %8.0f/s (%lld claims in %lld rounds, "
-                "%.1f per round)  %.2fx\n",
+                "%.1f per round, %lld lost races)  %.2fx\n",
                 static_cast<long long>(s.submitters), static_cast<long long>(s.pools),
                 static_cast<double>(s.jobs) / f.submit_s, rate, static_cast<long long>(f.claimed),
                 static_cast<long long>(f.rounds), static_cast<double>(f.claimed) / static_cast<double>(f.rounds),
-                rate / base_rate);
+                static_cast<long long>(f.lost), rate / base_rate);
     fs::remove_all(dir);
   }
   if (flags.GetOr("dir", "").empty()) fs::remove_all(base);
