@@ -194,5 +194,20 @@ TEST(SchedulerTest, AdmissionNamesTheLimitAndTheNumbers) {
   EXPECT_TRUE(s.Admit("cc", rate, 61'001).ok());
 }
 
+TEST(SchedulerTest, PoolsWithLiveJobsAreBoundedAndAnEmptyPoolIsForgotten) {
+  Scheduler s;
+  for (size_t i = 0; i < Scheduler::kMaxLivePools; ++i) {
+    ASSERT_TRUE(s.AdmitPool("p" + std::to_string(i)).ok());
+    s.Ready({Id("j", static_cast<int>(i)), "p" + std::to_string(i), "a", 5});
+  }
+  EXPECT_TRUE(s.AdmitPool("p0").ok());  // a pool with live jobs takes more
+  Decision d = s.AdmitPool("one-too-many");
+  EXPECT_EQ(d.error, TransitionError::kInvalid);
+  EXPECT_EQ(d.message, "refused: pool one-too-many would be a pool beyond this ledger's 256 pools with live jobs");
+  s.Remove("j0");
+  EXPECT_EQ(s.Pools().count("p0"), 0u);
+  EXPECT_TRUE(s.AdmitPool("one-too-many").ok());
+}
+
 }  // namespace
 }  // namespace gatos

@@ -11,6 +11,9 @@ using namespace service_internal;  // NOLINT: this library's own internals
 std::optional<std::string> JobService::Admission(const Op& op, int64_t now) {
   const SubmitOp* submit = std::get_if<SubmitOp>(&op);
   if (!submit) return std::nullopt;
+  if (Decision p = scheduler_.AdmitPool(submit->check.manifest.pool.value_or("")); !p.ok()) {
+    if (!writer_->live().count(submit->check.job_hex)) return ErrorText(p);
+  }
   const std::string& submitter = submit->check.signer_key_hex;
   const EffectiveLimits limits = LimitsFor(writer_->policy().settings.scheduling, submitter);
   if (limits.max_pending <= 0 && limits.per_minute <= 0) return std::nullopt;

@@ -13,6 +13,14 @@ std::string ShortKey(std::string_view hex) {
 
 }  // namespace
 
+Decision Scheduler::AdmitPool(std::string_view pool) const {
+  const std::string name = PoolName(pool);
+  if (pools_.count(name) || pools_.size() < kMaxLivePools) return {};
+  return Decision::Error(TransitionError::kInvalid,
+                         "refused: pool " + name + " would be a pool beyond this ledger's " +
+                             std::to_string(kMaxLivePools) + " pools with live jobs");
+}
+
 void Scheduler::Leave(Entry& e) {
   PoolState& ps = pools_[e.pool];
   SubmitterState& ss = submitters_[e.submitter];
@@ -31,6 +39,13 @@ void Scheduler::Leave(Entry& e) {
       --ss.running;
       break;
   }
+}
+
+void Scheduler::Forget(const std::string& pool) {
+  auto it = pools_.find(pool);
+  if (it == pools_.end()) return;
+  const PoolCounts& c = it->second.counts;
+  if (c.queued == 0 && c.offered == 0 && c.running == 0) pools_.erase(it);
 }
 
 void Scheduler::Enqueue(const std::string& job, Entry& e) {
@@ -86,7 +101,9 @@ void Scheduler::Remove(std::string_view job_hex) {
   auto it = jobs_.find(std::string(job_hex));
   if (it == jobs_.end()) return;
   Leave(it->second);
+  const std::string pool = it->second.pool;
   jobs_.erase(it);
+  Forget(pool);  // a pool without live jobs holds nothing (its stale queue entries go too)
 }
 
 bool Scheduler::SubmitterBlocked(const std::string& submitter, const SchedulingPolicy& policy) const {

@@ -54,6 +54,10 @@ class Scheduler {
   static constexpr int64_t kMinWindow = 2;
   static constexpr int64_t kMaxWindow = 1024;
   static constexpr int64_t kWindowRateMs = 40;
+  // Pools with live jobs at most: each pool has a JetStream consumer, so a
+  // submitter cannot make gatosd create one per job (Admit refuses a job of
+  // a new pool beyond it).
+  static constexpr size_t kMaxLivePools = 256;
 
   // A fixed window of outstanding offers per pool instead of the adaptive
   // one (0 = adaptive; kAllOffers = every waiting job at once, in priority
@@ -77,6 +81,9 @@ class Scheduler {
   // counts against the per-minute limit at once (Admitted), and against
   // max_pending as soon as it is Ready.
   Decision Admit(std::string_view submitter, const EffectiveLimits& limits, int64_t now_ms);
+  // Whether a job of `pool` may join: kInvalid when it is a pool without
+  // live jobs and kMaxLivePools pools have some.
+  Decision AdmitPool(std::string_view pool) const;
   void Admitted(std::string_view submitter, const EffectiveLimits& limits, int64_t now_ms);
   // Jobs admitted in a batch count as pending until the batch ends (by then
   // the ledger recorded them and they are Ready, or it refused them).
@@ -121,6 +128,7 @@ class Scheduler {
   };
 
   void Leave(Entry& e);
+  void Forget(const std::string& pool);
   void Enqueue(const std::string& job, Entry& e);
   bool TakeFrom(PoolState& ps, Level& level, const SchedulingPolicy& policy, std::string* job);
   bool SubmitterBlocked(const std::string& submitter, const SchedulingPolicy& policy) const;
