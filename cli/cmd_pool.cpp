@@ -147,12 +147,15 @@ int RunPoolResume(const Args& args) { return PauseOrResume(args, "resume"); }
 
 int RunPoolLs(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}})) return UsageError("pool ls", flags.error());
+  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}, {"submitters", 0, false}})) {
+    return UsageError("pool ls", flags.error());
+  }
   if (flags.help()) {
-    std::cout << "usage: gatos pool ls --ledger DIR|nats://HOST:PORT [--json]\n\n"
+    std::cout << "usage: gatos pool ls --ledger DIR|nats://HOST:PORT [--submitters] [--json]\n\n"
                  "Per pool, as gatosd sees it now: pending jobs (of which offered), running\n"
                  "jobs, whether the pool is paused, its running limit, and the live workers\n"
-                 "serving it (from their heartbeats).\n";
+                 "serving it (from their heartbeats). --submitters: per submitter instead\n"
+                 "(the 100 busiest), its pending and running jobs against its limits.\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
@@ -161,8 +164,24 @@ int RunPoolLs(const Args& args) {
   if (!reply.ok()) return ReportError(reply.status().message(), kExitFailure);
   if (!reply->value("ok", false)) return ReportError(reply->value("message", "pools request refused"), kExitFailure);
   const json pools = reply->value("pools", json::array());
+  const json submitters = reply->value("submitters", json::array());
   if (flags.Has("json")) {
-    std::cout << pools.dump() << "\n";
+    std::cout << (flags.Has("submitters") ? submitters : pools).dump() << "\n";
+    return kExitOk;
+  }
+  if (flags.Has("submitters")) {
+    auto limit = [](const json& s, const char* k) {
+      int64_t v = s.value(k, int64_t{0});
+      return v > 0 ? std::to_string(v) : std::string("-");
+    };
+    std::printf("%-26s %9s %11s %9s %11s %10s\n", "SUBMITTER", "PENDING", "MAX_PENDING", "RUNNING", "MAX_RUNNING",
+                "PER_MINUTE");
+    for (const auto& s : submitters) {
+      std::printf("%-26s %9lld %11s %9lld %11s %10s\n", s.value("submitter", "").substr(0, 24).c_str(),
+                  static_cast<long long>(s.value("pending", int64_t{0})), limit(s, "max_pending").c_str(),
+                  static_cast<long long>(s.value("running", int64_t{0})), limit(s, "max_running").c_str(),
+                  limit(s, "per_minute").c_str());
+    }
     return kExitOk;
   }
   std::printf("%-24s %9s %9s %9s %7s %7s\n", "POOL", "PENDING", "OFFERED", "RUNNING", "WORKERS", "PAUSED");

@@ -287,6 +287,16 @@ TEST_F(SchedulingE2ETest, LimitsRefuseByNameAndHoldRunningJobs) {
   for (int i = 0; i < 3; ++i) alices.push_back(end_job("A" + std::to_string(i)));
   auto bob_ids = PushSigned(bob, bobs);
   auto alice_ids = PushSigned(stack_->submitter_key(), alices);
+  // Usage against the limits, per submitter (gatos pool ls --submitters).
+  RunResult usage = Gatos({"pool", "ls", "--submitters", "--json", "--ledger", stack_->nats_url()});
+  ASSERT_EQ(usage.exit_code, 0) << usage.err;
+  bool seen_bob = false;
+  for (const auto& u : json::parse(usage.out)) {
+    if (u.value("max_running", 0) != 1) continue;
+    seen_bob = true;
+    EXPECT_EQ(u.value("pending", -1), 3) << u.dump();
+  }
+  EXPECT_TRUE(seen_bob) << usage.out;
   stack_->StartWorker(0, {"--sandbox", "off", "--concurrency", "4"});
   std::vector<std::string> all = bob_ids;
   all.insert(all.end(), alice_ids.begin(), alice_ids.end());

@@ -3,6 +3,8 @@
 // order itself is the Scheduler's (gatos/model/scheduler.h).
 #include "gatos/ledger/job_service.h"
 
+#include <algorithm>
+
 #include "service_internal.h"
 
 namespace gatos {
@@ -75,8 +77,25 @@ std::string JobService::PoolsReply(int64_t now) {
     if (lim != sched.pool_max_running.end()) e["max_running"] = lim->second;
     pools.push_back(std::move(e));
   }
+  // Usage against the limits, the busiest submitters first (at most 100).
+  std::vector<std::pair<int64_t, std::string>> busiest;
+  const auto usage = scheduler_.Submitters();
+  for (const auto& [sub, u] : usage) busiest.push_back({-(u.first + u.second), sub});
+  std::sort(busiest.begin(), busiest.end());
+  json submitters = json::array();
+  for (size_t i = 0; i < busiest.size() && i < 100; ++i) {
+    const std::string& sub = busiest[i].second;
+    const EffectiveLimits l = LimitsFor(sched, sub);
+    submitters.push_back({{"submitter", sub.empty() ? std::string("(unsigned)") : "ed25519:" + sub},
+                          {"pending", usage.at(sub).first},
+                          {"running", usage.at(sub).second},
+                          {"max_pending", l.max_pending},
+                          {"max_running", l.max_running},
+                          {"per_minute", l.per_minute}});
+  }
   json reply = rpc::OkReply();
   reply["pools"] = std::move(pools);
+  reply["submitters"] = std::move(submitters);
   reply["now_ms"] = now;
   return rpc::Dump(reply);
 }

@@ -20,12 +20,12 @@ std::string JobService::ReadReply(const ServiceRequest& r) {
     json reply = rpc::OkReply();
     reply["status"] = JobStatusJson(writer_->ledger(), **rec, writer_->policy().settings, now);
     const JobRecord& jr = **rec;
+    const std::string pool = jr.pool.empty() ? kDefaultPool : jr.pool;
+    json& st = reply["status"];
+    st["pool"] = pool;
+    st["priority"] = jr.priority;
     if (RecordState(jr, now) == JobState::kPending) {
       // Why it waits, when the scheduler knows (docs/scheduling.md).
-      const std::string pool = jr.pool.empty() ? kDefaultPool : jr.pool;
-      json& st = reply["status"];
-      st["pool"] = pool;
-      st["priority"] = jr.priority;
       if (writer_->policy().settings.scheduling.paused.count(pool)) {
         st["waiting"] = "pool " + pool + " is paused";
       } else if (LiveWorkersByPool(now)[pool] == 0) {

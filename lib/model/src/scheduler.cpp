@@ -237,6 +237,14 @@ int64_t Scheduler::Pending(std::string_view submitter) const {
   return it == submitters_.end() ? 0 : it->second.pending;
 }
 
+std::map<std::string, std::pair<int64_t, int64_t>> Scheduler::Submitters() const {
+  std::map<std::string, std::pair<int64_t, int64_t>> out;
+  for (const auto& [sub, ss] : submitters_) {
+    if (ss.pending > 0 || ss.running > 0) out[sub] = {ss.pending, ss.running};
+  }
+  return out;
+}
+
 int64_t Scheduler::RunningOf(std::string_view submitter) const {
   auto it = submitters_.find(std::string(submitter));
   return it == submitters_.end() ? 0 : it->second.running;

@@ -93,6 +93,8 @@ class Scheduler {
   PoolCounts Pool(std::string_view pool) const;
   std::map<std::string, PoolCounts> Pools() const;
   int64_t Pending(std::string_view submitter) const;
+  // Submitter key hex -> {pending, running}, for those with either.
+  std::map<std::string, std::pair<int64_t, int64_t>> Submitters() const;
   int64_t RunningOf(std::string_view submitter) const;
   int64_t Window(std::string_view pool, int64_t now_ms);
   // The state of one job: "queued", "offered", "running" or "" (unknown).
