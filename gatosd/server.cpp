@@ -72,6 +72,14 @@ std::vector<ServiceEvent> TakeOffers(std::vector<ServiceEvent>* events) {
   return offers;
 }
 
+// The per-pool gauges: the scheduler's counts and the paused pools.
+void UpdatePools(Metrics* metrics, const JobService& s, const LedgerWriter& w) {
+  std::map<std::string, Metrics::PoolGauge> pools;
+  for (const auto& [pool, c] : s.scheduler().Pools()) pools[pool] = {c.queued, c.offered, c.running, false};
+  for (const auto& pool : w.policy().settings.scheduling.paused) pools[pool].paused = true;
+  metrics->SetPools(std::move(pools));
+}
+
 void UpdateCounts(Metrics* metrics, const LedgerWriter& w) {
   std::array<size_t, 6> c{};
   for (size_t i = 0; i < c.size(); ++i)
@@ -321,6 +329,7 @@ class Server {
     service_->Start();
     publisher_->Enqueue(service_->TakeEvents());
     UpdateCounts(&metrics_, *writer_);
+    UpdatePools(&metrics_, *service_, *writer_);
   }
 
   Status Subscribe() {
@@ -411,6 +420,7 @@ class Server {
     std::vector<std::string> replies = service_->Finish(std::move(item.prepared));
     // The state gauges as of this batch, before anyone hears of it.
     UpdateCounts(&metrics_, *writer_);
+    UpdatePools(&metrics_, *service_, *writer_);
     std::vector<ServiceEvent> events = service_->TakeEvents();
     publisher_->Enqueue(TakeOffers(&events));
     for (size_t i = 0; i < item.requests.size(); ++i) {
@@ -452,6 +462,7 @@ class Server {
     writer_->AfterViews(
         [this, events = std::move(events)]() mutable { publisher_->Enqueue(std::move(events)); });
     UpdateCounts(&metrics_, *writer_);
+    UpdatePools(&metrics_, *service_, *writer_);
     metrics_.Heartbeat(SystemNowMs());
     metrics_.SetNatsConnected(bus_->connected());
   }

@@ -349,6 +349,12 @@ TEST_F(SchedulingE2ETest, APausedPoolOffersNothingUntilResumed) {
   json pools = Pools();
   EXPECT_EQ(pools["default"].value("paused", false), true);
   EXPECT_EQ(pools["default"].value("pending", -1), 1);
+  std::string metrics;
+  EXPECT_TRUE(PollFor(5000, [&] {
+    metrics = stack_->HttpGet("/metrics");
+    return metrics.find("gatos_pool_paused{pool=\"default\"} 1") != std::string::npos &&
+           metrics.find("gatos_pool_jobs{pool=\"default\",state=\"queued\"} 1") != std::string::npos;
+  })) << metrics;
   r = Gatos({"pool", "resume", "default", "--ledger", stack_->ledger()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   w = Wait({held});
