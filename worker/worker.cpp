@@ -226,6 +226,9 @@ class Worker {
 
     for (const std::string& pool : opts_.pools) consumers_.push_back({pool, nullptr, 0});
     for (int attempt = 0; !*stop_; ++attempt) {
+      // Said while waiting too: a pool's consumer appears with its first
+      // offer, and until then `gatos status` should know this worker serves it.
+      Heartbeat();
       Status bound = BindConsumers();
       if (bound.ok()) break;
       if (attempt == 0) Log("waiting for the job stream (is gatosd serve running?): " + bound.message());
