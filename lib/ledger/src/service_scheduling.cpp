@@ -35,12 +35,15 @@ std::optional<std::string> JobService::Admission(const Op& op, int64_t now) {
 void JobService::NoteWorker(const std::string& worker_hex, std::vector<std::string> pools, int64_t now_ms) {
   std::lock_guard<std::mutex> l(workers_mu_);
   if (!workers_.count(worker_hex) && workers_.size() >= kMaxKnownWorkers) {
-    // Forget the stalest: a flood of made-up workers cannot grow the map.
-    auto oldest = workers_.begin();
-    for (auto it = workers_.begin(); it != workers_.end(); ++it) {
-      if (it->second.seen_ms < oldest->second.seen_ms) oldest = it;
+    // Full: forget the workers not heard of for a while (at most once a
+    // second), and while it is still full of live ones ignore new ones. A
+    // flood of made-up workers can neither grow the map nor cost a scan
+    // per message.
+    if (now_ms - workers_pruned_ms_ >= 1000) {
+      workers_pruned_ms_ = now_ms;
+      std::erase_if(workers_, [&](const auto& w) { return now_ms - w.second.seen_ms > kWorkerLiveMs; });
     }
-    workers_.erase(oldest);
+    if (workers_.size() >= kMaxKnownWorkers) return;
   }
   workers_[worker_hex] = {std::move(pools), now_ms};
 }
@@ -66,6 +69,7 @@ std::string JobService::PoolsReply(int64_t now) {
   for (const auto& [p, n] : sched.pool_max_running) names.insert(p);
   json pools = json::array();
   for (const std::string& p : names) {
+    if (pools.size() >= 1000) break;  // heartbeats may name many; the reply stays bounded
     PoolCounts c = counts.count(p) ? counts[p] : PoolCounts{};
     json e = {{"pool", p},
               {"pending", c.queued + c.offered},

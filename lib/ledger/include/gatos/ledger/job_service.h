@@ -235,6 +235,7 @@ class JobService {
   };
   mutable std::mutex workers_mu_;
   std::map<std::string, LiveWorker> workers_;
+  int64_t workers_pruned_ms_ = 0;
   std::multimap<int64_t, std::string> due_;  // when to look at a job again
   std::string prune_cursor_;
   int64_t next_prune_step_ms_ = 0;  // the pruning crawl's next step (ledger clock)
