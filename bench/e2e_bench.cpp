@@ -8,6 +8,7 @@
 //   e2e_bench [--jobs 2000] [--workers 2] [--concurrency N] [--sandbox off|auto]
 //             [--submit push|rpc] [--job sh|true] [--submitters 32]
 //             [--rate JOBS/S] [--keep DIR] [--ledger-dir DIR] [--json] [--no-wal]
+//             [--offer-window auto|all|N]   (gatosd's, docs/scheduling.md)
 // --submit push (default): every job is a signed commit, all pushed with ONE
 // stock `git push` to refs/gatos/submit/*, as a user would. --submit rpc:
 // each job through the gatosd RPC by --submitters connections, each waiting
@@ -164,7 +165,8 @@ int main(int argc, char** argv) {
       {"keep", 0, true, false, "DIR"},
       {"ledger-dir", 0, true, false, "DIR"},
       {"json", 0, false},
-      {"no-wal", 0, false}};
+      {"no-wal", 0, false},
+      {"offer-window"}};
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
       !flags.GetInt("jobs", 1, 10'000'000, &jobs) || !flags.GetInt("workers", 1, 64, &workers) ||
@@ -219,6 +221,7 @@ int main(int argc, char** argv) {
   {
     std::vector<std::string> argv = {g_bin + "/gatosd", "serve", "--ledger", ledger, "--nats", url};
     if (flags.Has("no-wal")) argv.push_back("--no-wal");
+    if (auto w = flags.Get("offer-window")) argv.insert(argv.end(), {"--offer-window", *w});
     procs.push_back(Spawn(argv, dir + "/gatosd.log"));
   }
   if (!WaitForText(dir + "/gatosd.log", "serving ledger", 20000))

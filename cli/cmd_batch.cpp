@@ -185,14 +185,21 @@ int RunBatchSubmit(const Args& args) {
                           {"sign-key"},
                           {"json", 0, false},
                           {"no-pin", 0, false},
+                          {"priority"},
                           {"nonce"}})) {
     return UsageError("batch submit", flags.error());
+  }
+  int64_t priority = 5;
+  std::string priority_error;
+  if (!PriorityFlag(flags.Get("priority"), &priority, &priority_error)) {
+    return UsageError("batch submit", priority_error);
   }
   if (flags.help()) {
     std::cout
         << "usage: gatos batch submit --template T.yaml --repos FILE --ledger "
            "DIR|nats://...|GIT-URL\n"
-           "                          [--sign-key KEY] [--no-pin] [--nonce TEXT] [--json]\n\n"
+           "                          [--sign-key KEY] [--no-pin] [--nonce TEXT] [--priority N] [--json]\n\n"
+           "--priority N: every job's Priority trailer, 0-9 (default 5; docs/scheduling.md).\n"
            "Creates one job per repository listed in FILE (one per line; blank lines and\n"
            "'#' comments ignored): every {{repo}} in the template is replaced by the\n"
            "repository, and each job is submitted as 'gatos submit' does. Then a batch\n"
@@ -304,7 +311,8 @@ int RunBatchSubmit(const Args& args) {
     std::string hex = JobIdHex(*m);
     SubmitOutcome out;
     int rc =
-        SubmitBytes(*target, bytes, hex, "batch job for " + repos[i], key ? &*key : nullptr, &out);
+        SubmitBytes(*target, bytes, hex, "batch job for " + repos[i], key ? &*key : nullptr, &out,
+                    30000, priority);
     if (rc != kExitOk) {
       ++failures;
       jobs.push_back(

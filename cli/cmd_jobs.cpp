@@ -16,6 +16,7 @@
 #include "gatos/model/encoding.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/rpc.h"
+#include "gatos/model/scheduling.h"
 #include "gatos/model/trailers.h"
 #include "gatos/sys/flags.h"
 #include "gatos/sys/manifest_file.h"
@@ -87,6 +88,10 @@ std::string Describe(const json& j) {
   }
   if (j.contains("not_before")) out += "  next attempt not before " + j.value("not_before", "");
   if (j.value("dead", false)) out += "  dead";
+  if (j.contains("priority") && j.value("priority", int64_t{5}) != 5)
+    out += "  priority " + std::to_string(j.value("priority", int64_t{5}));
+  // Why a pending job waits, when gatosd knows (docs/scheduling.md).
+  if (j.contains("waiting")) out += "  (" + j.value("waiting", "") + ")";
   return out;
 }
 
@@ -149,11 +154,12 @@ Result<Ed25519PrivateKey> RequestKey(const std::string& target,
 
 int SubmitBytes(const std::string& target_str, const std::string& bytes, const std::string& hex,
                 const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* result,
-                int timeout_ms) {
+                int timeout_ms, int64_t priority) {
   const std::string* target = &target_str;
   CommitMessage msg;
   msg.body = "gatos: submit " + name;
   msg.trailers = {{"Job-Id", "blake3:" + hex}};
+  if (priority != kDefaultPriority) msg.trailers.push_back({kPriorityTrailer, std::to_string(priority)});
   std::vector<GitObject> objects;
   auto tree = BuildTreeObjects({{"job.yaml", bytes, false}}, &objects);
   if (!tree.ok()) return ReportError(tree.status().message(), kExitFailure);
@@ -218,10 +224,22 @@ int SubmitBytes(const std::string& target_str, const std::string& bytes, const s
   return kExitOk;
 }
 
+bool PriorityFlag(const std::optional<std::string>& value, int64_t* priority, std::string* error) {
+  *priority = kDefaultPriority;
+  if (!value) return true;
+  auto p = ParsePriority(*value);
+  if (!p.ok()) {
+    *error = "--priority: " + p.status().message();
+    return false;
+  }
+  *priority = *p;
+  return true;
+}
+
 int RunSubmit(const Args& args) {
   const char* help =
       "usage: gatos submit FILE --ledger DIR|nats://HOST:PORT|GIT-URL [--sign-key KEY] [--timeout "
-      "S] [--json]\n\n"
+      "S] [--priority N] [--json]\n\n"
       "Submits the manifest FILE (YAML or JSON) as a job: builds a commit whose tree\n"
       "holds job.yaml (the file as written) with the Job-Id trailer, signs it with KEY\n"
       "(an OpenSSH Ed25519 private key allowed as a submitter), and hands it to the\n"
@@ -232,11 +250,17 @@ int RunSubmit(const Args& args) {
       "is NOT enough: ulid is not hashed; add an input or an env entry such as RUN: 2).\n"
       "--timeout S: how long to wait for the ledger's answer (default 30; not for a\n"
       "git remote, where git push decides).\n"
+      "--priority N: 0-9, higher first (default 5); written as the job commit's\n"
+      "'Priority: N' trailer, signed with it but not hashed: the same manifest at\n"
+      "another priority is the same job (docs/scheduling.md).\n"
       "GATOS_LEDGER is used when --ledger is not given.\n";
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"timeout"}, {"json", 0, false}})) {
+  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"timeout"}, {"priority"}, {"json", 0, false}})) {
     return UsageError("submit", flags.error());
   }
+  int64_t priority = kDefaultPriority;
+  std::string priority_error;
+  if (!PriorityFlag(flags.Get("priority"), &priority, &priority_error)) return UsageError("submit", priority_error);
   int64_t timeout_s = 30;
   if (!flags.GetInt("timeout", 1, 86400, &timeout_s)) return UsageError("submit", flags.error());
   if (flags.help()) {
@@ -264,7 +288,7 @@ int RunSubmit(const Args& args) {
   std::string name = file.substr(file.rfind('/') + 1);
   SubmitOutcome out;
   int rc = SubmitBytes(*target, bytes, hex, name, key ? &*key : nullptr, &out,
-                       static_cast<int>(timeout_s * 1000));
+                       static_cast<int>(timeout_s * 1000), priority);
   if (rc != kExitOk) return rc;
   bool existing = out.existing;
   if (flags.Has("json")) {

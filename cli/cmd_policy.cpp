@@ -10,13 +10,10 @@
 #include "ledger_client.h"
 
 namespace gatos::cli {
-namespace {
 
 using nlohmann::json;
 
-// Sends one policy change to the ledger's writer (gatosd through its local
-// socket, or the writer lock) and prints the outcome.
-int Change(const std::string& name, const std::string& dir, const json& req, const std::string& done) {
+int PolicyChange(const std::string& name, const std::string& dir, const json& req, const std::string& done) {
   if (ClassifyLedger(dir) != LedgerKind::kDirectory) {
     return UsageError("policy " + name, "--ledger must be the ledger directory (policy changes are made on the ledger host)");
   }
@@ -39,12 +36,22 @@ int Change(const std::string& name, const std::string& dir, const json& req, con
   return kExitOk;
 }
 
+namespace {
+
+int Change(const std::string& name, const std::string& dir, const json& req, const std::string& done) {
+  return PolicyChange(name, dir, req, done);
+}
+
 int KeyChange(const Args& args, const char* op, const char* role) {
   std::string name = std::string(op) + "-" + role;
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}})) return UsageError("policy " + name, flags.error());
+  const bool pools_flag = std::string(op) == "allow" && std::string(role) != "operator";
+  std::vector<FlagSpec> specs = {{"ledger"}};
+  if (pools_flag) specs.push_back({"pools"});
+  if (!flags.Parse(args, specs)) return UsageError("policy " + name, flags.error());
   if (flags.help()) {
-    std::cout << "usage: gatos policy " << name << " --ledger DIR KEY.pub\n\n"
+    std::cout << "usage: gatos policy " << name << " --ledger DIR KEY.pub"
+              << (pools_flag ? " [--pools a,b|all]" : "") << "\n\n"
               << (std::string(op) == "allow" ? "Adds the key to" : "Removes the key from") << " the policy's "
               << role << " list: a new policy commit, signed by the ledger key and\n"
                  "recorded in the ledger's log. "
@@ -54,6 +61,11 @@ int KeyChange(const Args& args, const char* op, const char* role) {
                         "its later requests and results are refused; a revoked submitter's new jobs\n"
                         "are refused. Jobs and results recorded before stay valid: the auditor\n"
                         "judges each by the policy in force when the ledger accepted it.\n");
+    if (pools_flag) {
+      std::cout << "--pools a,b: the pools the key may " << (std::string(role) == "worker" ? "serve" : "submit to")
+                << " (default: every pool;\n'all' lifts a restriction). Enforced by the ledger "
+                   "(docs/scheduling.md).\n";
+    }
     return kExitOk;
   }
   auto dir = flags.Get("ledger");
@@ -63,6 +75,15 @@ int KeyChange(const Args& args, const char* op, const char* role) {
   auto key = ReadPublicKeyFile(flags.positional()[0]);
   if (!key.ok()) return ReportError(key.status().message(), kExitUsage);
   json req = {{"op", op}, {"role", role}, {"key", key->ToOpenSsh()}};
+  if (pools_flag && flags.Get("pools")) {
+    if (*flags.Get("pools") == "all") {
+      req["pools"] = nullptr;
+    } else {
+      auto pools = ParsePoolList(*flags.Get("pools"));
+      if (!pools.ok()) return UsageError("policy " + name, "--pools: " + pools.status().message());
+      req["pools"] = *pools;
+    }
+  }
   return Change(name, *dir, req, std::string(std::string(op) == "allow" ? "allowed " : "revoked ") + role + " " +
                                      key->WorkerId());
 }

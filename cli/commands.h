@@ -3,6 +3,8 @@
 #ifndef GATOS_CLI_COMMANDS_H_
 #define GATOS_CLI_COMMANDS_H_
 
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,10 @@ const std::vector<Command>& AllCommands();
 
 // Prints "gatos <words>: <message>" to stderr; returns kExitUsage.
 int UsageError(const std::string& command, const std::string& message);
+// Sends one policy change (rpc::kLocalPolicy) to the ledger directory's
+// writer and prints the outcome (`done` on success).
+int PolicyChange(const std::string& name, const std::string& dir, const nlohmann::json& req,
+                 const std::string& done);
 // Prints each line of a (possibly multi-line) error to stderr, prefixed
 // "error: "; returns `code`.
 int ReportError(const std::string& message, int code);
@@ -44,6 +50,10 @@ int RunPolicyRevokeWorker(const Args& args);
 int RunPolicyRevokeOperator(const Args& args);
 int RunPolicySet(const Args& args);
 int RunPolicyRotateLedgerKey(const Args& args);
+int RunPolicyLimits(const Args& args);
+int RunPoolPause(const Args& args);
+int RunPoolResume(const Args& args);
+int RunPoolLs(const Args& args);
 int RunRetry(const Args& args);
 int RunSubmit(const Args& args);
 int RunStatus(const Args& args);
@@ -90,10 +100,14 @@ struct SubmitOutcome {
 };
 // Submits manifest bytes (already validated; `hex` is its job id) to a
 // ledger directory, gatosd (nats://) or a git remote, as `gatos submit`
-// does. Prints errors itself; returns an exit code.
+// does. Prints errors itself; returns an exit code. A `priority` other
+// than 5 is written as the job commit's Priority trailer.
 int SubmitBytes(const std::string& target, const std::string& bytes, const std::string& hex,
                 const std::string& name, const Ed25519PrivateKey* key, SubmitOutcome* out,
-                int timeout_ms = 30000);
+                int timeout_ms = 30000, int64_t priority = 5);
+// --priority N of submit and batch submit: 0-9, 5 when absent. Usage
+// error text in *error otherwise.
+bool PriorityFlag(const std::optional<std::string>& value, int64_t* priority, std::string* error);
 
 }  // namespace gatos::cli
 

@@ -12,6 +12,7 @@
 
 #include "gatos/ledger/local_ledger.h"
 #include "gatos/model/encoding.h"
+#include "gatos/model/scheduler.h"
 #include "gatos/sys/config_file.h"
 #include "gatos/sys/flags.h"
 #include "dashboard.h"
@@ -39,6 +40,10 @@ constexpr char kUsage[] =
     "                                    (1..5, default 1; 3 on a three-node cluster). --nats\n"
     "                                    takes every member: nats://a:4222,nats://b:4222,...\n"
     "                                    (tls://... for TLS)\n"
+    "        [--offer-window auto|all|N] offers outstanding per pool (docs/scheduling.md):\n"
+    "                                    auto (default) follows the claim rate so that later\n"
+    "                                    high-priority jobs do not queue behind earlier offers;\n"
+    "                                    all offers every pending job at once (no priorities)\n"
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
@@ -110,7 +115,7 @@ int ServeCommand(const std::vector<std::string>& args) {
   gatos::gatosd::ServeOptions opts;
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
   const std::vector<gatos::FlagSpec> specs = {{"ledger"},      {"nats"},           {"http"},
-                                              {"republish-s"}, {"sweep-ms"},       {"nats-wait-s"},
+                                              {"republish-s"}, {"sweep-ms"},       {"nats-wait-s"}, {"offer-window"},
                                               {"max-batch"},   {"no-fsync", 0, false}, {"no-wal", 0, false}, {"http-token-file"},
                                               {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
                                               {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"}};
@@ -151,6 +156,13 @@ int ServeCommand(const std::vector<std::string>& args) {
     return Usage("serve", "--nats-pid-file needs --nats-auth-file (the file nats-server reloads)");
   }
   if (flags.Has("republish-s")) opts.republish_ms = republish_s * 1000;
+  if (auto w = flags.Get("offer-window"); w && *w != "auto") {
+    if (*w == "all") {
+      opts.offer_window = gatos::Scheduler::kAllOffers;
+    } else if (!flags.GetInt("offer-window", 1, 1'000'000, &opts.offer_window)) {
+      return Usage("serve", "--offer-window: expected auto, all or a number of offers 1..1000000");
+    }
+  }
   if (flags.Has("nats-wait-s")) opts.nats_wait_ms = nats_wait_s * 1000;
   if (opts.ledger_dir.empty()) return Usage("serve", "--ledger DIR is required");
   if (auto token_file = flags.Get("http-token-file")) {

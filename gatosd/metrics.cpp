@@ -129,6 +129,10 @@ void Metrics::SetJobCounts(const std::array<size_t, 6>& by_state) {
   std::lock_guard<std::mutex> l(mu_);
   jobs_ = by_state;
 }
+void Metrics::SetPools(std::map<std::string, PoolGauge> pools) {
+  std::lock_guard<std::mutex> l(mu_);
+  pools_ = std::move(pools);
+}
 void Metrics::SetPublishBacklog(size_t n) {
   std::lock_guard<std::mutex> l(mu_);
   backlog_ = n;
@@ -186,6 +190,21 @@ std::string Metrics::Render() const {
   for (size_t i = 0; i < jobs_.size(); ++i) {
     out += "gatos_jobs{state=\"" + std::string(JobStateName(static_cast<JobState>(i))) + "\"} " +
            std::to_string(jobs_[i]) + "\n";
+  }
+  if (!pools_.empty()) {
+    // Pool names are [a-z0-9_-]: nothing to escape in a label.
+    out += "# HELP gatos_pool_jobs Live jobs per pool: queued (waiting for an offer), offered, running.\n";
+    out += "# TYPE gatos_pool_jobs gauge\n";
+    for (const auto& [pool, g] : pools_) {
+      for (auto [state, n] : {std::pair{"queued", g.queued}, std::pair{"offered", g.offered},
+                              std::pair{"running", g.running}}) {
+        out += "gatos_pool_jobs{pool=\"" + pool + "\",state=\"" + state + "\"} " + std::to_string(n) + "\n";
+      }
+    }
+    out += "# HELP gatos_pool_paused 1 when the policy pauses the pool.\n# TYPE gatos_pool_paused gauge\n";
+    for (const auto& [pool, g] : pools_) {
+      out += "gatos_pool_paused{pool=\"" + pool + "\"} " + std::string(g.paused ? "1" : "0") + "\n";
+    }
   }
   out += "# HELP gatos_publish_backlog Job events waiting to be published on JetStream.\n";
   out += "# TYPE gatos_publish_backlog gauge\ngatos_publish_backlog " + std::to_string(backlog_) + "\n";

@@ -60,6 +60,12 @@ class Metrics {
   Metrics();
   void SetJobCounts(const std::array<size_t, 6>& by_state);
   void SetPublishBacklog(size_t n);
+  // Per pool (docs/scheduling.md): jobs queued, offered, running; paused.
+  struct PoolGauge {
+    int64_t queued = 0, offered = 0, running = 0;
+    bool paused = false;
+  };
+  void SetPools(std::map<std::string, PoolGauge> pools);
   void SetNatsConnected(bool up);
   void ObserveClaim(double seconds);           // claim RPC, received -> replied
   void ObserveSubmitToClaim(double seconds);   // job first seen -> first lease
@@ -83,6 +89,7 @@ class Metrics {
   mutable std::mutex mu_;
   std::array<size_t, 6> jobs_{};
   size_t backlog_ = 0;
+  std::map<std::string, PoolGauge> pools_;
   bool nats_up_ = false;
   Histogram claim_;
   Histogram submit_to_claim_;

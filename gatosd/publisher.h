@@ -16,6 +16,7 @@
 
 #include "gatos/ledger/job_service.h"
 #include "gatos/nats/bus.h"
+#include "gatos/nats/job_stream.h"
 #include <set>
 #include <thread>
 
@@ -83,6 +84,12 @@ class Publisher {
         if (stop_) return;
         item = q_.front();
       }
+      if (!EnsurePoolConsumer(item.subject)) {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait_for(l, std::chrono::milliseconds(backoff_ms), [&] { return stop_; });
+        backoff_ms = std::min(backoff_ms * 2, 2000);
+        continue;
+      }
       auto ack = bus_->JsPublish(item.subject, item.data, item.msg_id);
       if (!ack.ok() && ack.status().code() == StatusCode::kUnavailable) {
         if (!warned) Log("JetStream unavailable, job events wait: " + ack.status().message());
@@ -107,8 +114,23 @@ class Publisher {
     }
   }
 
+  // The first offer of a pool creates its workers' durable consumer, so the
+  // pool's offers wait for its first worker (workers only bind to it).
+  bool EnsurePoolConsumer(const std::string& subject) {
+    const std::string prefix = std::string(rpc::kPendingSubject) + ".";
+    if (subject.rfind(prefix, 0) != 0 || pool_consumers_.count(subject)) return true;
+    auto c = bus_->PullSubscribe(rpc::WorkerConsumerConfig(subject.substr(prefix.size())));
+    if (!c.ok()) {
+      Log("cannot create the consumer of " + subject + ": " + c.status().message());
+      return false;
+    }
+    pool_consumers_.insert(subject);
+    return true;
+  }
+
   Bus* bus_;
   Metrics* metrics_;
+  std::set<std::string> pool_consumers_;  // the publisher thread's
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<ServiceEvent> q_;

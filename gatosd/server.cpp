@@ -65,11 +65,19 @@ void SendReply(Bus& bus, Request& r, const std::string& reply) {
 std::vector<ServiceEvent> TakeOffers(std::vector<ServiceEvent>* events) {
   std::vector<ServiceEvent> offers, rest;
   for (auto& e : *events) {
-    (e.kind == ServiceEvent::Kind::kJetStream && e.subject == rpc::kPendingSubject ? offers : rest)
+    (e.kind == ServiceEvent::Kind::kJetStream && e.subject.rfind(rpc::kPendingSubject, 0) == 0 ? offers : rest)
         .push_back(std::move(e));
   }
   *events = std::move(rest);
   return offers;
+}
+
+// The per-pool gauges: the scheduler's counts and the paused pools.
+void UpdatePools(Metrics* metrics, const JobService& s, const LedgerWriter& w) {
+  std::map<std::string, Metrics::PoolGauge> pools;
+  for (const auto& [pool, c] : s.scheduler().Pools()) pools[pool] = {c.queued, c.offered, c.running, false};
+  for (const auto& pool : w.policy().settings.scheduling.paused) pools[pool].paused = true;
+  metrics->SetPools(std::move(pools));
 }
 
 void UpdateCounts(Metrics* metrics, const LedgerWriter& w) {
@@ -316,16 +324,18 @@ class Server {
     observer_ = std::make_unique<MetricsObserver>(&metrics_, &live_, writer_.get());
     ServiceOptions so;
     so.republish_ms = opts_.republish_ms;
+    so.offer_window = opts_.offer_window;
     service_ = std::make_unique<JobService>(writer_.get(), so, observer_.get());
     service_->Start();
     publisher_->Enqueue(service_->TakeEvents());
     UpdateCounts(&metrics_, *writer_);
+    UpdatePools(&metrics_, *service_, *writer_);
   }
 
   Status Subscribe() {
     for (const char* subject :
          {rpc::kClaim, rpc::kRenew, rpc::kResult, rpc::kClaimBatch, rpc::kResultBatch, rpc::kCancel,
-          rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kLogs}) {
+          rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kLogs, rpc::kPools}) {
       auto sub = bus_->QueueSubscribe(subject, rpc::kQueueGroup, [this](Message m) {
         Request r;
         r.req = {m.subject, m.data, SystemNowMs()};
@@ -344,6 +354,14 @@ class Server {
     if (!progress.ok())
       return Status(progress.status().code(), "subscribe progress: " + progress.status().message());
     subs_.push_back(std::move(*progress));
+    // Workers' heartbeats: which pools have a live worker (status, gatos pool ls).
+    auto beats = bus_->Subscribe(rpc::kWorkerHeartbeat, [this](Message m) {
+      auto h = rpc::DecodeHeartbeat(m.data);
+      if (h.ok()) service_->NoteWorker(h->worker_hex, std::move(h->pools), SystemNowMs());
+    });
+    if (!beats.ok())
+      return Status(beats.status().code(), "subscribe heartbeats: " + beats.status().message());
+    subs_.push_back(std::move(*beats));
     (void)bus_->Flush(2000);  // best effort: a slow server only delays the first requests
     return OkStatus();
   }
@@ -402,6 +420,7 @@ class Server {
     std::vector<std::string> replies = service_->Finish(std::move(item.prepared));
     // The state gauges as of this batch, before anyone hears of it.
     UpdateCounts(&metrics_, *writer_);
+    UpdatePools(&metrics_, *service_, *writer_);
     std::vector<ServiceEvent> events = service_->TakeEvents();
     publisher_->Enqueue(TakeOffers(&events));
     for (size_t i = 0; i < item.requests.size(); ++i) {
@@ -443,6 +462,7 @@ class Server {
     writer_->AfterViews(
         [this, events = std::move(events)]() mutable { publisher_->Enqueue(std::move(events)); });
     UpdateCounts(&metrics_, *writer_);
+    UpdatePools(&metrics_, *service_, *writer_);
     metrics_.Heartbeat(SystemNowMs());
     metrics_.SetNatsConnected(bus_->connected());
   }

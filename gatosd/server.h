@@ -26,6 +26,7 @@ struct ServeOptions {
   int stream_replicas = 1;           // copies of GATOS_JOBS in a JetStream cluster (1..5)
   std::string http_addr;             // "" = no HTTP endpoint
   std::string http_token;            // dashboard bearer token ("" = none; required off loopback)
+  int64_t offer_window = 0;  // ServiceOptions::offer_window
   int64_t republish_ms = 30'000;     // pending jobs unclaimed this long are published again
   int64_t sweep_ms = 200;            // inbox poll and expiry sweep interval
   int64_t nats_wait_ms = 30'000;     // how long to wait for NATS at start

@@ -11,6 +11,7 @@
 #include "gatos/sys/flags.h"
 #include "gatos/sys/log.h"
 #include "gatos/sys/signal_watcher.h"
+#include "gatos/model/scheduling.h"
 #include "worker.h"
 
 namespace {
@@ -21,6 +22,7 @@ constexpr char kUsage[] =
     "                        [--sandbox auto|require|off] [--ro-bind PATH]... [--name NAME]\n"
     "                        [--local-inputs DIR]... [--allow-input-url PREFIX]...\n"
     "                        [--credentials FILE] [--live-output on|off] [--config FILE]\n"
+    "                        [--pools NAME,NAME...]\n"
     "       gatos-worker status --state-dir DIR [--json] [--config FILE]\n"
     "\n"
     "run      takes jobs from gatosd (JetStream consumer gatos-workers on\n"
@@ -36,6 +38,9 @@ constexpr char kUsage[] =
     "         acts on renew replies and cancels only when the ledger signed them.\n"
     "         'gatos policy show --ledger DIR' prints the key.\n"
     "         --concurrency N: jobs run at once (default 8 per CPU, 4 to 64).\n"
+    "         --pools a,b: take the jobs of these pools (default: default); the\n"
+    "         ledger's policy says which pools the key may serve\n"
+    "         (gatos policy allow-worker KEY --pools ...; docs/scheduling.md).\n"
     "         --sandbox auto (default) sandboxes jobs when the host allows it\n"
     "         (namespaces set up once per slot, else bubblewrap) and says so\n"
     "         loudly when it does not. --ro-bind makes a host path (a repository\n"
@@ -90,7 +95,8 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
                                         {"concurrency"},
                                         {"sandbox"},
                                         {"nats-ca"},
-                                        {"live-output"}};
+                                        {"live-output"},
+                                        {"pools"}};
   specs.push_back({"config"});
   auto usage = [&cmd](const std::string& message) {
     std::cerr << "gatos-worker " << cmd << ": " << message << "\n";
@@ -131,6 +137,11 @@ int Command(const std::string& cmd, const std::vector<std::string>& args) {
   opts.allow_input_urls = flags.GetAll("allow-input-url");
   opts.credentials_path = flags.GetOr("credentials", "");
   opts.name = flags.GetOr("name", "");
+  if (auto pools = flags.Get("pools")) {
+    auto list = gatos::ParsePoolList(*pools);
+    if (!list.ok()) return usage("--pools: " + list.status().message());
+    opts.pools = *list;
+  }
   std::string sandbox = "auto", live = "on";
   if (!flags.GetInt("concurrency", 1, 256, &opts.concurrency) ||
       !flags.GetChoice("sandbox", {"auto", "require", "off"}, &sandbox) ||

@@ -224,17 +224,14 @@ class Worker {
         });
     if (!cancel_sub.ok()) return Fail(cancel_sub.status().message());
 
-    std::unique_ptr<Bus::PullConsumer> consumer;
+    for (const std::string& pool : opts_.pools) consumers_.push_back({pool, nullptr, 0});
     for (int attempt = 0; !*stop_; ++attempt) {
-      Bus::ConsumerConfig cc = rpc::WorkerConsumerConfig();
-      cc.bind_only = true;  // gatosd creates it; a worker may only read from it
-      auto c = bus_->PullSubscribe(cc);
-      if (c.ok()) {
-        consumer = std::move(*c);
-        break;
-      }
-      if (attempt == 0)
-        Log("waiting for the job stream (is gatosd serve running?): " + c.status().message());
+      // Said while waiting too: a pool's consumer appears with its first
+      // offer, and until then `gatos status` should know this worker serves it.
+      Heartbeat();
+      Status bound = BindConsumers();
+      if (bound.ok()) break;
+      if (attempt == 0) Log("waiting for the job stream (is gatosd serve running?): " + bound.message());
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
     std::vector<std::thread> runners;
@@ -245,7 +242,15 @@ class Worker {
     Log("worker ed25519:" + worker_hex_ + " ready (concurrency " +
         std::to_string(opts_.concurrency) + ")");
 
-    while (!*stop_ && consumer) FetchAndClaim(*consumer);
+    while (!*stop_) {
+      Heartbeat();
+      Bus::PullConsumer* consumer = NextConsumer();
+      if (!consumer) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        continue;
+      }
+      FetchAndClaim(*consumer);
+    }
 
     // Shutdown: no new jobs; running ones get a grace period, then stop
     // (their leases run out and another worker takes them over).
@@ -331,6 +336,56 @@ class Worker {
 
   // ---- fetching and claiming (the caller's thread) ----
 
+  // The consumers of the worker's pools. gatosd creates a pool's consumer
+  // with the pool's first offer, so one that is not there yet is looked for
+  // again every few seconds. OK once at least one is bound.
+  struct PoolConsumer {
+    std::string pool;
+    std::unique_ptr<Bus::PullConsumer> consumer;
+    int64_t next_try_ms = 0;
+  };
+  Status BindConsumers() {
+    Status last = NotFoundError("no pool");
+    bool any = false;
+    const int64_t now = SystemNowMs();
+    for (auto& pc : consumers_) {
+      if (pc.consumer) {
+        any = true;
+        continue;
+      }
+      if (now < pc.next_try_ms) continue;
+      Bus::ConsumerConfig cc = rpc::WorkerConsumerConfig(pc.pool);
+      cc.bind_only = true;  // gatosd creates it; a worker may only read from it
+      auto c = bus_->PullSubscribe(cc);
+      if (c.ok()) {
+        pc.consumer = std::move(*c);
+        any = true;
+        if (pc.pool != kDefaultPool) Log("taking jobs of pool " + pc.pool);
+      } else {
+        pc.next_try_ms = now + 2000;
+        last = c.status();
+      }
+    }
+    return any ? OkStatus() : last;
+  }
+  // Round-robin over the bound consumers.
+  Bus::PullConsumer* NextConsumer() {
+    (void)BindConsumers();
+    for (size_t i = 0; i < consumers_.size(); ++i) {
+      PoolConsumer& pc = consumers_[next_consumer_++ % consumers_.size()];
+      if (pc.consumer) return pc.consumer.get();
+    }
+    return nullptr;
+  }
+  // Tells gatosd which pools this worker serves (status: "no worker serves
+  // pool ..."), every few seconds. Best effort.
+  void Heartbeat() {
+    const int64_t now = SystemNowMs();
+    if (now < next_heartbeat_ms_) return;
+    next_heartbeat_ms_ = now + 5000;
+    (void)bus_->Publish(rpc::kWorkerHeartbeat, rpc::EncodeHeartbeat({worker_hex_, opts_.pools}));
+  }
+
   void FetchAndClaim(Bus::PullConsumer& consumer) {
     int free_slots;
     {
@@ -353,11 +408,13 @@ class Worker {
     // One round trip: the next offer as soon as it comes, with whatever else
     // is there up to the free slots (a plain fetch of several would wait for
     // them all).
-    auto fetched = consumer.FetchAvailable(free_slots, 250);
+    // Several pools: a shorter wait on each, so that none waits for another.
+    const int wait_ms = consumers_.size() > 1 ? 50 : 250;
+    auto fetched = consumer.FetchAvailable(free_slots, wait_ms);
     // Empty: nothing came, or the server refused the pull at once because
     // other workers' pulls already wait for what is there (408); a plain
     // fetch of one queues behind them instead of asking again in a loop.
-    if (fetched.ok() && fetched->empty() && !*stop_) fetched = consumer.Fetch(1, 250);
+    if (fetched.ok() && fetched->empty() && !*stop_) fetched = consumer.Fetch(1, wait_ms);
     if (!fetched.ok()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       return;
@@ -437,6 +494,10 @@ class Worker {
   }
 
   // Jobs claimed beyond the free slots (prefetch.h). Caller holds mu_.
+  std::vector<PoolConsumer> consumers_;  // the fetching thread's
+  size_t next_consumer_ = 0;
+  int64_t next_heartbeat_ms_ = 0;
+
   int Prefetch() const { return PrefetchCount(opts_.concurrency, recent_runs_); }
   void RecordRunTime(int64_t ms) {
     std::lock_guard<std::mutex> l(mu_);

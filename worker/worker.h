@@ -55,6 +55,9 @@ struct WorkerOptions {
   std::string name;  // for logs and the NATS connection; default: worker-<key prefix>
   // Publish running jobs' output and progress on NATS (live_publisher.h).
   bool live_output = true;
+  // The pools whose jobs this worker takes (docs/scheduling.md); the policy
+  // decides whether the ledger lets it claim them.
+  std::vector<std::string> pools = {"default"};
 };
 
 // Runs until `stop` becomes true (SIGINT/SIGTERM in main) and the running jobs

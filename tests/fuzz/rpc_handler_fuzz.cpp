@@ -116,7 +116,7 @@ std::string SubjectFromProgramName(std::string name) {
   }
   for (const char* known : {gatos::rpc::kClaim, gatos::rpc::kRenew, gatos::rpc::kResult, gatos::rpc::kClaimBatch,
                             gatos::rpc::kResultBatch, gatos::rpc::kSubmit, gatos::rpc::kStatus, gatos::rpc::kList,
-                            gatos::rpc::kCancel, gatos::rpc::kRetry}) {
+                            gatos::rpc::kCancel, gatos::rpc::kRetry, gatos::rpc::kPools}) {
     if ("gatos.rpc." + s == known) return known;
   }
   return "";
@@ -234,6 +234,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     request = WithRawField(nlohmann::json{{"job", job}}, "job", (pick & 0x80) ? raw : std::string_view(job));
   } else if (subject == gatos::rpc::kList) {
     request = WithRawField(nlohmann::json{{"limit", epoch}}, "state", raw);
+  } else if (subject == gatos::rpc::kPools) {
+    request = (pick & 0x80) ? std::string(raw) : "{}";
   } else if (subject == gatos::rpc::kSubmit) {
     request = p.SubmitData("command: [\"/bin/echo\", " + JsonQuoteRaw(raw) + "]\ntimeout: " +
                            std::to_string(epoch) + "\n");

@@ -144,8 +144,13 @@ TEST(ServeTest, PushedJobIsPublishedOnceAndRePushIsANoOp) {
 // One push of many jobs with gatosd serving: the hook pipelines them on
 // gatosd's socket; each is recorded and published exactly once, the pusher
 // sees every id, and pushing them again (with one more) is a no-op for each.
+// The observer below reads offers without claiming them: gatosd must offer
+// every pending job at once, not the window that follows claims
+// (docs/scheduling.md).
+StackOptions AllOffers() { return StackOptions{.gatosd_args = {"--offer-window", "all"}}; }
+
 TEST(ServeTest, APushOfManyJobsIsRecordedAndPublishedOnceEach) {
-  Stack stack;
+  Stack stack(AllOffers());
   ASSERT_TRUE(stack.Start());
   TestWorker w(stack.nats_url(), stack.worker_keys()[0]);
   EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 100).empty());
@@ -462,7 +467,7 @@ TEST(ServeTest, CrashBetweenRefUpdateAndPublishLosesNoJob) {
 // writer (here the hook's, for a push while gatosd is down), the ledger's
 // refs replay from its log, and a restarted gatosd offers every pending job.
 TEST(ServeTest, CrashAtEachPointOfABatchLeavesAConsistentLedgerAndLosesNothingAcknowledged) {
-  Stack stack;
+  Stack stack(AllOffers());
   ASSERT_TRUE(stack.Start());
   TestWorker w(stack.nats_url(), stack.worker_keys()[0]);
   EXPECT_TRUE(FetchPending(w.bus(), "observer", 1, 100).empty());

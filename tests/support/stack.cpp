@@ -93,6 +93,7 @@ Stack::~Stack() {
   std::vector<std::string> argv = {BinaryPath("gatosd"), "serve", "--ledger", ledger_, "--nats", nats_.url(),
                                    "--http", "127.0.0.1:" + std::to_string(http_port_), "--republish-s",
                                    std::to_string(options_.republish_s), "--sweep-ms", "50"};
+  argv.insert(argv.end(), options_.gatosd_args.begin(), options_.gatosd_args.end());
   if (options_.nats_auth) {
     argv.insert(argv.end(), {"--nats-auth-file", nats_auth_file(), "--nats-pid-file", dir_.Join("nats.pid"),
                              "--require-nats-auth"});

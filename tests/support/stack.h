@@ -29,6 +29,8 @@ struct StackOptions {
   // keeps its authorization in step with the policy, and the CLI connects as
   // the submitter (GATOS_NATS_KEY).
   bool nats_auth = false;
+  // More `gatosd serve` flags (e.g. {"--offer-window", "all"}).
+  std::vector<std::string> gatosd_args;
 };
 
 class Stack {

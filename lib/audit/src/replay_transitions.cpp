@@ -32,7 +32,8 @@ std::optional<JobRecord> Replay::Submit(const LoggedTransition& t, const std::op
     if (!key.ok() || !pol_.policy.submitters.FindKey(*key, kSignerNamespaceGit, now_ / 1000)) ++rep_->dev_mode_jobs;
   }
   AppliedTransition a;
-  Decision d = gatos::ApplyTransition(t.job_hex, old, SubmitTransition{t.job_hex, e->new_id, check->signer_key_hex},
+  Decision d = gatos::ApplyTransition(t.job_hex, old, SubmitTransition{t.job_hex, e->new_id, check->signer_key_hex,
+                                                       check->manifest.pool.value_or(""), check->priority},
                                       Rules(), &a);
   if (!d.ok()) {
     Fail(t, "transition", "submit of job " + Short(t.job_hex) + ": " + d.message);

@@ -11,6 +11,7 @@ using namespace service_internal;  // NOLINT: this library's own internals
 
 JobService::JobService(LedgerWriter* writer, ServiceOptions options, ServiceObserver* observer)
     : writer_(writer), options_(options), observer_(observer ? observer : &default_observer_) {
+  scheduler_.set_fixed_window(options_.offer_window);
   PublishPolicy();
 }
 
@@ -160,6 +161,11 @@ std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
     }
     if (!d.log_line.empty()) Log(d.log_line);
     if (d.op) {
+      if (std::optional<std::string> refused = Admission(*d.op, writer_->Now())) {
+        d.reply = std::move(*refused);
+        d.op.reset();
+        continue;
+      }
       op_of[i] = static_cast<int>(ops.size());
       ops.push_back(std::move(*d.op));
       d.op.reset();
@@ -203,6 +209,7 @@ std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   ProcessDue(writer_->Now());
+  scheduler_.EndBatch();
   return replies;
 }
 

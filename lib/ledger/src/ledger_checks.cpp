@@ -6,6 +6,7 @@
 #include "gatos/git/git_object.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/time_format.h"
+#include "gatos/model/scheduling.h"
 #include "gatos/model/trailers.h"
 
 namespace gatos {
@@ -15,6 +16,7 @@ std::string RejectReasonLabel(const Status& s) {
   if (s.code() == StatusCode::kPermissionDenied) {
     if (m.find("not signed") != std::string::npos) return "unsigned";
     if (m.find("not an allowed submitter") != std::string::npos) return "untrusted_signer";
+    if (m.find("may not submit to pool") != std::string::npos) return "pool";
     return "bad_signature";
   }
   if (m.find("but the ref names job") != std::string::npos) return "wrong_job_id";
@@ -112,6 +114,15 @@ Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::str
         (trailer.ok() ? " (it has 'Job-Id: " + TruncateUtf8(*trailer, 80) + "')" : "") +
         "; 'gatos job id job.yaml' prints the id, and 'git commit --trailer' adds it");
   }
+  size_t priorities = 0;
+  for (const auto& t : msg->trailers) {
+    if (t.key != kPriorityTrailer) continue;
+    if (++priorities > 1) return InvalidArgumentError("the job commit has more than one Priority trailer");
+    auto pr = ParsePriority(t.value);
+    if (!pr.ok()) return InvalidArgumentError("the job commit's " + pr.status().message());
+    out.priority = *pr;
+  }
+  const std::string pool = ManifestPool(m);
   out.manifest = std::move(m);
   if (c.signature.empty()) {
     if (!policy.settings.dev_mode) {
@@ -136,6 +147,10 @@ Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::str
   }
   out.signer = who->principals.empty() ? sig->key.WorkerId() : who->principals[0];
   out.signer_key_hex = sig->key.Hex();
+  if (!KeyMayUsePool(policy.settings.scheduling.submitter_pools, out.signer_key_hex, pool)) {
+    return PermissionDeniedError("refused: submitter " + sig->key.WorkerId() + " may not submit to pool " + pool +
+                                 " (gatos policy allow-submitter KEY --pools ...)");
+  }
   return out;
 }
 

@@ -53,7 +53,7 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     p->reply = std::move(reply);
     return std::nullopt;
   };
-  if (subj == rpc::kStatus || subj == rpc::kList || subj == rpc::kLogs) {
+  if (subj == rpc::kStatus || subj == rpc::kList || subj == rpc::kLogs || subj == rpc::kPools) {
     p->read = true;
     return std::nullopt;
   }
@@ -62,7 +62,7 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
     std::string reason = j.ok() ? j->value("reason", "other") : "other";
     static const char* kKnown[] = {
         "unsigned",    "untrusted_signer", "bad_signature", "wrong_job_id",  "missing_trailer",
-        "policy_root", "not_a_file",       "bad_manifest",  "forbidden_ref", "bad_result"};
+        "policy_root", "not_a_file",       "bad_manifest",  "forbidden_ref", "bad_result", "pool"};
     bool known = false;
     for (const char* k : kKnown) known = known || reason == k;
     p->rejected_reason = known ? reason : "other";
@@ -286,6 +286,18 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
         p->reply = Invalid(s.message());
         return std::nullopt;
       }
+      if (j.contains("pools") && (*role == "worker" || *role == "submitter")) {
+        // The pools the key may use (null: every pool), in the same commit.
+        bool pools_changed = false;
+        s = ApplySchedulingChange(&next.settings.scheduling,
+                                  {{"action", *role + "-pools"}, {"key", key->Hex()}, {"pools", j["pools"]}},
+                                  &pools_changed);
+        if (!s.ok()) {
+          p->reply = Invalid(s.message());
+          return std::nullopt;
+        }
+        changed = changed || pools_changed;
+      }
       if (!changed) {
         json reply = rpc::OkReply();
         reply["existing"] = true;
@@ -300,7 +312,8 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
         return std::nullopt;
       }
     }
-    out.message = "gatos: " + *op + " " + *role + " " + key->WorkerId() + "\n";
+    out.message = "gatos: " + *op + " " + *role + " " + key->WorkerId() +
+                  (j.contains("pools") ? " pools " + rpc::Dump(j["pools"]) : std::string()) + "\n";
   } else if (*op == "set") {
     if (!j.contains("settings") || !j["settings"].is_object()) {
       p->reply = Invalid("policy set needs a settings object");
@@ -315,6 +328,26 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
     }
     next.settings = *settings;
     out.message = "gatos: policy settings " + rpc::Dump(j["settings"]) + "\n";
+  } else if (*op == "scheduling") {
+    // Pools, limits, pause and resume (docs/scheduling.md).
+    if (!j.contains("change") || !j["change"].is_object()) {
+      p->reply = Invalid("policy scheduling needs a change object");
+      return std::nullopt;
+    }
+    bool changed = false;
+    Status s = ApplySchedulingChange(&next.settings.scheduling, j["change"], &changed);
+    if (!s.ok()) {
+      p->reply = Invalid(s.message());
+      return std::nullopt;
+    }
+    if (!changed) {
+      json reply = rpc::OkReply();
+      reply["existing"] = true;
+      reply["commit"] = writer_->policy_commit();
+      p->reply = rpc::Dump(reply);
+      return std::nullopt;
+    }
+    out.message = "gatos: scheduling " + rpc::Dump(j["change"]) + "\n";
   } else if (*op == "rotate-ledger-key") {
     auto key = GenerateEd25519Key("gatos ledger key");
     if (!key.ok()) {

@@ -19,8 +19,22 @@ std::string JobService::ReadReply(const ServiceRequest& r) {
     if (!*rec) return Invalid("no job blake3:" + *job + " in this ledger");
     json reply = rpc::OkReply();
     reply["status"] = JobStatusJson(writer_->ledger(), **rec, writer_->policy().settings, now);
+    const JobRecord& jr = **rec;
+    const std::string pool = jr.pool.empty() ? kDefaultPool : jr.pool;
+    json& st = reply["status"];
+    st["pool"] = pool;
+    st["priority"] = jr.priority;
+    if (RecordState(jr, now) == JobState::kPending) {
+      // Why it waits, when the scheduler knows (docs/scheduling.md).
+      if (writer_->policy().settings.scheduling.paused.count(pool)) {
+        st["waiting"] = "pool " + pool + " is paused";
+      } else if (LiveWorkersByPool(now)[pool] == 0) {
+        st["waiting"] = "no worker serves pool " + pool;
+      }
+    }
     return rpc::Dump(reply);
   }
+  if (r.subject == rpc::kPools) return PoolsReply(now);
   if (r.subject == rpc::kLogs) {
     auto job = rpc::ParseJobField(*j);
     if (!job.ok()) return Invalid(job.status().message());

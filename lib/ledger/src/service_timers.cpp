@@ -9,10 +9,25 @@ using namespace service_internal;  // NOLINT: this library's own internals
 
 // ---- offers and timers ----
 
+namespace {
+
+ScheduledJob SchedOf(const JobRecord& r) { return {r.job_hex, r.pool, r.submitter_hex, r.priority}; }
+
+}  // namespace
+
 void JobService::Track(const JobRecord& r) {
   if (!writer_->live().count(r.job_hex)) {
     tracked_.erase(r.job_hex);
+    scheduler_.Remove(r.job_hex);
     return;
+  }
+  const int64_t now = writer_->Now();
+  if (!r.worker_hex.empty() && LeaseLive(r, now)) {
+    scheduler_.Running(SchedOf(r), now);
+  } else if (scheduler_.StateOf(r.job_hex) == "running" || !r.cancel_commit.empty()) {
+    // The attempt ended (its next one is queued when it is due), or the job
+    // is cancelled: it waits for no offer.
+    scheduler_.Remove(r.job_hex);
   }
   Tracked& t = tracked_[r.job_hex];
   t.next_due = 0;
@@ -28,24 +43,48 @@ void JobService::Offer(const JobRecord& r, int64_t now) {
   std::string base = rpc::PendingMsgId(r.job_hex, r.attempt, want);
   std::string id;
   if (t.offered_epoch != want) {
-    t.offered_epoch = want;
-    t.republished = 0;
-    id = base;
-  } else if (now - t.offered_ms >= options_.republish_ms) {
+    // Not offered yet for this epoch: the scheduler decides when (Release);
+    // look again after a while in case it is still waiting then.
+    scheduler_.Ready(SchedOf(r));
+    t.next_due = now + options_.republish_ms;
+    due_.emplace(t.next_due, r.job_hex);
+    return;
+  }
+  if (now - t.offered_ms >= options_.republish_ms) {
     // Still unclaimed: offered again under a new id, so the stream does not
     // drop it as a duplicate of a message a worker took and lost.
     id = base + ".r" + std::to_string(++t.republished);
   }
   if (!id.empty()) {
     t.offered_ms = now;
-    Emit({ServiceEvent::Kind::kJetStream, rpc::kPendingSubject,
+    Emit({ServiceEvent::Kind::kJetStream, rpc::PendingSubjectFor(r.pool),
           rpc::EncodePending({r.job_hex, want, r.attempt}), id});
-    if (r.epoch > 0 && !r.worker_hex.empty()) {
-      Log("lease of job " + Short(r.job_hex) + " (epoch " + std::to_string(r.epoch) + ") expired; offered for takeover");
-    }
   }
   t.next_due = t.offered_ms + options_.republish_ms;
   due_.emplace(t.next_due, r.job_hex);
+}
+
+void JobService::Release(int64_t now) {
+  for (const std::string& job : scheduler_.Next(writer_->policy().settings.scheduling, now)) {
+    auto it = writer_->live().find(job);
+    if (it == writer_->live().end()) {
+      scheduler_.Remove(job);
+      continue;
+    }
+    const JobRecord& r = it->second;
+    Tracked& t = tracked_[job];
+    const int64_t want = r.epoch + 1;
+    t.offered_epoch = want;
+    t.republished = 0;
+    t.offered_ms = now;
+    Emit({ServiceEvent::Kind::kJetStream, rpc::PendingSubjectFor(r.pool),
+          rpc::EncodePending({r.job_hex, want, r.attempt}), rpc::PendingMsgId(r.job_hex, r.attempt, want)});
+    if (r.epoch > 0 && !r.worker_hex.empty()) {
+      Log("lease of job " + Short(r.job_hex) + " (epoch " + std::to_string(r.epoch) + ") expired; offered for takeover");
+    }
+    t.next_due = now + options_.republish_ms;
+    due_.emplace(t.next_due, job);
+  }
 }
 
 void JobService::ProcessDue(int64_t now) {
@@ -88,6 +127,7 @@ void JobService::ProcessDue(int64_t now) {
     Offer(r, now);
   }
   if (!aborts.empty()) ApplyTimerOps(std::move(aborts));
+  Release(now);
 }
 
 void JobService::ApplyTimerOps(std::vector<Op> ops) {

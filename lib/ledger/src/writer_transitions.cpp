@@ -84,7 +84,9 @@ void LedgerWriter::DoSubmit(Batch& b, SubmitOp& op, OpResult* r) {
   r->job_hex = job;
   GATOS_BATCH_RECORD(b, job, rec, r);
   AppliedTransition a;
-  Decision d = ApplyTransition(job, rec, SubmitTransition{job, op.check.commit, op.check.signer_key_hex},
+  Decision d = ApplyTransition(job, rec,
+                               SubmitTransition{job, op.check.commit, op.check.signer_key_hex,
+                                                op.check.manifest.pool.value_or(""), op.check.priority},
                                {&BatchPolicy(b), b.now}, &a);
   if (!d.ok()) return Refuse(d, r);
   r->commit = a.record.job_commit;

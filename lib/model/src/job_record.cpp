@@ -5,6 +5,7 @@
 #include "gatos/model/canonical_json.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/refs.h"
+#include "gatos/model/scheduling.h"
 #include "gatos/model/time_format.h"
 
 namespace gatos {
@@ -144,6 +145,10 @@ std::string EncodeJobRecord(const JobRecord& r) {
   w.Str("job_commit", r.job_commit);
   if (!r.lease_commit.empty()) w.Str("lease", r.lease_commit);
   if (r.not_before_ms) w.Int("not_before_ms", r.not_before_ms);
+  // A job in the default pool at the default priority is recorded as
+  // before pools and priorities existed.
+  if (!r.pool.empty()) w.Str("pool", r.pool);
+  if (r.priority != kDefaultPriority) w.Int("priority", r.priority);
   if (r.pruned_ms) w.Int("pruned_ms", r.pruned_ms);
   if (r.requested_at_ms) w.Int("requested_at_ms", r.requested_at_ms);
   if (!r.result_commit.empty()) w.Str("result", r.result_commit);
@@ -220,7 +225,7 @@ Result<JobRecord> DecodeJobRecord(std::string_view text) {
                                  "submitter", "epoch",   "lease",       "worker",       "expires_ms",
                                  "requested_at_ms", "claim", "claims",   "cancel",       "retry",
                                  "result", "status",     "attempts",    "not_before_ms", "finished_ms",
-                                 "pruned_ms"};
+                                 "pruned_ms", "pool", "priority"};
   for (const auto& [k, v] : j.items()) {
     bool known = false;
     for (const char* n : kKnown) known = known || k == n;
@@ -249,6 +254,19 @@ Result<JobRecord> DecodeJobRecord(std::string_view text) {
   r.not_before_ms = rd.Int("not_before_ms");
   r.finished_ms = rd.Int("finished_ms");
   r.pruned_ms = rd.Int("pruned_ms");
+  if (j.contains("pool")) {
+    const auto& p = j["pool"];
+    if (!p.is_string() || !PoolNameProblem(p.get_ref<const std::string&>()).empty() ||
+        p.get_ref<const std::string&>() == kDefaultPool) {
+      rd.Bad("pool must be a pool name other than \"default\"");
+    } else {
+      r.pool = p.get<std::string>();
+    }
+  }
+  if (j.contains("priority")) {
+    r.priority = rd.Int("priority");
+    if (r.priority > kMaxPriority || r.priority == kDefaultPriority) rd.Bad("priority must be 0-9 other than 5");
+  }
   if (j.contains("claims")) {
     if (!j["claims"].is_object()) {
       rd.Bad("claims must be an object");

@@ -9,6 +9,7 @@
 #include "gatos/model/canonical_json.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/git_input.h"
+#include "gatos/model/scheduling.h"
 #include "manifest_rules.h"
 
 namespace gatos {
@@ -74,6 +75,10 @@ Status ValidateManifest(const Manifest& m, const ManifestLimits& limits) {
     }
   }
   if (m.policy_root) add("policy_root", PolicyRootProblem(*m.policy_root));
+  if (m.pool) {
+    add("pool", PoolNameProblem(*m.pool));
+    if (*m.pool == kDefaultPool) add("pool", kDefaultPoolProblem);
+  }
   if (m.ulid) add("ulid", UlidProblem(*m.ulid));
   if (errors.empty()) return OkStatus();
   std::string joined;
@@ -103,8 +108,11 @@ nlohmann::json ManifestCoreJson(const Manifest& m) {
     j["resources"] = std::move(r);
   }
   if (m.policy_root) j["policy_root"] = *m.policy_root;
+  if (m.pool) j["pool"] = *m.pool;
   return j;
 }
+
+std::string ManifestPool(const Manifest& m) { return m.pool ? *m.pool : std::string(kDefaultPool); }
 
 nlohmann::json ManifestJson(const Manifest& m) {
   nlohmann::json j = ManifestCoreJson(m);

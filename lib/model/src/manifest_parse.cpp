@@ -12,6 +12,7 @@
 #include "gatos/model/encoding.h"
 #include "gatos/model/git_input.h"
 #include "gatos/model/yaml_tree.h"
+#include "gatos/model/scheduling.h"
 #include "manifest_rules.h"
 
 namespace gatos {
@@ -89,6 +90,15 @@ class Checker {
             Add(v, name, p);
           } else {
             m.policy_root = s;
+          }
+        }
+      } else if (name == "pool") {
+        std::string s;
+        if (GetString(v, name, &s)) {
+          if (std::string p = PoolNameProblem(s); !p.empty()) {
+            Add(v, name, p);
+          } else if (s != kDefaultPool) {
+            m.pool = s;  // `pool: default` is the manifest without the field
           }
         }
       } else if (name == "ulid") {

@@ -18,7 +18,11 @@ namespace gatos {
 namespace manifest_internal {
 
 inline constexpr std::string_view kKnownFields =
-    "command, args, timeout, env, cwd, inputs, resources, policy_root, ulid";
+    "command, args, timeout, env, cwd, inputs, resources, policy_root, pool, ulid";
+
+// A Manifest built in code names the default pool by leaving `pool` unset.
+inline constexpr char kDefaultPoolProblem[] =
+    "\"default\" is the pool of a manifest without `pool`; leave the field out";
 
 inline constexpr char kEmptyResourcesProblem[] =
     "is an empty mapping; omit it, or set memory_mb, pids, cpu_millis or disk_mb";

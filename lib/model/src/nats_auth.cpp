@@ -62,9 +62,9 @@ std::string InboxPrefixFor(const Ed25519PublicKey& key) {
   return "_INBOX_" + key.Hex().substr(0, 16);
 }
 
-std::vector<std::string> WorkerPublishSubjects() {
+std::vector<std::string> WorkerPublishSubjects(const std::vector<std::string>& pools) {
   std::string consumer = std::string(rpc::kStream) + "." + rpc::kWorkerDurable;
-  return {rpc::kClaim,
+  std::vector<std::string> out = {rpc::kClaim,
           rpc::kRenew,
           rpc::kResult,
           rpc::kClaimBatch,
@@ -72,11 +72,20 @@ std::vector<std::string> WorkerPublishSubjects() {
           "$JS.API.CONSUMER.INFO." + consumer,
           "$JS.API.CONSUMER.MSG.NEXT." + consumer,
           "$JS.ACK." + consumer + ".>",
+          rpc::kWorkerHeartbeat,
           std::string(kLiveSubjectPrefix) + "*.*.*"};
+  // The consumers of the other pools the worker may serve (rpc::WorkerDurableFor).
+  for (const std::string& pool : pools) {
+    if (pool == kDefaultPool) continue;
+    std::string c = std::string(rpc::kStream) + "." + rpc::WorkerDurableFor(pool);
+    for (const char* api : {"$JS.API.CONSUMER.INFO.", "$JS.API.CONSUMER.MSG.NEXT."}) out.push_back(api + c);
+    out.push_back("$JS.ACK." + c + ".>");
+  }
+  return out;
 }
 
 std::vector<std::string> UserPublishSubjects() {
-  return {rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kCancel, rpc::kRetry, rpc::kLogs};
+  return {rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kCancel, rpc::kRetry, rpc::kLogs, rpc::kPools};
 }
 
 std::string NatsAuthorizationConfig(const Policy& policy) {
@@ -101,6 +110,13 @@ std::string NatsAuthorizationConfig(const Policy& policy) {
       add(e.key, "operator");
     }
   }
+  // Pools: the ones the policy lets each worker serve; a worker it does not
+  // list may serve every pool the policy names.
+  const SchedulingPolicy& sched = policy.settings.scheduling;
+  std::set<std::string> named(sched.paused.begin(), sched.paused.end());
+  for (const auto& [k, pools] : sched.worker_pools) named.insert(pools.begin(), pools.end());
+  for (const auto& [k, pools] : sched.submitter_pools) named.insert(pools.begin(), pools.end());
+  for (const auto& [pool, n] : sched.pool_max_running) named.insert(pool);
   std::string out =
       "# nats-server authorization for a GATOS ledger, generated from its policy\n"
       "# (gatos nats-config). One user per key; no anonymous access.\n"
@@ -121,7 +137,11 @@ std::string NatsAuthorizationConfig(const Policy& policy) {
     }
     std::vector<std::string> pub, sub = {InboxPrefixFor(key) + ".>"};
     if (roles.count("worker")) {
-      for (auto& s : WorkerPublishSubjects()) pub.push_back(s);
+      auto listed = sched.worker_pools.find(hex);
+      std::vector<std::string> pools = listed != sched.worker_pools.end()
+                                           ? listed->second
+                                           : std::vector<std::string>(named.begin(), named.end());
+      for (auto& s : WorkerPublishSubjects(pools)) pub.push_back(s);
       sub.push_back(std::string(rpc::kCancelEventPrefix) + "*");
     }
     if (roles.count("user")) {

@@ -39,6 +39,7 @@ std::string SerializePolicySettings(const PolicySettings& s) {
     if (defaults[i] != 0) j[std::string("job_") + kJobResourceKeys[i]] = defaults[i];
     if (maxima[i] != 0) j[std::string("max_job_") + kJobResourceKeys[i]] = maxima[i];
   }
+  if (!s.scheduling.empty()) j["scheduling"] = SchedulingJson(s.scheduling);
   auto c = CanonicalJson(j);
   return c.ok() ? *c : j.dump();
 }
@@ -91,6 +92,10 @@ Result<PolicySettings> ParsePolicySettings(std::string_view text) {
         }
         s.input_url_prefixes.push_back(prefix);
       }
+      continue;
+    }
+    if (k == "scheduling") {
+      GATOS_ASSIGN_OR_RETURN(s.scheduling, ParseSchedulingJson(*it));
       continue;
     }
     bool* flag = k == "dev_mode"          ? &s.dev_mode

@@ -312,6 +312,43 @@ Result<std::vector<std::string_view>> DecodeBatch(std::string_view data, size_t 
   return out;
 }
 
+std::string EncodeHeartbeat(const WorkerHeartbeat& h) {
+  return Dump({{"worker", h.worker_hex}, {"pools", h.pools}});
+}
+
+Result<WorkerHeartbeat> DecodeHeartbeat(std::string_view data) {
+  if (data.size() > 8192) return InvalidArgumentError("heartbeat too large");
+  nlohmann::json j = nlohmann::json::parse(data, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgumentError("heartbeat: not a JSON object");
+  WorkerHeartbeat h;
+  auto w = j.find("worker");
+  if (w == j.end() || !w->is_string() || !IsLowerHex(w->get_ref<const std::string&>(), 64)) {
+    return InvalidArgumentError("heartbeat: worker must be 64 lowercase hex");
+  }
+  h.worker_hex = w->get<std::string>();
+  auto p = j.find("pools");
+  if (p == j.end() || !p->is_array() || p->empty() || p->size() > kMaxPoolsPerList) {
+    return InvalidArgumentError("heartbeat: pools must be a list of pool names");
+  }
+  for (const auto& e : *p) {
+    if (!e.is_string() || !PoolNameProblem(e.get_ref<const std::string&>()).empty()) {
+      return InvalidArgumentError("heartbeat: pools must be a list of pool names");
+    }
+    h.pools.push_back(e.get<std::string>());
+  }
+  return h;
+}
+
+std::string PendingSubjectFor(std::string_view pool) {
+  if (pool.empty() || pool == "default") return kPendingSubject;
+  return std::string(kPendingSubject) + "." + std::string(pool);
+}
+
+std::string WorkerDurableFor(std::string_view pool) {
+  if (pool.empty() || pool == "default") return kWorkerDurable;
+  return std::string(kWorkerDurable) + "-" + std::string(pool);
+}
+
 }  // namespace gatos::rpc
 
 namespace gatos {

@@ -35,6 +35,8 @@ Decision ApplySubmit(const std::string& job, const std::optional<JobRecord>& old
   n.job_commit = t.job_commit;
   n.submitter_hex = t.submitter_hex;
   n.submitted_ms = rules.now_ms;
+  n.pool = t.pool == kDefaultPool ? "" : t.pool;
+  n.priority = t.priority;
   return {};
 }
 
@@ -45,6 +47,12 @@ Decision ApplyLease(const std::string& job, const std::optional<JobRecord>& old,
   if (!WorkerAllowed(*rules.policy, t.worker_hex, rules.now_ms)) {
     return Fail(TransitionError::kUnauthorized,
                 "worker ed25519:" + t.worker_hex + " is not allowed by this ledger's policy");
+  }
+  if (!t.renew && !WorkerServesPool(*rules.policy, t.worker_hex, old->pool)) {
+    return Fail(TransitionError::kUnauthorized,
+                "worker ed25519:" + t.worker_hex + " may not serve pool " +
+                    (old->pool.empty() ? std::string(kDefaultPool) : old->pool) +
+                    " (gatos policy allow-worker KEY --pools ...)");
   }
   JobRecord n = *old;
   if (t.renew) {
@@ -258,6 +266,10 @@ bool DecidePrune(const JobRecord& r, const PolicySettings& s, int64_t now_ms) {
 bool WorkerAllowed(const Policy& policy, std::string_view worker_hex, int64_t now_ms) {
   auto key = ParseWorkerId("ed25519:" + std::string(worker_hex));
   return key.ok() && policy.workers.FindKey(*key, kSignerNamespaceGit, now_ms / 1000) != nullptr;
+}
+
+bool WorkerServesPool(const Policy& policy, std::string_view worker_hex, std::string_view pool) {
+  return KeyMayUsePool(policy.settings.scheduling.worker_pools, worker_hex, pool.empty() ? kDefaultPool : pool);
 }
 
 bool MayControlJob(std::string_view requester_hex, std::string_view submitter_hex, const Policy& policy,

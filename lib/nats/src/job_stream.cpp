@@ -4,11 +4,13 @@
 
 namespace gatos::rpc {
 
-Bus::ConsumerConfig WorkerConsumerConfig() {
+Bus::ConsumerConfig WorkerConsumerConfig() { return WorkerConsumerConfig(""); }
+
+Bus::ConsumerConfig WorkerConsumerConfig(std::string_view pool) {
   Bus::ConsumerConfig cc;
   cc.stream = kStream;
-  cc.durable = kWorkerDurable;
-  cc.filter_subject = kPendingSubject;
+  cc.durable = WorkerDurableFor(pool);
+  cc.filter_subject = PendingSubjectFor(pool);
   cc.ack_wait_ms = 30'000;
   cc.max_ack_pending = 10'000;
   return cc;

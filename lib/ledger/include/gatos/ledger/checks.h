@@ -28,6 +28,7 @@ struct JobCommitCheck {
   Manifest manifest;
   std::string signer;         // principal of the submitter key, "" in dev mode when unsigned
   std::string signer_key_hex;  // the key that signed the commit ("" when unsigned)
+  int64_t priority = 5;        // its Priority trailer (scheduling.h), 5 without one
 };
 
 // Validates a job commit as a push or submit would: job.yaml is a regular
@@ -35,7 +36,8 @@ struct JobCommitCheck {
 // the tree, parses under the policy's limits, its job id equals
 // `expected_hex` when given and the Job-Id trailer, policy_root (if any)
 // matches, and the commit is signed by an allowed submitter (unless dev
-// mode). `lookup` finds the commit's objects (a push quarantine, an RPC
+// mode) that the policy lets use the job's pool; a Priority trailer, if
+// any, is one digit 0-9. `lookup` finds the commit's objects (a push quarantine, an RPC
 // batch, or the ledger). Errors are InvalidArgument / PermissionDenied with a
 // message for the user.
 Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::string& commit_id,

@@ -26,6 +26,7 @@
 
 #include "gatos/ledger/witness.h"
 #include "gatos/ledger/writer.h"
+#include "gatos/model/scheduler.h"
 
 namespace gatos {
 
@@ -65,6 +66,9 @@ struct ServiceOptions {
   int64_t republish_ms = 30'000;  // an offer still unclaimed this long is published again
   size_t prune_per_sweep = 256;   // records the pruning crawl looks at per sweep
   int64_t views_sync_ms = 5'000;  // how often the ref view is marked synced
+  // Offers outstanding per pool (docs/scheduling.md): 0 = adaptive (follows
+  // the claim rate), Scheduler::kAllOffers = every pending job at once.
+  int64_t offer_window = 0;
 };
 
 // The reply of a list request over a state index: live records (pending,
@@ -177,6 +181,16 @@ class JobService {
 
   LedgerWriter& writer() { return *writer_; }
   size_t offers_outstanding() const { return tracked_.size(); }
+  const Scheduler& scheduler() const { return scheduler_; }
+
+  // Thread-safe: a worker's heartbeat (rpc::kWorkerHeartbeat) at `now_ms`:
+  // it serves `pools` for kWorkerLiveMs. Status and the pools reply say
+  // when no live worker serves a pool. Informational only.
+  static constexpr int64_t kWorkerLiveMs = 15'000;
+  static constexpr size_t kMaxKnownWorkers = 10'000;
+  void NoteWorker(const std::string& worker_hex, std::vector<std::string> pools, int64_t now_ms);
+  // Pool -> live workers serving it at `now_ms`.
+  std::map<std::string, int64_t> LiveWorkersByPool(int64_t now_ms) const;
 
  private:
   void DecodeOnLedgerThread(DecodedRequest* d);
@@ -191,6 +205,12 @@ class JobService {
   void Track(const JobRecord& r);
   void ProcessDue(int64_t now);
   void Offer(const JobRecord& r, int64_t now);
+  // Offers what the scheduler lets go now (after every batch and sweep).
+  void Release(int64_t now);
+  // A submit over its submitter's admission limits is refused before the
+  // batch (an existing job is not: it is a no-op).
+  std::optional<std::string> Admission(const Op& op, int64_t now);
+  std::string PoolsReply(int64_t now);
   void ApplyTimerOps(std::vector<Op> ops);
   void Emit(ServiceEvent e) { events_.push_back(std::move(e)); }
   void Log(const std::string& line);
@@ -208,6 +228,14 @@ class JobService {
     int64_t next_due = -1;  // the due_ entry that is current
   };
   std::map<std::string, Tracked> tracked_;
+  Scheduler scheduler_;
+  struct LiveWorker {
+    std::vector<std::string> pools;
+    int64_t seen_ms = 0;
+  };
+  mutable std::mutex workers_mu_;
+  std::map<std::string, LiveWorker> workers_;
+  int64_t workers_pruned_ms_ = 0;
   std::multimap<int64_t, std::string> due_;  // when to look at a job again
   std::string prune_cursor_;
   int64_t next_prune_step_ms_ = 0;  // the pruning crawl's next step (ledger clock)

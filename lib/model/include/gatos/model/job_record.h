@@ -58,6 +58,10 @@ struct JobRecord {
   int64_t not_before_ms = 0;            // a retried job is not offered before this
   int64_t finished_ms = 0;              // when the final result or the abort was recorded
   int64_t pruned_ms = 0;                // refs removed from the ref namespace (0 = live refs)
+  // From the job commit: its manifest's pool ("" = the default pool) and its
+  // Priority trailer (scheduling.h).
+  std::string pool;
+  int64_t priority = 5;
   bool operator==(const JobRecord&) const = default;
 };
 

@@ -60,6 +60,10 @@ struct Manifest {
   // What the job asks of its worker (job_limits.h); hashed. Never an empty
   // mapping: at least one key is set.
   std::optional<JobResources> resources;
+  // The pool of workers that may run the job (scheduling.h PoolNameProblem);
+  // hashed. Never "default": the default pool is the absence of the field,
+  // so a manifest that names it is the same job as one that does not.
+  std::optional<std::string> pool;
   std::optional<std::string> ulid;                        // 26 Crockford base32; not hashed
 
   bool operator==(const Manifest&) const = default;
@@ -80,6 +84,9 @@ Status ValidateManifest(const Manifest& manifest, const ManifestLimits& limits =
 // The git inputs of `manifest`, in order (empty without inputs).
 // InvalidArgument only for a manifest that ValidateManifest refuses.
 Result<std::vector<GitInput>> GitInputs(const Manifest& manifest);
+
+// The job's pool: manifest.pool, or "default".
+std::string ManifestPool(const Manifest& manifest);
 
 // The hashed core as JSON: command, args (always present), timeout, and the
 // optional fields that are set, except ulid.

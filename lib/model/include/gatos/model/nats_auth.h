@@ -40,7 +40,7 @@ std::string NkeyUserPublic(const Ed25519PublicKey& key);
 std::string InboxPrefixFor(const Ed25519PublicKey& key);
 
 // The subjects a worker may publish to (requests, JetStream pull and ack).
-std::vector<std::string> WorkerPublishSubjects();
+std::vector<std::string> WorkerPublishSubjects(const std::vector<std::string>& pools = {});
 // The subjects a submitter or operator may publish to.
 std::vector<std::string> UserPublishSubjects();
 

@@ -20,6 +20,7 @@
 #include "gatos/model/job_limits.h"
 #include "gatos/model/public_key.h"
 #include "gatos/model/refs.h"
+#include "gatos/model/scheduling.h"
 #include "gatos/model/status.h"
 
 namespace gatos {
@@ -56,6 +57,9 @@ struct PolicySettings {
   // limits hash as before.
   JobLimits job_defaults;  // job_memory_mb, job_pids, job_cpu_millis, job_disk_mb
   JobLimits job_maxima;    // max_job_memory_mb, max_job_pids, ...
+  // Pools, limits and paused pools (scheduling.h, docs/scheduling.md). In
+  // policy.json as "scheduling" only when not empty.
+  SchedulingPolicy scheduling;
 };
 
 inline constexpr size_t kMaxInputUrlPrefixes = 64;

@@ -33,6 +33,12 @@ inline constexpr char kRetry[] = "gatos.rpc.retry";
 inline constexpr char kSubmit[] = "gatos.rpc.submit";
 inline constexpr char kStatus[] = "gatos.rpc.status";
 inline constexpr char kList[] = "gatos.rpc.list";
+// Per pool: queued, offered, running, paused, workers serving it (gatos pool ls).
+inline constexpr char kPools[] = "gatos.rpc.pools";
+// Core NATS, every few seconds from each worker: {"worker": HEX, "pools": [...]}.
+// Informational (status says when no live worker serves a job's pool);
+// nothing the ledger decides depends on it.
+inline constexpr char kWorkerHeartbeat[] = "gatos.workers.heartbeat";
 // A finished attempt's captured stdout or stderr, a page at a time:
 // {job, attempt?, stream, offset?, limit?} -> {data (base64), size, offset,
 // truncated, cap, attempt, status}. docs/ledger-format.md, section 4.
@@ -63,6 +69,19 @@ inline constexpr char kLocalRejected[] = "gatos.local.rejected";
 inline constexpr char kStream[] = "GATOS_JOBS";
 inline constexpr char kStreamSubjects[] = "gatos.jobs.>";
 inline constexpr char kPendingSubject[] = "gatos.jobs.pending";
+// Offers of pool P (not the default pool) go to kPendingSubject + "." + P,
+// read by the durable consumer kWorkerDurable + "-" + P.
+std::string PendingSubjectFor(std::string_view pool);
+std::string WorkerDurableFor(std::string_view pool);
+
+// A worker's heartbeat (kWorkerHeartbeat). Decode is strict: a 64-hex key
+// and 1 to kMaxPoolsPerList pool names.
+struct WorkerHeartbeat {
+  std::string worker_hex;
+  std::vector<std::string> pools;
+};
+std::string EncodeHeartbeat(const WorkerHeartbeat& h);
+Result<WorkerHeartbeat> DecodeHeartbeat(std::string_view data);
 inline constexpr char kFinishedSubject[] = "gatos.jobs.finished";
 inline constexpr char kAbortedSubject[] = "gatos.jobs.aborted";
 inline constexpr char kWorkerDurable[] = "gatos-workers";

@@ -37,6 +37,8 @@ namespace gatos {
 // and manifest: ledger_checks.h CheckJobCommit).
 struct SubmitTransition {
   std::string job_hex, job_commit, submitter_hex;
+  std::string pool;      // its manifest's pool; "" = the default pool
+  int64_t priority = 5;  // its Priority trailer
 };
 
 // A claim (or takeover) of epoch `epoch`, or a renewal at `epoch`, by
@@ -112,7 +114,8 @@ struct AppliedTransition {
 // class the requester sees (decision.h):
 //   submit   ok (unchanged when the job exists)
 //   lease    kInvalid (no job), kTerminal (finished or pruned), kUnauthorized
-//            (worker not allowed by the policy, a replayed renew), kLostRace,
+//            (worker not allowed by the policy or not in the job's pool, a
+//            replayed renew), kLostRace,
 //            kCancelled, kRetry (backoff not over), kStaleOwner (renew)
 //   result   kInvalid (no job, first parent not the job commit), kUnauthorized
 //            (worker not allowed), kTerminal, kStaleOwner (not the holder, or
@@ -146,6 +149,9 @@ bool DecidePrune(const JobRecord& r, const PolicySettings& settings, int64_t now
 
 // Whether `worker_hex` is a worker the policy allows at `now_ms`.
 bool WorkerAllowed(const Policy& policy, std::string_view worker_hex, int64_t now_ms);
+
+// Whether the policy lets `worker_hex` serve `pool` ("" = the default pool).
+bool WorkerServesPool(const Policy& policy, std::string_view worker_hex, std::string_view pool);
 
 // Whether `requester_hex` may cancel or re-run a job submitted by
 // `submitter_hex`: its submitter, an operator of the policy, or the ledger key.

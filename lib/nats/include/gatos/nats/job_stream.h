@@ -5,6 +5,8 @@
 #ifndef GATOS_JOB_STREAM_H_
 #define GATOS_JOB_STREAM_H_
 
+#include <string_view>
+
 #include "gatos/nats/bus.h"
 
 namespace gatos::rpc {
@@ -13,6 +15,8 @@ namespace gatos::rpc {
 // worker binds to it; both must ask for the same settings, or each would
 // reconfigure it for the other.
 Bus::ConsumerConfig WorkerConsumerConfig();
+// The same for the offers of one pool ("default" or "": the one above).
+Bus::ConsumerConfig WorkerConsumerConfig(std::string_view pool);
 
 }  // namespace gatos::rpc
 
