@@ -8,7 +8,11 @@ namespace gatos {
 namespace audit_internal {
 
 Status Replay::CollectCommits(std::vector<CommitInfo>* commits) {
-  GATOS_ASSIGN_OR_RETURN(head_, ledger_.ResolveRef(kLogRef));
+  if (opt_.head.empty()) {
+    GATOS_ASSIGN_OR_RETURN(head_, ledger_.ResolveRef(kLogRef));
+  } else {
+    head_ = opt_.head;
+  }
   if (head_.empty()) {
     return NotFoundError(ledger_.path() + " has no " + std::string(kLogRef) +
                          "; is it a gatos ledger? A plain 'git clone' does not copy refs/gatos/*: use "
@@ -146,7 +150,7 @@ Status Replay::Run() {
     if (rep_->problems.size() >= kMaxProblems) break;
   }
   if (rep_->problems.empty()) {
-    CompareRefs();
+    if (opt_.compare_refs) CompareRefs();
     CompareIndex();
   }
   rep_->jobs_touched = touched_.size();

@@ -114,6 +114,12 @@ struct LogAuditOptions {
   // sequence on (counted as settling, not a problem); every other ref must
   // be exactly what the log says. -1: compare every ref exactly.
   int64_t settling_after = -1;
+  // A replica's follower checking a record before it applies it
+  // (replica_apply.h): the log is read from this commit instead of
+  // refs/gatos/log, and the refs are not compared (the record's view refs
+  // are written only once it checks). "" / true: an auditor's run.
+  std::string head;
+  bool compare_refs = true;
 };
 
 struct LogProblem {
