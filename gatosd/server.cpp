@@ -108,6 +108,7 @@ class Server {
     signals_ = std::thread([this] {
       int sig = 0;
       sigwait(&signals_set_, &sig);
+      if (stepped_down_) return;  // Stop woke this thread
       Log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + "; shutting down");
       queue_.Close();
     });
@@ -153,10 +154,18 @@ class Server {
         }
         next_views_sync = Clock::now() + std::chrono::seconds(30);
       }
+      if (opts_.leading && !stepped_down_ && !opts_.leading()) {
+        // Replicated: no longer the leader. What is queued is refused
+        // (its batches cannot be appended) and the loop drains.
+        Log("no longer the leader: stopping to serve");
+        stepped_down_ = true;
+        queue_.Close();
+      }
       if (!item && prepared_.drained()) break;
     }
     writer_->FlushViews();  // the last replies leave while the bus is up
     decoder.join();
+    if (stepped_down_ && exit_code_ == 0) return kSteppedDown;
     return exit_code_;
   }
 
@@ -173,7 +182,10 @@ class Server {
       Status synced = writer_->SyncViews();
       if (!synced.ok()) Log("could not mark the ref view synced: " + synced.message());
     }
-    if (signals_.joinable()) signals_.join();
+    if (signals_.joinable()) {
+      if (stepped_down_) pthread_kill(signals_.native_handle(), SIGTERM);  // ends its sigwait
+      signals_.join();
+    }
     Log("stopped");
   }
 
@@ -190,6 +202,7 @@ class Server {
     // write-ahead log; its pack and log ref are written right after
     // (CompleteBatch in Finish).
     wo.deferred_tail = true;
+    wo.replicate = opts_.replicate;  // replicated leader only
     if (const char* fault = std::getenv("GATOSD_FAULT")) {
       wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-wal" : fault;
     }
@@ -452,6 +465,7 @@ class Server {
   sigset_t signals_set_;
   Clock::time_point deadline_;  // for NATS and JetStream at start
   int exit_code_ = 0;
+  std::atomic<bool> stepped_down_{false};  // replicated: the leader lost the election
   // Destroyed in reverse: the transports before the service, the service
   // before the writer.
   std::unique_ptr<LedgerWriter> writer_;

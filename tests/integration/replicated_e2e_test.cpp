@@ -1,0 +1,256 @@
+// The replicated ledger end to end, with real processes on loopback: a
+// three-node nats-server cluster (JetStream, R3), three `gatosd serve
+// --replicated` replicas, a worker, and a client that records every job id
+// the ledger acknowledged. The leader is SIGKILLed twice; each time another
+// replica leads. At the end every acknowledged job has its one result, the
+// replicas hold the same log, `gatos verify --all` passes on each, and the
+// killed leaders, restarted, follow again.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <set>
+
+#include "child_process.h"
+#include "nats_server.h"
+#include "test_util.h"
+
+namespace gatos::testing {
+namespace {
+
+constexpr int kReplicas = 3;
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+class ReplicatedLedger {
+ public:
+  ReplicatedLedger() {
+    std::vector<int> route_ports;
+    for (int i = 0; i < kReplicas; ++i) route_ports.push_back(FreePort());
+    for (int i = 0; i < kReplicas; ++i) {
+      std::string routes;
+      for (int j = 0; j < kReplicas; ++j) {
+        if (j != i) routes += (routes.empty() ? "" : ", ") + std::string("nats-route://127.0.0.1:") + std::to_string(route_ports[j]);
+      }
+      NatsServer::Options o;
+      o.extra_config = "server_name: n" + std::to_string(i) + "\ncluster {\n  name: gatos\n  listen: 127.0.0.1:" +
+                       std::to_string(route_ports[i]) + "\n  routes: [" + routes + "]\n}\n";
+      nats_.push_back(std::make_unique<NatsServer>(o));
+    }
+    env_ = {{"HOME", dir_.path()},
+            {"GIT_CONFIG_NOSYSTEM", "1"},
+            {"GIT_AUTHOR_NAME", "Alice"},
+            {"GIT_AUTHOR_EMAIL", "alice@example.com"},
+            {"GIT_COMMITTER_NAME", "Alice"},
+            {"GIT_COMMITTER_EMAIL", "alice@example.com"}};
+    for (int i = 0; i < kReplicas; ++i) {
+      ledgers_.push_back(dir_.Join("r" + std::to_string(i) + ".git"));
+      gatosd_.push_back(std::make_unique<ChildProcess>());
+    }
+  }
+  ~ReplicatedLedger() {
+    if (worker_.running()) worker_.Stop(SIGKILL, 5000);
+    for (auto& g : gatosd_) {
+      if (g->running()) g->Stop(SIGTERM, 5000);
+    }
+  }
+
+  RunResult Cmd(std::vector<std::string> argv, int timeout_s = 120) {
+    RunOptions ro;
+    ro.env = env_;
+    ro.timeout_seconds = timeout_s;
+    return Run(argv, ro);
+  }
+  RunResult Gatos(std::vector<std::string> args, int timeout_s = 120) {
+    args.insert(args.begin(), BinaryPath("gatos"));
+    return Cmd(args, timeout_s);
+  }
+
+  ::testing::AssertionResult Prepare() {
+    for (auto& n : nats_) {
+      auto ok = n->Start();
+      if (!ok) return ok;
+      urls_ += (urls_.empty() ? "" : ",") + n->url();
+    }
+    RunResult r = Cmd({BinaryPath("gatosd"), "init", ledgers_[0], "--lease-ms", "3000"});
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatosd init: " << r.err;
+    alice_ = dir_.Join("alice");
+    worker_key_ = dir_.Join("worker");
+    for (const auto& [k, what] : {std::pair{alice_, "allow-submitter"}, std::pair{worker_key_, "allow-worker"}}) {
+      r = Gatos({"keygen", "-f", k});
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << "keygen: " << r.err;
+      r = Gatos({"policy", what, "--ledger", ledgers_[0], k + ".pub"});
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << what << ": " << r.err;
+    }
+    for (int i = 1; i < kReplicas; ++i) {
+      r = Cmd({BinaryPath("gatosd"), "init", ledgers_[i], "--replica-of", ledgers_[0], "--ledger-key",
+               ledgers_[0] + "/gatos/ledger_key"});
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatosd init --replica-of: " << r.err << r.out;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult StartReplica(int i) {
+    std::string error;
+    std::vector<std::string> argv = {BinaryPath("gatosd"), "serve",   "--replicated",    "--replica-name",
+                                     "r" + std::to_string(i), "--ledger", ledgers_[i],  "--nats",
+                                     urls_,                  "--stream-replicas", "3", "--sweep-ms",
+                                     "50",                   "--republish-s", "2",     "--nats-wait-s",
+                                     "60"};
+    if (!gatosd_[i]->Start(argv, env_, dir_.Join("r" + std::to_string(i) + ".log"), &error)) {
+      return ::testing::AssertionFailure() << error;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // The replica serving as leader now (its last role line says so), or -1.
+  int Leader() {
+    for (int i = 0; i < kReplicas; ++i) {
+      if (!gatosd_[i]->running()) continue;
+      std::string log = gatosd_[i]->log();
+      size_t leads = log.rfind(" leads with term ");
+      size_t follows = log.rfind(" following");
+      size_t serving = log.rfind("serving ledger");
+      if (leads != std::string::npos && serving != std::string::npos && serving > leads &&
+          (follows == std::string::npos || follows < leads)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+  int WaitForLeader(int not_this = -1) {
+    int leader = -1;
+    PollFor(30000, [&] {
+      leader = Leader();
+      return leader >= 0 && leader != not_this;
+    });
+    return leader != not_this ? leader : -1;
+  }
+
+  ::testing::AssertionResult StartWorker() {
+    std::string error;
+    std::vector<std::string> argv = {BinaryPath("gatos-worker"), "run", "--nats", urls_, "--key", worker_key_,
+                                     "--ledger-key", ledgers_[0] + "/gatos/ledger_key.pub", "--state-dir",
+                                     dir_.Join("worker.state"), "--name", "w0"};
+    if (!worker_.Start(argv, env_, dir_.Join("worker.log"), &error)) return ::testing::AssertionFailure() << error;
+    return ::testing::AssertionSuccess();
+  }
+
+  // Submits job `n` through whichever replica leads; its id when the ledger
+  // acknowledged it, "" otherwise (no leader at that moment).
+  std::string Submit(int n) {
+    const std::string file = dir_.Join("job" + std::to_string(n) + ".yaml");
+    WriteFile(file, "command: [\"/bin/echo\", \"job-" + std::to_string(n) + "\"]\ntimeout: 30\n");
+    RunResult r = Gatos({"submit", file, "--ledger", urls_, "--sign-key", alice_, "--timeout", "5"}, 30);
+    if (r.exit_code != 0) return "";
+    return Trim(r.out);
+  }
+
+  // The end of every replica's log, for failure messages.
+  std::string Logs() {
+    std::string out;
+    for (int i = 0; i < kReplicas; ++i) {
+      std::string l = gatosd_[i]->log();
+      if (l.size() > 3000) l = "..." + l.substr(l.size() - 3000);
+      out += "--- r" + std::to_string(i) + " ---\n" + l;
+    }
+    return out;
+  }
+
+  std::string LogHead(int i) {
+    return Trim(Cmd({"git", "-C", ledgers_[i], "rev-parse", "refs/gatos/log"}).out);
+  }
+
+  TempDir dir_;
+  std::vector<std::unique_ptr<NatsServer>> nats_;
+  std::string urls_;
+  std::map<std::string, std::string> env_;
+  std::vector<std::string> ledgers_;
+  std::vector<std::unique_ptr<ChildProcess>> gatosd_;
+  ChildProcess worker_;
+  std::string alice_, worker_key_;
+};
+
+TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplicasConverge) {
+  ReplicatedLedger c;
+  ASSERT_TRUE(c.Prepare());
+  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
+  int leader = c.WaitForLeader();
+  ASSERT_GE(leader, 0) << c.gatosd_[0]->log() << c.gatosd_[1]->log() << c.gatosd_[2]->log();
+  ASSERT_TRUE(c.StartWorker());
+
+  std::vector<std::string> acked;
+  int n = 0;
+  auto submit_some = [&](int count) {
+    for (int k = 0; k < count; ++k, ++n) {
+      std::string id = c.Submit(n);
+      if (!id.empty()) acked.push_back(id);
+    }
+  };
+  submit_some(8);
+  ASSERT_GE(acked.size(), 8u) << c.gatosd_[leader]->log();
+  std::vector<int> killed;
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(c.gatosd_[leader]->Stop(SIGKILL), -SIGKILL);
+    killed.push_back(leader);
+    submit_some(4);  // while there is no leader: not acknowledged, or by the next
+    const int next = c.WaitForLeader(leader);
+    ASSERT_GE(next, 0) << "no new leader after killing r" << leader;
+    leader = next;
+    const size_t before = acked.size();
+    submit_some(8);
+    EXPECT_GE(acked.size(), before + 8) << c.gatosd_[leader]->log();
+    if (round == 0) {
+      ASSERT_TRUE(c.StartReplica(killed[0]));  // rejoins as a follower
+    }
+  }
+  ASSERT_TRUE(c.StartReplica(killed[1]));
+
+  // Every acknowledged job finishes, with its result.
+  std::vector<std::string> wait = {"wait"};
+  wait.insert(wait.end(), acked.begin(), acked.end());
+  wait.insert(wait.end(), {"--ledger", c.urls_, "--timeout", "120"});
+  RunResult w = c.Gatos(wait, 180);
+  EXPECT_EQ(w.exit_code, 0) << w.out << w.err << c.worker_.log();
+  // The replicas converge on one log; each verifies.
+  std::string head;
+  ASSERT_TRUE(PollFor(30000, [&] {
+    head = c.LogHead(leader);
+    for (int i = 0; i < kReplicas; ++i) {
+      if (c.LogHead(i) != head) return false;
+    }
+    return true;
+  })) << c.LogHead(0) << " " << c.LogHead(1) << " " << c.LogHead(2) << "\n" << c.Logs();
+  for (int i = 0; i < kReplicas; ++i) {
+    EXPECT_EQ(c.gatosd_[i]->running(), true) << "r" << i << ":\n" << c.gatosd_[i]->log();
+  }
+  // The killed leaders came back as followers (the first may have been
+  // elected again when the second was killed; the second follows the
+  // leader that replaced it).
+  for (int i : killed) {
+    const std::string log = c.gatosd_[i]->log();
+    const size_t restarted = log.rfind("replica r" + std::to_string(i) + " of ledger");
+    ASSERT_NE(restarted, std::string::npos);
+    EXPECT_NE(log.find("replica r" + std::to_string(i) + " following", restarted), std::string::npos) << log;
+  }
+  EXPECT_EQ(c.Leader(), leader);
+  for (int i = 0; i < kReplicas; ++i) c.gatosd_[i]->Stop(SIGTERM);
+  for (int i = 0; i < kReplicas; ++i) {
+    RunResult v = c.Gatos({"verify", "--all", "--repo", c.ledgers_[i], "--ledger-key", c.ledgers_[0] + "/gatos/ledger_key.pub"}, 300);
+    EXPECT_EQ(v.exit_code, 0) << "r" << i << ": " << v.out << v.err;
+    for (const auto& id : acked) {
+      std::string hex = id.substr(id.find(':') + 1);
+      EXPECT_FALSE(Trim(c.Cmd({"git", "-C", c.ledgers_[i], "rev-parse", "--verify", "-q",
+                                "refs/gatos/jobs/" + hex + "/result"}).out).empty())
+          << "r" << i << " has no result for " << id;
+    }
+  }
+  // Ids are unique: one job per acknowledgement.
+  EXPECT_EQ(std::set<std::string>(acked.begin(), acked.end()).size(), acked.size());
+}
+
+}  // namespace
+}  // namespace gatos::testing
