@@ -27,6 +27,7 @@ int UsageError(const std::string& command, const std::string& message);
 // "error: "; returns `code`.
 int ReportError(const std::string& message, int code);
 
+int RunClusterStatus(const Args& args);
 int RunJobId(const Args& args);
 int RunJobCanon(const Args& args);
 int RunJobValidate(const Args& args);

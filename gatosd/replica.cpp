@@ -13,28 +13,6 @@
 
 namespace gatos::gatosd {
 
-Result<std::string> ReplicaLedgerId(const std::string& ledger_dir) {
-  const std::string cache = LedgerStateDir(ledger_dir) + "/replica-ledger-id";
-  if (auto cached = ReadFileToString(cache, 64); cached.ok() && cached->size() == 17 && cached->back() == '\n') {
-    return cached->substr(0, 16);
-  }
-  GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(ledger_dir));
-  GATOS_ASSIGN_OR_RETURN(std::string cur, ledger->ResolveRef(kLogRef));
-  if (cur.empty()) return FailedPreconditionError(ledger_dir + " has no " + std::string(kLogRef));
-  while (true) {
-    GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger->ReadCommit(cur));
-    if (c.parents.empty()) break;
-    cur = c.parents[0];
-  }
-  const std::string id = cur.substr(0, 16);
-  (void)WriteFileAtomically(cache, id + "\n");  // a cache: recomputed when missing
-  return id;
-}
-
-std::string LeaderBucketName(const std::string& ledger_id) { return "GATOS_LEADER_" + ledger_id; }
-std::string WalStreamName(const std::string& ledger_id) { return "GATOS_WAL_" + ledger_id; }
-std::string WalSubject(const std::string& ledger_id) { return "gatos.wal." + ledger_id; }
-
 Replica::Replica(ReplicaOptions options, std::unique_ptr<KvBucket> kv, std::unique_ptr<RecordStream> stream)
     : options_(std::move(options)),
       kv_(std::move(kv)),
@@ -67,8 +45,15 @@ Replica::~Replica() {
   if (thread_.joinable()) thread_.join();
 }
 
+int64_t Replica::lag_ms() const {
+  if (leading_) return 0;
+  const int64_t at = caught_up_ms_.load();
+  return at == 0 ? SystemNowMs() : std::max<int64_t>(0, SystemNowMs() - at);
+}
+
 void Replica::ElectionLoop() {
   uint64_t seen_changes = 0;
+  int64_t next_status_ms = 0;
   std::unique_lock<std::mutex> l(mu_);
   auto publish = [&] {
     leading_ = election_.leading();
@@ -95,6 +80,16 @@ void Replica::ElectionLoop() {
       publish();
       continue;
     }
+    if (SystemNowMs() >= next_status_ms) {
+      // This replica's line of `gatos cluster status`; best effort.
+      ReplicaStatus st{options_.name, ReplicaRoleName(election_.role()), election_.term(), log_seq_.load(), lag_ms(),
+                       SystemNowMs()};
+      l.unlock();
+      (void)kv_->Put(kReplicaStatusKeyPrefix + options_.name, EncodeReplicaStatus(st));
+      l.lock();
+      next_status_ms = SystemNowMs() + 1000;
+      continue;
+    }
     const int64_t wait = std::clamp<int64_t>(election_.next_ms() - SystemNowMs(), 1, 50);
     stop_cv_.wait_for(l, std::chrono::milliseconds(wait), [this] { return stop_.load(); });
   }
@@ -116,13 +111,17 @@ Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify) {
   GATOS_ASSIGN_OR_RETURN(CommitInfo hc, ledger.ReadCommit(head));
   GATOS_ASSIGN_OR_RETURN(LogCommitInfo hi, ParseLogMessage(hc.message));
   int64_t local = hi.seq;
+  log_seq_ = local;
   size_t applied = 0;
   while (true) {
     GATOS_ASSIGN_OR_RETURN(auto m, stream_->Read(next_read_));
     if (!m) {
       // Past the end, or a message deleted from the stream.
       GATOS_ASSIGN_OR_RETURN(uint64_t last, stream_->LastSequence());
-      if (next_read_ > last) break;
+      if (next_read_ > last) {
+        if (!joiner_.pending_seq()) caught_up_ms_ = SystemNowMs();
+        break;
+      }
       // It may have been appended between the read and now: read again.
       // Missing still, below the last sequence: deleted (the joiner
       // refuses a part set it cuts).
@@ -158,6 +157,7 @@ Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify) {
     }
     GATOS_ASSIGN_OR_RETURN(AppliedRecord a, CheckAndApplyRecord(ledger, rec->bytes, verify));
     local = a.seq;
+    log_seq_ = local;
     head = a.log_commit;
     cursor_ = m->stream_seq;
     ++applied;
@@ -188,6 +188,7 @@ Status Replica::Append(int64_t seq, const std::string& record) {
       // appended (the local log has it, or gets it then).
       fence_ = *r;
       appended_seq_ = seq;
+      log_seq_ = seq;
       cursor_ = *r;
       return OkStatus();
     }

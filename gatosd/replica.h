@@ -19,8 +19,10 @@
 
 #include "gatos/audit/verify.h"
 #include "gatos/git/ledger.h"
+#include "gatos/ledger/replica_id.h"
 #include "gatos/model/election.h"
 #include "gatos/model/record_parts.h"
+#include "gatos/model/replica_status.h"
 #include "gatos/nats/bus.h"
 #include "gatos/nats/kv_bucket.h"
 #include "gatos/nats/record_stream.h"
@@ -33,14 +35,6 @@ struct ReplicaOptions {
   ElectionOptions election;
   int replicas = 1;        // of the bucket and the stream: min(cluster size, 3)
 };
-
-// The ledger's identity for its bucket and stream: the first 16 hex of its
-// root log commit (the commit of Log-Seq 1), the same in every replica.
-// Cached in <ledger>/gatos/replica-ledger-id.
-Result<std::string> ReplicaLedgerId(const std::string& ledger_dir);
-std::string LeaderBucketName(const std::string& ledger_id);  // GATOS_LEADER_<id>
-std::string WalStreamName(const std::string& ledger_id);     // GATOS_WAL_<id>
-std::string WalSubject(const std::string& ledger_id);        // gatos.wal.<id>
 
 class Replica {
  public:
@@ -70,6 +64,10 @@ class Replica {
 
   // For status and metrics.
   uint64_t applied_stream_seq() const { return cursor_.load(); }
+  int64_t log_seq() const { return log_seq_.load(); }
+  // How long since this replica last held every record the stream held (0
+  // while it leads).
+  int64_t lag_ms() const;
 
  private:
   Replica(ReplicaOptions options, std::unique_ptr<KvBucket> kv, std::unique_ptr<RecordStream> stream);
@@ -87,6 +85,8 @@ class Replica {
   std::thread thread_;
   // Follower: the next stream message to read and the parts joined so far.
   std::atomic<uint64_t> cursor_{0};  // the last stream sequence applied
+  std::atomic<int64_t> log_seq_{0};
+  std::atomic<int64_t> caught_up_ms_{0};  // the last CatchUp that reached the stream's end
   uint64_t next_read_ = 1;
   RecordJoiner joiner_;
   // Leader: the stream sequence the next append expects, and the log

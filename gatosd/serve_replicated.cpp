@@ -116,6 +116,16 @@ int ServeReplicated(const ServeOptions& opts) {
   while (true) {
     // Follower: apply the stream; lead when elected, once caught up.
     {
+      // What a crash of this replica left (it may have led): a stale lock
+      // of the log ref, batches only in the local write-ahead log, view
+      // refs behind the log. Opening the writer repairs them, as at any
+      // start; it is closed at once.
+      {
+        WriterOptions wo;
+        wo.fsync = opts.fsync;
+        auto repaired = LedgerWriter::Open(dir, *key, wo);
+        if (!repaired.ok()) return fail(repaired.status().message());
+      }
       FollowerLock lock(dir);
       if (!lock.held()) return fail("the ledger " + dir + " is in use by another writer (gatosd or the CLI)");
       auto ledger = Ledger::Open(dir);
@@ -151,6 +161,7 @@ int ServeReplicated(const ServeOptions& opts) {
     ServeOptions lo = opts;
     lo.replicate = [&replica](int64_t seq, const std::string& record) { return replica->Append(seq, record); };
     lo.leading = [&replica] { return replica->leading(); };
+    lo.term = [&replica] { return static_cast<int64_t>(replica->term()); };
     const int code = Serve(lo);
     if (code != kSteppedDown) return code;
     // Serve unblocked the signals for its own thread; block them again.

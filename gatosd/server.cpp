@@ -203,6 +203,7 @@ class Server {
     // (CompleteBatch in Finish).
     wo.deferred_tail = true;
     wo.replicate = opts_.replicate;  // replicated leader only
+    wo.term = opts_.term;
     if (const char* fault = std::getenv("GATOSD_FAULT")) {
       wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-wal" : fault;
     }

@@ -56,6 +56,7 @@ struct ServeOptions {
   // `leading` says false.
   std::function<Status(int64_t seq, const std::string& record)> replicate;
   std::function<bool()> leading;
+  std::function<int64_t()> term;  // the Ledger-Term of each log commit
 };
 
 // Serve's exit code when a replicated leader stepped down.

@@ -165,6 +165,35 @@ TEST(ReplicaApplyTest, ARecordOfATransitionThePolicyForbidsIsRefusedAndSaysWhy) 
   EXPECT_EQ(GatosRefs(r.follower), GatosRefs(r.f.path));
 }
 
+TEST(ReplicaApplyTest, ABatchOfAnOlderTermIsRefusedAndVerifyReportsIt) {
+  Replicated r;
+  int64_t term = 5;
+  r.f.writer_options.term = [&term] { return term; };
+  SubmitPair(r.f, Yaml(1));
+  term = 3;  // a deposed leader's batch, as if no fence had stopped it
+  SubmitPair(r.f, Yaml(2));
+  r.f.Close();
+  ASSERT_EQ(r.records.size(), 2u);
+  auto leader = r.f.Open();
+  CommitInfo head = *leader->ReadCommit(*leader->ResolveRef(kLogRef));
+  EXPECT_NE(head.message.find("\nLedger-Term: 3\n"), std::string::npos) << head.message;
+  EXPECT_EQ(ParseLogMessage(head.message)->term, 3);
+
+  auto l = r.F();
+  auto first = CheckAndApplyRecord(*l, r.records[0], VerifyOptions{}, false);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  auto refused = CheckAndApplyRecord(*l, r.records[1], VerifyOptions{}, false);
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("log_term: "), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("has Ledger-Term 3, after a batch of term 5"), std::string::npos)
+      << refused.status().message();
+  // gatos verify's replay finds it in the leader's repository too.
+  auto report = AuditLog(*leader, {});
+  ASSERT_TRUE(report.ok());
+  ASSERT_FALSE(report->ok());
+  EXPECT_EQ(report->problems[0].check, "log_term") << Problems(*report);
+}
+
 TEST(ReplicaApplyTest, GarbageIsNotARecord) {
   Replicated r;
   auto l = r.F();

@@ -9,9 +9,11 @@
 
 #include <signal.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "child_process.h"
+#include "gatos/model/clock.h"
 #include "nats_server.h"
 #include "test_util.h"
 
@@ -100,6 +102,8 @@ class ReplicatedLedger {
                                      urls_,                  "--stream-replicas", "3", "--sweep-ms",
                                      "50",                   "--republish-s", "2",     "--nats-wait-s",
                                      "60"};
+    // The log file is appended across restarts: what this run wrote starts here.
+    start_at_[i] = gatosd_[i]->log().size();
     if (!gatosd_[i]->Start(argv, env_, dir_.Join("r" + std::to_string(i) + ".log"), &error)) {
       return ::testing::AssertionFailure() << error;
     }
@@ -110,7 +114,7 @@ class ReplicatedLedger {
   int Leader() {
     for (int i = 0; i < kReplicas; ++i) {
       if (!gatosd_[i]->running()) continue;
-      std::string log = gatosd_[i]->log();
+      std::string log = gatosd_[i]->log().substr(start_at_[i]);
       size_t leads = log.rfind(" leads with term ");
       size_t follows = log.rfind(" following");
       size_t serving = log.rfind("serving ledger");
@@ -170,6 +174,7 @@ class ReplicatedLedger {
   std::map<std::string, std::string> env_;
   std::vector<std::string> ledgers_;
   std::vector<std::unique_ptr<ChildProcess>> gatosd_;
+  std::map<int, size_t> start_at_;
   ChildProcess worker_;
   std::string alice_, worker_key_;
 };
@@ -193,16 +198,19 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
   submit_some(8);
   ASSERT_GE(acked.size(), 8u) << c.gatosd_[leader]->log();
   std::vector<int> killed;
+  std::string history;  // for failure messages
   for (int round = 0; round < 2; ++round) {
     ASSERT_EQ(c.gatosd_[leader]->Stop(SIGKILL), -SIGKILL);
     killed.push_back(leader);
     submit_some(4);  // while there is no leader: not acknowledged, or by the next
     const int next = c.WaitForLeader(leader);
     ASSERT_GE(next, 0) << "no new leader after killing r" << leader;
+    history += "killed r" + std::to_string(leader) + ", then r" + std::to_string(next) + " leads (at " +
+               std::to_string(SystemNowMs()) + ")\n";
     leader = next;
     const size_t before = acked.size();
     submit_some(8);
-    EXPECT_GE(acked.size(), before + 8) << c.gatosd_[leader]->log();
+    EXPECT_GE(acked.size(), before + 8) << history << c.Logs();
     if (round == 0) {
       ASSERT_TRUE(c.StartReplica(killed[0]));  // rejoins as a follower
     }
@@ -237,6 +245,32 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
     EXPECT_NE(log.find("replica r" + std::to_string(i) + " following", restarted), std::string::npos) << log;
   }
   EXPECT_EQ(c.Leader(), leader);
+  // gatos cluster status names the three, one of them the leader with the
+  // highest term, all at the same log sequence.
+  nlohmann::json status;
+  ASSERT_TRUE(PollFor(10000, [&] {
+    RunResult s = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[0], "--nats", c.urls_, "--json"});
+    if (s.exit_code != 0) return false;
+    status = nlohmann::json::parse(s.out, nullptr, false);
+    if (!status.is_object() || status["replicas"].size() != kReplicas) return false;
+    for (const auto& r : status["replicas"]) {
+      if (r["log_seq"] != status["replicas"][0]["log_seq"]) return false;
+    }
+    return true;
+  })) << status.dump();
+  int leaders = 0;
+  for (const auto& r : status["replicas"]) {
+    if (r["role"] == "leader") {
+      ++leaders;
+      EXPECT_EQ(r["name"], "r" + std::to_string(leader));
+      EXPECT_EQ(r["lag_ms"], 0);
+    }
+    EXPECT_TRUE(r.contains("term") && r.contains("lag_ms")) << r.dump();
+  }
+  EXPECT_EQ(leaders, 1) << status.dump();
+  // Log commits carry the term of the leader that wrote them.
+  RunResult msg = c.Cmd({"git", "-C", c.ledgers_[leader], "log", "-1", "--format=%B", "refs/gatos/log"});
+  EXPECT_NE(msg.out.find("Ledger-Term: "), std::string::npos) << msg.out;
   for (int i = 0; i < kReplicas; ++i) c.gatosd_[i]->Stop(SIGTERM);
   for (int i = 0; i < kReplicas; ++i) {
     RunResult v = c.Gatos({"verify", "--all", "--repo", c.ledgers_[i], "--ledger-key", c.ledgers_[0] + "/gatos/ledger_key.pub"}, 300);

@@ -290,6 +290,7 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   info.policy_commit = b.new_policy ? b.new_policy_commit : policy_commit_;
   info.time_ms = b.now;
   info.counts = b.counts;
+  if (options_.term) info.term = options_.term();
   std::vector<std::string> parents = {head_};
   {
     std::set<std::string> seen = {head_};

@@ -87,6 +87,41 @@ Result<std::unique_ptr<KvBucket>> KvBucket::Open(Bus& bus, const KvBucketConfig&
   return std::unique_ptr<KvBucket>(new KvBucket(std::move(impl)));
 }
 
+Result<std::unique_ptr<KvBucket>> KvBucket::OpenExisting(Bus& bus, const std::string& name) {
+  const std::string what = "KV bucket " + Quote(name);
+  Bus::Impl& b = *bus.impl_;
+  if (!nats_internal::Connected(b)) return UnavailableError(what + ": not connected to NATS; retry later");
+  auto impl = std::make_unique<Impl>();
+  impl->bus = &b;
+  impl->name = name;
+  natsStatus s = js_KeyValue(&impl->kv, nats_internal::JetStream(b), name.c_str());
+  if (s == NATS_NOT_FOUND) return NotFoundError(what + " does not exist");
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what + ": lookup");
+  return std::unique_ptr<KvBucket>(new KvBucket(std::move(impl)));
+}
+
+Status KvBucket::Put(const std::string& key, std::string_view value) {
+  const std::string what = "put " + Quote(key) + " in KV bucket " + Quote(impl_->name);
+  if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  uint64_t rev = 0;
+  natsStatus s = kvStore_Put(&rev, impl_->kv, key.c_str(), value.data(), static_cast<int>(value.size()));
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what);
+  return OkStatus();
+}
+
+Result<std::vector<std::string>> KvBucket::Keys() {
+  const std::string what = "keys of KV bucket " + Quote(impl_->name);
+  if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  kvKeysList list{};
+  natsStatus s = kvStore_Keys(&list, impl_->kv, nullptr);
+  std::vector<std::string> out;
+  if (s == NATS_NOT_FOUND) return out;  // no keys
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what);
+  for (int i = 0; i < list.Count; ++i) out.emplace_back(list.Keys[i]);
+  kvKeysList_Destroy(&list);
+  return out;
+}
+
 Result<uint64_t> KvBucket::Create(const std::string& key, std::string_view value) {
   const std::string what = "create " + Quote(key) + " in KV bucket " + Quote(impl_->name);
   if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");

@@ -88,6 +88,9 @@ struct WriterOptions {
   // requests get the returned status's class (Unavailable: retry, at the
   // next leader). Empty (single-node mode): no cost.
   std::function<Status(int64_t seq, const std::string& record)> replicate;
+  // With replicate: the leader's election term, written as each log
+  // commit's Ledger-Term trailer.
+  std::function<int64_t()> term;
 };
 
 // ---- operations ----

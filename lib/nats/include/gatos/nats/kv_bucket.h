@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gatos/model/status.h"
 #include "gatos/nats/bus.h"
@@ -42,6 +43,9 @@ class KvBucket {
   // Opens the bucket, creating it when missing. FailedPrecondition when a
   // bucket of that name exists with another TTL or replica count.
   static Result<std::unique_ptr<KvBucket>> Open(Bus& bus, const KvBucketConfig& config);
+  // Binds to a bucket that exists, whatever its settings (a reader).
+  // NotFound when it does not.
+  static Result<std::unique_ptr<KvBucket>> OpenExisting(Bus& bus, const std::string& name);
   ~KvBucket();
   KvBucket(const KvBucket&) = delete;
   KvBucket& operator=(const KvBucket&) = delete;
@@ -49,6 +53,10 @@ class KvBucket {
   Result<uint64_t> Create(const std::string& key, std::string_view value);
   Result<uint64_t> Update(const std::string& key, std::string_view value, uint64_t last);
   Result<std::optional<Entry>> Get(const std::string& key);
+  // Writes the key whatever it holds.
+  Status Put(const std::string& key, std::string_view value);
+  // Every key the bucket holds now (none: empty).
+  Result<std::vector<std::string>> Keys();
   const std::string& name() const;
 
  private:
