@@ -106,12 +106,48 @@ void Replica::StepDown(const std::string& why) {
   leading_ = false;
 }
 
+Result<uint64_t> Replica::Seek(int64_t local) {
+  GATOS_ASSIGN_OR_RETURN(uint64_t first, stream_->FirstSequence());
+  GATOS_ASSIGN_OR_RETURN(uint64_t last, stream_->LastSequence());
+  if (first == 0 || last < first) return uint64_t{0};
+  auto seq_at = [&](uint64_t s) -> Result<std::optional<RecordPart>> {
+    GATOS_ASSIGN_OR_RETURN(auto m, stream_->Read(s));
+    if (!m) return std::optional<RecordPart>();
+    auto p = DecodeRecordPart(m->data);
+    if (!p.ok()) return std::optional<RecordPart>();
+    RecordPart part = *p;
+    part.chunk = {};  // points into m
+    return std::optional<RecordPart>(part);
+  };
+  uint64_t lo = first, hi = last + 1;  // the first message of a record after `local` is in [lo, hi]
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    GATOS_ASSIGN_OR_RETURN(auto p, seq_at(mid));
+    if (!p) return uint64_t{0};
+    if (p->seq > local) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  if (lo > last) return lo;  // the stream holds nothing newer
+  GATOS_ASSIGN_OR_RETURN(auto p, seq_at(lo));
+  if (!p || p->index > lo - first) return uint64_t{0};
+  return lo - p->index;  // the record's first part (parts are contiguous)
+}
+
 Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify) {
   GATOS_ASSIGN_OR_RETURN(std::string head, ledger.ResolveRef(kLogRef));
   GATOS_ASSIGN_OR_RETURN(CommitInfo hc, ledger.ReadCommit(head));
   GATOS_ASSIGN_OR_RETURN(LogCommitInfo hi, ParseLogMessage(hc.message));
   int64_t local = hi.seq;
   log_seq_ = local;
+  if (!sought_) {
+    // The first catch-up of this process: skip what the local log holds.
+    GATOS_ASSIGN_OR_RETURN(uint64_t from, Seek(local));
+    if (from > next_read_) next_read_ = from;
+    sought_ = true;
+  }
   size_t applied = 0;
   while (true) {
     GATOS_ASSIGN_OR_RETURN(auto m, stream_->Read(next_read_));

@@ -71,6 +71,11 @@ class Replica {
 
  private:
   Replica(ReplicaOptions options, std::unique_ptr<KvBucket> kv, std::unique_ptr<RecordStream> stream);
+  // Where the first record after log sequence `local` starts in the
+  // stream, by binary search over the parts' headers (log sequences only
+  // grow along the stream); 0 when the stream does not allow it (a
+  // message that is gone or does not decode): read from the start then.
+  Result<uint64_t> Seek(int64_t local);
   void ElectionLoop();
 
   ReplicaOptions options_;
@@ -88,6 +93,7 @@ class Replica {
   std::atomic<int64_t> log_seq_{0};
   std::atomic<int64_t> caught_up_ms_{0};  // the last CatchUp that reached the stream's end
   uint64_t next_read_ = 1;
+  bool sought_ = false;
   RecordJoiner joiner_;
   // Leader: the stream sequence the next append expects, and the log
   // sequence appended last.

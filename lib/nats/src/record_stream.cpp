@@ -70,6 +70,11 @@ Result<uint64_t> RecordStream::LastSequence() {
   return st.last_sequence;
 }
 
+Result<uint64_t> RecordStream::FirstSequence() {
+  GATOS_ASSIGN_OR_RETURN(Bus::StreamState st, bus_.GetStreamState(config_.stream));
+  return st.first_sequence;
+}
+
 Result<std::optional<RecordStream::Stored>> RecordStream::Read(uint64_t stream_seq) {
   const std::string what = "read message " + std::to_string(stream_seq) + " of stream " + config_.stream;
   if (!nats_internal::Connected(*bus_.impl_)) return UnavailableError(what + ": not connected to NATS; retry later");

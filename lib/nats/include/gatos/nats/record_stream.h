@@ -61,6 +61,9 @@ class RecordStream {
 
   // The stream's last sequence (0 when empty).
   Result<uint64_t> LastSequence();
+  // Its first sequence (messages before it were removed by age; 0 or
+  // last + 1 when empty).
+  Result<uint64_t> FirstSequence();
 
   struct Stored {
     uint64_t stream_seq = 0;
