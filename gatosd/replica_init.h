@@ -18,8 +18,10 @@ struct ReplicaInitOptions {
 // Clones every object and ref of `source` into a new bare repository `dir`
 // (git clone --mirror, then its remote removed), verifies the clone's whole
 // log with the auditor against the key's public half (pinned: the key is
-// the operator's, never fetched over the bus), installs the key, the hooks
-// and the push front door. FailedPrecondition when `dir` exists and is not
+// the operator's, never fetched over the bus; the refs are not compared: a
+// clone of a ledger that writes is not a snapshot, and the replica's first
+// start rewrites them from the log), installs the key, the hooks and the
+// push front door. FailedPrecondition when `dir` exists and is not
 // empty; PermissionDenied when the key is not this ledger's or the log does
 // not verify.
 Status InitReplica(const std::string& dir, const ReplicaInitOptions& options);

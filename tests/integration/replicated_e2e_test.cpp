@@ -268,6 +268,21 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
     EXPECT_TRUE(r.contains("term") && r.contains("lag_ms")) << r.dump();
   }
   EXPECT_EQ(leaders, 1) << status.dump();
+  // gatos doctor checks a replica: bucket, stream, a leader, its own report.
+  {
+    const std::string follower = "r" + std::to_string(killed[1]);
+    RunResult d = c.Gatos({"doctor", "--json", "--nats", c.urls_, "--ledger", c.ledgers_[killed[1]], "--key",
+                           c.ledgers_[0] + "/gatos/ledger_key", "--replica-name", follower});
+    nlohmann::json dj = nlohmann::json::parse(d.out, nullptr, false);
+    bool seen = false;
+    for (const auto& ch : dj.value("checks", nlohmann::json::array())) {
+      if (ch.value("check", "") != "replica") continue;
+      seen = true;
+      EXPECT_EQ(ch.value("status", ""), "ok") << ch.dump();
+      EXPECT_NE(ch.value("detail", "").find(follower + " is a follower"), std::string::npos) << ch.dump();
+    }
+    EXPECT_TRUE(seen) << d.out << d.err;
+  }
   // Log commits carry the term of the leader that wrote them.
   RunResult msg = c.Cmd({"git", "-C", c.ledgers_[leader], "log", "-1", "--format=%B", "refs/gatos/log"});
   EXPECT_NE(msg.out.find("Ledger-Term: "), std::string::npos) << msg.out;
