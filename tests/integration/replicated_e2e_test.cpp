@@ -1,10 +1,10 @@
 // The replicated ledger end to end, with real processes on loopback: a
 // three-node nats-server cluster (JetStream, R3), three `gatosd serve
 // --replicated` replicas, a worker, and a client that records every job id
-// the ledger acknowledged. The leader is SIGKILLed twice; each time another
-// replica leads. At the end every acknowledged job has its one result, the
-// replicas hold the same log, `gatos verify --all` passes on each, and the
-// killed leaders, restarted, follow again.
+// the ledger acknowledged. The leader is SIGKILLed twice (each time another
+// replica leads) and one NATS node once. At the end every acknowledged job
+// has its one result, the replicas hold the same log, `gatos verify --all`
+// passes on each, and the killed leaders, restarted, follow again.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -213,9 +213,14 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
     EXPECT_GE(acked.size(), before + 8) << history << c.Logs();
     if (round == 0) {
       ASSERT_TRUE(c.StartReplica(killed[0]));  // rejoins as a follower
+      // One NATS node dies too: two of three keep the streams' quorum, and
+      // every client reconnects to another member.
+      ASSERT_TRUE(c.nats_[2]->Kill());
+      history += "killed nats node n2\n";
     }
   }
   ASSERT_TRUE(c.StartReplica(killed[1]));
+  ASSERT_TRUE(c.nats_[2]->Restart());
 
   // Every acknowledged job finishes, with its result.
   std::vector<std::string> wait = {"wait"};
