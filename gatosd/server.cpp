@@ -459,6 +459,7 @@ class Server {
     UpdateCounts(&metrics_, *writer_);
     metrics_.Heartbeat(SystemNowMs());
     metrics_.SetNatsConnected(bus_->connected());
+    if (opts_.term) metrics_.SetReplica(!stepped_down_, static_cast<uint64_t>(opts_.term()), 0);
   }
 
   const ServeOptions opts_;

@@ -49,6 +49,7 @@ class ReplicatedLedger {
             {"GIT_COMMITTER_NAME", "Alice"},
             {"GIT_COMMITTER_EMAIL", "alice@example.com"}};
     for (int i = 0; i < kReplicas; ++i) {
+      http_ports_.push_back(FreePort());
       ledgers_.push_back(dir_.Join("r" + std::to_string(i) + ".git"));
       gatosd_.push_back(std::make_unique<ChildProcess>());
     }
@@ -101,7 +102,7 @@ class ReplicatedLedger {
                                      "r" + std::to_string(i), "--ledger", ledgers_[i],  "--nats",
                                      urls_,                  "--stream-replicas", "3", "--sweep-ms",
                                      "50",                   "--republish-s", "2",     "--nats-wait-s",
-                                     "60"};
+                                     "60",                   "--http", "127.0.0.1:" + std::to_string(http_ports_[i])};
     // The log file is appended across restarts: what this run wrote starts here.
     start_at_[i] = gatosd_[i]->log().size();
     if (!gatosd_[i]->Start(argv, env_, dir_.Join("r" + std::to_string(i) + ".log"), &error)) {
@@ -175,6 +176,7 @@ class ReplicatedLedger {
   std::vector<std::string> ledgers_;
   std::vector<std::unique_ptr<ChildProcess>> gatosd_;
   std::map<int, size_t> start_at_;
+  std::vector<int> http_ports_;  // the dashboard and /metrics, served by the leader
   ChildProcess worker_;
   std::string alice_, worker_key_;
 };
@@ -287,6 +289,16 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
       EXPECT_NE(ch.value("detail", "").find(follower + " is a follower"), std::string::npos) << ch.dump();
     }
     EXPECT_TRUE(seen) << d.out << d.err;
+  }
+  // The leader's /metrics says it leads, with its term.
+  {
+    RunResult m = c.Cmd({"curl", "-s", "http://127.0.0.1:" + std::to_string(c.http_ports_[leader]) + "/metrics"});
+    EXPECT_NE(m.out.find("\ngatos_replica_leader 1\n"), std::string::npos) << m.out.substr(0, 2000);
+    uint64_t term = 0;
+    for (const auto& r : status["replicas"]) {
+      if (r["role"] == "leader") term = r["term"].get<uint64_t>();
+    }
+    EXPECT_NE(m.out.find("\ngatos_replica_term " + std::to_string(term) + "\n"), std::string::npos);
   }
   // Log commits carry the term of the leader that wrote them.
   RunResult msg = c.Cmd({"git", "-C", c.ledgers_[leader], "log", "-1", "--format=%B", "refs/gatos/log"});
