@@ -136,7 +136,7 @@ Result<uint64_t> Replica::Seek(int64_t local) {
   return lo - p->index;  // the record's first part (parts are contiguous)
 }
 
-Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify) {
+Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal) {
   GATOS_ASSIGN_OR_RETURN(std::string head, ledger.ResolveRef(kLogRef));
   GATOS_ASSIGN_OR_RETURN(CommitInfo hc, ledger.ReadCommit(head));
   GATOS_ASSIGN_OR_RETURN(LogCommitInfo hi, ParseLogMessage(hc.message));
@@ -191,7 +191,7 @@ Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify) {
                            ": records in between are gone from the stream; make this replica again from a "
                            "current one (gatosd init --replica-of)");
     }
-    GATOS_ASSIGN_OR_RETURN(AppliedRecord a, CheckAndApplyRecord(ledger, rec->bytes, verify));
+    GATOS_ASSIGN_OR_RETURN(AppliedRecord a, CheckAndApplyRecord(ledger, rec->bytes, verify, /*fsync=*/true, wal));
     local = a.seq;
     log_seq_ = local;
     head = a.log_commit;

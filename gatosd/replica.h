@@ -20,6 +20,7 @@
 #include "gatos/audit/verify.h"
 #include "gatos/git/ledger.h"
 #include "gatos/ledger/replica_id.h"
+#include "gatos/ledger/wal.h"
 #include "gatos/model/election.h"
 #include "gatos/model/record_parts.h"
 #include "gatos/model/replica_status.h"
@@ -52,7 +53,8 @@ class Replica {
   // many were applied. A record that does not check is an error that stops
   // the follower (PermissionDenied, InvalidArgument, DataLoss: say it and
   // stop); Unavailable: retry.
-  Result<size_t> CatchUp(Ledger& ledger, const VerifyOptions& verify);
+  // With `wal`, applied records are made durable by it (CheckAndApplyRecord).
+  Result<size_t> CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal = nullptr);
   // The stream's last sequence as the leader's fence (after a CatchUp that
   // reached it).
   Status ArmFence();

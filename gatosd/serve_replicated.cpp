@@ -8,9 +8,11 @@
 #include <chrono>
 #include <ctime>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/wal.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/nats/bus_identity.h"
 #include "gatos/sys/log.h"
@@ -130,11 +132,28 @@ int ServeReplicated(const ServeOptions& opts) {
       if (!lock.held()) return fail("the ledger " + dir + " is in use by another writer (gatosd or the CLI)");
       auto ledger = Ledger::Open(dir);
       if (!ledger.ok()) return fail(ledger.status().message());
+      // Applied records are durable in the replica's write-ahead log (one
+      // fdatasync each), the repository synced by a checkpoint every 2 s
+      // of activity, as the ledger's writer does.
+      std::optional<WriteAheadLog> wal;
+      if (opts.fsync) {
+        auto opened = WriteAheadLog::Open(LedgerStateDir(dir));
+        if (!opened.ok()) return fail(opened.status().message());
+        wal.emplace(std::move(*opened));
+      }
+      auto next_checkpoint = Clock::now() + std::chrono::seconds(2);
+      auto checkpoint = [&] {
+        if (!wal) return;
+        Status c = wal->CheckpointNow(dir);
+        if (!c.ok()) Log("replica checkpoint failed (retried): " + c.message());
+        next_checkpoint = Clock::now() + std::chrono::seconds(2);
+      };
       Log("replica " + opts.replica_name + " following");
       bool said_unavailable = false;
       while (true) {
         const bool elected = replica->leading();
-        auto n = replica->CatchUp(**ledger, verify);
+        auto n = replica->CatchUp(**ledger, verify, wal ? &*wal : nullptr);
+        if (Clock::now() >= next_checkpoint) checkpoint();
         if (!n.ok()) {
           if (n.status().code() != StatusCode::kUnavailable) {
             Log("ERROR: replica " + opts.replica_name + " stopped following: " + n.status().message());
@@ -150,11 +169,17 @@ int ServeReplicated(const ServeOptions& opts) {
           // Caught up with everything the stream held when elected: lead.
           if (elected && replica->leading()) {
             Status armed = replica->ArmFence();
-            if (armed.ok()) break;
+            if (armed.ok()) {
+              checkpoint();  // the writer opens next; an empty log is quicker to open
+              break;
+            }
             Log("not leading yet: " + armed.message());
           }
         }
-        if (SignalWithin(set, elected ? 1 : 100)) return 0;
+        if (SignalWithin(set, elected ? 1 : 100)) {
+          checkpoint();
+          return 0;
+        }
       }
     }
     Log("replica " + opts.replica_name + " leads with term " + std::to_string(replica->term()));

@@ -25,7 +25,7 @@ Result<std::vector<LogEntry>> BatchOf(Ledger& ledger, const CommitInfo& c) {
 }  // namespace
 
 Result<AppliedRecord> CheckAndApplyRecord(Ledger& ledger, std::string_view bytes, const VerifyOptions& verify,
-                                          bool fsync) {
+                                          bool fsync, WriteAheadLog* wal) {
   WalFileContents decoded = DecodeWalFile(bytes);
   if (decoded.records.size() != 1 || decoded.valid_bytes != bytes.size()) {
     return InvalidArgumentError("not one well-formed batch record (" + std::to_string(decoded.records.size()) +
@@ -55,7 +55,8 @@ Result<AppliedRecord> CheckAndApplyRecord(Ledger& ledger, std::string_view bytes
   for (const auto& o : rec.objects) all.push_back(&o);
   // Unreachable until the log ref moves: a refused record leaves only
   // objects that nothing names (git gc removes them).
-  GATOS_RETURN_IF_ERROR(ledger.WriteObjectsPacked(all, fsync, /*remember=*/true));
+  const bool sync_repo = fsync && wal == nullptr;
+  GATOS_RETURN_IF_ERROR(ledger.WriteObjectsPacked(all, sync_repo, /*remember=*/true));
   GATOS_ASSIGN_OR_RETURN(CommitInfo c, ledger.ReadCommit(rec.log_id));
   if (c.parents.empty() || c.parents[0] != head) {
     return FailedPreconditionError(what + ": its first parent is " +
@@ -83,7 +84,8 @@ Result<AppliedRecord> CheckAndApplyRecord(Ledger& ledger, std::string_view bytes
 
   // It lands: the log ref, then the view refs (the last value of each).
   GATOS_ASSIGN_OR_RETURN(std::vector<LogEntry> entries, BatchOf(ledger, c));
-  GATOS_RETURN_IF_ERROR(ledger.CasRef(kLogRef, head, rec.log_id, fsync));
+  if (wal) GATOS_RETURN_IF_ERROR(wal->Append(rec.seq, rec.log_id, all));  // durable from here
+  GATOS_RETURN_IF_ERROR(ledger.CasRef(kLogRef, head, rec.log_id, sync_repo));
   std::map<std::string, std::string> view;
   for (const LogEntry& e : entries) {
     if (!e.ref.empty()) view[e.ref] = e.new_id;

@@ -24,6 +24,7 @@
 
 #include "gatos/audit/log_audit.h"
 #include "gatos/git/ledger.h"
+#include "gatos/ledger/wal.h"
 #include "gatos/model/status.h"
 
 namespace gatos {
@@ -47,8 +48,15 @@ struct AppliedRecord {
 //                         check (log_signature, claim, ...) and why;
 //        others           the repository could not be read or written.
 // Nothing but unreachable objects is written unless it returns OK.
+//
+// Durability: with `wal` (the replica's write-ahead log, wal.h), a record
+// that checks is appended to it (one fdatasync) and the pack and the log
+// ref are written without syncs, as the ledger's writer does; the caller
+// checkpoints the log now and then (WriteAheadLog::CheckpointNow), and a
+// writer's next open replays what a crash left. Without it, the pack and
+// the log ref are synced when `fsync`.
 Result<AppliedRecord> CheckAndApplyRecord(Ledger& ledger, std::string_view record, const VerifyOptions& verify,
-                                          bool fsync = true);
+                                          bool fsync = true, WriteAheadLog* wal = nullptr);
 
 }  // namespace gatos
 
