@@ -168,7 +168,17 @@ Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify, Wri
       }
     }
     ++next_read_;
-    GATOS_ASSIGN_OR_RETURN(std::optional<JoinedRecord> rec, joiner_.Add(m->data));
+    auto joined = joiner_.Add(m->data);
+    if (!joined.ok()) {
+      // Not a part of a record the leader wrote (anyone allowed to publish
+      // on the subject can append to the stream): ignored. What the leader
+      // writes is checked when it is applied; the fence refuses the
+      // leader's next append after such a message, and it steps down.
+      Log("replica " + options_.name + ": ignored message " + std::to_string(m->stream_seq) + " of " +
+          WalStreamName(options_.ledger_id) + ": " + joined.status().message());
+      continue;
+    }
+    std::optional<JoinedRecord> rec = std::move(*joined);
     if (!rec) continue;
     if (rec->seq <= local) {
       // The local log has it (applied before, or written by this replica
