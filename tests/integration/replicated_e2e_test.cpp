@@ -2,9 +2,11 @@
 // three-node nats-server cluster (JetStream, R3), three `gatosd serve
 // --replicated` replicas, a worker, and a client that records every job id
 // the ledger acknowledged. The leader is SIGKILLed twice (each time another
-// replica leads) and one NATS node once. At the end every acknowledged job
-// has its one result, the replicas hold the same log, `gatos verify --all`
-// passes on each, and the killed leaders, restarted, follow again.
+// replica leads) and one NATS node once; then the leader key is overwritten
+// behind the leader's back, so it steps down in its own process and
+// follows. At the end every acknowledged job has its one result, the
+// replicas hold the same log, `gatos verify --all` passes on each, and the
+// killed leaders, restarted, follow again.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -13,6 +15,9 @@
 #include <set>
 
 #include "child_process.h"
+#include "gatos/ledger/replica_id.h"
+#include "gatos/nats/bus.h"
+#include "gatos/nats/kv_bucket.h"
 #include "gatos/model/clock.h"
 #include "nats_server.h"
 #include "test_util.h"
@@ -224,6 +229,34 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
   ASSERT_TRUE(c.StartReplica(killed[1]));
   ASSERT_TRUE(c.nats_[2]->Restart());
 
+  // Someone else writes the leader key: the leader's next keep fails, it
+  // steps down in the same process and follows; a replica leads again.
+  {
+    auto id = ReplicaLedgerId(c.ledgers_[0]);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    BusOptions bo;
+    bo.url = c.urls_;
+    auto bus = Bus::Connect(bo);
+    ASSERT_TRUE(bus.ok()) << bus.status().message();
+    auto kv = KvBucket::OpenExisting(**bus, LeaderBucketName(*id));
+    ASSERT_TRUE(kv.ok()) << kv.status().message();
+    const size_t before = c.gatosd_[leader]->log().size();
+    ASSERT_TRUE((*kv)->Put("leader", R"({"name":"intruder","term":0})").ok());
+    ASSERT_TRUE(c.gatosd_[leader]->WaitForLog("stepped down; following again", 10000)) << c.Logs();
+    EXPECT_NE(c.gatosd_[leader]->log().find("no longer the leader", before), std::string::npos);
+    EXPECT_TRUE(c.gatosd_[leader]->running());
+    int again = -1;
+    ASSERT_TRUE(PollFor(15000, [&] {
+      again = c.Leader();
+      return again >= 0 && c.gatosd_[again]->log().rfind("serving ledger") > before;
+    })) << c.Logs();
+    leader = again;
+    history += "the leader key overwritten; r" + std::to_string(leader) + " leads\n";
+    const size_t acked_before = acked.size();
+    submit_some(4);
+    EXPECT_GE(acked.size(), acked_before + 4) << history << c.Logs();
+  }
+
   // Every acknowledged job finishes, with its result.
   std::vector<std::string> wait = {"wait"};
   wait.insert(wait.end(), acked.begin(), acked.end());
@@ -277,8 +310,9 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
   EXPECT_EQ(leaders, 1) << status.dump();
   // gatos doctor checks a replica: bucket, stream, a leader, its own report.
   {
-    const std::string follower = "r" + std::to_string(killed[1]);
-    RunResult d = c.Gatos({"doctor", "--json", "--nats", c.urls_, "--ledger", c.ledgers_[killed[1]], "--key",
+    const int f = (leader + 1) % kReplicas;
+    const std::string follower = "r" + std::to_string(f);
+    RunResult d = c.Gatos({"doctor", "--json", "--nats", c.urls_, "--ledger", c.ledgers_[f], "--key",
                            c.ledgers_[0] + "/gatos/ledger_key", "--replica-name", follower});
     nlohmann::json dj = nlohmann::json::parse(d.out, nullptr, false);
     bool seen = false;
