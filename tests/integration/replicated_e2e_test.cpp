@@ -352,5 +352,63 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
   EXPECT_EQ(std::set<std::string>(acked.begin(), acked.end()).size(), acked.size());
 }
 
+// gatos up --replicas 3 as a user runs it: up.json names three replicas;
+// the leader SIGKILLed, another leads and the killed one is started again.
+TEST(ReplicatedE2eTest, GatosUpWithThreeReplicasSurvivesKillingTheLeader) {
+  TempDir dir;
+  ChildProcess up;
+  std::string error;
+  ASSERT_TRUE(up.Start({BinaryPath("gatos"), "up", "--replicas", "3", "--dir", dir.Join("up"), "--workers", "1",
+                        "--sandbox", "off", "--nats-port", std::to_string(FreePort()), "--http-port",
+                        std::to_string(FreePort())},
+                       {{"HOME", dir.path()}}, dir.Join("up.log"), &error))
+      << error;
+  const std::string up_json = dir.Join("up/up.json");
+  ASSERT_TRUE(PollFor(120000, [&] { return !ReadFile(up_json).empty() || !up.running(); })) << up.log();
+  ASSERT_TRUE(up.running()) << up.log();
+  nlohmann::json j = nlohmann::json::parse(ReadFile(up_json));
+  ASSERT_EQ(j["replicas"].size(), 3u) << j.dump();
+  const std::string urls = j["nats_url"];
+  auto status = [&]() {
+    RunOptions ro;
+    ro.env = {{"HOME", dir.path()}, {"GATOS_NATS_KEY", dir.Join("up/ledger.git/gatos/ledger_key")}};
+    RunResult r = ::gatos::testing::Run({BinaryPath("gatos"), "cluster", "status", "--ledger", dir.Join("up/ledger.git"), "--nats", urls,
+                       "--json"},
+                      ro);
+    return nlohmann::json::parse(r.out, nullptr, false);
+  };
+  auto leader_name = [&]() -> std::string {
+    nlohmann::json s = status();
+    if (!s.is_object()) return "";
+    for (const auto& r : s["replicas"]) {
+      if (r["role"] == "leader") return r["name"];
+    }
+    return "";
+  };
+  std::string first;
+  ASSERT_TRUE(PollFor(30000, [&] { return !(first = leader_name()).empty(); })) << up.log();
+  pid_t pid = 0;
+  for (const auto& r : j["replicas"]) {
+    EXPECT_FALSE(r["ledger"].get<std::string>().empty());
+    EXPECT_FALSE(r["push"].get<std::string>().empty());
+    if (r["name"] == first) pid = r["pid"].get<pid_t>();
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  std::string next;
+  ASSERT_TRUE(PollFor(30000, [&] { return !(next = leader_name()).empty() && next != first; })) << up.log();
+  // The killed replica was started again: up.json names a new pid for it.
+  ASSERT_TRUE(PollFor(30000, [&] {
+    nlohmann::json now = nlohmann::json::parse(ReadFile(up_json), nullptr, false);
+    if (!now.is_object()) return false;
+    for (const auto& r : now["replicas"]) {
+      if (r["name"] == first && r["pid"].get<pid_t>() != pid) return true;
+    }
+    return false;
+  })) << up.log();
+  EXPECT_TRUE(up.running()) << up.log();
+  EXPECT_EQ(up.Stop(SIGTERM, 60000), 0) << up.log();
+}
+
 }  // namespace
 }  // namespace gatos::testing
