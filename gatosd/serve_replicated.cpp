@@ -188,9 +188,16 @@ int ServeReplicated(const ServeOptions& opts) {
     lo.leading = [&replica] { return replica->leading(); };
     lo.term = [&replica] { return static_cast<int64_t>(replica->term()); };
     const int code = Serve(lo);
-    if (code != kSteppedDown) return code;
+    if (code == 0) return 0;  // SIGINT/SIGTERM
     // Serve unblocked the signals for its own thread; block them again.
     pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    if (code != kSteppedDown) {
+      // It could not start (NATS or JetStream failing for a moment) or its
+      // writer stopped: let another replica lead, and follow (the writer's
+      // open at the follower's start writes what the write-ahead log holds).
+      replica->StepDown("gatosd could not serve (exit status " + std::to_string(code) + ")");
+      if (SignalWithin(set, 1000)) return 0;
+    }
     Log("replica " + opts.replica_name + " stepped down; following again");
   }
 }

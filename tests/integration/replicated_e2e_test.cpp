@@ -240,7 +240,9 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
     ASSERT_TRUE(bus.ok()) << bus.status().message();
     auto kv = KvBucket::OpenExisting(**bus, LeaderBucketName(*id));
     ASSERT_TRUE(kv.ok()) << kv.status().message();
-    const size_t before = c.gatosd_[leader]->log().size();
+    std::vector<size_t> sizes;  // where each replica's log is now
+    for (int i = 0; i < kReplicas; ++i) sizes.push_back(c.gatosd_[i]->log().size());
+    const size_t before = sizes[leader];
     ASSERT_TRUE((*kv)->Put("leader", R"({"name":"intruder","term":0})").ok());
     ASSERT_TRUE(c.gatosd_[leader]->WaitForLog("stepped down; following again", 10000)) << c.Logs();
     EXPECT_NE(c.gatosd_[leader]->log().find("no longer the leader", before), std::string::npos);
@@ -248,7 +250,9 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
     int again = -1;
     ASSERT_TRUE(PollFor(15000, [&] {
       again = c.Leader();
-      return again >= 0 && c.gatosd_[again]->log().rfind("serving ledger") > before;
+      if (again < 0) return false;
+      const size_t serving = c.gatosd_[again]->log().rfind("serving ledger");
+      return serving != std::string::npos && serving > sizes[again];
     })) << c.Logs();
     leader = again;
     history += "the leader key overwritten; r" + std::to_string(leader) + " leads\n";
@@ -284,30 +288,29 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
     ASSERT_NE(restarted, std::string::npos);
     EXPECT_NE(log.find("replica r" + std::to_string(i) + " following", restarted), std::string::npos) << log;
   }
-  EXPECT_EQ(c.Leader(), leader);
-  // gatos cluster status names the three, one of them the leader with the
-  // highest term, all at the same log sequence.
+  // gatos cluster status names the three, one of them the leader, all at
+  // the same log sequence. (On a loaded machine a leader may lose its key
+  // and another take over meanwhile: the leader is whoever it names.)
   nlohmann::json status;
   ASSERT_TRUE(PollFor(10000, [&] {
     RunResult s = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[0], "--nats", c.urls_, "--json"});
     if (s.exit_code != 0) return false;
     status = nlohmann::json::parse(s.out, nullptr, false);
     if (!status.is_object() || status["replicas"].size() != kReplicas) return false;
+    int leaders = 0;
     for (const auto& r : status["replicas"]) {
       if (r["log_seq"] != status["replicas"][0]["log_seq"]) return false;
+      if (r["role"] == "leader") ++leaders;
     }
-    return true;
+    return leaders == 1;
   })) << status.dump();
-  int leaders = 0;
   for (const auto& r : status["replicas"]) {
     if (r["role"] == "leader") {
-      ++leaders;
-      EXPECT_EQ(r["name"], "r" + std::to_string(leader));
+      leader = std::stoi(r["name"].get<std::string>().substr(1));
       EXPECT_EQ(r["lag_ms"], 0);
     }
     EXPECT_TRUE(r.contains("term") && r.contains("lag_ms")) << r.dump();
   }
-  EXPECT_EQ(leaders, 1) << status.dump();
   // gatos doctor checks a replica: bucket, stream, a leader, its own report.
   {
     const int f = (leader + 1) % kReplicas;
@@ -377,16 +380,25 @@ TEST(ReplicatedE2eTest, GatosUpWithThreeReplicasSurvivesKillingTheLeader) {
                       ro);
     return nlohmann::json::parse(r.out, nullptr, false);
   };
+  // The leader with the highest term (a killed one's entry lingers until
+  // the bucket's TTL removes it), and its term.
+  uint64_t term = 0;
   auto leader_name = [&]() -> std::string {
     nlohmann::json s = status();
     if (!s.is_object()) return "";
+    std::string name;
+    term = 0;
     for (const auto& r : s["replicas"]) {
-      if (r["role"] == "leader") return r["name"];
+      if (r["role"] == "leader" && r["term"].get<uint64_t>() >= term) {
+        term = r["term"].get<uint64_t>();
+        name = r["name"];
+      }
     }
-    return "";
+    return name;
   };
   std::string first;
   ASSERT_TRUE(PollFor(30000, [&] { return !(first = leader_name()).empty(); })) << up.log();
+  const uint64_t first_term = term;
   pid_t pid = 0;
   for (const auto& r : j["replicas"]) {
     EXPECT_FALSE(r["ledger"].get<std::string>().empty());
@@ -395,8 +407,8 @@ TEST(ReplicatedE2eTest, GatosUpWithThreeReplicasSurvivesKillingTheLeader) {
   }
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  std::string next;
-  ASSERT_TRUE(PollFor(30000, [&] { return !(next = leader_name()).empty() && next != first; })) << up.log();
+  // A new term: another replica, or the killed one started again, leads.
+  ASSERT_TRUE(PollFor(30000, [&] { return !leader_name().empty() && term > first_term; })) << up.log();
   // The killed replica was started again: up.json names a new pid for it.
   ASSERT_TRUE(PollFor(30000, [&] {
     nlohmann::json now = nlohmann::json::parse(ReadFile(up_json), nullptr, false);
