@@ -17,6 +17,10 @@
 // figure measured the clients, not the plane); with --rate
 // the submissions are paced, so latencies show the plane's own delay rather
 // than the queue of an overloaded run.
+// --replicas 3: a replicated ledger (docs/replication.md): three nats-server
+// nodes in a cluster, three `gatosd serve --replicated` replicas, the
+// streams and the leader bucket R3; needs --submit rpc (a push goes to one
+// replica's front door, which may be a follower's).
 // --ledger-dir DIR: the ledger lives in DIR (made empty first), everything
 // else (nats-server's store, the workers' state) in the work directory: to
 // measure the ledger's file system apart from the rest.
@@ -84,8 +88,8 @@ int RunWait(const std::vector<std::string>& argv, const std::string& log) {
   return Spawn(argv, log).Wait().code;
 }
 
-int FreePort() {
-  for (int p = 20000 + (getpid() % 20000);; ++p) {
+int FreePort(int from = 20000 + (getpid() % 20000)) {
+  for (int p = from;; ++p) {
     std::string cmd = "ss -ltn 'sport = :" + std::to_string(p) + "' | grep -q LISTEN";
     if (std::system(cmd.c_str()) != 0) return p;
   }
@@ -166,7 +170,9 @@ int main(int argc, char** argv) {
       {"ledger-dir", 0, true, false, "DIR"},
       {"json", 0, false},
       {"no-wal", 0, false},
-      {"offer-window"}};
+      {"offer-window"},
+      {"replicas", 0, true, false, "1|3"}};
+  int replicas = 1;
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
       !flags.GetInt("jobs", 1, 10'000'000, &jobs) || !flags.GetInt("workers", 1, 64, &workers) ||
@@ -176,7 +182,7 @@ int main(int argc, char** argv) {
       !flags.GetChoice("submit", {"push", "rpc"}, &submit) ||
       !flags.GetChoice("job", {"sh", "echo", "true"}, &job_kind) ||
       !flags.GetChoice("live-output", {"on", "off"}, &live_output) ||
-      !flags.GetDouble("rate", 0, HUGE_VAL, &rate)) {
+      !flags.GetDouble("rate", 0, HUGE_VAL, &rate) || !flags.GetInt("replicas", 1, 3, &replicas)) {
     Die((flags.error().empty() ? std::string() : flags.error() + "\n") + "usage: e2e_bench " +
         FlagSynopsis(specs));
   }
@@ -185,6 +191,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (rate > 0 && submit == "push") Die("--rate paces RPC submissions: give --submit rpc");
+  if (replicas != 1 && replicas != 3) Die("--replicas: 1 or 3");
+  if (replicas > 1 && submit == "push") Die("--replicas 3 needs --submit rpc");
   const bool as_json = flags.Has("json");
   keep = flags.GetOr("keep", "");
   g_bin = fs::canonical("/proc/self/exe").parent_path().string();
@@ -193,18 +201,37 @@ int main(int argc, char** argv) {
   fs::remove_all(dir, ec);
   fs::create_directories(dir);
   std::string log = dir + "/log";
-  int port = FreePort();
-  std::string url = "nats://127.0.0.1:" + std::to_string(port);
-  {
-    std::ofstream conf(dir + "/nats.conf");
-    conf << "max_payload: 8388608\n";
+  std::vector<int> ports, routes;
+  for (int n = 0, from = 20000 + (getpid() % 20000); n < replicas; ++n) {
+    ports.push_back(FreePort(from));
+    routes.push_back(FreePort(ports.back() + 1));
+    from = routes.back() + 1;
   }
+  std::string url;
   std::vector<Process> procs;
-  procs.push_back(Spawn({"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(port), "-sd",
-                         dir + "/js", "-c", dir + "/nats.conf"},
-                        dir + "/nats.log"));
-  if (!WaitForText(dir + "/nats.log", "Server is ready", 10000))
-    Die("nats-server did not start; see " + dir);
+  for (int n = 0; n < replicas; ++n) {
+    const std::string node = replicas == 1 ? "" : std::to_string(n);
+    {
+      std::ofstream conf(dir + "/nats" + node + ".conf");
+      conf << "max_payload: 8388608\n";
+      if (replicas > 1) {
+        conf << "server_name: n" << n << "\ncluster {\n  name: gatos\n  listen: 127.0.0.1:" << routes[n]
+             << "\n  routes: [";
+        for (int m = 0, first = 1; m < replicas; ++m) {
+          if (m == n) continue;
+          conf << (first ? " " : ", ") << "nats-route://127.0.0.1:" << routes[m];
+          first = 0;
+        }
+        conf << " ]\n}\n";
+      }
+    }
+    procs.push_back(Spawn({"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(ports[n]), "-sd",
+                           dir + "/js" + node, "-c", dir + "/nats" + node + ".conf"},
+                          dir + "/nats" + node + ".log"));
+    if (!WaitForText(dir + "/nats" + node + ".log", "Server is ready", 10000))
+      Die("nats-server did not start; see " + dir);
+    url += (url.empty() ? "" : ",") + std::string("nats://127.0.0.1:") + std::to_string(ports[n]);
+  }
   const std::string ledger_dir = flags.GetOr("ledger-dir", "");
   std::string ledger = ledger_dir.empty() ? dir + "/ledger.git" : ledger_dir;
   if (!ledger_dir.empty()) fs::remove_all(ledger, ec);
@@ -218,14 +245,37 @@ int main(int argc, char** argv) {
     RunWait({g_bin + "/gatos", "keygen", "-f", k}, log);
     RunWait({g_bin + "/gatos", "policy", "allow-worker", "--ledger", ledger, k + ".pub"}, log);
   }
-  {
+  if (replicas == 1) {
     std::vector<std::string> argv = {g_bin + "/gatosd", "serve", "--ledger", ledger, "--nats", url};
     if (flags.Has("no-wal")) argv.push_back("--no-wal");
     if (auto w = flags.Get("offer-window")) argv.insert(argv.end(), {"--offer-window", *w});
     procs.push_back(Spawn(argv, dir + "/gatosd.log"));
+    if (!WaitForText(dir + "/gatosd.log", "serving ledger", 20000)) Die("gatosd did not start; see " + dir);
+  } else {
+    for (int r = 1; r < replicas; ++r) {
+      if (RunWait({g_bin + "/gatosd", "init", dir + "/replica" + std::to_string(r) + ".git", "--replica-of", ledger,
+                   "--ledger-key", ledger + "/gatos/ledger_key"},
+                  log) != 0) {
+        Die("gatosd init --replica-of failed; see " + log);
+      }
+    }
+    for (int r = 0; r < replicas; ++r) {
+      std::vector<std::string> argv = {g_bin + "/gatosd", "serve", "--replicated", "--replica-name",
+                                       "r" + std::to_string(r), "--ledger",
+                                       r == 0 ? ledger : dir + "/replica" + std::to_string(r) + ".git",
+                                       "--nats", url, "--stream-replicas", std::to_string(replicas),
+                                       "--nats-wait-s", "60"};
+      if (flags.Has("no-wal")) argv.push_back("--no-wal");
+      procs.push_back(Spawn(argv, dir + "/gatosd" + std::to_string(r) + ".log"));
+    }
+    bool serving = false;
+    for (int i = 0; i < 3000 && !serving; ++i) {
+      for (int r = 0; r < replicas && !serving; ++r) {
+        serving = WaitForText(dir + "/gatosd" + std::to_string(r) + ".log", "serving ledger", 20);
+      }
+    }
+    if (!serving) Die("no replica leads; see " + dir);
   }
-  if (!WaitForText(dir + "/gatosd.log", "serving ledger", 20000))
-    Die("gatosd did not start; see " + dir);
   for (int w = 0; w < workers; ++w) {
     std::string k = dir + "/worker" + std::to_string(w);
     std::string wlog = dir + "/worker" + std::to_string(w) + ".log";

@@ -24,6 +24,9 @@
 #include "gatos/nats/bus.h"
 #include "gatos/nats/bus_identity.h"
 #include "gatos/nats/job_stream.h"
+#include "gatos/nats/kv_bucket.h"
+#include "gatos/ledger/replica_id.h"
+#include "gatos/model/replica_status.h"
 #include "gatos/sys/config_file.h"
 #include "gatos/sys/file.h"
 #include "gatos/sys/flags.h"
@@ -193,6 +196,62 @@ void CheckCgroups(Report* report) {
               "a cgroup per job: " + host->Describe(), host->problems().empty() ? "" : kFix);
 }
 
+// A replica of a replicated ledger (docs/replication.md): its bucket and
+// stream, a leader, and this replica's own report.
+void CheckReplica(Report* report, Bus& bus, const std::string& ledger_dir, const std::string& name) {
+  if (ledger_dir.empty()) {
+    report->Add("replica", Outcome::kSkip, "no ledger (--ledger) to name the replicated log");
+    return;
+  }
+  auto id = ReplicaLedgerId(ledger_dir);
+  if (!id.ok()) {
+    report->Add("replica", Outcome::kFail, id.status().message());
+    return;
+  }
+  auto kv = KvBucket::OpenExisting(bus, LeaderBucketName(*id));
+  if (!kv.ok()) {
+    report->Add("replica", Outcome::kFail, LeaderBucketName(*id) + ": " + kv.status().message(),
+                "start gatosd serve --replicated (it creates the bucket); nats-server needs JetStream");
+    return;
+  }
+  auto stream = bus.GetStreamState(WalStreamName(*id));
+  if (!stream.ok()) {
+    report->Add("replica", Outcome::kFail, WalStreamName(*id) + ": " + stream.status().message(),
+                "start gatosd serve --replicated (it creates the stream)");
+    return;
+  }
+  auto keys = (*kv)->Keys();
+  std::optional<ReplicaStatus> me;
+  int leaders = 0;
+  for (const auto& k : keys.ok() ? *keys : std::vector<std::string>{}) {
+    if (k.rfind(kReplicaStatusKeyPrefix, 0) != 0) continue;
+    auto e = (*kv)->Get(k);
+    if (!e.ok() || !e->has_value()) continue;
+    auto s = DecodeReplicaStatus((*e)->value);
+    if (!s.ok()) continue;
+    if (s->role == "leader") ++leaders;
+    if (s->name == name) me = *s;
+  }
+  const std::string where = WalStreamName(*id) + " holds " + std::to_string(stream->messages) + " message(s) on " +
+                            std::to_string(stream->replicas) + " replica(s)";
+  if (leaders == 0) {
+    report->Add("replica", Outcome::kFail, where + "; no replica leads",
+                "start gatosd serve --replicated on the replicas (a leader is elected within seconds)");
+  } else if (!name.empty() && !me) {
+    report->Add("replica", Outcome::kFail, where + "; replica " + name + " does not report itself",
+                "start gatosd serve --replicated --replica-name " + name + " here");
+  } else if (me && me->lag_ms > 5000) {
+    report->Add("replica", Outcome::kWarn,
+                where + "; " + name + " is a " + me->role + " " + std::to_string(me->lag_ms) + " ms behind the log",
+                "see its log: a follower that refused a record stops");
+  } else {
+    report->Add("replica", Outcome::kOk,
+                where + (me ? "; " + name + " is a " + me->role + " at log sequence " + std::to_string(me->log_seq) +
+                                  ", lag " + std::to_string(me->lag_ms) + " ms"
+                            : "; a replica leads"));
+  }
+}
+
 }  // namespace
 
 int RunDoctor(const Args& args) {
@@ -214,12 +273,17 @@ int RunDoctor(const Args& args) {
       "               or when the key is a worker's)\n"
       "  cgroups      the worker can make a cgroup per job with memory, process and\n"
       "               CPU limits (worker hosts; cgroup v2 delegated, or v1)\n"
+      "  replica      with --replica-name NAME (or replicated: true in gatosd's\n"
+      "               settings): the ledger's leader bucket and replicated log\n"
+      "               exist, a replica leads, and NAME reports itself with its lag\n"
       "--config reads a gatosd or gatos-worker settings file (YAML) for nats, key,\n"
       "ledger and ledger-key; flags win. Exit status 0 when nothing failed, 1 else.\n";
   const std::vector<FlagSpec> specs = {{"config"}, {"nats"},   {"key"},    {"ledger"}, {"ledger-key"},
-                                       {"nats-ca"}, {"sandbox", 0, false}, {"json", 0, false}};
+                                       {"nats-ca"}, {"sandbox", 0, false}, {"json", 0, false},
+                                       {"replica-name"}};
   // A settings file of gatosd or of a worker: take what doctor needs, ignore the rest.
   std::vector<std::string> full = args;
+  bool replicated = false;  // gatosd's settings say replicated: true
   for (size_t i = 0; i < args.size(); ++i) {
     std::string path;
     if (args[i] == "--config" && i + 1 < args.size()) path = args[i + 1];
@@ -229,14 +293,18 @@ int RunDoctor(const Args& args) {
                                      {"sweep-ms"},    {"nats-wait-s"}, {"max-batch"},    {"no-fsync", 0, false},
                                      {"http-token-file"}, {"stream-replicas"}, {"state-dir"}, {"key"},
                                      {"ledger-key"},  {"ro-bind", 0, true, true}, {"name"}, {"concurrency"},
-                                     {"sandbox"}, {"nats-ca"}, {"require-nats-auth", 0, false}, {"nats-auth-file"}, {"nats-pid-file"}, {"config"}};
+                                     {"sandbox"}, {"nats-ca"}, {"require-nats-auth", 0, false}, {"nats-auth-file"}, {"nats-pid-file"}, {"config"},
+                                     {"replicated", 0, false}, {"replica-name"}};
     auto text = ReadFileToString(path, 1 << 20);
     if (!text.ok()) return UsageError("doctor", text.status().message());
     auto extra = ConfigArgs(*text, path, service, args);
     if (!extra.ok()) return UsageError("doctor", extra.status().message());
     for (size_t k = 0; k + 1 < extra->size(); ++k) {
       const std::string& f = (*extra)[k];
-      if (f == "--nats" || f == "--key" || f == "--ledger" || f == "--ledger-key" || f == "--nats-ca") {
+      if (f == "--replicated") {
+        replicated = true;
+      } else if (f == "--nats" || f == "--key" || f == "--ledger" || f == "--ledger-key" || f == "--nats-ca" ||
+                 f == "--replica-name") {
         full.push_back(f);
         full.push_back((*extra)[++k]);
       } else if (f == "--sandbox") {
@@ -378,6 +446,9 @@ int RunDoctor(const Args& args) {
                        std::string(rpc::kStream) + "/" + rpc::kWorkerDurable + ": " +
                            std::to_string(consumer->num_pending) + " waiting, " +
                            std::to_string(consumer->num_ack_pending) + " being worked on");
+          }
+          if (auto name = flags.Get("replica-name"); name || replicated) {
+            CheckReplica(&report, **bus, flags.GetOr("ledger", ""), name.value_or(""));
           }
           // gatosd and the clocks: workers may not list jobs, so they learn
           // gatosd is alive from the consumer above only.

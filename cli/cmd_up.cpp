@@ -18,6 +18,9 @@
 
 #include "commands.h"
 #include "gatos/crypto/keys.h"
+#include "gatos/git/ledger.h"
+#include "gatos/model/nats_cluster.h"
+#include "gatos/nats/bus_identity.h"
 #include "gatos/ledger/local_ledger.h"
 #include "gatos/model/encoding.h"
 #include "gatos/sys/flags.h"
@@ -123,12 +126,68 @@ void StopAll(std::vector<Child>& children) {
   }
 }
 
+// A three-node NATS cluster on loopback for a replicated ledger: each
+// node's configuration (NatsServerConfig: JetStream, routes with a random
+// password, only the policy's keys admitted) in <out>/n<i>/.
+// `urls` gets the clients' URL list.
+Result<std::vector<NatsConfigFiles>> WriteNatsClusterConfigs(const std::string& ledger_dir, const std::string& out,
+                                                            int first_client_port, std::string* urls) {
+  GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(ledger_dir));
+  GATOS_ASSIGN_OR_RETURN(Policy policy, ledger->ReadPolicy());
+  std::vector<NatsNode> nodes;
+  for (int i = 0, next = first_client_port; i < 3; ++i) {
+    NatsNode n;
+    n.name = "n" + std::to_string(i);
+    n.host = "127.0.0.1";
+    n.client_port = PickPort(next);
+    n.cluster_port = PickPort(n.client_port + 1);
+    if (n.client_port < 0 || n.cluster_port < 0) return UnavailableError("no free loopback port found");
+    next = n.cluster_port + 1;
+    *urls += std::string(urls->empty() ? "" : ",") + "nats://127.0.0.1:" + std::to_string(n.client_port);
+    nodes.push_back(n);
+  }
+  std::string secret;
+  {
+    std::ifstream r("/dev/urandom", std::ios::binary);
+    char b[16] = {};
+    r.read(b, sizeof b);
+    secret = HexEncode(std::string_view(b, sizeof b));
+  }
+  std::vector<NatsConfigFiles> files;
+  for (const auto& n : nodes) {
+    const std::string dir = out + "/" + n.name;
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    NatsConfigFiles f;
+    f.config = dir + "/nats.conf";
+    f.auth = dir + "/gatos-auth.conf";
+    f.pid = dir + "/nats.pid";
+    f.store = dir + "/jetstream";
+    NatsServerConfigOptions o;
+    o.node = n.name;
+    o.nodes = nodes;
+    o.store_dir = f.store;
+    o.listen_host = "127.0.0.1";
+    o.route_password = secret;
+    o.pid_file = f.pid;
+    o.auth_include = "gatos-auth.conf";
+    GATOS_ASSIGN_OR_RETURN(std::string text, NatsServerConfig(o, policy));
+    GATOS_ASSIGN_OR_RETURN(bool changed, WriteNatsAuthorizationFile(f.auth, policy));
+    (void)changed;
+    std::ofstream c(f.config, std::ios::trunc);
+    c << text;
+    if (!c) return InternalError("cannot write " + f.config);
+    files.push_back(f);
+  }
+  return files;
+}
+
 }  // namespace
 
 int RunUp(const Args& args) {
   Flags flags;
   if (!flags.Parse(args, {{"workers"}, {"dir"}, {"nats-port"}, {"http-port"}, {"concurrency"}, {"sandbox"},
-                          {"local-inputs", 0, true, true}, {"credentials"}})) {
+                          {"local-inputs", 0, true, true}, {"credentials"}, {"replicas"}})) {
     return UsageError("up", flags.error());
   }
   if (flags.help()) {
@@ -147,16 +206,24 @@ int RunUp(const Args& args) {
                  "that hold the repositories you want scanned). Workers fetch each in a sandbox\n"
                  "that sees only its git directory; DIR itself (keys, ledger, workers' state)\n"
                  "is never an input. --credentials FILE is passed to every worker: a token\n"
-                 "file or SSH key per URL prefix for private remotes.\n";
+                 "file or SSH key per URL prefix for private remotes.\n\n"
+                 "--replicas 3: a replicated ledger (docs/replication.md): a three-node NATS\n"
+                 "cluster (JetStream, R3, only the policy's keys admitted), three gatosd\n"
+                 "replicas (DIR/ledger.git and DIR/replica1.git, DIR/replica2.git) and the\n"
+                 "workers. up.json lists each replica (name, pid, ledger, push). Kill the\n"
+                 "leader and watch another take over (gatos cluster status); a replica that\n"
+                 "exits is started again and follows.\n";
     return kExitOk;
   }
-  int workers = 2, concurrency = 2, nats_port = 4222, http_port = 9464;
+  int workers = 2, concurrency = 2, nats_port = 4222, http_port = 9464, replicas = 1;
   std::string sandbox = "auto";
   if (!flags.GetInt("workers", 1, 64, &workers) || !flags.GetInt("concurrency", 1, 256, &concurrency) ||
       !flags.GetInt("nats-port", 1, 65535, &nats_port) || !flags.GetInt("http-port", 1, 65535, &http_port) ||
-      !flags.GetChoice("sandbox", {"auto", "require", "off"}, &sandbox)) {
+      !flags.GetChoice("sandbox", {"auto", "require", "off"}, &sandbox) ||
+      !flags.GetInt("replicas", 1, 3, &replicas)) {
     return UsageError("up", flags.error());
   }
+  if (replicas == 2) return UsageError("up", "--replicas: 1 or 3");
   if (!flags.positional().empty()) {
     return UsageError("up", "unexpected argument '" + TruncateUtf8(flags.positional()[0], 64) + "' (see --help)");
   }
@@ -238,22 +305,77 @@ int RunUp(const Args& args) {
   };
   // NATS admits only the policy's keys: gatosd as the ledger key, each
   // worker as its own, the submitter as its own (gatos nats-config).
-  auto nats_files = WriteNatsConfig(ledger, d + "/nats", "127.0.0.1", nats_port);
-  if (!nats_files.ok()) return ReportError("nats configuration: " + nats_files.status().message(), kExitFailure);
-  if (!start("nats-server", {"nats-server", "-c", nats_files->config}, d + "/logs/nats.log", "Server is ready",
-             15000)) {
-    return kExitFailure;
+  // A replicated ledger: the replicas' repositories, a three-node cluster.
+  std::vector<std::string> replica_dirs = {ledger};
+  for (int r = 1; r < replicas; ++r) {
+    std::string rd = d + "/replica" + std::to_string(r) + ".git";
+    if (!fs::exists(rd + "/gatos/ledger_key")) {
+      if (RunQuiet({Tool("gatosd"), "init", rd, "--replica-of", ledger, "--ledger-key", ledger + "/gatos/ledger_key"},
+                   setup_log) != 0) {
+        return ReportError("gatosd init --replica-of failed:\n" + Tail(setup_log), kExitFailure);
+      }
+    }
+    replica_dirs.push_back(rd);
   }
-  std::cerr << "gatos up: nats-server on " << nats_url << " (only the ledger's keys may connect)\n";
+  Result<NatsConfigFiles> nats_files = NatsConfigFiles{};
+  if (replicas == 1) {
+    nats_files = WriteNatsConfig(ledger, d + "/nats", "127.0.0.1", nats_port);
+    if (!nats_files.ok()) return ReportError("nats configuration: " + nats_files.status().message(), kExitFailure);
+    if (!start("nats-server", {"nats-server", "-c", nats_files->config}, d + "/logs/nats.log", "Server is ready",
+               15000)) {
+      return kExitFailure;
+    }
+    std::cerr << "gatos up: nats-server on " << nats_url << " (only the ledger's keys may connect)\n";
+  } else {
+    nats_url.clear();
+    auto cluster = WriteNatsClusterConfigs(ledger, d + "/nats", nats_port, &nats_url);
+    if (!cluster.ok()) return ReportError("nats configuration: " + cluster.status().message(), kExitFailure);
+    for (size_t i = 0; i < cluster->size(); ++i) {
+      const std::string n = "n" + std::to_string(i);
+      if (!start("nats-server " + n, {"nats-server", "-c", (*cluster)[i].config}, d + "/logs/nats-" + n + ".log",
+                 "Server is ready", 15000)) {
+        return kExitFailure;
+      }
+    }
+    nats_files = (*cluster)[0];
+    std::cerr << "gatos up: a three-node NATS cluster on " << nats_url << " (only the ledger's keys may connect)\n";
+  }
 
-  if (!start("gatosd",
+  if (replicas > 1) {
+    for (int r = 0; r < replicas; ++r) {
+      const std::string name = "r" + std::to_string(r);
+      std::vector<std::string> argv = {Tool("gatosd"), "serve", "--replicated", "--replica-name", name, "--ledger",
+                                       replica_dirs[r], "--nats", nats_url, "--stream-replicas", "3",
+                                       "--http", "127.0.0.1:" + std::to_string(r == 0 ? http_port : PickPort(http_port + 10 * r)),
+                                       "--require-nats-auth"};
+      if (r == 0) argv.insert(argv.end(), {"--nats-auth-file", nats_files->auth, "--nats-pid-file", nats_files->pid});
+      {
+        std::ofstream saved(d + "/logs/" + name + ".argv", std::ios::trunc);  // to start it again
+        for (const auto& a : argv) saved << a << "\n";
+      }
+      if (!start("gatosd " + name, argv, d + "/logs/gatosd-" + name + ".log", "replica " + name + " following",
+                 60000)) {
+        return kExitFailure;
+      }
+    }
+    bool serving = false;
+    for (int i = 0; i < 3000 && !serving; ++i) {
+      for (int r = 0; r < replicas && !serving; ++r) serving = LogHas(d + "/logs/gatosd-r" + std::to_string(r) + ".log", "serving ledger");
+      if (!serving) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!serving) return fail("no replica leads", children.back());
+    std::cerr << "gatos up: " << replicas << " gatosd replicas, one leading (gatos cluster status --ledger " << ledger
+              << " --nats " << nats_url << ")\n";
+  } else if (!start("gatosd",
              {Tool("gatosd"), "serve", "--ledger", ledger, "--nats", nats_url, "--http",
               "127.0.0.1:" + std::to_string(http_port), "--nats-auth-file", nats_files->auth, "--nats-pid-file",
               nats_files->pid, "--require-nats-auth"},
              d + "/logs/gatosd.log", "serving ledger", 30000)) {
     return kExitFailure;
   }
-  std::cerr << "gatos up: gatosd serving " << ledger << ", metrics on http://127.0.0.1:" << http_port << "/metrics\n";
+  if (replicas == 1) {
+    std::cerr << "gatos up: gatosd serving " << ledger << ", metrics on http://127.0.0.1:" << http_port << "/metrics\n";
+  }
 
   for (int i = 0; i < workers; ++i) {
     std::string name = "worker" + std::to_string(i);
@@ -268,18 +390,35 @@ int RunUp(const Args& args) {
   }
   std::cerr << "gatos up: " << workers << " worker(s) running\n";
 
-  nlohmann::json up = {{"nats_url", nats_url},
-                       {"ledger", ledger},
-                       {"push_url", LedgerPushPath(ledger)},
-                       {"metrics", "http://127.0.0.1:" + std::to_string(http_port) + "/metrics"},
-                       {"submitter_key", d + "/keys/submitter"},
-                       {"logs", d + "/logs"},
-                       {"pid", getpid()}};
-  {
-    std::ofstream out(d + "/up.json.tmp");
-    out << up.dump(2) << "\n";
-  }
-  fs::rename(d + "/up.json.tmp", d + "/up.json", ec);
+  // up.json; with replicas, rewritten when one is started again.
+  auto write_up = [&] {
+    nlohmann::json up = {{"nats_url", nats_url},
+                         {"ledger", ledger},
+                         {"push_url", LedgerPushPath(ledger)},
+                         {"metrics", "http://127.0.0.1:" + std::to_string(http_port) + "/metrics"},
+                         {"submitter_key", d + "/keys/submitter"},
+                         {"logs", d + "/logs"},
+                         {"pid", getpid()}};
+    if (replicas > 1) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& c : children) {
+        if (c.name.rfind("gatosd r", 0) != 0) continue;
+        const int r = std::stoi(c.name.substr(8));
+        list.push_back({{"name", c.name.substr(7)},
+                        {"pid", c.proc.pid()},
+                        {"ledger", replica_dirs[r]},
+                        {"push", LedgerPushPath(replica_dirs[r])}});
+      }
+      up["replicas"] = list;
+    }
+    std::error_code wec;
+    {
+      std::ofstream out(d + "/up.json.tmp");
+      out << up.dump(2) << "\n";
+    }
+    fs::rename(d + "/up.json.tmp", d + "/up.json", wec);
+  };
+  write_up();
   std::cout << "\nThe job plane is up. To run a job:\n\n"
             << "  gatos submit job.yaml --ledger " << nats_url << " --sign-key " << d << "/keys/submitter\n\n"
             << "or with stock git, in a repository holding job.yaml:\n\n"
@@ -296,6 +435,19 @@ int RunUp(const Args& args) {
   while (!signals.WaitFor(std::chrono::milliseconds(200))) {
     bool died = false;
     for (auto& c : children) {
+      if (replicas > 1 && c.name.rfind("gatosd r", 0) == 0 && c.proc.pid() > 0 && !c.proc.running()) {
+        // A replica that exits (killed to watch a failover) is started
+        // again with the same arguments: it follows the new leader.
+        std::cerr << "gatos up: " << c.name << " exited (" << c.proc.exit_status()->ToString()
+                  << "); starting it again\n";
+        std::ifstream cmd(d + "/logs/" + c.name.substr(7) + ".argv");
+        std::vector<std::string> argv;
+        for (std::string a; std::getline(cmd, a);) argv.push_back(a);
+        Result<Process> p = Spawn(argv, c.log);
+        if (p.ok()) c.proc = std::move(*p);
+        write_up();
+        continue;
+      }
       if (c.proc.pid() > 0 && !c.proc.running()) {
         std::cerr << "gatos up: " << c.name << " exited unexpectedly (" << c.proc.exit_status()->ToString()
                   << "); last lines of " << c.log << ":\n"

@@ -36,6 +36,7 @@ int PolicyChange(const std::string& name, const std::string& dir, const nlohmann
 // "error: "; returns `code`.
 int ReportError(const std::string& message, int code);
 
+int RunClusterStatus(const Args& args);
 int RunJobId(const Args& args);
 int RunJobCanon(const Args& args);
 int RunJobValidate(const Args& args);

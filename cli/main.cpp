@@ -70,6 +70,8 @@ const std::vector<Command>& AllCommands() {
        "nats-server configuration that admits only the policy's keys (one server or a cluster "
        "node)",
        RunNatsConfig},
+      {{"cluster", "status"}, "each replica of a replicated ledger: role, term, log sequence, lag",
+       RunClusterStatus},
       {{"up"}, "run a local stack (nats-server, gatosd, workers) until Ctrl-C", RunUp},
       {{"cancel"}, "cancel a job (pending: aborted now; running: told to stop)", RunCancel},
       {{"retry"}, "re-run a job that ended failed or timed-out (same id, next attempt)", RunRetry},

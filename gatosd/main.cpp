@@ -19,6 +19,7 @@
 #include "hooks.h"
 #include "http.h"
 #include "ledger_setup.h"
+#include "replica_init.h"
 #include "server.h"
 
 namespace {
@@ -27,6 +28,10 @@ constexpr char kUsage[] =
     "usage: gatosd <command> [options]\n"
     "\n"
     "commands:\n"
+    "  init DIR --replica-of LEDGER --ledger-key FILE\n"
+    "                                    make a replica of a replicated ledger: clone its\n"
+    "                                    objects and refs, verify its log against the key\n"
+    "                                    (docs/replication.md)\n"
     "  init DIR [--dev] [--lease-ms N]   create a bare ledger repository with its hooks,\n"
     "                                    ledger key and first policy commit, and its push\n"
     "                                    front door DIR/push (git push jobs there)\n"
@@ -55,6 +60,10 @@ constexpr char kUsage[] =
     "        [--nats-ca FILE] [--require-nats-auth]\n"
     "                                    CA of a tls:// server; refuse to serve on a NATS that\n"
     "                                    lets clients in without a key (else a loud warning)\n"
+    "        [--replicated] [--replica-name NAME]\n"
+    "                                    run as a replica of a replicated ledger: follow the\n"
+    "                                    leader, lead when elected (docs/replication.md); NAME\n"
+    "                                    defaults to the host name\n"
     "        [--config FILE]             settings from a YAML file: every flag above by its\n"
     "                                    name (ledger: DIR, stream-replicas: 3, ...);\n"
     "                                    flags on the command line win\n"
@@ -82,11 +91,28 @@ int Init(const std::vector<std::string>& args) {
   gatos::gatosd::InitOptions opts;
   opts.gatosd_path = SelfPath();
   gatos::Flags flags;
-  if (!flags.Parse(args, {{"dev", 0, false}, {"lease-ms"}})) return Usage("init", flags.error());
+  if (!flags.Parse(args, {{"dev", 0, false}, {"lease-ms"}, {"replica-of"}, {"ledger-key"}})) {
+    return Usage("init", flags.error());
+  }
   if (flags.help()) {
     std::cout << kUsage;
     return 0;
   }
+  if (auto source = flags.Get("replica-of")) {
+    if (flags.positional().size() != 1) return Usage("init", "DIR is required (one)");
+    auto key = flags.Get("ledger-key");
+    if (!key) return Usage("init", "--replica-of needs --ledger-key FILE (the ledger's private key)");
+    if (flags.Has("dev") || flags.Has("lease-ms")) return Usage("init", "a replica takes its policy from the ledger");
+    gatos::Status s = gatos::gatosd::InitReplica(flags.positional()[0], {*source, *key, SelfPath()});
+    if (!s.ok()) {
+      std::cerr << "gatosd init: " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << "initialized replica " << flags.positional()[0] << " of " << *source << "\n"
+              << "next: gatosd serve --replicated --replica-name NAME --ledger " << flags.positional()[0] << "\n";
+    return 0;
+  }
+  if (flags.Has("ledger-key")) return Usage("init", "--ledger-key goes with --replica-of");
   if (flags.Has("dev")) opts.settings.dev_mode = true;
   if (!flags.GetInt("lease-ms", 100, 86'400'000, &opts.settings.lease_ms)) return Usage("init", flags.error());
   if (flags.positional().empty()) return Usage("init", "DIR is required");
@@ -118,7 +144,8 @@ int ServeCommand(const std::vector<std::string>& args) {
                                               {"republish-s"}, {"sweep-ms"},       {"nats-wait-s"}, {"offer-window"},
                                               {"max-batch"},   {"no-fsync", 0, false}, {"no-wal", 0, false}, {"http-token-file"},
                                               {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
-                                              {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"}};
+                                              {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"},
+                                              {"replicated", 0, false}, {"replica-name"}};
   // --config FILE: the same settings as YAML (docs/deployment.md); flags win.
   auto full = gatos::WithConfigFile(args, specs);
   if (!full.ok()) return Usage("serve", full.status().message());
@@ -192,6 +219,14 @@ int ServeCommand(const std::vector<std::string>& args) {
       std::cerr << "gatosd: warning: no push front door: " << door.message() << "\n";
     }
   }
+  if (flags.Has("replicated")) {
+    opts.replicated = true;
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    opts.replica_name = flags.GetOr("replica-name", host);
+    return gatos::gatosd::ServeReplicated(opts);
+  }
+  if (flags.Has("replica-name")) return Usage("serve", "--replica-name needs --replicated");
   return gatos::gatosd::Serve(opts);
 }
 

@@ -141,6 +141,13 @@ void Metrics::SetNatsConnected(bool up) {
   std::lock_guard<std::mutex> l(mu_);
   nats_up_ = up;
 }
+void Metrics::SetReplica(bool leader, uint64_t term, int64_t lag_ms) {
+  std::lock_guard<std::mutex> l(mu_);
+  replica_ = true;
+  replica_leader_ = leader;
+  replica_term_ = term;
+  replica_lag_ms_ = lag_ms;
+}
 void Metrics::ObserveClaim(double seconds) {
   std::lock_guard<std::mutex> l(mu_);
   claim_.Observe(seconds);
@@ -220,6 +227,15 @@ std::string Metrics::Render() const {
   batch_seconds_.Render("gatos_batch_seconds", &out);
   out += "# HELP gatos_nats_connected 1 while the NATS connection is up.\n";
   out += "# TYPE gatos_nats_connected gauge\ngatos_nats_connected " + std::string(nats_up_ ? "1" : "0") + "\n";
+  if (replica_) {
+    out += "# HELP gatos_replica_leader 1 while this replica leads its replicated ledger.\n";
+    out += "# TYPE gatos_replica_leader gauge\ngatos_replica_leader " + std::string(replica_leader_ ? "1" : "0") + "\n";
+    out += "# HELP gatos_replica_term The election term this replica leads with.\n";
+    out += "# TYPE gatos_replica_term gauge\ngatos_replica_term " + std::to_string(replica_term_) + "\n";
+    out += "# HELP gatos_replica_lag_seconds How long since this replica last held every record of the replicated log.\n";
+    out += "# TYPE gatos_replica_lag_seconds gauge\ngatos_replica_lag_seconds " +
+           std::to_string(static_cast<double>(replica_lag_ms_) / 1000.0) + "\n";
+  }
   out += "# HELP gatos_claim_latency_seconds Claim requests, received to replied.\n";
   out += "# TYPE gatos_claim_latency_seconds histogram\n";
   claim_.Render("gatos_claim_latency_seconds", &out);

@@ -67,6 +67,9 @@ class Metrics {
   };
   void SetPools(std::map<std::string, PoolGauge> pools);
   void SetNatsConnected(bool up);
+  // A replica of a replicated ledger (only then rendered): its role, term
+  // and lag (docs/replication.md).
+  void SetReplica(bool leader, uint64_t term, int64_t lag_ms);
   void ObserveClaim(double seconds);           // claim RPC, received -> replied
   void ObserveSubmitToClaim(double seconds);   // job first seen -> first lease
   void ObserveTransition(const std::string& kind, double seconds);
@@ -91,6 +94,9 @@ class Metrics {
   size_t backlog_ = 0;
   std::map<std::string, PoolGauge> pools_;
   bool nats_up_ = false;
+  bool replica_ = false, replica_leader_ = false;
+  uint64_t replica_term_ = 0;
+  int64_t replica_lag_ms_ = 0;
   Histogram claim_;
   Histogram submit_to_claim_;
   std::map<std::string, Histogram> transitions_;

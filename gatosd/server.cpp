@@ -116,6 +116,7 @@ class Server {
     signals_ = std::thread([this] {
       int sig = 0;
       sigwait(&signals_set_, &sig);
+      if (stepped_down_) return;  // Stop woke this thread
       Log(std::string("received ") + (sig == SIGINT ? "SIGINT" : "SIGTERM") + "; shutting down");
       queue_.Close();
     });
@@ -161,10 +162,18 @@ class Server {
         }
         next_views_sync = Clock::now() + std::chrono::seconds(30);
       }
+      if (opts_.leading && !stepped_down_ && !opts_.leading()) {
+        // Replicated: no longer the leader. What is queued is refused
+        // (its batches cannot be appended) and the loop drains.
+        Log("no longer the leader: stopping to serve");
+        stepped_down_ = true;
+        queue_.Close();
+      }
       if (!item && prepared_.drained()) break;
     }
     writer_->FlushViews();  // the last replies leave while the bus is up
     decoder.join();
+    if (stepped_down_ && exit_code_ == 0) return kSteppedDown;
     return exit_code_;
   }
 
@@ -181,7 +190,10 @@ class Server {
       Status synced = writer_->SyncViews();
       if (!synced.ok()) Log("could not mark the ref view synced: " + synced.message());
     }
-    if (signals_.joinable()) signals_.join();
+    if (signals_.joinable()) {
+      if (stepped_down_) pthread_kill(signals_.native_handle(), SIGTERM);  // ends its sigwait
+      signals_.join();
+    }
     Log("stopped");
   }
 
@@ -198,6 +210,8 @@ class Server {
     // write-ahead log; its pack and log ref are written right after
     // (CompleteBatch in Finish).
     wo.deferred_tail = true;
+    wo.replicate = opts_.replicate;  // replicated leader only
+    wo.term = opts_.term;
     if (const char* fault = std::getenv("GATOSD_FAULT")) {
       wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-wal" : fault;
     }
@@ -465,6 +479,7 @@ class Server {
     UpdatePools(&metrics_, *service_, *writer_);
     metrics_.Heartbeat(SystemNowMs());
     metrics_.SetNatsConnected(bus_->connected());
+    if (opts_.term) metrics_.SetReplica(!stepped_down_, static_cast<uint64_t>(opts_.term()), 0);
   }
 
   const ServeOptions opts_;
@@ -472,6 +487,7 @@ class Server {
   sigset_t signals_set_;
   Clock::time_point deadline_;  // for NATS and JetStream at start
   int exit_code_ = 0;
+  std::atomic<bool> stepped_down_{false};  // replicated: the leader lost the election
   // Destroyed in reverse: the transports before the service, the service
   // before the writer.
   std::unique_ptr<LedgerWriter> writer_;

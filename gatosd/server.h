@@ -16,7 +16,11 @@
 #define GATOS_GATOSD_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
+
+#include "gatos/model/election.h"
+#include "gatos/model/status.h"
 
 namespace gatos::gatosd {
 
@@ -42,12 +46,34 @@ struct ServeOptions {
   std::string nats_pid_file;
   std::string nats_ca_file;          // CA of a tls:// server
   bool require_nats_auth = false;    // refuse to serve on a server that lets anonymous clients in
+  // Replicated mode (docs/replication.md; ServeReplicated). Single node
+  // when false: none of the fields below is used.
+  bool replicated = false;
+  std::string replica_name;
+  ElectionOptions election;
+  // Set by ServeReplicated for its leader phase: each batch's record goes
+  // to `replicate` before the local write-ahead log (WriterOptions), and
+  // the ledger thread stops serving (Serve returns kSteppedDown) once
+  // `leading` says false.
+  std::function<Status(int64_t seq, const std::string& record)> replicate;
+  std::function<bool()> leading;
+  std::function<int64_t()> term;  // the Ledger-Term of each log commit
 };
+
+// Serve's exit code when a replicated leader stepped down.
+inline constexpr int kSteppedDown = 75;
 
 
 // Runs until SIGINT/SIGTERM. Returns the process exit code (0 after a clean
 // shutdown, 1 when the ledger or NATS cannot be used at start).
 int Serve(const ServeOptions& options);
+
+// A replica (serve --replicated): follows the leader, applying the
+// replicated write-ahead log to the local repository, takes part in the
+// election, and when elected catches up with the stream and serves as
+// Serve does, until SIGINT/SIGTERM or a step-down (then it follows again).
+// Exit code as Serve; 1 when a record does not check (the follower stops).
+int ServeReplicated(const ServeOptions& options);
 
 }  // namespace gatos::gatosd
 

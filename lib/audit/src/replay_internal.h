@@ -169,6 +169,7 @@ class Replay {
   // Replay state.
   int64_t seq_ = 0;      // the commit being replayed
   int64_t now_ = 0;      // its Log-Time
+  int64_t term_ = 0;     // the last Ledger-Term seen (0: none yet)
   std::string head_;
   PolicyState pol_;                         // in force now (changes inside a batch)
   Ed25519PublicKey batch_key_;              // signs the log commit and the ledger's commits of the batch

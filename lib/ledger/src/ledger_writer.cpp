@@ -290,6 +290,7 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   info.policy_commit = b.new_policy ? b.new_policy_commit : policy_commit_;
   info.time_ms = b.now;
   info.counts = b.counts;
+  if (options_.term) info.term = options_.term();
   std::vector<std::string> parents = {head_};
   {
     std::set<std::string> seen = {head_};
@@ -334,6 +335,20 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   // commit point, after the pack's.
   const bool durable_in_wal = wal_ != nullptr;
   const bool sync_repo = options_.fsync && !durable_in_wal;
+  if (options_.replicate) {
+    // Replicated: committed once the stream holds the record, before it is
+    // in the local log (a replica that loses its disk gets it back from
+    // the stream).
+    std::vector<const GitObject*> all;
+    all.reserve(t.objects.size());
+    for (const auto& o : t.objects) all.push_back(&o);
+    Status s = options_.replicate(info.seq, EncodeWalRecord(info.seq, t.log_id, all));
+    if (!s.ok()) {
+      index_.DropPending();
+      return s;
+    }
+    timer.Mark("replicate");
+  }
   if (durable_in_wal) {
     std::vector<const GitObject*> all;
     all.reserve(t.objects.size());

@@ -13,6 +13,7 @@
 #include "gatos/model/blake3.h"
 #include "gatos/model/encoding.h"
 #include "gatos/sys/file.h"
+#include "writer_internal.h"
 
 namespace gatos {
 namespace {
@@ -290,6 +291,15 @@ Status WriteAheadLog::Drop(const std::vector<std::string>& files) {
     if (::unlink(f.c_str()) != 0 && errno != ENOENT) return ErrnoStatus("delete " + f);
   }
   return FsyncDirectory(dir_);
+}
+
+Status WriteAheadLog::CheckpointNow(const std::string& ledger_dir) {
+  std::vector<std::string> files = Rotate();
+  if (files.empty()) return OkStatus();
+  Status s = writer_internal::SyncFileSystem(ledger_dir);
+  if (s.ok()) s = Drop(files);
+  if (!s.ok()) Keep(std::move(files));
+  return s;
 }
 
 }  // namespace gatos

@@ -131,6 +131,7 @@ std::string EncodeLogMessage(const LogCommitInfo& info) {
                 {"Log-Time", FormatRfc3339Millis(info.time_ms)},
                 {"Ledger-Key", "ed25519:" + info.ledger_key_hex},
                 {"Policy", info.policy_commit}};
+  if (info.term > 0) m.trailers.push_back({"Ledger-Term", std::to_string(info.term)});
   return FormatCommitMessage(m);
 }
 
@@ -148,6 +149,11 @@ Result<LogCommitInfo> ParseLogMessage(std::string_view message) {
   info.ledger_key_hex = key.substr(8);
   GATOS_ASSIGN_OR_RETURN(info.policy_commit, RequireUniqueTrailer(m.trailers, "Policy"));
   if (!IsLowerHex(info.policy_commit, 40)) return InvalidArgumentError("Policy: expected a 40-hex commit id");
+  if (FindTrailer(m.trailers, "Ledger-Term")) {
+    GATOS_ASSIGN_OR_RETURN(std::string term, RequireUniqueTrailer(m.trailers, "Ledger-Term"));
+    GATOS_ASSIGN_OR_RETURN(info.term, ParseCount(term, "Ledger-Term"));
+    if (info.term < 1) return InvalidArgumentError("Ledger-Term: expected a term >= 1");
+  }
   return info;
 }
 

@@ -80,6 +80,9 @@ StatusCode CodeFor(natsStatus s, jsErrCode jerr) {
       return StatusCode::kNotFound;
     case JSStreamMessageExceedsMaximumErr:
       return StatusCode::kInvalidArgument;
+    // An expected-last-sequence header that does not match: a fence.
+    case JSStreamWrongLastSequenceErr:
+      return StatusCode::kAborted;
     case JSNotEnabledErr:
     case JSNotEnabledForAccountErr:
     case JSClusterNotAvailErr:
@@ -912,5 +915,15 @@ Result<Bus::ConsumerState> Bus::GetConsumerState(const std::string& stream,
   state.ack_floor_stream_sequence = info->AckFloor.Stream;
   return state;
 }
+
+// ---------------------------------------------------------------------------
+// For the library's other files (bus_internal.h)
+
+namespace nats_internal {
+jsCtx* JetStream(Bus::Impl& impl) { return impl.js.get(); }
+bool Connected(const Bus::Impl& impl) { return impl.Connected(); }
+int64_t MaxPayload(Bus::Impl& impl) { return impl.conn ? natsConnection_GetMaxPayload(impl.conn.get()) : 0; }
+Status FromNatsError(natsStatus s, std::string_view what, jsErrCode jerr) { return FromNats(s, what, jerr); }
+}  // namespace nats_internal
 
 }  // namespace gatos

@@ -128,6 +128,12 @@ struct LogAuditOptions {
   // (each result once). 0 = one per CPU besides the replay, 1 = the replay
   // alone. The report is the same.
   size_t threads = 0;
+  // A replica's follower checking a record before it applies it
+  // (replica_apply.h): the log is read from this commit instead of
+  // refs/gatos/log, and the refs are not compared (the record's view refs
+  // are written only once it checks). "" / true: an auditor's run.
+  std::string head;
+  bool compare_refs = true;
 };
 inline constexpr int64_t kTornWindowMs = 60'000;
 

@@ -77,6 +77,10 @@ class WriteAheadLog {
   void Keep(std::vector<std::string> files);
   // Every file now in the directory.
   std::vector<std::string> Files() const;
+  // For a writer without a checkpoint thread (a follower replica): closes
+  // the open file, syncs the file system that holds `ledger_dir` (syncfs),
+  // and drops the closed files. Not concurrently with Append.
+  Status CheckpointNow(const std::string& ledger_dir);
   // Bytes appended to the open file.
   uint64_t open_bytes() const { return open_bytes_; }
 

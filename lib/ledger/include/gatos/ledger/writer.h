@@ -80,6 +80,17 @@ struct WriterOptions {
   // before them (gatosd: job offers and the workers' claim and renew
   // replies), and which every later call that needs them runs first.
   bool deferred_tail = false;
+  // A replicated ledger's leader (docs/replication.md): every batch's
+  // record (docs/ledger-format.md section 7a) goes to `replicate` before
+  // the local write-ahead log, and the batch is committed only when it
+  // returns OK (the stream acknowledged the record). Otherwise the batch
+  // fails as a failed append would: nothing of it is kept, and its
+  // requests get the returned status's class (Unavailable: retry, at the
+  // next leader). Empty (single-node mode): no cost.
+  std::function<Status(int64_t seq, const std::string& record)> replicate;
+  // With replicate: the leader's election term, written as each log
+  // commit's Ledger-Term trailer.
+  std::function<int64_t()> term;
 };
 
 // ---- operations ----

@@ -63,6 +63,10 @@ struct LogCommitInfo {
   std::string ledger_key_hex;    // Ledger-Key: the key that signed this commit
   std::string policy_commit;     // Policy: the policy commit in force after the batch
   int64_t time_ms = 0;           // Log-Time: when the batch was committed
+  // Ledger-Term: the election term of the replica that led when the batch
+  // was written (a replicated ledger, docs/replication.md); 0 = absent
+  // (single-node). Present terms never decrease along the log.
+  int64_t term = 0;
   std::map<std::string, int64_t> counts;  // transitions by kind, for the title
 };
 // "gatos log <seq>: 3 submit, 2 claim\n\nLog-Seq: ...\n..." (trailers).

@@ -37,6 +37,9 @@
 
 namespace gatos {
 
+class KvBucket;      // kv_bucket.h
+class RecordStream;  // record_stream.h
+
 struct BusOptions {
   // "nats://host:port"; the members of a cluster comma separated
   // ("nats://a:4222,nats://b:4222"), tls:// for TLS. The client connects to
@@ -278,6 +281,10 @@ class Bus {
   struct Impl;  // defined in bus.cpp
 
  private:
+  // The library's other JetStream objects reach the connection's JetStream
+  // context (lib/nats/src/bus_internal.h).
+  friend class KvBucket;
+  friend class RecordStream;
   explicit Bus(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,248 @@
+#include "replica.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "gatos/audit/replica_apply.h"
+#include "gatos/ledger/wal.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/refs.h"
+#include "gatos/sys/file.h"
+#include "gatos/sys/log.h"
+
+namespace gatos::gatosd {
+
+Replica::Replica(ReplicaOptions options, std::unique_ptr<KvBucket> kv, std::unique_ptr<RecordStream> stream)
+    : options_(std::move(options)),
+      kv_(std::move(kv)),
+      stream_(std::move(stream)),
+      election_(options_.name, options_.election, SystemNowMs) {}
+
+Result<std::unique_ptr<Replica>> Replica::Start(Bus& bus, const ReplicaOptions& options) {
+  if (!ValidReplicaName(options.name)) {
+    return InvalidArgumentError("replica name '" + options.name + "': use 1-64 of [A-Za-z0-9_.-]");
+  }
+  GATOS_RETURN_IF_ERROR(CheckElectionOptions(options.election));
+  GATOS_ASSIGN_OR_RETURN(auto kv, KvBucket::Open(bus, {LeaderBucketName(options.ledger_id), options.election.ttl_ms,
+                                                       options.replicas, true}));
+  RecordStreamConfig sc;
+  sc.stream = WalStreamName(options.ledger_id);
+  sc.subject = WalSubject(options.ledger_id);
+  sc.replicas = options.replicas;
+  GATOS_ASSIGN_OR_RETURN(auto stream, RecordStream::Open(bus, sc));
+  std::unique_ptr<Replica> r(new Replica(options, std::move(kv), std::move(stream)));
+  r->thread_ = std::thread([p = r.get()] { p->ElectionLoop(); });
+  return r;
+}
+
+Replica::~Replica() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t Replica::lag_ms() const {
+  if (leading_) return 0;
+  const int64_t at = caught_up_ms_.load();
+  return at == 0 ? SystemNowMs() : std::max<int64_t>(0, SystemNowMs() - at);
+}
+
+void Replica::ElectionLoop() {
+  uint64_t seen_changes = 0;
+  int64_t next_status_ms = 0;
+  std::unique_lock<std::mutex> l(mu_);
+  auto publish = [&] {
+    leading_ = election_.leading();
+    term_ = election_.term();
+    if (election_.changes() != seen_changes) {
+      seen_changes = election_.changes();
+      Log("replica " + options_.name + ": " + election_.last_change());
+    }
+  };
+  while (!stop_) {
+    Election::Action a = election_.Next();
+    publish();
+    if (a.kind != Election::Action::kWait) {
+      // The KV call without the lock: StepDown may run meanwhile.
+      l.unlock();
+      Result<uint64_t> r = a.kind == Election::Action::kCreate ? kv_->Create("leader", a.value)
+                                                                : kv_->Update("leader", a.value, a.revision);
+      l.lock();
+      if (a.kind == Election::Action::kCreate) {
+        election_.OnCreated(r);
+      } else {
+        election_.OnUpdated(r);
+      }
+      publish();
+      continue;
+    }
+    if (SystemNowMs() >= next_status_ms) {
+      // This replica's line of `gatos cluster status`; best effort.
+      ReplicaStatus st{options_.name, ReplicaRoleName(election_.role()), election_.term(), log_seq_.load(), lag_ms(),
+                       SystemNowMs()};
+      l.unlock();
+      (void)kv_->Put(kReplicaStatusKeyPrefix + options_.name, EncodeReplicaStatus(st));
+      l.lock();
+      next_status_ms = SystemNowMs() + 1000;
+      continue;
+    }
+    const int64_t wait = std::clamp<int64_t>(election_.next_ms() - SystemNowMs(), 1, 50);
+    stop_cv_.wait_for(l, std::chrono::milliseconds(wait), [this] { return stop_.load(); });
+  }
+  if (election_.leading()) Log("replica " + options_.name + ": stopping while leader of term " +
+                               std::to_string(election_.term()) + "; the key expires and another replica leads");
+}
+
+void Replica::StepDown(const std::string& why) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (election_.leading()) {
+    election_.StepDown(why);
+    Log("replica " + options_.name + ": " + election_.last_change());
+  }
+  leading_ = false;
+}
+
+Result<uint64_t> Replica::Seek(int64_t local) {
+  GATOS_ASSIGN_OR_RETURN(uint64_t first, stream_->FirstSequence());
+  GATOS_ASSIGN_OR_RETURN(uint64_t last, stream_->LastSequence());
+  if (first == 0 || last < first) return uint64_t{0};
+  auto seq_at = [&](uint64_t s) -> Result<std::optional<RecordPart>> {
+    GATOS_ASSIGN_OR_RETURN(auto m, stream_->Read(s));
+    if (!m) return std::optional<RecordPart>();
+    auto p = DecodeRecordPart(m->data);
+    if (!p.ok()) return std::optional<RecordPart>();
+    RecordPart part = *p;
+    part.chunk = {};  // points into m
+    return std::optional<RecordPart>(part);
+  };
+  uint64_t lo = first, hi = last + 1;  // the first message of a record after `local` is in [lo, hi]
+  while (lo < hi) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    GATOS_ASSIGN_OR_RETURN(auto p, seq_at(mid));
+    if (!p) return uint64_t{0};
+    if (p->seq > local) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  if (lo > last) return lo;  // the stream holds nothing newer
+  GATOS_ASSIGN_OR_RETURN(auto p, seq_at(lo));
+  if (!p || p->index > lo - first) return uint64_t{0};
+  return lo - p->index;  // the record's first part (parts are contiguous)
+}
+
+Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal) {
+  GATOS_ASSIGN_OR_RETURN(std::string head, ledger.ResolveRef(kLogRef));
+  GATOS_ASSIGN_OR_RETURN(CommitInfo hc, ledger.ReadCommit(head));
+  GATOS_ASSIGN_OR_RETURN(LogCommitInfo hi, ParseLogMessage(hc.message));
+  int64_t local = hi.seq;
+  log_seq_ = local;
+  if (!sought_) {
+    // The first catch-up of this process: skip what the local log holds.
+    GATOS_ASSIGN_OR_RETURN(uint64_t from, Seek(local));
+    if (from > next_read_) next_read_ = from;
+    sought_ = true;
+  }
+  size_t applied = 0;
+  while (true) {
+    GATOS_ASSIGN_OR_RETURN(auto m, stream_->Read(next_read_));
+    if (!m) {
+      // Past the end, or a message deleted from the stream.
+      GATOS_ASSIGN_OR_RETURN(uint64_t last, stream_->LastSequence());
+      if (next_read_ > last) {
+        if (!joiner_.pending_seq()) caught_up_ms_ = SystemNowMs();
+        break;
+      }
+      // It may have been appended between the read and now: read again.
+      // Missing still, below the last sequence: deleted (the joiner
+      // refuses a part set it cuts).
+      GATOS_ASSIGN_OR_RETURN(m, stream_->Read(next_read_));
+      if (!m) {
+        ++next_read_;
+        continue;
+      }
+    }
+    ++next_read_;
+    auto joined = joiner_.Add(m->data);
+    if (!joined.ok()) {
+      // Not a part of a record the leader wrote (anyone allowed to publish
+      // on the subject can append to the stream): ignored. What the leader
+      // writes is checked when it is applied; the fence refuses the
+      // leader's next append after such a message, and it steps down.
+      Log("replica " + options_.name + ": ignored message " + std::to_string(m->stream_seq) + " of " +
+          WalStreamName(options_.ledger_id) + ": " + joined.status().message());
+      continue;
+    }
+    std::optional<JoinedRecord> rec = std::move(*joined);
+    if (!rec) continue;
+    if (rec->seq <= local) {
+      // The local log has it (applied before, or written by this replica
+      // as leader). At the head, it must be the same batch: another one is
+      // a fork, which no leader fenced as it should.
+      if (rec->seq == local) {
+        WalFileContents c = DecodeWalFile(rec->bytes);
+        if (c.records.size() != 1 || c.records[0].log_id != head) {
+          return DataLossError("the stream's record " + std::to_string(rec->seq) +
+                               " is not the local log's commit " + head.substr(0, 12) +
+                               " at that sequence: the histories forked; stopping");
+        }
+      }
+      cursor_ = m->stream_seq;
+      continue;
+    }
+    if (rec->seq != local + 1) {
+      return DataLossError("the stream's next record is " + std::to_string(rec->seq) + " but the local log is at " +
+                           std::to_string(local) +
+                           ": records in between are gone from the stream; make this replica again from a "
+                           "current one (gatosd init --replica-of)");
+    }
+    GATOS_ASSIGN_OR_RETURN(AppliedRecord a, CheckAndApplyRecord(ledger, rec->bytes, verify, /*fsync=*/true, wal));
+    local = a.seq;
+    log_seq_ = local;
+    head = a.log_commit;
+    cursor_ = m->stream_seq;
+    ++applied;
+  }
+  return applied;
+}
+
+Status Replica::ArmFence() {
+  GATOS_ASSIGN_OR_RETURN(uint64_t last, stream_->LastSequence());
+  if (last + 1 != next_read_) {
+    return UnavailableError("the stream moved to sequence " + std::to_string(last) + " during the catch-up");
+  }
+  fence_ = last;
+  appended_seq_ = 0;
+  return OkStatus();
+}
+
+Status Replica::Append(int64_t seq, const std::string& record) {
+  if (!leading_) return UnavailableError("replica " + options_.name + " is not the leader; retry: the leader answers");
+  Status s;
+  if (appended_seq_ != 0 && seq <= appended_seq_) {
+    s = AbortedError("log sequence " + std::to_string(seq) + " after " + std::to_string(appended_seq_) +
+                     " was appended (a batch the stream holds failed locally)");
+  } else {
+    auto r = stream_->Append(seq, record, fence_);
+    if (r.ok()) {
+      // next_read_ stays: following again re-reads what this replica
+      // appended (the local log has it, or gets it then).
+      fence_ = *r;
+      appended_seq_ = seq;
+      log_seq_ = seq;
+      cursor_ = *r;
+      return OkStatus();
+    }
+    s = r.status();
+  }
+  StepDown("append of log batch " + std::to_string(seq) + " failed: " + s.message());
+  return UnavailableError("replica " + options_.name + " stopped leading (" + s.message() +
+                          "); retry: the next leader answers");
+}
+
+}  // namespace gatos::gatosd

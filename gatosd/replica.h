@@ -1,0 +1,108 @@
+// A replica of a replicated ledger (docs/replication.md): its election
+// thread, the replicated write-ahead log it appends to as leader, and the
+// follower's loop that applies that log to the local repository.
+//
+// Threads: the election thread (owned) runs Election against the KV bucket
+// and publishes role and term in atomics; everything else is called from
+// gatosd's main thread (the follower's loop, then, as leader, the ledger
+// thread through WriterOptions::replicate).
+#ifndef GATOS_GATOSD_REPLICA_H_
+#define GATOS_GATOSD_REPLICA_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "gatos/audit/verify.h"
+#include "gatos/git/ledger.h"
+#include "gatos/ledger/replica_id.h"
+#include "gatos/ledger/wal.h"
+#include "gatos/model/election.h"
+#include "gatos/model/record_parts.h"
+#include "gatos/model/replica_status.h"
+#include "gatos/nats/bus.h"
+#include "gatos/nats/kv_bucket.h"
+#include "gatos/nats/record_stream.h"
+
+namespace gatos::gatosd {
+
+struct ReplicaOptions {
+  std::string name;        // this replica (ValidReplicaName)
+  std::string ledger_id;   // names the bucket and the stream (ReplicaLedgerId)
+  ElectionOptions election;
+  int replicas = 1;        // of the bucket and the stream: min(cluster size, 3)
+};
+
+class Replica {
+ public:
+  // Opens (creates) the bucket and the stream and starts the election
+  // thread. `bus` must outlive the Replica.
+  static Result<std::unique_ptr<Replica>> Start(Bus& bus, const ReplicaOptions& options);
+  ~Replica();
+
+  bool leading() const { return leading_.load(); }
+  uint64_t term() const { return term_.load(); }
+  const std::string& name() const { return options_.name; }
+
+  // Follower: applies every complete record after the local log head that
+  // the stream holds, each checked first (CheckAndApplyRecord). Returns how
+  // many were applied. A record that does not check is an error that stops
+  // the follower (PermissionDenied, InvalidArgument, DataLoss: say it and
+  // stop); Unavailable: retry.
+  // With `wal`, applied records are made durable by it (CheckAndApplyRecord).
+  Result<size_t> CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal = nullptr);
+  // The stream's last sequence as the leader's fence (after a CatchUp that
+  // reached it).
+  Status ArmFence();
+  // The leader's WriterOptions::replicate: appends the record fenced on the
+  // last one; any failure steps this replica down and returns Unavailable.
+  Status Append(int64_t seq, const std::string& record);
+  // Stops leading now (the server could not go on as leader).
+  void StepDown(const std::string& why);
+
+  // For status and metrics.
+  uint64_t applied_stream_seq() const { return cursor_.load(); }
+  int64_t log_seq() const { return log_seq_.load(); }
+  // How long since this replica last held every record the stream held (0
+  // while it leads).
+  int64_t lag_ms() const;
+
+ private:
+  Replica(ReplicaOptions options, std::unique_ptr<KvBucket> kv, std::unique_ptr<RecordStream> stream);
+  // Where the first record after log sequence `local` starts in the
+  // stream, by binary search over the parts' headers (log sequences only
+  // grow along the stream); 0 when the stream does not allow it (a
+  // message that is gone or does not decode): read from the start then.
+  Result<uint64_t> Seek(int64_t local);
+  void ElectionLoop();
+
+  ReplicaOptions options_;
+  std::unique_ptr<KvBucket> kv_;
+  std::unique_ptr<RecordStream> stream_;
+  std::mutex mu_;  // election_
+  Election election_;
+  std::atomic<bool> leading_{false};
+  std::atomic<uint64_t> term_{0};
+  std::atomic<bool> stop_{false};
+  std::condition_variable stop_cv_;
+  std::thread thread_;
+  // Follower: the next stream message to read and the parts joined so far.
+  std::atomic<uint64_t> cursor_{0};  // the last stream sequence applied
+  std::atomic<int64_t> log_seq_{0};
+  std::atomic<int64_t> caught_up_ms_{0};  // the last CatchUp that reached the stream's end
+  uint64_t next_read_ = 1;
+  bool sought_ = false;
+  RecordJoiner joiner_;
+  // Leader: the stream sequence the next append expects, and the log
+  // sequence appended last.
+  uint64_t fence_ = 0;
+  int64_t appended_seq_ = 0;
+};
+
+}  // namespace gatos::gatosd
+
+#endif  // GATOS_GATOSD_REPLICA_H_

@@ -1,0 +1,169 @@
+#include "gatos/nats/kv_bucket.h"
+
+#include "bus_internal.h"
+
+namespace gatos {
+namespace {
+
+constexpr int64_t kNanosPerMilli = 1'000'000;
+
+struct EntryDeleter {
+  void operator()(kvEntry* e) const { kvEntry_Destroy(e); }
+};
+struct StatusDeleter {
+  void operator()(kvStatus* s) const { kvStatus_Destroy(s); }
+};
+using EntryPtr = std::unique_ptr<kvEntry, EntryDeleter>;
+using KvStatusPtr = std::unique_ptr<kvStatus, StatusDeleter>;
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+// A call the server answered with an error (not a lost connection or a
+// timeout): with an expected revision, a revision that did not match.
+bool ServerRefused(natsStatus s) { return s == NATS_ERR; }
+
+}  // namespace
+
+struct KvBucket::Impl {
+  Bus::Impl* bus = nullptr;
+  kvStore* kv = nullptr;
+  std::string name;
+  ~Impl() {
+    if (kv) kvStore_Destroy(kv);
+  }
+};
+
+KvBucket::KvBucket(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+KvBucket::~KvBucket() = default;
+const std::string& KvBucket::name() const { return impl_->name; }
+
+Result<std::unique_ptr<KvBucket>> KvBucket::Open(Bus& bus, const KvBucketConfig& config) {
+  const std::string what = "KV bucket " + Quote(config.name);
+  if (config.name.empty()) return InvalidArgumentError(what + ": empty name");
+  if (config.ttl_ms != 0 && config.ttl_ms < 100) {
+    return InvalidArgumentError(what + ": a TTL of " + std::to_string(config.ttl_ms) + " ms is below 100 ms");
+  }
+  if (config.replicas < 1 || config.replicas > 5) {
+    return InvalidArgumentError(what + ": replicas must be 1..5, not " + std::to_string(config.replicas));
+  }
+  Bus::Impl& b = *bus.impl_;
+  if (!nats_internal::Connected(b)) return UnavailableError(what + ": not connected to NATS; retry later");
+  auto impl = std::make_unique<Impl>();
+  impl->bus = &b;
+  impl->name = config.name;
+  jsCtx* js = nats_internal::JetStream(b);
+  natsStatus s = js_KeyValue(&impl->kv, js, config.name.c_str());
+  if (s == NATS_NOT_FOUND) {
+    kvConfig kc;
+    kvConfig_Init(&kc);
+    kc.Bucket = config.name.c_str();
+    kc.History = 1;
+    kc.TTL = config.ttl_ms * kNanosPerMilli;  // nanoseconds in nats.c 3.4
+    kc.Replicas = config.replicas;
+    kc.StorageType = config.file_storage ? js_FileStorage : js_MemoryStorage;
+    s = js_CreateKeyValue(&impl->kv, js, &kc);
+    if (s != NATS_OK) {
+      // A concurrent creator may have won.
+      natsStatus again = js_KeyValue(&impl->kv, js, config.name.c_str());
+      if (again != NATS_OK) return nats_internal::FromNatsError(s, what + ": create");
+    }
+  } else if (s != NATS_OK) {
+    return nats_internal::FromNatsError(s, what + ": lookup");
+  }
+  // An existing bucket must have the TTL asked for: the election's safety
+  // rests on it.
+  kvStatus* raw = nullptr;
+  s = kvStore_Status(&raw, impl->kv);
+  KvStatusPtr st(raw);
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what + ": status");
+  const int64_t have_ttl = kvStatus_TTL(st.get()) / kNanosPerMilli;
+  const int64_t have_replicas = kvStatus_Replicas(st.get());
+  if (have_ttl != config.ttl_ms || std::max<int64_t>(have_replicas, 1) != config.replicas) {
+    return FailedPreconditionError(what + " exists with a TTL of " + std::to_string(have_ttl) + " ms and " +
+                                   std::to_string(have_replicas) + " replicas, not " +
+                                   std::to_string(config.ttl_ms) + " ms and " + std::to_string(config.replicas) +
+                                   "; delete it (nats kv del " + config.name + ") when no replica runs");
+  }
+  return std::unique_ptr<KvBucket>(new KvBucket(std::move(impl)));
+}
+
+Result<std::unique_ptr<KvBucket>> KvBucket::OpenExisting(Bus& bus, const std::string& name) {
+  const std::string what = "KV bucket " + Quote(name);
+  Bus::Impl& b = *bus.impl_;
+  if (!nats_internal::Connected(b)) return UnavailableError(what + ": not connected to NATS; retry later");
+  auto impl = std::make_unique<Impl>();
+  impl->bus = &b;
+  impl->name = name;
+  natsStatus s = js_KeyValue(&impl->kv, nats_internal::JetStream(b), name.c_str());
+  if (s == NATS_NOT_FOUND) return NotFoundError(what + " does not exist");
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what + ": lookup");
+  return std::unique_ptr<KvBucket>(new KvBucket(std::move(impl)));
+}
+
+Status KvBucket::Put(const std::string& key, std::string_view value) {
+  const std::string what = "put " + Quote(key) + " in KV bucket " + Quote(impl_->name);
+  if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  uint64_t rev = 0;
+  natsStatus s = kvStore_Put(&rev, impl_->kv, key.c_str(), value.data(), static_cast<int>(value.size()));
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what);
+  return OkStatus();
+}
+
+Result<std::vector<std::string>> KvBucket::Keys() {
+  const std::string what = "keys of KV bucket " + Quote(impl_->name);
+  if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  kvKeysList list{};
+  natsStatus s = kvStore_Keys(&list, impl_->kv, nullptr);
+  std::vector<std::string> out;
+  if (s == NATS_NOT_FOUND) return out;  // no keys
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what);
+  for (int i = 0; i < list.Count; ++i) out.emplace_back(list.Keys[i]);
+  kvKeysList_Destroy(&list);
+  return out;
+}
+
+Result<uint64_t> KvBucket::Create(const std::string& key, std::string_view value) {
+  const std::string what = "create " + Quote(key) + " in KV bucket " + Quote(impl_->name);
+  if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  uint64_t rev = 0;
+  natsStatus s = kvStore_Create(&rev, impl_->kv, key.c_str(), value.data(), static_cast<int>(value.size()));
+  if (s == NATS_OK) return rev;
+  Status failed = nats_internal::FromNatsError(s, what);
+  if (!ServerRefused(s)) return failed;
+  auto e = Get(key);
+  if (e.ok() && e->has_value()) {
+    return AlreadyExistsError(what + ": it exists (revision " + std::to_string((*e)->revision) + ")");
+  }
+  return Status(StatusCode::kAborted, failed.message());
+}
+
+Result<uint64_t> KvBucket::Update(const std::string& key, std::string_view value, uint64_t last) {
+  const std::string what = "update " + Quote(key) + " in KV bucket " + Quote(impl_->name) + " at revision " +
+                           std::to_string(last);
+  if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  uint64_t rev = 0;
+  natsStatus s =
+      kvStore_Update(&rev, impl_->kv, key.c_str(), value.data(), static_cast<int>(value.size()), last);
+  if (s == NATS_OK) return rev;
+  Status failed = nats_internal::FromNatsError(s, what);
+  if (ServerRefused(s)) return Status(StatusCode::kAborted, failed.message() + " (someone else wrote it, or it expired)");
+  return failed;
+}
+
+Result<std::optional<KvBucket::Entry>> KvBucket::Get(const std::string& key) {
+  const std::string what = "get " + Quote(key) + " from KV bucket " + Quote(impl_->name);
+  if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  kvEntry* raw = nullptr;
+  natsStatus s = kvStore_Get(&raw, impl_->kv, key.c_str());
+  EntryPtr e(raw);
+  if (s == NATS_NOT_FOUND) return std::optional<Entry>();
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what);
+  Entry out;
+  if (const void* v = kvEntry_Value(e.get())) {
+    out.value.assign(static_cast<const char*>(v), static_cast<size_t>(kvEntry_ValueLen(e.get())));
+  }
+  out.revision = kvEntry_Revision(e.get());
+  return std::optional<Entry>(std::move(out));
+}
+
+}  // namespace gatos

@@ -1,0 +1,426 @@
+// The replicated ledger end to end, with real processes on loopback: a
+// three-node nats-server cluster (JetStream, R3), three `gatosd serve
+// --replicated` replicas, a worker, and a client that records every job id
+// the ledger acknowledged. The leader is SIGKILLed twice (each time another
+// replica leads) and one NATS node once; then the leader key is overwritten
+// behind the leader's back, so it steps down in its own process and
+// follows. At the end every acknowledged job has its one result, the
+// replicas hold the same log, `gatos verify --all` passes on each, and the
+// killed leaders, restarted, follow again.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "child_process.h"
+#include "gatos/ledger/replica_id.h"
+#include "gatos/nats/bus.h"
+#include "gatos/nats/kv_bucket.h"
+#include "gatos/model/clock.h"
+#include "nats_server.h"
+#include "test_util.h"
+
+namespace gatos::testing {
+namespace {
+
+constexpr int kReplicas = 3;
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+class ReplicatedLedger {
+ public:
+  ReplicatedLedger() {
+    std::vector<int> route_ports;
+    for (int i = 0; i < kReplicas; ++i) route_ports.push_back(FreePort());
+    for (int i = 0; i < kReplicas; ++i) {
+      std::string routes;
+      for (int j = 0; j < kReplicas; ++j) {
+        if (j != i) routes += (routes.empty() ? "" : ", ") + std::string("nats-route://127.0.0.1:") + std::to_string(route_ports[j]);
+      }
+      NatsServer::Options o;
+      o.extra_config = "server_name: n" + std::to_string(i) + "\ncluster {\n  name: gatos\n  listen: 127.0.0.1:" +
+                       std::to_string(route_ports[i]) + "\n  routes: [" + routes + "]\n}\n";
+      nats_.push_back(std::make_unique<NatsServer>(o));
+    }
+    env_ = {{"HOME", dir_.path()},
+            {"GIT_CONFIG_NOSYSTEM", "1"},
+            {"GIT_AUTHOR_NAME", "Alice"},
+            {"GIT_AUTHOR_EMAIL", "alice@example.com"},
+            {"GIT_COMMITTER_NAME", "Alice"},
+            {"GIT_COMMITTER_EMAIL", "alice@example.com"}};
+    for (int i = 0; i < kReplicas; ++i) {
+      http_ports_.push_back(FreePort());
+      ledgers_.push_back(dir_.Join("r" + std::to_string(i) + ".git"));
+      gatosd_.push_back(std::make_unique<ChildProcess>());
+    }
+  }
+  ~ReplicatedLedger() {
+    if (worker_.running()) worker_.Stop(SIGKILL, 5000);
+    for (auto& g : gatosd_) {
+      if (g->running()) g->Stop(SIGTERM, 5000);
+    }
+  }
+
+  RunResult Cmd(std::vector<std::string> argv, int timeout_s = 120) {
+    RunOptions ro;
+    ro.env = env_;
+    ro.timeout_seconds = timeout_s;
+    return Run(argv, ro);
+  }
+  RunResult Gatos(std::vector<std::string> args, int timeout_s = 120) {
+    args.insert(args.begin(), BinaryPath("gatos"));
+    return Cmd(args, timeout_s);
+  }
+
+  ::testing::AssertionResult Prepare() {
+    for (auto& n : nats_) {
+      auto ok = n->Start();
+      if (!ok) return ok;
+      urls_ += (urls_.empty() ? "" : ",") + n->url();
+    }
+    RunResult r = Cmd({BinaryPath("gatosd"), "init", ledgers_[0], "--lease-ms", "3000"});
+    if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatosd init: " << r.err;
+    alice_ = dir_.Join("alice");
+    worker_key_ = dir_.Join("worker");
+    for (const auto& [k, what] : {std::pair{alice_, "allow-submitter"}, std::pair{worker_key_, "allow-worker"}}) {
+      r = Gatos({"keygen", "-f", k});
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << "keygen: " << r.err;
+      r = Gatos({"policy", what, "--ledger", ledgers_[0], k + ".pub"});
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << what << ": " << r.err;
+    }
+    for (int i = 1; i < kReplicas; ++i) {
+      r = Cmd({BinaryPath("gatosd"), "init", ledgers_[i], "--replica-of", ledgers_[0], "--ledger-key",
+               ledgers_[0] + "/gatos/ledger_key"});
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatosd init --replica-of: " << r.err << r.out;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult StartReplica(int i) {
+    std::string error;
+    std::vector<std::string> argv = {BinaryPath("gatosd"), "serve",   "--replicated",    "--replica-name",
+                                     "r" + std::to_string(i), "--ledger", ledgers_[i],  "--nats",
+                                     urls_,                  "--stream-replicas", "3", "--sweep-ms",
+                                     "50",                   "--republish-s", "2",     "--nats-wait-s",
+                                     "60",                   "--http", "127.0.0.1:" + std::to_string(http_ports_[i])};
+    // The log file is appended across restarts: what this run wrote starts here.
+    start_at_[i] = gatosd_[i]->log().size();
+    if (!gatosd_[i]->Start(argv, env_, dir_.Join("r" + std::to_string(i) + ".log"), &error)) {
+      return ::testing::AssertionFailure() << error;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // The replica serving as leader now (its last role line says so), or -1.
+  int Leader() {
+    for (int i = 0; i < kReplicas; ++i) {
+      if (!gatosd_[i]->running()) continue;
+      std::string log = gatosd_[i]->log().substr(start_at_[i]);
+      size_t leads = log.rfind(" leads with term ");
+      size_t follows = log.rfind(" following");
+      size_t serving = log.rfind("serving ledger");
+      if (leads != std::string::npos && serving != std::string::npos && serving > leads &&
+          (follows == std::string::npos || follows < leads)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+  int WaitForLeader(int not_this = -1) {
+    int leader = -1;
+    PollFor(30000, [&] {
+      leader = Leader();
+      return leader >= 0 && leader != not_this;
+    });
+    return leader != not_this ? leader : -1;
+  }
+
+  ::testing::AssertionResult StartWorker() {
+    std::string error;
+    std::vector<std::string> argv = {BinaryPath("gatos-worker"), "run", "--nats", urls_, "--key", worker_key_,
+                                     "--ledger-key", ledgers_[0] + "/gatos/ledger_key.pub", "--state-dir",
+                                     dir_.Join("worker.state"), "--name", "w0"};
+    if (!worker_.Start(argv, env_, dir_.Join("worker.log"), &error)) return ::testing::AssertionFailure() << error;
+    return ::testing::AssertionSuccess();
+  }
+
+  // Submits job `n` through whichever replica leads; its id when the ledger
+  // acknowledged it, "" otherwise (no leader at that moment).
+  std::string Submit(int n) {
+    const std::string file = dir_.Join("job" + std::to_string(n) + ".yaml");
+    WriteFile(file, "command: [\"/bin/echo\", \"job-" + std::to_string(n) + "\"]\ntimeout: 30\n");
+    RunResult r = Gatos({"submit", file, "--ledger", urls_, "--sign-key", alice_, "--timeout", "5"}, 30);
+    if (r.exit_code != 0) return "";
+    return Trim(r.out);
+  }
+
+  // The end of every replica's log, for failure messages.
+  std::string Logs() {
+    std::string out;
+    for (int i = 0; i < kReplicas; ++i) {
+      std::string l = gatosd_[i]->log();
+      if (l.size() > 3000) l = "..." + l.substr(l.size() - 3000);
+      out += "--- r" + std::to_string(i) + " ---\n" + l;
+    }
+    return out;
+  }
+
+  std::string LogHead(int i) {
+    return Trim(Cmd({"git", "-C", ledgers_[i], "rev-parse", "refs/gatos/log"}).out);
+  }
+
+  TempDir dir_;
+  std::vector<std::unique_ptr<NatsServer>> nats_;
+  std::string urls_;
+  std::map<std::string, std::string> env_;
+  std::vector<std::string> ledgers_;
+  std::vector<std::unique_ptr<ChildProcess>> gatosd_;
+  std::map<int, size_t> start_at_;
+  std::vector<int> http_ports_;  // the dashboard and /metrics, served by the leader
+  ChildProcess worker_;
+  std::string alice_, worker_key_;
+};
+
+TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplicasConverge) {
+  ReplicatedLedger c;
+  ASSERT_TRUE(c.Prepare());
+  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
+  int leader = c.WaitForLeader();
+  ASSERT_GE(leader, 0) << c.gatosd_[0]->log() << c.gatosd_[1]->log() << c.gatosd_[2]->log();
+  ASSERT_TRUE(c.StartWorker());
+
+  std::vector<std::string> acked;
+  int n = 0;
+  auto submit_some = [&](int count) {
+    for (int k = 0; k < count; ++k, ++n) {
+      std::string id = c.Submit(n);
+      if (!id.empty()) acked.push_back(id);
+    }
+  };
+  submit_some(8);
+  ASSERT_GE(acked.size(), 8u) << c.gatosd_[leader]->log();
+  std::vector<int> killed;
+  std::string history;  // for failure messages
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_EQ(c.gatosd_[leader]->Stop(SIGKILL), -SIGKILL);
+    killed.push_back(leader);
+    submit_some(4);  // while there is no leader: not acknowledged, or by the next
+    const int next = c.WaitForLeader(leader);
+    ASSERT_GE(next, 0) << "no new leader after killing r" << leader;
+    history += "killed r" + std::to_string(leader) + ", then r" + std::to_string(next) + " leads (at " +
+               std::to_string(SystemNowMs()) + ")\n";
+    leader = next;
+    const size_t before = acked.size();
+    submit_some(8);
+    EXPECT_GE(acked.size(), before + 8) << history << c.Logs();
+    if (round == 0) {
+      ASSERT_TRUE(c.StartReplica(killed[0]));  // rejoins as a follower
+      // One NATS node dies too: two of three keep the streams' quorum, and
+      // every client reconnects to another member.
+      ASSERT_TRUE(c.nats_[2]->Kill());
+      history += "killed nats node n2\n";
+    }
+  }
+  ASSERT_TRUE(c.StartReplica(killed[1]));
+  ASSERT_TRUE(c.nats_[2]->Restart());
+
+  // Someone else writes the leader key: the leader's next keep fails, it
+  // steps down in the same process and follows; a replica leads again.
+  {
+    auto id = ReplicaLedgerId(c.ledgers_[0]);
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    BusOptions bo;
+    bo.url = c.urls_;
+    auto bus = Bus::Connect(bo);
+    ASSERT_TRUE(bus.ok()) << bus.status().message();
+    auto kv = KvBucket::OpenExisting(**bus, LeaderBucketName(*id));
+    ASSERT_TRUE(kv.ok()) << kv.status().message();
+    std::vector<size_t> sizes;  // where each replica's log is now
+    for (int i = 0; i < kReplicas; ++i) sizes.push_back(c.gatosd_[i]->log().size());
+    const size_t before = sizes[leader];
+    ASSERT_TRUE((*kv)->Put("leader", R"({"name":"intruder","term":0})").ok());
+    ASSERT_TRUE(c.gatosd_[leader]->WaitForLog("stepped down; following again", 10000)) << c.Logs();
+    EXPECT_NE(c.gatosd_[leader]->log().find("no longer the leader", before), std::string::npos);
+    EXPECT_TRUE(c.gatosd_[leader]->running());
+    int again = -1;
+    ASSERT_TRUE(PollFor(15000, [&] {
+      again = c.Leader();
+      if (again < 0) return false;
+      const size_t serving = c.gatosd_[again]->log().rfind("serving ledger");
+      return serving != std::string::npos && serving > sizes[again];
+    })) << c.Logs();
+    leader = again;
+    history += "the leader key overwritten; r" + std::to_string(leader) + " leads\n";
+    const size_t acked_before = acked.size();
+    submit_some(4);
+    EXPECT_GE(acked.size(), acked_before + 4) << history << c.Logs();
+  }
+
+  // Every acknowledged job finishes, with its result.
+  std::vector<std::string> wait = {"wait"};
+  wait.insert(wait.end(), acked.begin(), acked.end());
+  wait.insert(wait.end(), {"--ledger", c.urls_, "--timeout", "120"});
+  RunResult w = c.Gatos(wait, 180);
+  EXPECT_EQ(w.exit_code, 0) << w.out << w.err << c.worker_.log();
+  // The replicas converge on one log; each verifies.
+  std::string head;
+  ASSERT_TRUE(PollFor(30000, [&] {
+    head = c.LogHead(leader);
+    for (int i = 0; i < kReplicas; ++i) {
+      if (c.LogHead(i) != head) return false;
+    }
+    return true;
+  })) << c.LogHead(0) << " " << c.LogHead(1) << " " << c.LogHead(2) << "\n" << c.Logs();
+  for (int i = 0; i < kReplicas; ++i) {
+    EXPECT_EQ(c.gatosd_[i]->running(), true) << "r" << i << ":\n" << c.gatosd_[i]->log();
+  }
+  // The killed leaders came back as followers (the first may have been
+  // elected again when the second was killed; the second follows the
+  // leader that replaced it).
+  for (int i : killed) {
+    const std::string log = c.gatosd_[i]->log();
+    const size_t restarted = log.rfind("replica r" + std::to_string(i) + " of ledger");
+    ASSERT_NE(restarted, std::string::npos);
+    EXPECT_NE(log.find("replica r" + std::to_string(i) + " following", restarted), std::string::npos) << log;
+  }
+  // gatos cluster status names the three, one of them the leader, all at
+  // the same log sequence. (On a loaded machine a leader may lose its key
+  // and another take over meanwhile: the leader is whoever it names.)
+  nlohmann::json status;
+  ASSERT_TRUE(PollFor(10000, [&] {
+    RunResult s = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[0], "--nats", c.urls_, "--json"});
+    if (s.exit_code != 0) return false;
+    status = nlohmann::json::parse(s.out, nullptr, false);
+    if (!status.is_object() || status["replicas"].size() != kReplicas) return false;
+    int leaders = 0;
+    for (const auto& r : status["replicas"]) {
+      if (r["log_seq"] != status["replicas"][0]["log_seq"]) return false;
+      if (r["role"] == "leader") ++leaders;
+    }
+    return leaders == 1;
+  })) << status.dump();
+  for (const auto& r : status["replicas"]) {
+    if (r["role"] == "leader") {
+      leader = std::stoi(r["name"].get<std::string>().substr(1));
+      EXPECT_EQ(r["lag_ms"], 0);
+    }
+    EXPECT_TRUE(r.contains("term") && r.contains("lag_ms")) << r.dump();
+  }
+  // gatos doctor checks a replica: bucket, stream, a leader, its own report.
+  {
+    const int f = (leader + 1) % kReplicas;
+    const std::string follower = "r" + std::to_string(f);
+    RunResult d = c.Gatos({"doctor", "--json", "--nats", c.urls_, "--ledger", c.ledgers_[f], "--key",
+                           c.ledgers_[0] + "/gatos/ledger_key", "--replica-name", follower});
+    nlohmann::json dj = nlohmann::json::parse(d.out, nullptr, false);
+    bool seen = false;
+    for (const auto& ch : dj.value("checks", nlohmann::json::array())) {
+      if (ch.value("check", "") != "replica") continue;
+      seen = true;
+      EXPECT_EQ(ch.value("status", ""), "ok") << ch.dump();
+      EXPECT_NE(ch.value("detail", "").find(follower + " is a follower"), std::string::npos) << ch.dump();
+    }
+    EXPECT_TRUE(seen) << d.out << d.err;
+  }
+  // The leader's /metrics says it leads, with its term.
+  {
+    RunResult m = c.Cmd({"curl", "-s", "http://127.0.0.1:" + std::to_string(c.http_ports_[leader]) + "/metrics"});
+    EXPECT_NE(m.out.find("\ngatos_replica_leader 1\n"), std::string::npos) << m.out.substr(0, 2000);
+    uint64_t term = 0;
+    for (const auto& r : status["replicas"]) {
+      if (r["role"] == "leader") term = r["term"].get<uint64_t>();
+    }
+    EXPECT_NE(m.out.find("\ngatos_replica_term " + std::to_string(term) + "\n"), std::string::npos);
+  }
+  // Log commits carry the term of the leader that wrote them.
+  RunResult msg = c.Cmd({"git", "-C", c.ledgers_[leader], "log", "-1", "--format=%B", "refs/gatos/log"});
+  EXPECT_NE(msg.out.find("Ledger-Term: "), std::string::npos) << msg.out;
+  for (int i = 0; i < kReplicas; ++i) c.gatosd_[i]->Stop(SIGTERM);
+  for (int i = 0; i < kReplicas; ++i) {
+    RunResult v = c.Gatos({"verify", "--all", "--repo", c.ledgers_[i], "--ledger-key", c.ledgers_[0] + "/gatos/ledger_key.pub"}, 300);
+    EXPECT_EQ(v.exit_code, 0) << "r" << i << ": " << v.out << v.err;
+    for (const auto& id : acked) {
+      std::string hex = id.substr(id.find(':') + 1);
+      EXPECT_FALSE(Trim(c.Cmd({"git", "-C", c.ledgers_[i], "rev-parse", "--verify", "-q",
+                                "refs/gatos/jobs/" + hex + "/result"}).out).empty())
+          << "r" << i << " has no result for " << id;
+    }
+  }
+  // Ids are unique: one job per acknowledgement.
+  EXPECT_EQ(std::set<std::string>(acked.begin(), acked.end()).size(), acked.size());
+}
+
+// gatos up --replicas 3 as a user runs it: up.json names three replicas;
+// the leader SIGKILLed, another leads and the killed one is started again.
+TEST(ReplicatedE2eTest, GatosUpWithThreeReplicasSurvivesKillingTheLeader) {
+  TempDir dir;
+  ChildProcess up;
+  std::string error;
+  ASSERT_TRUE(up.Start({BinaryPath("gatos"), "up", "--replicas", "3", "--dir", dir.Join("up"), "--workers", "1",
+                        "--sandbox", "off", "--nats-port", std::to_string(FreePort()), "--http-port",
+                        std::to_string(FreePort())},
+                       {{"HOME", dir.path()}}, dir.Join("up.log"), &error))
+      << error;
+  const std::string up_json = dir.Join("up/up.json");
+  ASSERT_TRUE(PollFor(120000, [&] { return !ReadFile(up_json).empty() || !up.running(); })) << up.log();
+  ASSERT_TRUE(up.running()) << up.log();
+  nlohmann::json j = nlohmann::json::parse(ReadFile(up_json));
+  ASSERT_EQ(j["replicas"].size(), 3u) << j.dump();
+  const std::string urls = j["nats_url"];
+  auto status = [&]() {
+    RunOptions ro;
+    ro.env = {{"HOME", dir.path()}, {"GATOS_NATS_KEY", dir.Join("up/ledger.git/gatos/ledger_key")}};
+    RunResult r = ::gatos::testing::Run({BinaryPath("gatos"), "cluster", "status", "--ledger", dir.Join("up/ledger.git"), "--nats", urls,
+                       "--json"},
+                      ro);
+    return nlohmann::json::parse(r.out, nullptr, false);
+  };
+  // The leader with the highest term (a killed one's entry lingers until
+  // the bucket's TTL removes it), and its term.
+  uint64_t term = 0;
+  auto leader_name = [&]() -> std::string {
+    nlohmann::json s = status();
+    if (!s.is_object()) return "";
+    std::string name;
+    term = 0;
+    for (const auto& r : s["replicas"]) {
+      if (r["role"] == "leader" && r["term"].get<uint64_t>() >= term) {
+        term = r["term"].get<uint64_t>();
+        name = r["name"];
+      }
+    }
+    return name;
+  };
+  std::string first;
+  ASSERT_TRUE(PollFor(30000, [&] { return !(first = leader_name()).empty(); })) << up.log();
+  const uint64_t first_term = term;
+  pid_t pid = 0;
+  for (const auto& r : j["replicas"]) {
+    EXPECT_FALSE(r["ledger"].get<std::string>().empty());
+    EXPECT_FALSE(r["push"].get<std::string>().empty());
+    if (r["name"] == first) pid = r["pid"].get<pid_t>();
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  // A new term: another replica, or the killed one started again, leads.
+  ASSERT_TRUE(PollFor(30000, [&] { return !leader_name().empty() && term > first_term; })) << up.log();
+  // The killed replica was started again: up.json names a new pid for it.
+  ASSERT_TRUE(PollFor(30000, [&] {
+    nlohmann::json now = nlohmann::json::parse(ReadFile(up_json), nullptr, false);
+    if (!now.is_object()) return false;
+    for (const auto& r : now["replicas"]) {
+      if (r["name"] == first && r["pid"].get<pid_t>() != pid) return true;
+    }
+    return false;
+  })) << up.log();
+  EXPECT_TRUE(up.running()) << up.log();
+  EXPECT_EQ(up.Stop(SIGTERM, 60000), 0) << up.log();
+}
+
+}  // namespace
+}  // namespace gatos::testing

@@ -1,0 +1,151 @@
+// The replicated ledger's two uses of JetStream against a real nats-server:
+// the election on a KV bucket (kv_bucket.h driven by election.h) and the
+// replicated write-ahead log's stream with its fence (record_stream.h).
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "gatos/model/election.h"
+#include "gatos/model/record_parts.h"
+#include "gatos/nats/bus.h"
+#include "gatos/nats/kv_bucket.h"
+#include "gatos/nats/record_stream.h"
+#include "nats_server.h"
+#include "test_util.h"
+
+namespace gatos {
+namespace {
+
+using ::gatos::testing::NatsServer;
+using ::gatos::testing::PollFor;
+
+std::unique_ptr<Bus> Connect(const NatsServer& server) {
+  BusOptions o;
+  o.url = server.url();
+  auto b = Bus::Connect(o);
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return b.ok() ? std::move(*b) : nullptr;
+}
+
+// One step of a replica's election loop against the real bucket.
+void Step(Election& e, KvBucket& kv) {
+  Election::Action a = e.Next();
+  if (a.kind == Election::Action::kCreate) e.OnCreated(kv.Create("leader", a.value));
+  if (a.kind == Election::Action::kUpdate) e.OnUpdated(kv.Update("leader", a.value, a.revision));
+}
+
+ElectionOptions Fast() {
+  ElectionOptions o;
+  o.ttl_ms = 1000;
+  o.keep_every_ms = 200;
+  o.try_every_ms = 50;
+  o.margin_ms = 300;
+  return o;
+}
+
+TEST(ReplicationBusTest, ElectionOnAKvBucketAcquiresKeepsLosesAndFencesTheOldLeader) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  auto bus = Connect(server);
+  ASSERT_TRUE(bus);
+  auto kv = KvBucket::Open(*bus, {"GATOS_TEST_ELECTION", Fast().ttl_ms, 1, true});
+  ASSERT_TRUE(kv.ok()) << kv.status().message();
+  Election a("a", Fast(), SystemNowMs);
+  Election c("c", Fast(), SystemNowMs);
+  Step(a, **kv);
+  ASSERT_TRUE(a.leading()) << a.last_change();
+  const uint64_t term_a = a.term();
+  auto second = (*kv)->Create("leader", "x");
+  EXPECT_EQ(second.status().code(), StatusCode::kAlreadyExists) << second.status().message();
+  // For three TTLs the leader keeps the key and the other replica, trying
+  // all along, never leads.
+  const int64_t until = SystemNowMs() + 3 * Fast().ttl_ms;
+  while (SystemNowMs() < until) {
+    Step(a, **kv);
+    Step(c, **kv);
+    ASSERT_TRUE(a.leading()) << a.last_change();
+    ASSERT_FALSE(c.leading());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto entry = (*kv)->Get("leader");
+  ASSERT_TRUE(entry.ok() && entry->has_value());
+  auto value = DecodeLeaderValue((*entry)->value);
+  ASSERT_TRUE(value.ok()) << (*entry)->value;
+  EXPECT_EQ(value->name, "a");
+  EXPECT_EQ(value->term, term_a);
+  const uint64_t last_rev = (*entry)->revision;
+  // The leader stops: the key expires and c takes over with a higher term.
+  const int64_t stopped = SystemNowMs();
+  ASSERT_TRUE(PollFor(5000, [&] {
+    Step(c, **kv);
+    return c.leading();
+  })) << c.last_change();
+  EXPECT_LE(SystemNowMs() - stopped, Fast().ttl_ms + 2000);
+  EXPECT_GT(c.term(), term_a);
+  // The old leader's keep with its last revision is refused.
+  auto stale = (*kv)->Update("leader", EncodeLeaderValue({"a", term_a}), last_rev);
+  EXPECT_EQ(stale.status().code(), StatusCode::kAborted) << stale.status().message();
+  // And a bucket asked for with another TTL is not silently reused.
+  auto other = KvBucket::Open(*bus, {"GATOS_TEST_ELECTION", 5000, 1, true});
+  EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition) << other.status().message();
+}
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& ch : s) ch = static_cast<char>(rng());
+  return s;
+}
+
+TEST(ReplicationBusTest, TheStreamFencesADeposedLeaderAndSplitsLargeRecords) {
+  NatsServer::Options so;
+  so.max_payload_bytes = 64 * 1024;
+  NatsServer server(so);
+  ASSERT_TRUE(server.Start());
+  auto bus = Connect(server);
+  ASSERT_TRUE(bus);
+  RecordStreamConfig cfg{"GATOS_TEST_WAL", "gatos.test.wal", 1, 0, 120'000, 0};
+  auto opened = RecordStream::Open(*bus, cfg);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  RecordStream& stream = **opened;
+  EXPECT_LE(stream.max_part_bytes(), 64u * 1024);
+
+  // Leader A appends record 2; B, elected after, appends record 3 on top.
+  const std::string r2 = RandomBytes(1000, 1), r3 = RandomBytes(200'000, 2), r3_old = RandomBytes(500, 3);
+  auto s2 = stream.Append(2, r2, 0);
+  ASSERT_TRUE(s2.ok()) << s2.status().message();
+  EXPECT_EQ(*s2, 1u);
+  auto s3 = stream.Append(3, r3, *s2);
+  ASSERT_TRUE(s3.ok()) << s3.status().message();
+  EXPECT_GT(*s3, *s2 + 3);  // 200 kB in parts of under 64 KiB
+  // A, deposed but unaware, appends its own record 3 after what it saw last.
+  auto fenced = stream.Append(3, r3_old, *s2);
+  EXPECT_EQ(fenced.status().code(), StatusCode::kAborted) << fenced.status().message();
+  EXPECT_NE(fenced.status().message().find("fenced"), std::string::npos) << fenced.status().message();
+  // Even at the right position, a record of one part whose sequence is in
+  // the stream already is refused (its message id is the sequence).
+  auto dup = stream.Append(2, r3_old, *s3);
+  EXPECT_EQ(dup.status().code(), StatusCode::kAborted) << dup.status().message();
+  EXPECT_EQ(*stream.LastSequence(), *s3);
+
+  // A follower reads the stream in order and joins the records.
+  RecordJoiner j;
+  std::vector<JoinedRecord> got;
+  for (uint64_t seq = 1;; ++seq) {
+    auto m = stream.Read(seq);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    if (!m->has_value()) break;
+    auto r = j.Add((*m)->data);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    if (r->has_value()) got.push_back(std::move(**r));
+  }
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].seq, 2);
+  EXPECT_EQ(got[0].bytes, r2);
+  EXPECT_EQ(got[1].seq, 3);
+  EXPECT_EQ(got[1].bytes, r3);
+}
+
+}  // namespace
+}  // namespace gatos
