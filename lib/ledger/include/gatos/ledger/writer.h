@@ -80,6 +80,11 @@ struct WriterOptions {
   // before them (gatosd: job offers and the workers' claim and renew
   // replies), and which every later call that needs them runs first.
   bool deferred_tail = false;
+  // Lease commits signed one by one with the ledger key, as ledgers written
+  // before grants were signed per reply did (the auditor still accepts
+  // them): only for tests of that. Workers check the reply's grant
+  // signature either way.
+  bool sign_lease_commits = false;
 };
 
 // ---- operations ----
