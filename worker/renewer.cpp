@@ -68,7 +68,7 @@ void Renewer::Renew(Job& job, std::mt19937& rng) {
   Reply r = ledger_->Call(rpc::kRenew, rpc::Dump(rpc::LeaseRequestJson(sent)), 5000);
   if (r.ok()) {
     auto signed_grant = VerifyReplyGrants({&r.body}, *ledger_keys_);
-    auto renewed = signed_grant.ok() ? VerifyRenewal(r.body.value("objects", ""), signed_grant->front(),
+    auto renewed = signed_grant.ok() ? VerifyRenewal(ReplyObjects(r.body), signed_grant->front(),
                                                      *ledger_keys_, sent)
                                      : Result<VerifiedGrant>(signed_grant.status());
     if (!renewed.ok()) {

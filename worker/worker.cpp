@@ -408,7 +408,7 @@ class Worker {
       }
       const size_t k = ok_index++;
       auto grant = signed_grants.ok()
-                       ? VerifyGrant(r.body.value("objects", ""), (*signed_grants)[k], sent[i])
+                       ? VerifyGrant(ReplyObjects(r.body), (*signed_grants)[k], sent[i])
                        : Result<VerifiedGrant>(signed_grants.status());
       if (!grant.ok()) {
         // Not from the ledger (or not for this request): never run it. If the

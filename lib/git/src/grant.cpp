@@ -126,6 +126,12 @@ Result<std::vector<rpc::Grant>> VerifyReplyGrants(const std::vector<const nlohma
       "the reply's grant signature does not verify for the ledger's key (--ledger-key)");
 }
 
+std::string ReplyObjects(const nlohmann::json& reply) {
+  if (!reply.is_object()) return "";
+  auto it = reply.find("objects");
+  return it != reply.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const rpc::Grant& grant,
                                   const LeaseRequest& sent) {
   GATOS_ASSIGN_OR_RETURN(Objects objects, DecodeObjects(objects_b64));

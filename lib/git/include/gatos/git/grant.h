@@ -55,6 +55,10 @@ struct VerifiedGrant {
 Result<std::vector<rpc::Grant>> VerifyReplyGrants(const std::vector<const nlohmann::json*>& replies,
                                                   const std::vector<Ed25519PublicKey>& ledger_keys);
 
+// A reply's "objects" field: "" when it is missing or not a string (the
+// checks then refuse the grant; reading a hostile reply never throws).
+std::string ReplyObjects(const nlohmann::json& reply);
+
 // `objects_b64`: the reply's "objects" (base64 of an object batch);
 // `grant`: a grant whose signature VerifyReplyGrants verified.
 // PermissionDenied for objects that do not match the grant or `sent`;
