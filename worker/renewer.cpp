@@ -67,8 +67,10 @@ void Renewer::Renew(Job& job, std::mt19937& rng) {
   LeaseRequest sent = SignLeaseRequest(*key_, job.hex, job.epoch, SystemNowMs(), true);
   Reply r = ledger_->Call(rpc::kRenew, rpc::Dump(rpc::LeaseRequestJson(sent)), 5000);
   if (r.ok()) {
-    auto renewed = VerifyRenewal(r.body.value("objects", ""), r.body.value("lease_commit", ""),
-                                 *ledger_keys_, sent);
+    auto signed_grant = VerifyReplyGrants({&r.body}, *ledger_keys_);
+    auto renewed = signed_grant.ok() ? VerifyRenewal(ReplyObjects(r.body), signed_grant->front(),
+                                                     *ledger_keys_, sent)
+                                     : Result<VerifiedGrant>(signed_grant.status());
     if (!renewed.ok()) {
       // An answer the ledger did not sign counts as no answer.
       Log("job " + Short(job.hex) +

@@ -445,6 +445,14 @@ class Worker {
     std::vector<Reply> replies = ledger_->CallMany(rpc::kClaim, rpc::kClaimBatch, requests, 5000);
     std::vector<std::shared_ptr<Job>> granted;
     std::vector<LocalLease> leases;
+    // One ledger signature covers every grant of the reply: checked once,
+    // before any of them is acted on.
+    std::vector<const nlohmann::json*> ok_bodies;
+    for (const Reply& r : replies) {
+      if (r.ok()) ok_bodies.push_back(&r.body);
+    }
+    auto signed_grants = VerifyReplyGrants(ok_bodies, ledger_keys_);
+    size_t ok_index = 0;
     for (size_t i = 0; i < replies.size(); ++i) {
       Reply& r = replies[i];
       Bus::JsMessage& m = *offers[i];
@@ -455,8 +463,10 @@ class Worker {
         Settle(m, settle);
         continue;
       }
-      auto grant = VerifyGrant(r.body.value("objects", ""), r.body.value("lease_commit", ""),
-                               ledger_keys_, sent[i]);
+      const size_t k = ok_index++;
+      auto grant = signed_grants.ok()
+                       ? VerifyGrant(ReplyObjects(r.body), (*signed_grants)[k], sent[i])
+                       : Result<VerifiedGrant>(signed_grants.status());
       if (!grant.ok()) {
         // Not from the ledger (or not for this request): never run it. If the
         // ledger did grant the lease, it runs out and the job is offered again.

@@ -73,6 +73,8 @@ std::string SelfDir() {
 
 // A ledger made by gatosd init and filled through the ledger's real write
 // path (bench/support/populate.h).
+bool signed_leases = false;  // --signed-leases: the old form of the ledger
+
 Population Populate(const std::string& path, int n, int64_t first = 0, bool provenance = true, int batch = 500) {
   if (first == 0) {
     std::string init = "'" + SelfDir() + "/gatosd' init '" + path + "' >/dev/null";
@@ -84,6 +86,7 @@ Population Populate(const std::string& path, int n, int64_t first = 0, bool prov
   o.first = first;
   o.provenance = provenance;
   o.batch = batch;
+  o.signed_leases = signed_leases;
   auto done = Must(bench::Populate(path, keys, o), "populate");
   return {done.seconds, static_cast<size_t>(done.jobs)};
 }
@@ -202,10 +205,15 @@ int main(int argc, char** argv) {
       per_job = false;
     } else if (a == "--no-provenance") {
       provenance = false;
+    } else if (a == "--signed-leases") {
+      signed_leases = true;
     } else if (a == "-h" || a == "--help") {
-      std::cout << "usage: verify_bench [N] [--new M] [--batch B] [--no-per-job] [--no-provenance] [--keep DIR]\n"
+      std::cout << "usage: verify_bench [N] [--new M] [--batch B] [--no-per-job] [--no-provenance]\n"
+                   "                    [--signed-leases] [--keep DIR]\n"
                    "  N jobs with results (default 10000); then the log replay of the mirror,\n"
-                   "  M more jobs (default 1000), git fetch, and the incremental replay (--state)\n";
+                   "  M more jobs (default 1000), git fetch, and the incremental replay (--state).\n"
+                   "  --signed-leases writes lease commits signed one by one, as ledgers were\n"
+                   "  before grants were signed per reply (the auditor checks each signature)\n";
       return 0;
     } else {
       n = std::atoi(a.c_str());
@@ -239,7 +247,8 @@ int main(int argc, char** argv) {
   std::string ledger = dir + "/ledger.git";
   std::string mirror = dir + "/mirror.git";
 
-  std::printf("verify_bench: %d results, policy not in dev mode, %s\n", n,
+  std::printf("verify_bench: %d results, policy not in dev mode, lease commits %s, %s\n", n,
+              signed_leases ? "signed (old form)" : "unsigned",
               pinned ? "pinned to CPU 0" : "NOT pinned (sched_setaffinity failed)");
   Population pop = Populate(ledger, n, 0, provenance, batch);
   std::printf("%-36s %6zu results in %.2f s (%.0f/s: submit+claim+build+accept)%s\n",

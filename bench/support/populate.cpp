@@ -65,6 +65,7 @@ Result<Populated> Populate(const std::string& dir, const BenchKeys& keys, const 
   GATOS_ASSIGN_OR_RETURN(auto ledger_key, LoadLedgerKey(dir));
   WriterOptions wo;
   wo.fsync = o.fsync;
+  wo.sign_lease_commits = o.signed_leases;
   GATOS_ASSIGN_OR_RETURN(auto w, LedgerWriter::Open(dir, std::move(ledger_key), wo));
   const std::string program = Blake3Tagged("gatos-worker bench binary");
   auto start = std::chrono::steady_clock::now();

@@ -27,6 +27,9 @@ struct PopulateOptions {
   bool fsync = false;       // populating is not what is measured
   int64_t first = 0;        // job numbers start here (several calls add different jobs)
   bool progress = true;     // a line on stderr every 10 batches
+  // Lease commits signed one by one, as ledgers were written before grants
+  // were signed per reply (WriterOptions::sign_lease_commits).
+  bool signed_leases = false;
 };
 
 struct Populated {

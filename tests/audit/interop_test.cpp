@@ -46,16 +46,24 @@ TEST(AuditInteropTest, StockGitVerifyCommitPassesOnRealResults) {
             verify-commit -v "$2"; }
     v workers.allowed    refs/gatos/jobs/$JOB/result
     v submitters.allowed refs/gatos/jobs/$JOB/job
-    v ledger.allowed     refs/gatos/jobs/$JOB/lease
     v ledger.allowed     refs/gatos/policy
+    v ledger.allowed     refs/gatos/log
     v workers.allowed    refs/gatos/jobs/$JOB_B/result
-    v ledger.allowed     refs/gatos/jobs/$JOB_B/lease
+    # Lease commits are unsigned: the signed log commit that records one
+    # names it as a parent.
+    L=$(git -C ledger.git rev-parse refs/gatos/jobs/$JOB/lease)
+    LOG=$(git -C ledger.git log --first-parent --format='%H %P' refs/gatos/log |
+          awk -v l="$L" '{for (i = 3; i <= NF; i++) if ($i == l) {print $1; exit}}')
+    test -n "$LOG"
+    v ledger.allowed "$LOG"
+    if git -C ledger.git cat-file commit "$L" | grep -q '^gpgsig '; then echo "SIGNED LEASE"; fi
     git -C ledger.git for-each-ref --format='%(refname)' 'refs/gatos/jobs/*/result' |
       while read -r ref; do v workers.allowed "$ref" >/dev/null 2>&1 || echo "BAD $ref"; done
   )SH");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find(t.f.ledger_key.public_key().ToOpenSsh()), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("BAD "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("SIGNED LEASE"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("Good \"git\" signature for w1 with ED25519 key"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("Good \"git\" signature for w2 with ED25519 key"), std::string::npos);

@@ -52,5 +52,26 @@ TEST(TransitionDifferential, TheReplayReachesTheWritersRecordsAndRefs) {
   EXPECT_GT(accepted, kSeeds * 10);
 }
 
+// A ledger written before lease commits went unsigned (each signed by the
+// ledger key), then carried on by the current writer: its replay accepts
+// both forms, in one log.
+TEST(TransitionDifferential, ALedgerWrittenInTheOldFormAndUpgradedStillVerifies) {
+  constexpr int kSeeds = 6;
+  constexpr int kSteps = 120;
+  int signed_leases = 0, unsigned_leases = 0;
+  for (int seed = 101; seed < 101 + kSeeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TempDir dir;
+    SeededChoices choose(static_cast<uint64_t>(seed));
+    RandomLedgerRun run = RunRandomLedger(choose, kSteps, dir.path(), kSteps / 2);
+    ASSERT_EQ(run.error, "");
+    EXPECT_TRUE(run.audit.problems.empty()) << Problems(run.audit);
+    signed_leases += run.signed_leases;
+    unsigned_leases += run.unsigned_leases;
+  }
+  EXPECT_GT(signed_leases, 0);
+  EXPECT_GT(unsigned_leases, 0);
+}
+
 }  // namespace
 }  // namespace gatos::testing

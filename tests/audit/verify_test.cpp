@@ -581,6 +581,59 @@ TEST(AuditTamperTest, ClaimCommitNotSignedByTheLedger) {
                          c.f.ledger_key.public_key().WorkerId());
 }
 
+// Lease commits are unsigned; the signed log vouches for them. One the log
+// never recorded (written behind the ledger's back) is refused.
+TEST(AuditTamperTest, UnsignedClaimTheLogDoesNotName) {
+  Corpus c;
+  JobRun r;
+  std::tie(r.job_commit, r.job_hex) = SubmitPair(c.f, Yaml(7));
+  LeaseRequest req = c.f.Req(r.job_hex, c.f.w1, 1);
+  LeaseCommitInfo info{"claim", r.job_hex, c.f.w1.public_key().Hex(), 1, c.f.now + 10'000, 1,
+                       req.requested_at_ms, req.sig_hex, 10'000, 1 << 20, 4 << 20, false};
+  auto claim = c.l->WriteCommit(kEmptyTreeId, {r.job_commit}, FormatLeaseCommitMessage(info), nullptr,
+                                "gatos ledger", "ledger@gatos.invalid", c.f.now);
+  ASSERT_TRUE(claim.ok());
+  ASSERT_TRUE(c.l->UpdateRefs({{JobRef(r.job_hex, "lease"), "", *claim},
+                               {ClaimRef(r.job_hex, c.f.w1.public_key().Hex()), "", *claim}},
+                              "forged")
+                  .ok());
+  r.grant.lease_commit = *claim;
+  r.grant.epoch = 1;
+  r = BuildAndAccept(c.f, r, c.f.w1, {.yaml = Yaml(7), .accept = false});
+  ForceResult(*c.l, r.job_hex, r.built.objects, r.built.commit_id);
+  ExpectFirstFailure(MustVerify(*c.l, r.job_hex), "claim_signature", "does not name it in the job's record");
+}
+
+// What the ledger writes now: unsigned lease commits, vouched for by the log.
+TEST(AuditTamperTest, UnsignedClaimsTheLogNamesVerify) {
+  Corpus c;
+  auto rep = MustVerify(*c.l, c.a.job_hex);
+  ASSERT_TRUE(rep.ok());
+  for (const auto& ch : rep.checks) {
+    if (ch.name == "claim_signature") {
+      EXPECT_NE(ch.detail.find("named by the signed log head"), std::string::npos) << ch.detail;
+    }
+  }
+}
+
+// A ledger written before lease commits went unsigned: its claims carry the
+// ledger key's signature, which the per-job pass still checks.
+TEST(AuditTamperTest, OldFormSignedClaimsStillVerify) {
+  LedgerFixture f;
+  f.writer_options.sign_lease_commits = true;
+  JobRun r = RunJob(f, f.w1, {.yaml = Yaml(8)});
+  f.Close();
+  auto l = f.Open();
+  auto claim = l->ReadCommit(r.grant.lease_commit);
+  ASSERT_TRUE(claim.ok());
+  EXPECT_FALSE(claim->signature.empty());
+  auto rep = MustVerify(*l, r.job_hex);
+  EXPECT_TRUE(rep.ok()) << (rep.first_failure() ? rep.first_failure()->detail : "");
+  const ResultCheck* sig = FindCheck(rep, "claim_signature");
+  ASSERT_NE(sig, nullptr);
+  EXPECT_NE(sig->detail.find("signed by the ledger key"), std::string::npos) << sig->detail;
+}
+
 TEST(AuditTamperTest, ClaimRefMovedAway) {
   Corpus c;
   std::string ref = ClaimRef(c.a.job_hex, c.f.w1.public_key().Hex());

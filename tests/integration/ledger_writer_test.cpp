@@ -152,12 +152,13 @@ TEST(LedgerWriterTest, ClaimRenewTakeoverAndFencing) {
   EXPECT_EQ(g1.record->expires_ms, f.now + 10'000);
   EXPECT_EQ(f.Ref(JobRef(j.hex, "lease")), g1.commit);
   EXPECT_EQ(f.Ref(ClaimRef(j.hex, f.w1.public_key().Hex())), g1.commit);
-  // The grant: a lease commit signed by the ledger, naming the worker and
-  // the epoch, whose parent is the job; then the job's objects.
+  // The grant: a lease commit naming the worker and the epoch, whose parent
+  // is the job, then the job's objects. The lease commit is not signed (the
+  // log commit that names it is; the reply carries the grant signature).
   ASSERT_EQ(g1.grant.size(), 4u);
   auto lc = *ParseRawCommit(g1.grant[0].data, g1.commit);
   EXPECT_EQ(lc.parents, std::vector<std::string>{j.commit});
-  EXPECT_FALSE(lc.signature.empty());
+  EXPECT_TRUE(lc.signature.empty());
   auto info = *ParseLeaseCommitMessage(lc.message);
   EXPECT_EQ(info.epoch, 1);
   EXPECT_EQ(info.worker_hex, f.w1.public_key().Hex());

@@ -230,11 +230,13 @@ TEST(ServeTest, ClaimResultStatusWaitAndMetricsThroughTheRpc) {
   json grant = w0.Claim(hex);
   ASSERT_TRUE(grant.value("ok", false)) << grant.dump();
   EXPECT_EQ(grant["epoch"], 1);
-  // The grant proves itself: a lease commit signed by the ledger key, for
-  // this worker's own request, with the job's manifest.
+  // The grant proves itself: signed by the ledger key in the reply, naming
+  // a lease commit for this worker's own request, with the job's manifest.
   auto ledger_pub = ReadPublicKeyFile(stack.ledger() + "/gatos/ledger_key.pub");
   ASSERT_TRUE(ledger_pub.ok());
-  auto verified = VerifyGrant(grant["objects"].get<std::string>(), grant["lease_commit"], {*ledger_pub}, w0.last_claim());
+  auto signed_grant = VerifyReplyGrants({&grant}, {*ledger_pub});
+  ASSERT_TRUE(signed_grant.ok()) << signed_grant.status().message();
+  auto verified = VerifyGrant(grant["objects"].get<std::string>(), signed_grant->front(), w0.last_claim());
   ASSERT_TRUE(verified.ok()) << verified.status().message();
   EXPECT_EQ(verified->job_yaml, Job(2));
   // The worker runs what VerifyGrant parsed: the manifest the job id names.

@@ -127,11 +127,22 @@ TEST(WorkerBatchRpc, OneBadEntryRefusesOnlyThatEntry) {
   EXPECT_EQ(claims[1]["error"], "invalid") << claims[1].dump();
   EXPECT_EQ(claims[2]["error"], "unauthorized") << claims[2].dump();
   EXPECT_TRUE(claims[3].value("ok", false)) << claims[3].dump();
-  // Each grant is the ledger's, for its own entry's request.
+  // One ledger signature covers both grants of the reply, and each grant is
+  // for its own entry's request.
   auto ledger_pub = ReadPublicKeyFile(stack.ledger() + "/gatos/ledger_key.pub");
   ASSERT_TRUE(ledger_pub.ok());
-  EXPECT_TRUE(VerifyGrant(claims[0]["objects"].get<std::string>(), claims[0]["lease_commit"], {*ledger_pub}, ra).ok());
-  EXPECT_TRUE(VerifyGrant(claims[3]["objects"].get<std::string>(), claims[3]["lease_commit"], {*ledger_pub}, rb).ok());
+  EXPECT_EQ(claims[0][rpc::kGrantSigField], claims[3][rpc::kGrantSigField]);
+  auto grants = VerifyReplyGrants({&claims[0], &claims[3]}, {*ledger_pub});
+  ASSERT_TRUE(grants.ok()) << grants.status().message();
+  ASSERT_EQ(grants->size(), 2u);
+  EXPECT_TRUE(VerifyGrant(claims[0]["objects"].get<std::string>(), (*grants)[0], ra).ok());
+  EXPECT_TRUE(VerifyGrant(claims[3]["objects"].get<std::string>(), (*grants)[1], rb).ok());
+  // Each grant alone is not what the ledger signed: the signature is over
+  // the reply's list, so a grant lifted out of it proves nothing.
+  EXPECT_EQ(VerifyReplyGrants({&claims[0]}, {*ledger_pub}).status().code(), StatusCode::kPermissionDenied);
+  // Nor is the list in another order.
+  EXPECT_EQ(VerifyReplyGrants({&claims[3], &claims[0]}, {*ledger_pub}).status().code(),
+            StatusCode::kPermissionDenied);
 
   // Results: a good one, a malformed frame, one for a job this worker does
   // not hold, and another good one.

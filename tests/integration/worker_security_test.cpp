@@ -194,7 +194,8 @@ TEST_F(WorkerSecurityTest, OnlyScanJobsReachTheScanState) {
 
 // A rogue subscriber on the claim subjects answers before gatosd with a
 // grant of its own making: its own job.yaml (a command that leaves a
-// marker), its own key on the lease commit, network allowed.
+// marker), a lease commit allowing the network, and the reply's grant
+// signature made with its own key (batch replies: with none).
 TEST_F(WorkerSecurityTest, ForgedGrantFromARogueResponderIsRefusedAndNeverRuns) {
   stack_ = std::make_unique<Stack>();
   ASSERT_TRUE(stack_->Start());
@@ -207,7 +208,7 @@ TEST_F(WorkerSecurityTest, ForgedGrantFromARogueResponderIsRefusedAndNeverRuns) 
   ASSERT_TRUE(bus.ok());
   Bus* rogue_bus = bus->get();
   std::atomic<int> forged{0};
-  auto forge = [&](std::string_view request) -> std::string {
+  auto forge = [&](std::string_view request, bool sign) -> std::string {
     auto j = rpc::ParseRequest(request, rpc::kClaim);
     if (!j.ok()) return "";
     auto req = rpc::ParseLeaseRequest(*j, false);
@@ -231,29 +232,32 @@ TEST_F(WorkerSecurityTest, ForgedGrantFromARogueResponderIsRefusedAndNeverRuns) 
     info.allow_network = true;
     auto empty = MakeObject(ObjectType::kTree, "");
     auto lease = BuildCommitObject(empty.id, {job->id}, FormatLeaseCommitMessage(info), "gatos ledger",
-                                   "ledger@gatos.invalid", SystemNowMs(), &*rogue_key);
+                                   "ledger@gatos.invalid", SystemNowMs(), nullptr);
     objects.insert(objects.begin(), *job);
     objects.insert(objects.begin(), *lease);
     objects.push_back(empty);
     std::string batch = EncodeObjectBatch(objects);
     ++forged;
-    return rpc::Dump(json{{"ok", true},
-                          {"lease_commit", lease->id},
-                          {"epoch", info.epoch},
-                          {"expires_ms", info.expires_ms},
-                          {"attempt", 1},
-                          {"job_commit", job->id},
-                          {"objects", Base64Encode(reinterpret_cast<const uint8_t*>(batch.data()), batch.size())}});
+    json reply = {{"ok", true},
+                  {"attempt", 1},
+                  {"objects", Base64Encode(reinterpret_cast<const uint8_t*>(batch.data()), batch.size())}};
+    rpc::Grant g{req->job_hex, info.epoch, lease->id, info.expires_ms, job->id};
+    rpc::SetGrantFields(g, &reply);
+    if (sign) {
+      auto sig = Ed25519Sign(*rogue_key, rpc::GrantsPayload({g}));
+      reply[rpc::kGrantSigField] = HexEncode(sig.data(), sig.size());
+    }
+    return rpc::Dump(reply);
   };
   auto single = (*bus)->Subscribe(rpc::kClaim, [&](Message m) {
-    std::string reply = forge(m.data);
+    std::string reply = forge(m.data, true);
     if (!reply.empty()) (void)rogue_bus->Respond(m, reply);  // a rogue: failures do not matter
   });
   auto batched = (*bus)->Subscribe(rpc::kClaimBatch, [&](Message m) {
     auto entries = rpc::DecodeBatch(m.data);
     if (!entries.ok()) return;
     std::vector<std::string> replies;
-    for (auto e : *entries) replies.push_back(forge(e));
+    for (auto e : *entries) replies.push_back(forge(e, false));
     (void)rogue_bus->Respond(m, rpc::EncodeBatch(replies));
   });
   ASSERT_TRUE(single.ok() && batched.ok());

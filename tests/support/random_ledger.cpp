@@ -63,9 +63,17 @@ class Run {
     if (Status s = LedgerWriter::Initialize(path_, p, ledger_key_, now_); !s.ok()) {
       return Error("initialize: " + s.message());
     }
+    return OpenWriter(false);
+  }
+
+  // `old_form`: lease commits signed one by one, as ledgers were written
+  // before grants were signed per reply.
+  bool OpenWriter(bool old_form) {
+    writer_.reset();
     WriterOptions o;
     o.clock = [this] { return now_; };
     o.fsync = false;
+    o.sign_lease_commits = old_form;
     auto w = LedgerWriter::Open(path_, ledger_key_, o);
     if (!w.ok()) return Error("open: " + w.status().message());
     writer_ = std::move(*w);
@@ -171,7 +179,10 @@ class Run {
       Count(v);
       return;
     }
-    Apply(LeaseOp{req});
+    OpResult r = Apply(LeaseOp{req});
+    if (r.outcome.ok() && !r.grant.empty()) {
+      ++(r.grant.front().data.find("\ngpgsig ") != std::string::npos ? out_->signed_leases : out_->unsigned_leases);
+    }
   }
 
   void Claim() {
@@ -288,11 +299,16 @@ class Run {
 
 }  // namespace
 
-RandomLedgerRun RunRandomLedger(ChoiceSource& choose, int max_steps, const std::string& dir) {
+RandomLedgerRun RunRandomLedger(ChoiceSource& choose, int max_steps, const std::string& dir,
+                                int old_form_steps) {
   RandomLedgerRun out;
   Run run(choose, dir, &out);
   if (!run.Setup()) return out;
-  for (; out.steps < max_steps && !choose.Exhausted(); ++out.steps) run.Step();
+  if (old_form_steps > 0 && !run.OpenWriter(true)) return out;
+  for (; out.steps < max_steps && !choose.Exhausted(); ++out.steps) {
+    if (old_form_steps > 0 && out.steps == old_form_steps && !run.OpenWriter(false)) return out;
+    run.Step();
+  }
   if (!run.Finish()) return out;
   for (const auto& [kind, n] : out.audit.by_kind) out.logged[kind] = static_cast<int>(n);
   return out;

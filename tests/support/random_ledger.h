@@ -68,12 +68,18 @@ struct RandomLedgerRun {
   int refused = 0;                        // and refused (with their class)
   std::map<std::string, int> logged;      // transitions logged, by kind
   std::map<std::string, int> refusals;    // refusals, by error class
+  int signed_leases = 0;                  // lease commits granted in the old form
+  int unsigned_leases = 0;                // and in the current one
   LogAuditReport audit;                   // the replay of the whole log
 };
 
 // Runs up to `max_steps` random requests against a new ledger in `dir` (an
-// empty directory), closes the writer, and audits the log.
-RandomLedgerRun RunRandomLedger(ChoiceSource& choose, int max_steps, const std::string& dir);
+// empty directory), closes the writer, and audits the log. The first
+// `old_form_steps` are written as ledgers were before lease commits went
+// unsigned (each signed by the ledger key); then the writer is closed and
+// opened again in the current form, as an upgraded gatosd would.
+RandomLedgerRun RunRandomLedger(ChoiceSource& choose, int max_steps, const std::string& dir,
+                                int old_form_steps = 0);
 
 }  // namespace gatos::testing
 

@@ -70,7 +70,9 @@ void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from)
         }
         j->out[i] = std::move(p);
       }
-      // Lease commits: the ledger's SSH signature and the worker's Request-Sig.
+      // Lease commits: the worker's Request-Sig, and the ledger's SSH
+      // signature on those of ledgers written before lease commits were
+      // unsigned.
       for (size_t i = t; i < j->leases.size(); i += threads) {
         auto c = l->get()->ReadCommit(j->leases[i].first);
         if (!c.ok()) continue;
@@ -78,7 +80,7 @@ void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from)
         if (!info.ok()) continue;
         PrefetchedLease pl;
         auto sig = ParseSshSignature(c->signature);
-        if (sig.ok() && SshSigVerify(*sig, c->signed_data, kSignerNamespaceGit).ok()) pl.signer = sig->key;
+        if (!c->signature.empty() && sig.ok() && SshSigVerify(*sig, c->signed_data, kSignerNamespaceGit).ok()) pl.signer = sig->key;
         pl.job_hex = info->job_hex;
         pl.renew = j->leases[i].second;
         std::string payload = pl.renew

@@ -8,6 +8,7 @@
 #include "gatos/audit/attest.h"
 #include "gatos/crypto/sha256.h"
 #include "gatos/crypto/sshsig.h"
+#include "gatos/ledger/state_index.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/time_format.h"
@@ -153,6 +154,19 @@ struct Auditor::State {
     return "policy " + Short(e.commit) + " (" + TimeText(e.time_s) + ")";
   }
   Result<AuditReport> Verify(const std::string& job_hex);
+  // The log head, signed by a ledger key of the policy chain, and the state
+  // index in its tree: the ledger's statement of every job's record, which
+  // vouches for the (unsigned) lease commits it names.
+  bool head_loaded = false;
+  std::string head_problem;  // why the head vouches for nothing
+  std::string head_id;
+  std::optional<StateIndex> head_index;
+  // "" when the lease commit `commit` is signed by `key` (a ledger written
+  // before lease commits were unsigned) or, unsigned, is named by job
+  // `job_hex`'s record in the signed log head (its claim, a worker's latest
+  // claim, or its lease); otherwise why not.
+  std::string LeaseProblem(const CommitInfo& commit, const std::string& job_hex,
+                           const Ed25519PublicKey& key);
   // `git_inputs`: the manifest's, or nullptr when it did not parse.
   void CheckResult(AuditReport* rep, const CommitInfo& job,
                    const std::vector<GitInput>* git_inputs);
@@ -231,6 +245,49 @@ Status Auditor::State::Load() {
   }
   loaded = true;
   return OkStatus();
+}
+
+std::string Auditor::State::LeaseProblem(const CommitInfo& c, const std::string& job_hex,
+                                         const Ed25519PublicKey& key) {
+  if (!c.signature.empty()) return CheckCommitSignature(c, key);
+  if (!head_loaded) {
+    head_loaded = true;
+    auto head = ledger->ResolveRef(kLogRef);
+    auto log = head.ok() && !head->empty() ? ledger->ReadCommit(*head)
+                                           : Result<CommitInfo>(NotFoundError("no " + std::string(kLogRef)));
+    if (!log.ok()) {
+      head_problem = "it is not signed, and the log head that would name it cannot be read (" +
+                     log.status().message() + ")";
+    } else {
+      std::string why = "no ledger key in the policy chain";
+      for (const PolicyEntry& e : chain) {
+        if (!e.trust.ok()) break;
+        why = CheckCommitSignature(*log, e.policy.ledger_key);
+        if (why.empty()) break;
+      }
+      if (!why.empty()) {
+        head_problem = "it is not signed, and the log head " + Short(log->id) +
+                       " is not signed by a ledger key: " + why;
+      } else {
+        head_id = log->id;
+        head_index.emplace(ledger);
+        head_index->Reset(log->tree);
+      }
+    }
+  }
+  if (!head_problem.empty()) return head_problem;
+  auto rec = head_index->Get(job_hex);
+  if (!rec.ok()) return "the log head's state index: " + rec.status().message();
+  if (*rec) {
+    const JobRecord& r = **rec;
+    if (r.claim_commit == c.id || r.lease_commit == c.id) return "";
+    for (const auto& [worker, claim] : r.claims) {
+      if (claim == c.id) return "";
+    }
+  }
+  return "it is not signed, and the signed log head " + Short(head_id) +
+         " does not name it in the job's record (a mirror fetched while the ledger wrote? "
+         "fetch again, or run 'gatos verify --all', which replays the log)";
 }
 
 const PolicyEntry& Auditor::State::At(int64_t time_s, bool* before_all) const {
@@ -531,9 +588,11 @@ void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job,
 
   const PolicyEntry& lp = At(lc.info.time_s);
   std::string why =
-      lp.trust.ok() ? CheckCommitSignature(lc.info, lp.policy.ledger_key) : lp.trust.message();
+      lp.trust.ok() ? LeaseProblem(lc.info, job_hex, lp.policy.ledger_key) : lp.trust.message();
   add("claim_signature", why.empty(),
-      why.empty() ? "signed by the ledger key of " + Describe(lp)
+      why.empty() ? (lc.info.signature.empty()
+                         ? "named by the signed log head " + Short(head_id)
+                         : "signed by the ledger key of " + Describe(lp))
                   : "claim commit " + Short(lc.info.id) + ": " + why);
 
   {
@@ -597,7 +656,7 @@ void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job,
                  "…; the ledger refuses a stale holder's result";
       } else if (tip->info.id != lc.info.id) {
         const PolicyEntry& tp = At(tip->info.time_s);
-        std::string tip_sig = tp.trust.ok() ? CheckCommitSignature(tip->info, tp.policy.ledger_key)
+        std::string tip_sig = tp.trust.ok() ? LeaseProblem(tip->info, job_hex, tp.policy.ledger_key)
                                             : tp.trust.message();
         if (!tip_sig.empty()) {
           detail = "lease commit " + Short(tip->info.id) + ": " + tip_sig;

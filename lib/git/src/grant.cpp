@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "gatos/crypto/keys.h"
 #include "gatos/crypto/sshsig.h"
 #include "gatos/git/git_object.h"
 #include "gatos/git/result.h"
@@ -62,24 +63,84 @@ Status MatchesRequest(const LeaseCommitInfo& l, const LeaseRequest& sent) {
   return OkStatus();
 }
 
-}  // namespace
-
-Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::string& lease_commit_id,
-                                  const std::vector<Ed25519PublicKey>& keys,
-                                  const LeaseRequest& sent) {
-  GATOS_ASSIGN_OR_RETURN(Objects objects, DecodeObjects(objects_b64));
-  GATOS_ASSIGN_OR_RETURN(RawCommit lease,
-                         SignedCommit(objects, lease_commit_id, keys, "lease commit"));
-  auto info = ParseLeaseCommitMessage(lease.message);
-  if (!info.ok()) return PermissionDeniedError("lease commit: " + info.status().message());
-  if (info->kind == "renew") return PermissionDeniedError("a renewal is not a grant");
+// The lease commit the signed grant names, read from the reply's objects
+// (whose ids are recomputed from their bytes), and matched against the
+// grant and the request just sent.
+Result<RawCommit> GrantedLease(const Objects& objects, const rpc::Grant& grant,
+                               const LeaseRequest& sent, LeaseCommitInfo* info) {
+  if (grant.job_hex != sent.job_hex) {
+    return PermissionDeniedError("the signed grant is for job " + grant.job_hex.substr(0, 12) +
+                                 ", not the job this worker asked for");
+  }
+  auto it = objects.find(grant.lease_commit);
+  if (it == objects.end() || it->second.type != ObjectType::kCommit) {
+    return PermissionDeniedError("lease commit " + grant.lease_commit.substr(0, 12) +
+                                 " is not in the reply");
+  }
+  GATOS_ASSIGN_OR_RETURN(RawCommit lease, ParseRawCommit(it->second.data, grant.lease_commit));
+  auto parsed = ParseLeaseCommitMessage(lease.message);
+  if (!parsed.ok()) return PermissionDeniedError("lease commit: " + parsed.status().message());
+  *info = *parsed;
   GATOS_RETURN_IF_ERROR(MatchesRequest(*info, sent));
-  if (lease.tree != kEmptyTreeId || lease.parents.empty()) {
+  if (info->epoch != grant.epoch || info->expires_ms != grant.expires_ms ||
+      lease.parents.empty() || lease.parents[0] != grant.job_commit) {
+    return PermissionDeniedError(
+        "the lease commit's epoch, expiry or job commit is not what the ledger signed");
+  }
+  if (lease.tree != kEmptyTreeId) {
     return PermissionDeniedError("lease commit is not shaped like one (tree, parents)");
   }
+  return lease;
+}
+
+}  // namespace
+
+Result<std::vector<rpc::Grant>> VerifyReplyGrants(const std::vector<const nlohmann::json*>& replies,
+                                                  const std::vector<Ed25519PublicKey>& keys) {
+  if (replies.empty()) return std::vector<rpc::Grant>();
+  std::vector<rpc::Grant> grants;
+  grants.reserve(replies.size());
+  std::string sig_hex;
+  for (const nlohmann::json* r : replies) {
+    auto g = rpc::ParseGrantFields(*r);
+    if (!g.ok()) return PermissionDeniedError("a grant of the reply: " + g.status().message());
+    grants.push_back(std::move(*g));
+    auto s = r->find(rpc::kGrantSigField);
+    if (s == r->end() || !s->is_string()) {
+      return PermissionDeniedError("the reply carries no ledger signature of its grants");
+    }
+    if (sig_hex.empty()) sig_hex = s->get<std::string>();
+    if (s->get<std::string>() != sig_hex) {
+      return PermissionDeniedError("the grants of one reply carry different signatures");
+    }
+  }
+  auto sig = HexDecode(sig_hex);
+  if (!sig.ok() || sig->size() != 64) {
+    return PermissionDeniedError("the reply's grant signature is not 64 bytes of hex");
+  }
+  const std::string payload = rpc::GrantsPayload(grants);
+  for (const auto& k : keys) {
+    if (Ed25519Verify(k, payload, sig->data()).ok()) return grants;
+  }
+  return PermissionDeniedError(
+      "the reply's grant signature does not verify for the ledger's key (--ledger-key)");
+}
+
+std::string ReplyObjects(const nlohmann::json& reply) {
+  if (!reply.is_object()) return "";
+  auto it = reply.find("objects");
+  return it != reply.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const rpc::Grant& grant,
+                                  const LeaseRequest& sent) {
+  GATOS_ASSIGN_OR_RETURN(Objects objects, DecodeObjects(objects_b64));
+  LeaseCommitInfo info;
+  GATOS_ASSIGN_OR_RETURN(RawCommit lease, GrantedLease(objects, grant, sent, &info));
+  if (info.kind == "renew") return PermissionDeniedError("a renewal is not a grant");
   VerifiedGrant g;
-  g.lease_commit = lease_commit_id;
-  g.lease = *info;
+  g.lease_commit = grant.lease_commit;
+  g.lease = info;
   g.job_commit = lease.parents[0];
   auto jc = objects.find(g.job_commit);
   if (jc == objects.end() || jc->second.type != ObjectType::kCommit) {
@@ -118,24 +179,20 @@ Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::strin
   return PermissionDeniedError("the job's tree has no job.yaml");
 }
 
-Result<VerifiedGrant> VerifyRenewal(std::string_view objects_b64,
-                                    const std::string& lease_commit_id,
+Result<VerifiedGrant> VerifyRenewal(std::string_view objects_b64, const rpc::Grant& grant,
                                     const std::vector<Ed25519PublicKey>& keys,
                                     const LeaseRequest& sent) {
   GATOS_ASSIGN_OR_RETURN(Objects objects, DecodeObjects(objects_b64));
-  GATOS_ASSIGN_OR_RETURN(RawCommit lease,
-                         SignedCommit(objects, lease_commit_id, keys, "lease commit"));
-  auto info = ParseLeaseCommitMessage(lease.message);
-  if (!info.ok()) return PermissionDeniedError("lease commit: " + info.status().message());
-  if (info->kind != "renew")
+  LeaseCommitInfo info;
+  GATOS_ASSIGN_OR_RETURN(RawCommit lease, GrantedLease(objects, grant, sent, &info));
+  if (info.kind != "renew")
     return PermissionDeniedError("the reply's lease commit is not a renewal");
-  GATOS_RETURN_IF_ERROR(MatchesRequest(*info, sent));
   VerifiedGrant g;
-  g.lease_commit = lease_commit_id;
-  g.lease = *info;
-  g.job_commit = lease.parents.empty() ? "" : lease.parents[0];
+  g.lease_commit = grant.lease_commit;
+  g.lease = info;
+  g.job_commit = lease.parents[0];
   for (const auto& [id, o] : objects) {
-    if (id == lease_commit_id || o.type != ObjectType::kCommit) continue;
+    if (id == grant.lease_commit || o.type != ObjectType::kCommit) continue;
     auto c = SignedCommit(objects, id, keys, "cancel commit");
     if (!c.ok()) continue;
     auto u = ParseUserRequestCommitMessage(c->message);

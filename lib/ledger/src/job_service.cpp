@@ -117,7 +117,12 @@ PreparedBatch JobService::Prepare(const std::vector<ServiceRequest>& requests) c
 std::vector<std::string> JobService::Finish(PreparedBatch p) {
   const std::vector<PreparedBatch::Span>& spans = p.spans;
   std::vector<std::string> flat_replies =
-      p.decoded.empty() ? std::vector<std::string>() : Handle(std::move(p.decoded));
+      p.decoded.empty() ? std::vector<std::string>() : Apply(p.decoded);
+  // One signature per reply message: a claim-batch reply signs its grants
+  // together.
+  for (const PreparedBatch::Span& sp : spans) {
+    if (!sp.refused) SignGrants(p.decoded, sp.first, sp.count, &flat_replies);
+  }
   std::vector<std::string> replies(spans.size());
   for (size_t i = 0; i < spans.size(); ++i) {
     const PreparedBatch::Span& sp = spans[i];
@@ -134,7 +139,31 @@ std::vector<std::string> JobService::Finish(PreparedBatch p) {
   return replies;
 }
 
+void JobService::SignGrants(std::vector<DecodedRequest>& batch, size_t first, size_t count,
+                            std::vector<std::string>* replies) {
+  std::vector<rpc::Grant> grants;
+  for (size_t i = first; i < first + count; ++i) {
+    if (batch[i].grant) grants.push_back(*batch[i].grant);
+  }
+  if (grants.empty()) return;
+  auto sig = Ed25519Sign(writer_->ledger_private_key(), rpc::GrantsPayload(grants));
+  const std::string sig_hex = HexEncode(sig.data(), sig.size());
+  for (size_t i = first; i < first + count; ++i) {
+    DecodedRequest& d = batch[i];
+    if (!d.grant) continue;
+    d.grant_reply[rpc::kGrantSigField] = sig_hex;
+    (*replies)[i] = rpc::Dump(d.grant_reply);
+    d.grant.reset();
+  }
+}
+
 std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
+  std::vector<std::string> replies = Apply(batch);
+  for (size_t i = 0; i < batch.size(); ++i) SignGrants(batch, i, 1, &replies);
+  return replies;
+}
+
+std::vector<std::string> JobService::Apply(std::vector<DecodedRequest>& batch) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<Op> ops;
   std::vector<int> op_of(batch.size(), -1);
@@ -199,7 +228,9 @@ std::vector<std::string> JobService::Handle(std::vector<DecodedRequest> batch) {
         d.reply = ErrorText(TransitionError::kInternal, "internal error");
       }
     }
-    replies[i] = d.reply ? std::move(*d.reply) : ErrorText(TransitionError::kInternal, "no reply was produced");
+    replies[i] = d.reply ? std::move(*d.reply)
+                 : d.grant   ? std::string()  // SignGrants writes it
+                             : ErrorText(TransitionError::kInternal, "no reply was produced");
     double secs = d.req.received_ms ? static_cast<double>(now - d.req.received_ms) / 1000.0 : 0.0;
     observer_->OnRequest(d.kind, OutcomeOf(replies[i]), secs);
   }
@@ -235,11 +266,9 @@ void JobService::AfterBatch(std::vector<DecodedRequest>& batch, const std::vecto
     const std::string& subj = p.req.subject;
     if (subj == rpc::kClaim || subj == rpc::kRenew) {
       const JobRecord& rec = *r.record;
-      reply["lease_commit"] = r.commit;
-      reply["epoch"] = rec.epoch;
-      reply["expires_ms"] = rec.expires_ms;
+      rpc::Grant g{r.job_hex, rec.epoch, r.commit, rec.expires_ms, rec.job_commit};
+      rpc::SetGrantFields(g, &reply);
       reply["attempt"] = rec.attempt;
-      reply["job_commit"] = rec.job_commit;
       std::vector<GitObject> objs = r.grant;
       objs.insert(objs.end(), r.notice.begin(), r.notice.end());
       reply["objects"] = Objects(objs);
@@ -248,6 +277,9 @@ void JobService::AfterBatch(std::vector<DecodedRequest>& batch, const std::vecto
       } else if (rec.epoch == 1 && rec.attempt == 1) {
         observer_->OnSubmitToClaim(static_cast<double>(now - rec.submitted_ms) / 1000.0);
       }
+      p.grant = std::move(g);
+      p.grant_reply = std::move(reply);
+      continue;
     } else if (subj == rpc::kResult || subj == rpc::kLocalPushResult) {
       reply["existing"] = r.existing;
       reply["job"] = "blake3:" + r.job_hex;

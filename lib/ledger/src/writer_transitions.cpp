@@ -130,8 +130,11 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
   info.job_maxima = ps.job_maxima;
   std::vector<std::string> parents = {rec->job_commit};
   if (!plan.replaced_lease.empty()) parents.push_back(plan.replaced_lease);
+  // Not signed: the batch's log commit, which the ledger signs, names it as
+  // a parent; the worker gets the ledger's signature over the grants of its
+  // reply instead (rpc::GrantsPayload).
   auto commit = BuildCommitObject(kEmptyTreeId, parents, FormatLeaseCommitMessage(info), kLedgerCommitterName,
-                                  kLedgerCommitterEmail, b.now, &key_);
+                                  kLedgerCommitterEmail, b.now, options_.sign_lease_commits ? &key_ : nullptr);
   if (!commit.ok()) {
     r->outcome = Decision::FromStatus(commit.status());
     return;
@@ -140,8 +143,8 @@ void LedgerWriter::DoLease(Batch& b, LeaseOp& op, OpResult* r) {
   AppliedTransition a;
   d = ApplyTransition(req.job_hex, rec, t, rules, &a);
   if (!d.ok()) return Refuse(d, r);
-  // The grant: the signed lease commit and what the worker needs to check
-  // that job.yaml is the job it names.
+  // The grant: the lease commit and what the worker needs to check that
+  // job.yaml is the job it names.
   r->grant.push_back(*commit);
   if (!req.renew) {
     auto job_obj = LookupIn(*ledger_, b.objects, b.object_at, rec->job_commit);

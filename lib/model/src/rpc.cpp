@@ -63,6 +63,40 @@ Result<LeaseRequest> ParseLeaseRequest(const nlohmann::json& j, bool renew) {
   return req;
 }
 
+std::string GrantsPayload(const std::vector<Grant>& grants) {
+  std::string out = "gatos-grant-v1\n" + std::to_string(grants.size()) + "\n";
+  for (const Grant& g : grants) {
+    out += g.job_hex + "\n" + std::to_string(g.epoch) + "\n" + g.lease_commit + "\n" +
+           std::to_string(g.expires_ms) + "\n" + g.job_commit + "\n";
+  }
+  return out;
+}
+
+void SetGrantFields(const Grant& g, nlohmann::json* reply) {
+  (*reply)["job"] = "blake3:" + g.job_hex;
+  (*reply)["epoch"] = g.epoch;
+  (*reply)["lease_commit"] = g.lease_commit;
+  (*reply)["expires_ms"] = g.expires_ms;
+  (*reply)["job_commit"] = g.job_commit;
+}
+
+Result<Grant> ParseGrantFields(const nlohmann::json& j) {
+  Grant g;
+  if (!j.is_object()) return InvalidArgumentError("a grant is a JSON object");
+  GATOS_ASSIGN_OR_RETURN(g.job_hex, StringField(j, "job"));
+  g.job_hex = StripPrefix(g.job_hex, "blake3:");
+  GATOS_ASSIGN_OR_RETURN(g.epoch, IntField(j, "epoch"));
+  GATOS_ASSIGN_OR_RETURN(g.lease_commit, StringField(j, "lease_commit"));
+  GATOS_ASSIGN_OR_RETURN(g.expires_ms, IntField(j, "expires_ms"));
+  GATOS_ASSIGN_OR_RETURN(g.job_commit, StringField(j, "job_commit"));
+  if (!IsLowerHex(g.job_hex, 64)) return InvalidArgumentError("field \"job\": expected blake3:<64 hex>");
+  if (!IsLowerHex(g.lease_commit, 40) || !IsLowerHex(g.job_commit, 40)) {
+    return InvalidArgumentError("fields \"lease_commit\" and \"job_commit\": expected commit ids");
+  }
+  if (g.epoch < 1) return InvalidArgumentError("field \"epoch\": expected an integer >= 1");
+  return g;
+}
+
 nlohmann::json UserRequestJson(const UserRequest& req) {
   nlohmann::json j = {{"job", req.job_hex},
                       {"requester", req.requester_hex},

@@ -26,12 +26,16 @@
 //   claim_commit      the second parent is a lease commit of this job:
 //                     empty tree, parents [job commit, ...], well-formed
 //                     trailers, and a claim or takeover (not a renewal)
-//   claim_signature   it is signed by the ledger key of the policy in force
+//   claim_signature   unsigned (lease commits are): the log head, signed by
+//                     a ledger key of the policy chain, names it in the job's
+//                     record; signed (ledgers written before): by the ledger
+//                     key of the policy in force
 //   claim_request_sig its Request-Sig verifies for its Worker-Id over
 //                     ClaimPayload, Requested-At within 60 s of the commit
 //   claim_matches_result  its Worker-Id and Lease-Epoch are the result's
 //   claim_ref         refs/gatos/jobs/<hex>/claims/<worker> is that commit
-//   lease_current     the job's lease ref is a ledger-signed lease of the same
+//   lease_current     the job's lease ref is a lease (vouched for as the
+//                     claim is) of the same
 //                     worker and epoch whose chain of renewals reaches the
 //                     claim (a takeover after the claim means a stale result)
 //   attest_program    Attest-Program is in VerifyOptions::trusted_programs

@@ -2,13 +2,17 @@
 // the message bus can answer a request, so a worker acts only on what the
 // ledger's key signed (docs/threat-model.md).
 //
-// A grant (claim reply) carries objects: the lease commit, the job commit, its
-// tree and job.yaml. VerifyGrant checks that the lease commit is signed by a
-// ledger key the worker was given, names this worker, the job and the epoch
-// it asked for, and carries the signature of the very request the worker just
-// sent (so an old genuine grant cannot be replayed), and that job.yaml (a
-// regular file) hashes to the job id. Only then does the worker run
-// anything, and it uses the limits written in the signed lease commit.
+// A claim or renew reply states its grants (rpc::Grant: job, epoch, lease
+// commit id, expiry, job commit id) and carries ONE ledger signature over
+// all the grants of the reply message (rpc::GrantsPayload; a claim-batch
+// reply's entries share it). VerifyReplyGrants checks that signature once;
+// then, per grant, VerifyGrant checks the reply's objects against it: the
+// lease commit (unsigned: its id is what the ledger signed) names this
+// worker, the job and the epoch it asked for, and carries the signature of
+// the very request the worker just sent (so an old genuine reply cannot be
+// replayed), and job.yaml (a regular file) hashes to the job id. Only then
+// does the worker run anything, and it uses the limits written in the lease
+// commit the ledger signed the id of.
 //
 // Thread-safety: pure functions.
 #ifndef GATOS_GRANT_H_
@@ -41,17 +45,31 @@ struct VerifiedGrant {
   std::string submitter_hex;
 };
 
-// `objects_b64`: the reply's "objects" (base64 of an object batch).
-// PermissionDenied for anything not signed by one of `ledger_keys` or not
-// matching `sent`; InvalidArgument for malformed objects.
-Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const std::string& lease_commit_id,
-                                  const std::vector<Ed25519PublicKey>& ledger_keys,
+// The ok replies of one reply message (a single claim or renew reply, or
+// the ok entries of a claim-batch reply, in order): their grant fields, and
+// the one signature they all carry ("grant_sig"), verified once against
+// `ledger_keys`. Returns the grants in order. PermissionDenied when a field
+// is missing or malformed, the replies carry different signatures, or the
+// signature is missing or not made by one of `ledger_keys` over exactly
+// these grants (a forged, altered, dropped or added grant).
+Result<std::vector<rpc::Grant>> VerifyReplyGrants(const std::vector<const nlohmann::json*>& replies,
+                                                  const std::vector<Ed25519PublicKey>& ledger_keys);
+
+// A reply's "objects" field: "" when it is missing or not a string (the
+// checks then refuse the grant; reading a hostile reply never throws).
+std::string ReplyObjects(const nlohmann::json& reply);
+
+// `objects_b64`: the reply's "objects" (base64 of an object batch);
+// `grant`: a grant whose signature VerifyReplyGrants verified.
+// PermissionDenied for objects that do not match the grant or `sent`;
+// InvalidArgument for malformed objects.
+Result<VerifiedGrant> VerifyGrant(std::string_view objects_b64, const rpc::Grant& grant,
                                   const LeaseRequest& sent);
 
 // A renew reply: the new lease commit (kind renew, same epoch, the request
-// just sent), and optionally the job's cancel commit, both ledger-signed.
-Result<VerifiedGrant> VerifyRenewal(std::string_view objects_b64,
-                                    const std::string& lease_commit_id,
+// just sent) the signed grant names, and optionally the job's cancel commit,
+// signed by one of `ledger_keys`.
+Result<VerifiedGrant> VerifyRenewal(std::string_view objects_b64, const rpc::Grant& grant,
                                     const std::vector<Ed25519PublicKey>& ledger_keys,
                                     const LeaseRequest& sent);
 

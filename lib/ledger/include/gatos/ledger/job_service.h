@@ -126,6 +126,10 @@ struct DecodedRequest {
   std::string rejected_reason;       // a refused submit, for metrics
   std::string log_line;              // worth a log line (refused results)
   std::string rotated_key_path;      // rotate-ledger-key: the new key file
+  // A granted claim or renew: its reply waits for the ledger's signature over
+  // every grant of the reply message it belongs to (rpc::GrantsPayload).
+  std::optional<rpc::Grant> grant;
+  nlohmann::json grant_reply;
 };
 
 // Raw requests decoded and authenticated (JobService::Prepare), ready for
@@ -199,6 +203,13 @@ class JobService {
   // and about the commit its log has at that sequence.
   Result<WitnessStatement> CheckWitness(const std::string& commit, const std::string& key_hex);
   std::string ReadReply(const ServiceRequest& r);
+  // Applies a batch; the replies of granted claims and renews are left
+  // empty, their requests' `grant` set, for SignGrants.
+  std::vector<std::string> Apply(std::vector<DecodedRequest>& batch);
+  // One reply message's grants (batch[first, first + count)): signs them
+  // once and writes their replies.
+  void SignGrants(std::vector<DecodedRequest>& batch, size_t first, size_t count,
+                  std::vector<std::string>* replies);
   void AfterBatch(std::vector<DecodedRequest>& batch, const std::vector<int>& op_of,
                   const std::vector<OpResult>& results);
   void PublishPolicy();

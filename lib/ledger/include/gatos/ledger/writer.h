@@ -91,6 +91,11 @@ struct WriterOptions {
   // With replicate: the leader's election term, written as each log
   // commit's Ledger-Term trailer.
   std::function<int64_t()> term;
+  // Lease commits signed one by one with the ledger key, as ledgers written
+  // before grants were signed per reply did (the auditor still accepts
+  // them): only for tests of that. Workers check the reply's grant
+  // signature either way.
+  bool sign_lease_commits = false;
 };
 
 // ---- operations ----

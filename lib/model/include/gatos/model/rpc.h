@@ -110,6 +110,28 @@ std::string CancelPayload(std::string_view job_hex, std::string_view requester_h
 std::string RetryPayload(std::string_view job_hex, std::string_view requester_hex, int64_t attempt,
                          int64_t requested_at_ms);
 
+// A lease the ledger granted, as a claim or renew reply states it. The
+// ledger signs the grants of one reply message together (Ed25519, its
+// ledger key, over GrantsPayload): a claim-batch reply of 16 grants costs one
+// signature, and a worker acts on a grant only when that signature verifies.
+// The lease commit itself is not signed (the log commit that names it is).
+struct Grant {
+  std::string job_hex;
+  int64_t epoch = 0;
+  std::string lease_commit;
+  int64_t expires_ms = 0;
+  std::string job_commit;
+};
+// "gatos-grant-v1\n<count>\n", then per grant, in reply order,
+// "<job hex>\n<epoch>\n<lease commit>\n<expires ms>\n<job commit>\n".
+std::string GrantsPayload(const std::vector<Grant>& grants);
+// The reply fields that state a grant: {"job","epoch","lease_commit",
+// "expires_ms","job_commit"} (the signature is "grant_sig", hex).
+void SetGrantFields(const Grant& g, nlohmann::json* reply);
+// InvalidArgument names a missing or malformed field.
+Result<Grant> ParseGrantFields(const nlohmann::json& reply);
+inline constexpr char kGrantSigField[] = "grant_sig";
+
 }  // namespace gatos::rpc
 
 namespace gatos {
