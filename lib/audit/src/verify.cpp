@@ -167,6 +167,7 @@ struct Auditor::State {
   // claim, or its lease); otherwise why not.
   std::string LeaseProblem(const CommitInfo& commit, const std::string& job_hex,
                            const Ed25519PublicKey& key);
+  void LoadHead();
   // `git_inputs`: the manifest's, or nullptr when it did not parse.
   void CheckResult(AuditReport* rep, const CommitInfo& job,
                    const std::vector<GitInput>* git_inputs);
@@ -247,44 +248,64 @@ Status Auditor::State::Load() {
   return OkStatus();
 }
 
+void Auditor::State::LoadHead() {
+  head_loaded = true;
+  head_problem.clear();
+  head_id.clear();
+  head_index.reset();
+  auto head = ledger->ResolveRef(kLogRef);
+  auto log = head.ok() && !head->empty() ? ledger->ReadCommit(*head)
+                                         : Result<CommitInfo>(NotFoundError("no " + std::string(kLogRef)));
+  if (!log.ok()) {
+    head_problem = "it is not signed, and the log head that would name it cannot be read (" +
+                   log.status().message() + ")";
+    return;
+  }
+  std::string why = "no ledger key in the policy chain";
+  for (const PolicyEntry& e : chain) {
+    if (!e.trust.ok()) break;
+    why = CheckCommitSignature(*log, e.policy.ledger_key);
+    if (why.empty()) break;
+  }
+  if (!why.empty()) {
+    head_problem = "it is not signed, and the log head " + Short(log->id) +
+                   " is not signed by a ledger key: " + why;
+    return;
+  }
+  head_id = log->id;
+  head_index.emplace(ledger);
+  head_index->Reset(log->tree);
+}
+
 std::string Auditor::State::LeaseProblem(const CommitInfo& c, const std::string& job_hex,
                                          const Ed25519PublicKey& key) {
   if (!c.signature.empty()) return CheckCommitSignature(c, key);
-  if (!head_loaded) {
-    head_loaded = true;
-    auto head = ledger->ResolveRef(kLogRef);
-    auto log = head.ok() && !head->empty() ? ledger->ReadCommit(*head)
-                                           : Result<CommitInfo>(NotFoundError("no " + std::string(kLogRef)));
-    if (!log.ok()) {
-      head_problem = "it is not signed, and the log head that would name it cannot be read (" +
-                     log.status().message() + ")";
-    } else {
-      std::string why = "no ledger key in the policy chain";
-      for (const PolicyEntry& e : chain) {
-        if (!e.trust.ok()) break;
-        why = CheckCommitSignature(*log, e.policy.ledger_key);
-        if (why.empty()) break;
-      }
-      if (!why.empty()) {
-        head_problem = "it is not signed, and the log head " + Short(log->id) +
-                       " is not signed by a ledger key: " + why;
-      } else {
-        head_id = log->id;
-        head_index.emplace(ledger);
-        head_index->Reset(log->tree);
-      }
+  if (!head_loaded) LoadHead();
+  auto named = [&]() -> Result<bool> {
+    if (!head_problem.empty()) return false;
+    auto rec = head_index->Get(job_hex);
+    if (!rec.ok()) return rec.status();
+    if (!*rec) return false;
+    const JobRecord& r = **rec;
+    if (r.claim_commit == c.id || r.lease_commit == c.id) return true;
+    for (const auto& [worker, claim] : r.claims) {
+      if (claim == c.id) return true;
+    }
+    return false;
+  };
+  auto found = named();
+  // An Auditor kept across calls on a live ledger (gatosd's dashboard)
+  // reads the log head again when it has moved since it was read.
+  if (found.ok() && !*found) {
+    auto now = ledger->ResolveRef(kLogRef);
+    if (now.ok() && !now->empty() && *now != head_id) {
+      LoadHead();
+      found = named();
     }
   }
   if (!head_problem.empty()) return head_problem;
-  auto rec = head_index->Get(job_hex);
-  if (!rec.ok()) return "the log head's state index: " + rec.status().message();
-  if (*rec) {
-    const JobRecord& r = **rec;
-    if (r.claim_commit == c.id || r.lease_commit == c.id) return "";
-    for (const auto& [worker, claim] : r.claims) {
-      if (claim == c.id) return "";
-    }
-  }
+  if (!found.ok()) return "the log head's state index: " + found.status().message();
+  if (*found) return "";
   return "it is not signed, and the signed log head " + Short(head_id) +
          " does not name it in the job's record (a mirror fetched while the ledger wrote? "
          "fetch again, or run 'gatos verify --all', which replays the log)";
