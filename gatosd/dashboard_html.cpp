@@ -511,6 +511,7 @@ constexpr char kScript[] =
     if (busy) { schedule(); return; }
     busy = true;
     last = Date.now();
+    var failed = false;
     fetch(location.href, {credentials: 'same-origin', cache: 'no-store'})
       .then(function (r) { if (!r.ok) throw new Error('HTTP ' + r.status); return r.text(); })
       .then(function (html) {
@@ -525,8 +526,8 @@ constexpr char kScript[] =
           body.setAttribute('data-refreshed', String(Date.now()));
         }
       })
-      .catch(function () {})
-      .then(function () { busy = false; });
+      .catch(function () { failed = true; })
+      .then(function () { busy = false; if (failed) schedule(); });  // a lost refresh is tried again
   }
   function schedule() {
     if (timer) return;
