@@ -329,6 +329,24 @@ HttpResponse Dashboard::Render(const Page& page, bool as_json) const {
           nullptr};
 }
 
+namespace {
+
+// One turn of an event stream, after a wait of about a second: `out` when
+// there is any, else a keepalive comment after 15 s of silence. False when
+// the client is gone.
+bool SendStreamTurn(HttpStream& s, const std::string& out, int* idle_ms) {
+  if (!out.empty()) {
+    if (!s.Write(out)) return false;
+    *idle_ms = 0;
+  } else if ((*idle_ms += 1000) >= 15000) {
+    if (!s.Write(": keepalive\n\n")) return false;
+    *idle_ms = 0;
+  }
+  return !s.ClientClosed(0);
+}
+
+}  // namespace
+
 HttpResponse Dashboard::Events(const HttpRequest& r) {
   int64_t after = live_->last_event_seq();
   std::string last_id = r.header("last-event-id");
@@ -344,20 +362,15 @@ HttpResponse Dashboard::Events(const HttpRequest& r) {
     while (!s.stopping()) {
       std::vector<LiveEvent> events;
       bool reset = false;
+      std::string out;
       if (live->WaitEvents(after, 1000, &events, &reset)) {
-        std::string out;
         if (reset) out += "event: reset\ndata: {}\n\n";
         for (const auto& e : events) {
           out += "id: " + std::to_string(e.seq) + "\nevent: log\ndata: " + e.data + "\n\n";
           after = e.seq;
         }
-        if (!s.Write(out)) return;
-        idle_ms = 0;
-      } else if ((idle_ms += 1000) >= 15000) {
-        if (!s.Write(": keepalive\n\n")) return;
-        idle_ms = 0;
       }
-      if (s.ClientClosed(0)) return;
+      if (!SendStreamTurn(s, out, &idle_ms)) return;
     }
   };
   return resp;
@@ -424,16 +437,9 @@ HttpResponse Dashboard::LiveTail(const std::string& id) {
         events.swap(q->events);
         q->bytes = 0;
       }
-      if (!events.empty()) {
-        std::string out;
-        for (auto& e : events) out += e;
-        if (!s.Write(out)) return;
-        idle_ms = 0;
-      } else if ((idle_ms += 1000) >= 15000) {
-        if (!s.Write(": keepalive\n\n")) return;
-        idle_ms = 0;
-      }
-      if (s.ClientClosed(0)) return;
+      std::string out;
+      for (auto& e : events) out += e;
+      if (!SendStreamTurn(s, out, &idle_ms)) return;
     }
   };
   return resp;
