@@ -267,6 +267,15 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
   }
   Policy next = writer_->policy();
   PolicyOp out;
+  // A change that leaves the policy as it is: answered with the policy in
+  // force, nothing written.
+  auto unchanged = [&]() -> std::optional<Op> {
+    json reply = rpc::OkReply();
+    reply["existing"] = true;
+    reply["commit"] = writer_->policy_commit();
+    p->reply = rpc::Dump(reply);
+    return std::nullopt;
+  };
   if (*op == "allow" || *op == "revoke") {
     auto role = rpc::StringField(j, "role");
     auto key_text = rpc::StringField(j, "key");
@@ -298,13 +307,7 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
         }
         changed = changed || pools_changed;
       }
-      if (!changed) {
-        json reply = rpc::OkReply();
-        reply["existing"] = true;
-        reply["commit"] = writer_->policy_commit();
-        p->reply = rpc::Dump(reply);
-        return std::nullopt;
-      }
+      if (!changed) return unchanged();
     } else {
       Status s = PolicyRevoke(&next, *role, *key);
       if (!s.ok()) {
@@ -340,13 +343,7 @@ std::optional<Op> JobService::DecodePolicy(const json& j, DecodedRequest* p) {
       p->reply = Invalid(s.message());
       return std::nullopt;
     }
-    if (!changed) {
-      json reply = rpc::OkReply();
-      reply["existing"] = true;
-      reply["commit"] = writer_->policy_commit();
-      p->reply = rpc::Dump(reply);
-      return std::nullopt;
-    }
+    if (!changed) return unchanged();
     out.message = "gatos: scheduling " + rpc::Dump(j["change"]) + "\n";
   } else if (*op == "rotate-ledger-key") {
     auto key = GenerateEd25519Key("gatos ledger key");
