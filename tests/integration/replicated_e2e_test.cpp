@@ -47,12 +47,7 @@ class ReplicatedLedger {
                        std::to_string(route_ports[i]) + "\n  routes: [" + routes + "]\n}\n";
       nats_.push_back(std::make_unique<NatsServer>(o));
     }
-    env_ = {{"HOME", dir_.path()},
-            {"GIT_CONFIG_NOSYSTEM", "1"},
-            {"GIT_AUTHOR_NAME", "Alice"},
-            {"GIT_AUTHOR_EMAIL", "alice@example.com"},
-            {"GIT_COMMITTER_NAME", "Alice"},
-            {"GIT_COMMITTER_EMAIL", "alice@example.com"}};
+    env_ = GitTestEnv(dir_.path());
     for (int i = 0; i < kReplicas; ++i) {
       http_ports_.push_back(FreePort());
       ledgers_.push_back(dir_.Join("r" + std::to_string(i) + ".git"));

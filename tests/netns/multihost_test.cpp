@@ -120,12 +120,7 @@ class MultiHostTest : public ::testing::Test {
   ::testing::AssertionResult Prepare() {
     auto ok = lab_.Start();
     if (!ok) return ok;
-    env_ = {{"HOME", dir_.path()},
-            {"GIT_CONFIG_NOSYSTEM", "1"},
-            {"GIT_AUTHOR_NAME", "Alice"},
-            {"GIT_AUTHOR_EMAIL", "alice@example.com"},
-            {"GIT_COMMITTER_NAME", "Alice"},
-            {"GIT_COMMITTER_EMAIL", "alice@example.com"}};
+    env_ = GitTestEnv(dir_.path());
     ledger_ = dir_.Join("ledger.git");
     RunOptions ro;
     ro.env = env_;

@@ -23,12 +23,7 @@ NatsServer::Options NatsOptions(const StackOptions& o, const std::string& dir) {
 }  // namespace
 
 Stack::Stack(StackOptions options) : options_(options), nats_(NatsOptions(options, dir_.path())) {
-  env_ = {{"HOME", dir_.path()},
-          {"GIT_CONFIG_NOSYSTEM", "1"},
-          {"GIT_AUTHOR_NAME", "Alice"},
-          {"GIT_AUTHOR_EMAIL", "alice@example.com"},
-          {"GIT_COMMITTER_NAME", "Alice"},
-          {"GIT_COMMITTER_EMAIL", "alice@example.com"}};
+  env_ = GitTestEnv(dir_.path());
   ledger_ = dir_.Join("ledger.git");
   work_ = dir_.Join("work");
 }

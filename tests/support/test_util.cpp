@@ -99,4 +99,13 @@ std::string TrimEnd(std::string s) {
   return s;
 }
 
+std::map<std::string, std::string> GitTestEnv(const std::string& home) {
+  return {{"HOME", home},
+          {"GIT_CONFIG_NOSYSTEM", "1"},
+          {"GIT_AUTHOR_NAME", "Alice"},
+          {"GIT_AUTHOR_EMAIL", "alice@example.com"},
+          {"GIT_COMMITTER_NAME", "Alice"},
+          {"GIT_COMMITTER_EMAIL", "alice@example.com"}};
+}
+
 }  // namespace gatos::testing

@@ -51,6 +51,10 @@ std::string SourcePath(const std::string& rel);
 
 std::string ReadFile(const std::string& path);
 
+// The environment a test's git and gatos commands run in: HOME = `home`, no
+// system git config, and Alice as author and committer.
+std::map<std::string, std::string> GitTestEnv(const std::string& home);
+
 // `s` without its trailing newlines and spaces (a command's one-line output).
 std::string TrimEnd(std::string s);
 void WriteFile(const std::string& path, const std::string& data, int mode = 0644);
