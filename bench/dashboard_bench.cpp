@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "dashboard.h"
 #include "dashboard_state.h"
 #include "gatos/ledger/local_ledger.h"
@@ -53,23 +54,11 @@ using gatos::gatosd::Metrics;
 
 namespace {
 
-[[noreturn]] void Die(const std::string& why) {
-  std::cerr << "dashboard_bench: " << why << "\n";
-  std::exit(1);
-}
-template <typename T>
-T Must(Result<T> r, const std::string& what) {
-  if (!r.ok()) Die(what + ": " + r.status().message());
-  return std::move(*r);
-}
+using bench::Die;
+using bench::Must;
+using bench::SelfDir;
 
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  buf[n] = '\0';
-  return fs::path(buf).parent_path();
-}
+
 
 struct Figures {
   double first_ms = 0, p50 = 0, p99 = 0, max = 0;

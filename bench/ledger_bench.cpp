@@ -50,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "gatos/crypto/signed_request.h"
 #include "gatos/git/result.h"
 #include "gatos/ledger/job_service.h"
@@ -68,23 +69,17 @@
 namespace gatos {
 namespace {
 
+using bench::Die;
+using bench::Must;
+using bench::SelfDir;
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-[[noreturn]] void Die(const std::string& m) {
-  std::cerr << "ledger_bench: " << m << "\n";
-  std::exit(1);
-}
-template <typename T>
-T Must(Result<T> r, const std::string& what) {
-  if (!r.ok()) Die(what + ": " + r.status().message());
-  return std::move(r).value();
-}
 
-std::string SelfDir() { return fs::canonical("/proc/self/exe").parent_path().string(); }
 
 double Pct(std::vector<double> v, double q) {
   if (v.empty()) return 0;

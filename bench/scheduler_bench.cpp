@@ -27,6 +27,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "bench_util.h"
 #include "gatos/crypto/signed_request.h"
 #include "gatos/git/git_object.h"
 #include "gatos/git/result.h"
@@ -44,23 +45,17 @@
 namespace gatos {
 namespace {
 
+using bench::Die;
+using bench::Must;
+using bench::SelfDir;
+
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-[[noreturn]] void Die(const std::string& m) {
-  std::cerr << "scheduler_bench: " << m << "\n";
-  std::exit(1);
-}
-template <typename T>
-T Must(Result<T> r, const std::string& what) {
-  if (!r.ok()) Die(what + ": " + r.status().message());
-  return std::move(r).value();
-}
 
-std::string SelfDir() { return fs::canonical("/proc/self/exe").parent_path().string(); }
 
 struct Shape {
   int64_t jobs, submitters, pools, claims;
