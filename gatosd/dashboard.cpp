@@ -286,6 +286,7 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
     std::string base = as_json ? path.substr(0, path.size() - 5) : path;
     if (base == "/overview" && !as_json) base = "/";
     auto query = ParseQuery(r.query);
+    const int64_t event_seq = live_->last_event_seq();
     Result<Page> page = Page{};
     if (base == "/" || base == "/overview") {
       page = Overview();
@@ -312,6 +313,7 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
     // The ledger could not be read: the page says so, and not how (the
     // message may name host paths).
     if (!page.ok()) return Plain(500, "internal error: the ledger could not be read\n");
+    page->event_seq = event_seq;
     return Render(*page, as_json);
   } catch (const std::exception& e) {
     // A bug in a page (a JSON value of an unexpected type) must not take
@@ -324,7 +326,7 @@ HttpResponse Dashboard::Render(const Page& page, bool as_json) const {
   if (as_json) return {page.code, "application/json", Text(page.data) + "\n", {}, nullptr};
   return {page.code,
           "text/html; charset=utf-8",
-          RenderPageHtml(page.title, page.live, page.data),
+          RenderPageHtml(page.title, page.live, page.data, page.event_seq),
           {},
           nullptr};
 }
@@ -348,11 +350,19 @@ bool SendStreamTurn(HttpStream& s, const std::string& out, int* idle_ms) {
 }  // namespace
 
 HttpResponse Dashboard::Events(const HttpRequest& r) {
+  // From the newest event, or after the one a page was rendered at
+  // (`?after=`), or after the last one a reconnecting browser saw
+  // (Last-Event-ID, newer than the page's).
   int64_t after = live_->last_event_seq();
-  std::string last_id = r.header("last-event-id");
-  if (!last_id.empty() && last_id.size() < 19 &&
-      std::all_of(last_id.begin(), last_id.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  auto seq_of = [](const std::string& v) {
+    return !v.empty() && v.size() < 19 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const std::string last_id = r.header("last-event-id");
+  const std::string from_page = ParseQuery(r.query)["after"];
+  if (seq_of(last_id)) {
     after = std::stoll(last_id);
+  } else if (seq_of(from_page)) {
+    after = std::min<int64_t>(after, std::stoll(from_page));
   }
   HttpResponse resp{200, "text/event-stream; charset=utf-8", "", {}, nullptr};
   LiveState* live = live_;

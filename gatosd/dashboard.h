@@ -89,6 +89,10 @@ class Dashboard {
     std::string title;
     std::string live;  // data-live of the page ("" = no live updates)
     nlohmann::json data;
+    // The newest log event before the page read the ledger: the page's
+    // event stream starts after it, so no change between the render and
+    // the stream's opening is missed.
+    int64_t event_seq = 0;
   };
   bool Authorized(const HttpRequest& r) const;
   bool HostAllowed(const HttpRequest& r) const;

@@ -451,7 +451,7 @@ std::string TwinPath(const std::string& live, const json& d) {
 }
 
 std::string Layout(const std::string& title, const std::string& live, const std::string& body,
-                   const std::string& twin) {
+                   const std::string& twin, int64_t event_seq = 0) {
   std::string o =
       "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -459,7 +459,7 @@ std::string Layout(const std::string& title, const std::string& live, const std:
       E(title) +
       " · GATOS</title><link rel=\"stylesheet\" href=\"/static/style.css\">"
       "<script src=\"/static/app.js\" defer></script></head><body data-live=\"" +
-      E(live) +
+      E(live) + "\" data-seq=\"" + std::to_string(event_seq) +
       "\">"
       "<header><a class=\"brand\" href=\"/\">GATOS</a><nav><a href=\"/\">Overview</a><a "
       "href=\"/jobs\">Jobs</a>"
@@ -568,7 +568,10 @@ constexpr char kScript[] =
   }
   showTail();
   new MutationObserver(showTail).observe(body, {attributes: true, attributeFilter: ['data-refreshed']});
-  var es = new EventSource('/events');
+  // From the event the page was rendered at: a change that lands between
+  // the render and this line still refreshes the page.
+  var seq = body.getAttribute('data-seq') || '0';
+  var es = new EventSource(/^[1-9][0-9]*$/.test(seq) ? '/events?after=' + seq : '/events');
   es.onopen = function () { badge.className = 'live-on'; badge.textContent = 'live'; };
   es.onerror = function () { badge.className = 'live-off'; badge.textContent = 'reconnecting'; };
   es.addEventListener('log', function (ev) {
@@ -582,7 +585,7 @@ constexpr char kScript[] =
 
 }  // namespace
 
-std::string RenderPageHtml(const std::string& title, const std::string& live, const json& data) {
+std::string RenderPageHtml(const std::string& title, const std::string& live, const json& data, int64_t event_seq) {
   std::string body;
   if (data.contains("error")) {
     body = "<h1>" + E(title) + "</h1><p class=\"error\">" + ES(data["error"]) + "</p>";
@@ -599,7 +602,7 @@ std::string RenderPageHtml(const std::string& title, const std::string& live, co
   } else if (live == "workers") {
     body = Workers(data);
   }
-  return Layout(title, live, body, TwinPath(live, data));
+  return Layout(title, live, body, TwinPath(live, data), event_seq);
 }
 
 std::string RenderLoginHtml(const std::string& message) {

@@ -169,6 +169,30 @@ TEST_F(DashboardTest, EventStreamCarriesEachCommittedBatch) {
   EXPECT_NE(got.find(hex), std::string::npos) << got;
 }
 
+// A page carries the newest event it was rendered after; its stream opened
+// with ?after= delivers a change that landed between the render and the
+// stream's opening (a stream opened without it starts at the newest).
+TEST_F(DashboardTest, APagesEventStreamStartsAtTheEventItWasRenderedAt) {
+  int port = stack_->http_port();
+  auto seq_of = [&] {
+    std::string body = HttpCall(port, "GET", "/").body;
+    size_t at = body.find("data-seq=\"");
+    EXPECT_NE(at, std::string::npos);
+    return at == std::string::npos ? -1 : std::stoll(body.substr(at + 10));
+  };
+  const int64_t rendered = seq_of();
+  ASSERT_GE(rendered, 0);
+  std::string hex = stack_->PushJob("command: [\"/bin/true\"]\ntimeout: 30\n").substr(7);
+  // The push's event is in the dashboard's ring before the stream opens.
+  ASSERT_TRUE(PollFor(30000, [&] { return seq_of() > rendered; }));
+  EventStreamReader events(port, "/events?after=" + std::to_string(rendered));
+  ASSERT_TRUE(events.connected());
+  std::string got = events.ReadUntil("\"job\":\"" + hex + "\"", 30000);
+  EXPECT_NE(got.find("\"kind\":\"submit\""), std::string::npos) << got;
+  // The page's script opens its stream that way.
+  EXPECT_NE(HttpCall(port, "GET", "/static/app.js").body.find("'/events?after=' + seq"), std::string::npos);
+}
+
 // A batch of secret scans: progress per batch and per repository, and each
 // job's findings, one row per distinct secret (rule, fingerprint, locations,
 // first and last commit, at tip, paths), with no secret on any page.
