@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "dashboard_html.h"
+#include "gatos/audit/log_tree.h"
 #include "gatos/model/blake3.h"
 #include "gatos/model/clock.h"
 #include "gatos/model/encoding.h"
@@ -261,6 +262,10 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
       resp.headers.push_back({"Allow", "GET, HEAD"});
       return resp;
     }
+    // The log's Merkle tree (C2SP tlog-tiles) and its signed checkpoint:
+    // public, like a transparency log's, for witnesses and holders of proof
+    // bundles; hashes and a signed size, nothing about any job.
+    if (path == "/tlog/checkpoint" || path.compare(0, 11, "/tlog/tile/") == 0) return Tlog(path.substr(6));
     if (path.compare(0, 8, "/static/") == 0) {
       auto asset = StaticAsset(path.substr(8));
       if (!asset) return Plain(404, "no such file\n");
@@ -383,6 +388,26 @@ HttpResponse Dashboard::Events(const HttpRequest& r) {
       if (!SendStreamTurn(s, out, &idle_ms)) return;
     }
   };
+  return resp;
+}
+
+HttpResponse Dashboard::Tlog(const std::string& name) const {
+  const std::string dir = LogTree::DirFor(options_.ledger_dir);
+  if (name == "checkpoint") {
+    auto note = ReadFileToString(dir + "/checkpoint", 1 << 20);
+    if (!note.ok()) return Plain(404, "no checkpoint yet (gatosd serve --checkpoint-s, or gatos checkpoint)\n");
+    HttpResponse resp{200, "text/plain; charset=utf-8", *note, {}, nullptr};
+    resp.headers.push_back({"Cache-Control", "no-cache"});
+    return resp;
+  }
+  int level = 0, width = 0;
+  uint64_t index = 0;
+  if (!ParseTlogTilePath(name, &level, &index, &width)) return Plain(404, "no such tile\n");
+  auto tile = ReadFileToString(dir + "/" + name, 256 * 32);
+  if (!tile.ok()) return Plain(404, "no such tile\n");
+  HttpResponse resp{200, "application/octet-stream", *tile, {}, nullptr};
+  // A full tile never changes; a partial one is replaced as the log grows.
+  resp.headers.push_back({"Cache-Control", width == 0 ? "public, max-age=31536000, immutable" : "no-cache"});
   return resp;
 }
 

@@ -100,6 +100,8 @@ class Dashboard {
   HttpResponse Events(const HttpRequest& r);
   HttpResponse LiveTail(const std::string& id);
   HttpResponse Render(const Page& page, bool json) const;
+  // /tlog/checkpoint and /tlog/tile/...: files of the ledger's tree.
+  HttpResponse Tlog(const std::string& name) const;
   Status Refresh();  // points the index at the committed head
 
   Result<Page> Overview();

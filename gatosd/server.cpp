@@ -22,6 +22,7 @@
 #include <set>
 #include <thread>
 
+#include "checkpoint_publisher.h"
 #include "dashboard.h"
 #include "dashboard_state.h"
 #include "gatos/ledger/job_service.h"
@@ -113,6 +114,10 @@ class Server {
     StartService();
     GATOS_RETURN_IF_ERROR(Subscribe());
     GATOS_RETURN_IF_ERROR(StartHttp());
+    if (opts_.checkpoint_ms > 0) {
+      checkpoints_ = std::make_unique<CheckpointPublisher>(dir_, writer_->ledger_private_key(),
+                                                           std::chrono::milliseconds(opts_.checkpoint_ms));
+    }
     signals_ = std::thread([this] {
       int sig = 0;
       sigwait(&signals_set_, &sig);
@@ -190,6 +195,7 @@ class Server {
       Status synced = writer_->SyncViews();
       if (!synced.ok()) Log("could not mark the ref view synced: " + synced.message());
     }
+    checkpoints_.reset();  // a last checkpoint of everything written
     if (signals_.joinable()) {
       if (stepped_down_) pthread_kill(signals_.native_handle(), SIGTERM);  // ends its sigwait
       signals_.join();
@@ -507,6 +513,7 @@ class Server {
   std::unique_ptr<WindowBackfill> backfill_;
   std::unique_ptr<HttpServer> http_;
   std::thread signals_;
+  std::unique_ptr<CheckpointPublisher> checkpoints_;
 };
 
 }  // namespace
