@@ -310,6 +310,8 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
       page = Batch(base.substr(9), query);
     } else if (base == "/workers") {
       page = Workers();
+    } else if (base == "/pools") {
+      page = Pools();
     } else {
       page->code = 404;
       page->title = "Not found";
@@ -1127,6 +1129,28 @@ Result<Dashboard::Page> Dashboard::Workers() {
             {"last_seen_means",
              "the worker's latest claim, takeover or renewal recorded by this gatosd; "
              "at start, the request time of the leases it holds"}};
+  return p;
+}
+
+Result<Dashboard::Page> Dashboard::Pools() {
+  Page p;
+  p.title = "Pools";
+  p.live = "pools";
+  json snap = json::parse(live_->pools(), nullptr, false);
+  if (!snap.is_object()) {
+    p.data = {{"pools", json::array()}, {"submitters", json::array()}, {"as_of", nullptr}};
+    return p;
+  }
+  json subs = json::array();
+  for (const auto& s : snap.value("submitters", json::array())) {
+    json row = s;
+    const std::string key = s.value("submitter", "");
+    row["principal"] = live_->PrincipalOf(key.rfind("ed25519:", 0) == 0 ? key.substr(8) : key);
+    subs.push_back(std::move(row));
+  }
+  p.data = {{"pools", snap.value("pools", json::array())},
+            {"submitters", std::move(subs)},
+            {"as_of", FormatRfc3339Millis(snap.value("now_ms", int64_t{0}))}};
   return p;
 }
 

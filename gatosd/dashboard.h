@@ -110,6 +110,7 @@ class Dashboard {
   Result<Page> Batches();
   Result<Page> Batch(const std::string& id, const std::map<std::string, std::string>& q);
   Result<Page> Workers();
+  Result<Page> Pools();
 
   nlohmann::json JobRow(const JobRecord& r);
   nlohmann::json JobRow(const JobSummary& s);

@@ -483,7 +483,12 @@ class Server {
         [this, events = std::move(events)]() mutable { publisher_->Enqueue(std::move(events)); });
     UpdateCounts(&metrics_, *writer_);
     UpdatePools(&metrics_, *service_, *writer_);
-    metrics_.Heartbeat(SystemNowMs());
+    const int64_t now = SystemNowMs();
+    if (now - pools_shown_ms_ >= 1000) {  // the dashboard's /pools
+      live_.SetPools(service_->PoolsReply(now));
+      pools_shown_ms_ = now;
+    }
+    metrics_.Heartbeat(now);
     metrics_.SetNatsConnected(bus_->connected());
     if (opts_.term) metrics_.SetReplica(!stepped_down_, static_cast<uint64_t>(opts_.term()), 0);
   }
@@ -493,6 +498,7 @@ class Server {
   sigset_t signals_set_;
   Clock::time_point deadline_;  // for NATS and JetStream at start
   int exit_code_ = 0;
+  int64_t pools_shown_ms_ = 0;
   std::atomic<bool> stepped_down_{false};  // replicated: the leader lost the election
   // Destroyed in reverse: the transports before the service, the service
   // before the writer.
