@@ -17,11 +17,6 @@
 namespace gatos::testing {
 namespace {
 
-std::string TrimEnd(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 TEST(CheckpointServeTest, GatosdSignsCheckpointsAndServesThemWithTheTiles) {
   Stack stack(StackOptions{.gatosd_args = {"--checkpoint-s", "1"}});
   ASSERT_TRUE(stack.Start());

@@ -21,16 +21,12 @@
 
 #include "gatos/git/ledger.h"
 #include "log_reader.h"
+#include "replicated_cluster.h"
 #include "stack.h"
 #include "test_util.h"
 
 namespace gatos::testing {
 namespace {
-
-std::string TrimEnd(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
@@ -91,6 +87,36 @@ class Submitter {
   std::vector<std::string> acked_;
   std::thread thread_;
 };
+
+// In the signed log of the ledger at `dir`: each of `acked` adopted once
+// and given exactly one final result; no job with two results.
+void ExpectOneSubmitAndOneResultEach(const std::string& dir, const std::vector<std::string>& acked) {
+  auto ledger = Ledger::Open(dir);
+  ASSERT_TRUE(ledger.ok()) << dir;
+  std::map<std::string, int> submits, results;
+  for (const auto& c : ReadLog(**ledger)) {
+    std::string last;  // one transition may span several lines
+    for (const auto& e : c.entries) {
+      const std::string key = std::to_string(static_cast<int>(e.kind)) + e.job_hex;
+      if (key == last) continue;
+      last = key;
+      if (e.kind == LogKind::kSubmit) ++submits[e.job_hex];
+      if (e.kind == LogKind::kResult) ++results[e.job_hex];
+    }
+  }
+  int lost = 0, doubled = 0;
+  for (const auto& id : acked) {
+    const std::string hex = id.substr(7);
+    if (submits[hex] != 1 || results[hex] != 1) {
+      ADD_FAILURE() << dir << ": " << id << ": " << submits[hex] << " submits, " << results[hex] << " results in the log";
+      ++lost;
+    }
+  }
+  for (const auto& [hex, n] : results) doubled += n > 1;
+  EXPECT_EQ(lost, 0) << dir;
+  EXPECT_EQ(doubled, 0) << dir;
+  std::cout << "[chaos] " << dir << ": lost " << lost << ", double results " << doubled << "\n";
+}
 
 TEST(ChaosSoakTest, SingleNodeLosesNothingAcknowledgedUnderRandomKills) {
   const int seconds = EnvInt("GATOS_CHAOS_SECONDS", 60);
@@ -155,36 +181,98 @@ TEST(ChaosSoakTest, SingleNodeLosesNothingAcknowledgedUnderRandomKills) {
   // The signed log: each acknowledged job adopted once, with exactly one
   // final result; no job of the run has two.
   stack.StopGatosd(SIGTERM);
-  auto ledger = Ledger::Open(stack.ledger());
-  ASSERT_TRUE(ledger.ok());
-  std::map<std::string, int> submits, results;
-  for (const auto& c : ReadLog(**ledger)) {
-    std::string last;  // one transition may span several lines
-    for (const auto& e : c.entries) {
-      const std::string key = std::to_string(static_cast<int>(e.kind)) + e.job_hex;
-      if (key == last) continue;
-      last = key;
-      if (e.kind == LogKind::kSubmit) ++submits[e.job_hex];
-      if (e.kind == LogKind::kResult) ++results[e.job_hex];
-    }
-  }
-  int lost = 0, doubled = 0;
-  for (const auto& id : acked) {
-    const std::string hex = id.substr(7);
-    if (submits[hex] != 1 || results[hex] != 1) {
-      ADD_FAILURE() << id << ": " << submits[hex] << " submits, " << results[hex] << " results in the log";
-      ++lost;
-    }
-  }
-  for (const auto& [hex, n] : results) doubled += n > 1;
-  EXPECT_EQ(lost, 0);
-  EXPECT_EQ(doubled, 0);
-  std::cout << "[chaos] lost " << lost << ", double results " << doubled << "\n";
+  ExpectOneSubmitAndOneResultEach(stack.ledger(), acked);
   RunResult v = stack.Gatos({"verify", "--all", "--repo", stack.ledger()}, 300);
   EXPECT_EQ(v.exit_code, 0) << v.out.substr(0, 4000) << v.err;
   auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 1000.0; };
   std::cout << "[chaos] chaos " << secs(end - start) << " s, then every job finished in " << secs(waited - end)
             << " s, log check and verify " << secs(std::chrono::steady_clock::now() - waited) << " s\n";
+}
+
+// The same soak on a replicated ledger (three replicas, a three-node NATS
+// cluster, one worker): the leader, a follower, the worker and a NATS node
+// SIGKILLed at random and started again. Afterwards the replicas hold one
+// log, and in each every acknowledged job has one submit and one result.
+TEST(ChaosSoakTest, ReplicatedLosesNothingAcknowledgedUnderRandomKills) {
+  const int seconds = EnvInt("GATOS_CHAOS_SECONDS", 60);
+  const unsigned seed = static_cast<unsigned>(EnvInt("GATOS_CHAOS_SEED", static_cast<int>(std::random_device{}())));
+  SCOPED_TRACE("GATOS_CHAOS_SEED=" + std::to_string(seed));
+  ReplicatedLedger c;
+  ASSERT_TRUE(c.Prepare());
+  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
+  ASSERT_GE(c.WaitForLeader(), 0) << c.Logs();
+  ASSERT_TRUE(c.StartWorker());
+
+  Submitter submitter({BinaryPath("gatos"), "submit", "--ledger", c.urls_, "--sign-key", c.alice_, "--timeout", "5"},
+                      c.env_, c.dir_.path());
+  std::mt19937 rng(seed);
+  std::map<std::string, int> kills;
+  const std::vector<std::string> kinds = {"leader", "follower", "worker", "nats-server"};
+  std::vector<std::string> round;
+  std::string history;
+  const auto start = std::chrono::steady_clock::now();
+  const auto end = start + std::chrono::seconds(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    // The chaos's own pace (not a synchronization): a kill every 2-4 s.
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(2000, 4000)(rng)));
+    if (round.empty()) {
+      round = kinds;
+      std::shuffle(round.begin(), round.end(), rng);
+    }
+    const std::string victim = round.back();
+    round.pop_back();
+    if (victim == "leader" || victim == "follower") {
+      const int leader = c.Leader();
+      if (leader < 0) continue;  // an election is under way: next turn
+      const int r = victim == "leader" ? leader : (leader + 1 + static_cast<int>(rng() % 2)) % kReplicas;
+      ASSERT_EQ(c.gatosd_[r]->Stop(SIGKILL), -SIGKILL);
+      ASSERT_TRUE(c.StartReplica(r));
+      history += victim + " r" + std::to_string(r) + "; ";
+    } else if (victim == "worker") {
+      ASSERT_EQ(c.worker_.Stop(SIGKILL), -SIGKILL);
+      ASSERT_TRUE(c.StartWorker());
+      history += "worker; ";
+    } else {
+      const int n = static_cast<int>(rng() % kReplicas);
+      ASSERT_TRUE(c.nats_[n]->Kill());
+      ASSERT_TRUE(c.nats_[n]->Restart());
+      history += "nats n" + std::to_string(n) + "; ";
+    }
+    ++kills[victim];
+  }
+  submitter.Stop();
+  const std::vector<std::string> acked = submitter.acked();
+  std::string summary = "seed " + std::to_string(seed) + ", " + std::to_string(submitter.attempts()) +
+                        " submits, " + std::to_string(acked.size()) + " acknowledged; kills: " + history;
+  SCOPED_TRACE(summary);
+  std::cout << "[chaos] replicated: " << summary << "\n";
+  ASSERT_GE(acked.size(), 20u) << "the plane acknowledged almost nothing:\n" << c.Logs();
+
+  std::vector<std::string> wait = {"wait"};
+  wait.insert(wait.end(), acked.begin(), acked.end());
+  wait.insert(wait.end(), {"--ledger", c.urls_, "--timeout", "120"});
+  RunResult w = c.Gatos(wait, 180);
+  EXPECT_EQ(w.exit_code, 0) << w.out << w.err << c.Logs();
+  const auto waited = std::chrono::steady_clock::now();
+  int leader = -1;
+  ASSERT_TRUE(PollFor(60000, [&] {
+    leader = c.Leader();
+    if (leader < 0) return false;
+    const std::string head = c.LogHead(leader);
+    for (int i = 0; i < kReplicas; ++i) {
+      if (c.LogHead(i) != head) return false;
+    }
+    return true;
+  })) << c.LogHead(0) << " " << c.LogHead(1) << " " << c.LogHead(2) << "\n" << c.Logs();
+  for (int i = 0; i < kReplicas; ++i) c.gatosd_[i]->Stop(SIGTERM);
+  for (int i = 0; i < kReplicas; ++i) {
+    ExpectOneSubmitAndOneResultEach(c.ledgers_[i], acked);
+    RunResult v = c.Gatos({"verify", "--all", "--repo", c.ledgers_[i], "--ledger-key", c.ledgers_[0] + "/gatos/ledger_key.pub"}, 300);
+    EXPECT_EQ(v.exit_code, 0) << "r" << i << ": " << v.out.substr(0, 4000) << v.err;
+  }
+  auto secs = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 1000.0; };
+  std::cout << "[chaos] replicated: chaos " << secs(end - start) << " s, every job finished in " << secs(waited - end)
+            << " s, convergence, log checks and verify " << secs(std::chrono::steady_clock::now() - waited) << " s\n";
 }
 
 }  // namespace
