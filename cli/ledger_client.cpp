@@ -35,6 +35,16 @@ std::optional<Ed25519PrivateKey>& NatsKey() {
 
 void UseNatsKey(const Ed25519PrivateKey& key) { NatsKey() = key; }
 
+namespace {
+std::optional<std::string>& Replica() {
+  static std::optional<std::string> replica;
+  return replica;
+}
+}  // namespace
+
+void UseReplica(const std::string& name) { Replica() = name; }
+std::optional<std::string> ReplicaTarget() { return Replica(); }
+
 Result<std::unique_ptr<Bus>> ConnectGatosd(const std::string& nats_url,
                                            std::function<void(const std::string&)> on_async_error) {
   BusOptions bo;
@@ -70,9 +80,16 @@ Result<std::unique_ptr<Bus>> ConnectGatosd(const std::string& nats_url,
 
 Result<nlohmann::json> GatosdRequestOn(Bus& bus, const std::string& subject,
                                        const std::string& data, int timeout_ms) {
-  auto reply = bus.Request(subject, data, timeout_ms);
+  // A read asked of a replica goes to its subject (the same request).
+  const std::string to = Replica() ? rpc::ReplicaReadSubject(*Replica() == "any" ? "" : *Replica(), subject)
+                                   : subject;
+  auto reply = bus.Request(to, data, timeout_ms);
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kUnavailable) {
+      if (to != subject) {
+        return UnavailableError("no replica " + (*Replica() == "any" ? std::string("") : "named " + *Replica() + " ") +
+                                "answers on " + bus.url() + " (" + reply.status().message() + ")");
+      }
       return UnavailableError("no gatosd answers on " + bus.url() + " (" +
                               reply.status().message() + ")");
     }
@@ -145,6 +162,8 @@ Result<nlohmann::json> JobStatus(const std::string& target, const std::string& j
         if (msg.find("no job") != std::string::npos) return NotFoundError(msg);
         return FailedPreconditionError(msg);
       }
+      // A replica's answer says which one and as of which log sequence.
+      if (reply.contains("replica")) reply["status"]["replica"] = reply["replica"];
       return reply["status"];
     }
     case LedgerKind::kGitRemote:
