@@ -99,6 +99,24 @@ Result<nlohmann::json> GatosdRequestOn(Bus& bus, const std::string& subject,
   return rpc::ParseReply(reply->data, subject, &err);
 }
 
+Result<nlohmann::json> ProbeReplicaReads(Bus& bus, const std::string& name, int timeout_ms) {
+  const std::string subject = rpc::ReplicaReadSubject(name, rpc::kList);
+  const int64_t sent = SystemNowMs();
+  auto reply = bus.Request(subject, rpc::Dump(rpc::ListRequestJson({std::nullopt, "", 1})), timeout_ms);
+  const int64_t back = SystemNowMs();
+  if (!reply.ok()) return UnavailableError("no answer on " + subject + ": " + reply.status().message());
+  Decision err;
+  auto j = rpc::ParseReply(reply->data, subject, &err);
+  if (!j.ok()) return UnavailableError(subject + ": " + j.status().message());
+  if (err.error != TransitionError::kNone) return UnavailableError(subject + ": " + err.message);
+  if (!j->contains("replica") || !(*j)["replica"].is_object()) {
+    return UnavailableError(subject + ": the reply does not name the replica");
+  }
+  nlohmann::json r = (*j)["replica"];
+  r["read_ms"] = back - sent;
+  return r;
+}
+
 Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
                                      const std::string& data, int timeout_ms) {
   GATOS_ASSIGN_OR_RETURN(auto bus, ConnectGatosd(nats_url));

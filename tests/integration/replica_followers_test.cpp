@@ -105,6 +105,29 @@ TEST(ReplicaFollowersTest, AFollowerForwardsPushesAndServesReadsMetricsAndTheDas
   RunResult page = c.Cmd({"curl", "-s", base + "/"});
   EXPECT_NE(page.out.find("replica " + fname + " · follower"), std::string::npos) << page.out;
 
+  // gatos cluster status and gatos doctor reach each replica's reads.
+  RunResult cs = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[f], "--nats", c.urls_, "--json"});
+  ASSERT_EQ(cs.exit_code, 0) << cs.err;
+  auto cluster = nlohmann::json::parse(cs.out);
+  ASSERT_EQ(cluster["replicas"].size(), static_cast<size_t>(kReplicas)) << cs.out;
+  for (const auto& r : cluster["replicas"]) EXPECT_TRUE(r["reads"].value("ok", false)) << cs.out;
+  RunResult table = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[f], "--nats", c.urls_});
+  EXPECT_NE(table.out.find("READS"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("no answer"), std::string::npos) << table.out;
+  RunResult d = c.Gatos({"doctor", "--json", "--nats", c.urls_, "--ledger", c.ledgers_[f], "--key",
+                         c.ledgers_[0] + "/gatos/ledger_key", "--replica-name", fname});
+  nlohmann::json dj = nlohmann::json::parse(d.out, nullptr, false);
+  bool seen = false;
+  for (const auto& ch : dj.value("checks", nlohmann::json::array())) {
+    if (ch.value("check", "") != "replica-reads") continue;
+    seen = true;
+    EXPECT_EQ(ch.value("status", ""), "ok") << ch.dump();
+    EXPECT_NE(ch.value("detail", "").find(fname + " answers reads on gatos.replica." + fname + ".list"),
+              std::string::npos)
+        << ch.dump();
+  }
+  EXPECT_TRUE(seen) << d.out << d.err;
+
   // A job commit with history is refused at the follower (a submit carries
   // the commit and its tree, not its parents); nothing reaches the leader.
   std::string child;
@@ -144,6 +167,9 @@ TEST(ReplicaFollowersTest, AFollowersPushIsRefusedClearlyWhenNoLeaderCanBeElecte
   EXPECT_NE(st.exit_code, 0) << st.out;
   EXPECT_TRUE(c.gatosd_[f]->running()) << c.Logs();
   EXPECT_EQ(c.Leader(), -1) << c.Logs();
+  // It still answers reads from what it applied.
+  RunResult ls = c.Gatos({"ls", "--ledger", c.nats_[2]->url(), "--replica", "r" + std::to_string(f), "--json"});
+  EXPECT_EQ(ls.exit_code, 0) << ls.err;
 }
 
 }  // namespace
