@@ -66,6 +66,75 @@ Result<std::vector<GitObject>> ForwardedJobObjects(Ledger& ledger, const std::st
   return out;
 }
 
+namespace {
+
+ForwardPlan Plan(Ledger* ledger, const Result<Policy>& policy, const ServiceRequest& r, int64_t now) {
+  ForwardPlan plan;
+  if (r.subject == rpc::kLocalRejected) {
+    plan.reply = rpc::Dump(rpc::OkReply());
+    return plan;
+  }
+  if (r.subject != rpc::kLocalPushSubmit) {
+    plan.reply = Refusal(TransitionError::kInvalid,
+                         "this replica follows the leader: push results and witnesses, and change the policy, "
+                         "on the leader (gatos cluster status names it)");
+    return plan;
+  }
+  if (!ledger || !policy.ok()) {
+    plan.reply = Refusal(TransitionError::kRetry,
+                         "this replica cannot read its ledger: " +
+                             (policy.ok() ? std::string("no repository") : policy.status().message()));
+    return plan;
+  }
+  auto j = rpc::ParseRequest(r.data, r.subject);
+  if (!j.ok()) {
+    plan.reply = Refusal(TransitionError::kInvalid, j.status().message());
+    return plan;
+  }
+  auto commit = rpc::StringField(*j, "commit");
+  if (!commit.ok() || !IsLowerHex(*commit, 40)) {
+    plan.reply = Refusal(TransitionError::kInvalid, "commit must be a 40-hex id");
+    return plan;
+  }
+  std::string expected;
+  if (j->contains("job")) {
+    auto job = rpc::StringField(*j, "job");
+    if (!job.ok()) {
+      plan.reply = Refusal(TransitionError::kInvalid, job.status().message());
+      return plan;
+    }
+    expected = *job;
+  }
+  // The leader checks it again; this spares it what cannot pass and names
+  // the job to wait for.
+  auto check = CheckJobCommit(LedgerLookup(ledger), *commit, expected, *policy, now);
+  if (!check.ok()) {
+    plan.reply = rpc::Dump(rpc::ErrorReply(Decision::FromStatus(check.status()).error, check.status().message()));
+    return plan;
+  }
+  auto objects = ForwardedJobObjects(*ledger, *commit);
+  if (!objects.ok()) {
+    plan.reply = Refusal(TransitionError::kInvalid, objects.status().message());
+    return plan;
+  }
+  plan.job_hex = check->job_hex;
+  plan.frame = rpc::EncodeFrame({{"commit", *commit}}, EncodeObjectBatch(*objects));
+  return plan;
+}
+
+}  // namespace
+
+ForwardPlan PlanForward(Ledger* ledger, const Result<Policy>& policy, const ServiceRequest& request,
+                        int64_t now_ms) {
+  try {
+    return Plan(ledger, policy, request, now_ms);
+  } catch (const std::exception& e) {
+    ForwardPlan plan;
+    plan.reply = Refusal(TransitionError::kInvalid, "malformed request: " + TruncateUtf8(e.what(), 200));
+    return plan;
+  }
+}
+
 Result<std::unique_ptr<FollowerDoor>> FollowerDoor::Start(const std::string& dir, Bus* bus,
                                                          FollowerDoorOptions options) {
   std::unique_ptr<FollowerDoor> d(new FollowerDoor(dir, bus, options));
@@ -105,45 +174,12 @@ std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& reque
   Result<Policy> policy = ledger.ok() ? (*ledger)->ReadPolicy() : Result<Policy>(ledger.status());
   const int64_t now = SystemNowMs();
   for (size_t i = 0; i < requests.size(); ++i) {
-    const ServiceRequest& r = requests[i];
-    if (r.subject == rpc::kLocalRejected) {
-      replies[i] = rpc::Dump(rpc::OkReply());
+    ForwardPlan plan = PlanForward(ledger.ok() ? ledger->get() : nullptr, policy, requests[i], now);
+    if (!plan.reply.empty()) {
+      replies[i] = std::move(plan.reply);
       continue;
     }
-    if (r.subject != rpc::kLocalPushSubmit) {
-      replies[i] = Refusal(TransitionError::kInvalid,
-                           "this replica follows the leader: push results and witnesses, and change the policy, "
-                           "on the leader (gatos cluster status names it)");
-      continue;
-    }
-    if (!policy.ok()) {
-      replies[i] = Refusal(TransitionError::kRetry, "this replica cannot read its ledger: " + policy.status().message());
-      continue;
-    }
-    auto j = rpc::ParseRequest(r.data, r.subject);
-    if (!j.ok()) {
-      replies[i] = Refusal(TransitionError::kInvalid, j.status().message());
-      continue;
-    }
-    const std::string commit = j->value("commit", "");
-    if (!IsLowerHex(commit, 40)) {
-      replies[i] = Refusal(TransitionError::kInvalid, "commit must be a 40-hex id");
-      continue;
-    }
-    // The leader checks it again; this spares it what cannot pass and
-    // names the job to wait for.
-    auto check = CheckJobCommit(LedgerLookup(ledger->get()), commit, j->value("job", ""), *policy, now);
-    if (!check.ok()) {
-      replies[i] = rpc::Dump(rpc::ErrorReply(Decision::FromStatus(check.status()).error, check.status().message()));
-      continue;
-    }
-    auto objects = ForwardedJobObjects(**ledger, commit);
-    if (!objects.ok()) {
-      replies[i] = Refusal(TransitionError::kInvalid, objects.status().message());
-      continue;
-    }
-    auto reply = bus_->Request(rpc::kSubmit, rpc::EncodeFrame({{"commit", commit}}, EncodeObjectBatch(*objects)),
-                               options_.leader_timeout_ms);
+    auto reply = bus_->Request(rpc::kSubmit, plan.frame, options_.leader_timeout_ms);
     if (!reply.ok()) {
       replies[i] = Refusal(TransitionError::kRetry,
                            "this replica follows, and no leader answered the forwarded push (" +
@@ -162,7 +198,7 @@ std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& reque
       replies[i] = rpc::Dump(rpc::ErrorReply(err.error, "the leader refused the push: " + err.message));
       continue;
     }
-    forwarded[i] = check->job_hex;
+    forwarded[i] = plan.job_hex;
     accepted[i] = std::move(*parsed);
   }
   // Acknowledged once this replica holds each job in its own, checked log.
@@ -173,7 +209,13 @@ std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& reque
       for (auto it = forwarded.begin(); it != forwarded.end();) {
         auto rec = (*view)->Find(it->second);
         if (rec.ok() && *rec) {
-          nlohmann::json& body = accepted[it->first];
+          // The reply is this replica's own: nothing of the bus's answer
+          // but whether the job existed already.
+          const nlohmann::json& said = accepted[it->first];
+          const bool existing = said.contains("existing") && said["existing"].is_boolean() && said["existing"].get<bool>();
+          nlohmann::json body = rpc::OkReply();
+          body["job"] = "blake3:" + it->second;
+          body["existing"] = existing;
           body["forwarded"] = true;
           body["log_seq"] = (*view)->seq();
           replies[it->first] = rpc::Dump(body);

@@ -23,6 +23,8 @@
 
 #include "gatos/git/ledger.h"
 #include "gatos/git/git_object.h"
+#include "gatos/ledger/job_service.h"
+#include "gatos/model/policy.h"
 #include "gatos/nats/bus.h"
 #include "local_server.h"
 #include "request_queue.h"
@@ -55,6 +57,19 @@ class FollowerDoor {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// What a follower does with one request of its local socket before the
+// leader is asked: refuse it (`reply` set: the answer), or forward the
+// submit `frame` (rpc::kSubmit's request) for the job `job_hex`. `ledger`
+// and `policy` are the follower's (null / an error: refused, retry).
+// Never throws.
+struct ForwardPlan {
+  std::string reply;
+  std::string job_hex;
+  std::string frame;
+};
+ForwardPlan PlanForward(Ledger* ledger, const Result<Policy>& policy, const ServiceRequest& request,
+                        int64_t now_ms);
 
 // The objects the submit RPC carries for the job commit `commit` of
 // `ledger`: the commit, its tree and every object under it (not its
