@@ -168,8 +168,11 @@ TEST(ReplicaFollowersTest, AFollowersPushIsRefusedClearlyWhenNoLeaderCanBeElecte
   EXPECT_TRUE(c.gatosd_[f]->running()) << c.Logs();
   EXPECT_EQ(c.Leader(), -1) << c.Logs();
   // It still answers reads from what it applied.
-  RunResult ls = c.Gatos({"ls", "--ledger", c.nats_[2]->url(), "--replica", "r" + std::to_string(f), "--json"});
-  EXPECT_EQ(ls.exit_code, 0) << ls.err;
+  RunResult ls;
+  EXPECT_TRUE(PollFor(15000, [&] {
+    ls = c.Gatos({"ls", "--ledger", c.nats_[2]->url(), "--replica", "r" + std::to_string(f), "--json"});
+    return ls.exit_code == 0;
+  })) << ls.err;
 }
 
 }  // namespace
