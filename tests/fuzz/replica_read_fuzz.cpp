@@ -69,10 +69,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     fprintf(stderr, "setup: %s\n", run.error.c_str());
     abort();
   }
-  auto view = gatos::LedgerView::Open(dir);
-  if (!view.ok()) abort();
+  const std::string ledger = dir + "/ledger.git";  // where RunRandomLedger makes it
+  auto view = gatos::LedgerView::Open(ledger);
+  if (!view.ok()) {
+    fprintf(stderr, "setup: %s\n", view.status().message().c_str());
+    abort();
+  }
   g_seq = (*view)->seq();
-  g_reader = new gatos::gatosd::ReplicaReader(dir);
+  g_reader = new gatos::gatosd::ReplicaReader(ledger);
   auto listed = nlohmann::json::parse(g_reader->Answer(gatos::rpc::kList, R"({"limit":1000})", {{"name", "r1"}}));
   for (const auto& j : listed["jobs"]) g_jobs.push_back(j.value("job", "").substr(7));
   if (g_jobs.empty()) {
