@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "gatos/ledger/replica_id.h"
@@ -20,8 +22,11 @@ int RunClusterStatus(const Args& args) {
       "that reported itself in the last few seconds: name, role (leader or\n"
       "follower), term, log sequence and lag (how long since it last held every\n"
       "record of the replicated log). --json: {\"replicas\":[{\"name\",\"role\",\n"
-      "\"term\",\"log_seq\",\"lag_ms\"}]}. Reads the ledger's KV bucket, so the NATS\n"
-      "identity (GATOS_NATS_KEY) needs access to it (the ledger key has).\n";
+      "\"term\",\"log_seq\",\"lag_ms\",\"reads\"}]}. Reads the ledger's KV bucket, so the\n"
+      "NATS identity (GATOS_NATS_KEY) needs access to it (the ledger key has).\n"
+      "READS: whether the replica answers reads on its own subjects\n"
+      "(gatos.replica.NAME.*, what 'gatos status --replica NAME' asks), with the round\n"
+      "trip; \"reads\" in --json: {\"ok\",\"ms\"} or {\"ok\":false,\"error\"}.\n";
   Flags flags;
   if (!flags.Parse(args, {{"ledger"}, {"nats"}, {"json", 0, false}})) return UsageError("cluster status", flags.error());
   if (flags.help()) {
@@ -58,8 +63,17 @@ int RunClusterStatus(const Args& args) {
     }
     replicas.push_back(std::move(*s));
   }
+  // Each replica's own read subjects, asked once (2 s each at most).
+  std::map<std::string, nlohmann::json> reads;
+  for (const auto& r : replicas) {
+    auto probe = ProbeReplicaReads(**bus, r.name, 2000);
+    reads[r.name] = probe.ok() ? nlohmann::json{{"ok", true}, {"ms", (*probe)["read_ms"]}}
+                               : nlohmann::json{{"ok", false}, {"error", probe.status().message()}};
+  }
   if (flags.Has("json")) {
-    std::cout << ClusterStatusJson(replicas) << "\n";
+    nlohmann::json out = nlohmann::json::parse(ClusterStatusJson(replicas));
+    for (auto& r : out["replicas"]) r["reads"] = reads[r.value("name", "")];
+    std::cout << out.dump() << "\n";
     return kExitOk;
   }
   if (replicas.empty()) {
@@ -67,11 +81,14 @@ int RunClusterStatus(const Args& args) {
     return kExitFailure;
   }
   std::sort(replicas.begin(), replicas.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  std::printf("%-20s %-9s %8s %10s %8s\n", "NAME", "ROLE", "TERM", "LOG SEQ", "LAG MS");
+  std::printf("%-20s %-9s %8s %10s %8s  %s\n", "NAME", "ROLE", "TERM", "LOG SEQ", "LAG MS", "READS");
   for (const auto& r : replicas) {
-    std::printf("%-20s %-9s %8llu %10lld %8lld\n", r.name.c_str(), r.role.c_str(),
+    const nlohmann::json& rd = reads[r.name];
+    const std::string answer =
+        rd.value("ok", false) ? std::to_string(rd.value("ms", int64_t{0})) + " ms" : std::string("no answer");
+    std::printf("%-20s %-9s %8llu %10lld %8lld  %s\n", r.name.c_str(), r.role.c_str(),
                 static_cast<unsigned long long>(r.term), static_cast<long long>(r.log_seq),
-                static_cast<long long>(r.lag_ms));
+                static_cast<long long>(r.lag_ms), answer.c_str());
   }
   return kExitOk;
 }

@@ -21,6 +21,7 @@
 #include "gatos/model/nats_cluster.h"
 #include "gatos/model/public_key.h"
 #include "gatos/model/rpc.h"
+#include "ledger_client.h"
 #include "gatos/nats/bus.h"
 #include "gatos/nats/bus_identity.h"
 #include "gatos/nats/job_stream.h"
@@ -249,6 +250,19 @@ void CheckReplica(Report* report, Bus& bus, const std::string& ledger_dir, const
                 where + (me ? "; " + name + " is a " + me->role + " at log sequence " + std::to_string(me->log_seq) +
                                   ", lag " + std::to_string(me->lag_ms) + " ms"
                             : "; a replica leads"));
+  }
+  if (!me) return;
+  // Its read endpoint (gatos status --replica NAME asks it there).
+  auto reads = ProbeReplicaReads(bus, name, 3000);
+  if (reads.ok()) {
+    report->Add("replica-reads", Outcome::kOk,
+                name + " answers reads on " + rpc::ReplicaReadSubject(name, rpc::kList) + " in " +
+                    std::to_string(reads->value("read_ms", int64_t{0})) + " ms (as of log sequence " +
+                    std::to_string(reads->value("log_seq", int64_t{0})) + ")");
+  } else {
+    report->Add("replica-reads", Outcome::kFail, reads.status().message(),
+                "this NATS identity may not publish on gatos.replica.> (regenerate the server's authorization "
+                "with gatos nats-config), or the replica runs a gatosd without replica reads");
   }
 }
 

@@ -13,6 +13,7 @@
 #include "gatos/git/ledger.h"
 #include "gatos/git/result.h"
 #include "gatos/ledger/local_ledger.h"
+#include "gatos/model/election.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/rpc.h"
@@ -24,6 +25,33 @@
 
 namespace gatos::cli {
 namespace {
+
+constexpr char kReplicaHelp[] =
+    "--replica NAME asks that replica of a replicated ledger (nats:// only), --replica any\n"
+    "whichever replica answers first; each answers from what it has applied, and says\n"
+    "as of which log sequence (\"replica\" in --json). Without it the leader answers.\n";
+
+// --replica NAME|any (replica_reads.h): "" when it is fine, else the error.
+std::string ApplyReplicaFlag(const Flags& flags, const std::string& target) {
+  auto name = flags.Get("replica");
+  if (!name) return "";
+  if (ClassifyLedger(target) != LedgerKind::kNats) {
+    return "--replica needs --ledger nats://HOST:PORT (a replica is asked over NATS)";
+  }
+  if (*name != "any" && !ValidReplicaName(*name)) {
+    return "--replica: a replica name is 1-64 of [A-Za-z0-9_.-], or any";
+  }
+  UseReplica(*name);
+  return "";
+}
+
+// A note on stderr of the replica that answered and how stale it may be.
+void SayReplica(const nlohmann::json& reply) {
+  if (!reply.contains("replica") || !reply["replica"].is_object()) return;
+  const nlohmann::json& r = reply["replica"];
+  std::cerr << "(replica " << r.value("name", "?") << ", " << r.value("role", "?") << ", log sequence "
+            << r.value("log_seq", int64_t{0}) << ", " << r.value("lag_ms", int64_t{0}) << " ms behind the log)\n";
+}
 
 using nlohmann::json;
 
@@ -304,7 +332,7 @@ int RunSubmit(const Args& args) {
 
 int RunStatus(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}}))
+  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}, {"replica"}}))
     return UsageError("status", flags.error());
   if (flags.help()) {
     std::cout << "usage: gatos status JOB-ID --ledger DIR|nats://HOST:PORT [--json]\n\n"
@@ -321,15 +349,18 @@ int RunStatus(const Args& args) {
                  "claimed, waited_ms (from the attempt before to this claim), started, ended,\n"
                  "finished, exit_code, signal, timed_out, reason, result_commit, not_before and\n"
                  "backoff_ms (fields that do not apply are left out).\n"
-                 "Without JOB-ID prints the number of jobs in each state.\n";
+                 "Without JOB-ID prints the number of jobs in each state.\n"
+              << kReplicaHelp;
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
   if (!target) return UsageError("status", "--ledger is required (or set GATOS_LEDGER)");
+  if (std::string e = ApplyReplicaFlag(flags, *target); !e.empty()) return UsageError("status", e);
   if (flags.positional().empty()) {
     // Counts per state.
     Args ls_args = {"--ledger", *target, "--limit", "1", "--counts"};
     if (flags.Has("json")) ls_args.push_back("--json");
+    if (auto r = flags.Get("replica")) ls_args.insert(ls_args.end(), {"--replica", *r});
     return RunLs(ls_args);
   }
   if (flags.positional().size() != 1) return UsageError("status", "expects at most one JOB-ID");
@@ -344,6 +375,7 @@ int RunStatus(const Args& args) {
     std::cout << st->dump() << "\n";
   } else {
     std::cout << Describe(*st) << "\n" << DescribeAttempts(*st);
+    SayReplica(*st);
   }
   return kExitOk;
 }
@@ -355,6 +387,7 @@ int RunLs(const Args& args) {
                           {"limit"},
                           {"after"},
                           {"json", 0, false},
+                          {"replica"},
                           {"counts", 0, false}})) {
     return UsageError("ls", flags.error());
   }
@@ -367,11 +400,13 @@ int RunLs(const Args& args) {
            "after its last attempt: no automatic retry is left; gatos retry runs it once\n"
            "more). Default limit 1000. The listing comes from the ledger's state\n"
            "index (gatosd's, or the log of a ledger directory): a page costs the same at any\n"
-           "size; when a page stops early it prints where to continue (--after).\n";
+           "size; when a page stops early it prints where to continue (--after).\n"
+        << kReplicaHelp;
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
   if (!target) return UsageError("ls", "--ledger is required (or set GATOS_LEDGER)");
+  if (std::string e = ApplyReplicaFlag(flags, *target); !e.empty()) return UsageError("ls", e);
   std::optional<std::string> state;
   if (auto s = flags.Get("state")) {
     if (*s != "dead" && !ParseJobState(*s)) {
@@ -406,26 +441,30 @@ int RunLs(const Args& args) {
   std::string next = reply->value("next", "");
   if (flags.Has("counts")) {
     if (flags.Has("json")) {
+      if (reply->contains("replica")) counts["replica"] = (*reply)["replica"];
       std::cout << counts.dump() << "\n";
     } else {
       for (auto& [k, v] : counts.items()) std::cout << k << " " << v.get<int64_t>() << "\n";
+      SayReplica(*reply);
     }
     return kExitOk;
   }
   if (flags.Has("json")) {
     json out = {{"jobs", jobs}, {"counts", counts}};
     if (!next.empty()) out["next"] = next;
+    if (reply->contains("replica")) out["replica"] = (*reply)["replica"];
     std::cout << rpc::Dump(out) << "\n";
   } else {
     for (const auto& j : jobs) std::cout << Describe(j) << "\n";
     if (!next.empty()) std::cerr << "more: gatos ls ... --after " << next << "\n";
+    SayReplica(*reply);
   }
   return kExitOk;
 }
 
 int RunWait(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"timeout"}, {"json", 0, false}, {"quiet", 'q', false}})) {
+  if (!flags.Parse(args, {{"ledger"}, {"timeout"}, {"json", 0, false}, {"quiet", 'q', false}, {"replica"}})) {
     return UsageError("wait", flags.error());
   }
   if (flags.help()) {
@@ -436,11 +475,15 @@ int RunWait(const Args& args) {
            "backoff); wait returns each job's final state. Exit status: 0 when all\n"
            "succeeded, 1 when any failed, timed out or was aborted (after its last\n"
            "attempt), 3 when --timeout (default: none) ran out. --json prints the final\n"
-           "status of each job (as gatos status --json) in one array.\n";
+           "status of each job (as gatos status --json) in one array.\n"
+        << kReplicaHelp
+        << "A replica that does not hold a job yet (it applies the log a moment after the\n"
+           "leader) is asked again for up to 10 s before the job is said not to exist.\n";
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
   if (!target) return UsageError("wait", "--ledger is required (or set GATOS_LEDGER)");
+  if (std::string e = ApplyReplicaFlag(flags, *target); !e.empty()) return UsageError("wait", e);
   if (flags.positional().empty()) return UsageError("wait", "expects at least one JOB-ID");
   std::vector<std::string> hexes;
   for (const auto& a : flags.positional()) {
@@ -467,6 +510,12 @@ int RunWait(const Args& args) {
       if (!st.ok()) {
         if (st.status().code() == StatusCode::kUnavailable)
           continue;  // gatosd restarting: keep waiting
+        // A replica applies the log a moment after the leader: a job it
+        // does not hold yet may be one the leader just recorded.
+        if (st.status().code() == StatusCode::kNotFound && ReplicaTarget() &&
+            std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+          continue;
+        }
         return ReportError(st.status().message(), kExitFailure);
       }
       auto state = ParseJobState(st->value("state", ""));

@@ -35,6 +35,16 @@ std::optional<Ed25519PrivateKey>& NatsKey() {
 
 void UseNatsKey(const Ed25519PrivateKey& key) { NatsKey() = key; }
 
+namespace {
+std::optional<std::string>& Replica() {
+  static std::optional<std::string> replica;
+  return replica;
+}
+}  // namespace
+
+void UseReplica(const std::string& name) { Replica() = name; }
+std::optional<std::string> ReplicaTarget() { return Replica(); }
+
 Result<std::unique_ptr<Bus>> ConnectGatosd(const std::string& nats_url,
                                            std::function<void(const std::string&)> on_async_error) {
   BusOptions bo;
@@ -70,9 +80,16 @@ Result<std::unique_ptr<Bus>> ConnectGatosd(const std::string& nats_url,
 
 Result<nlohmann::json> GatosdRequestOn(Bus& bus, const std::string& subject,
                                        const std::string& data, int timeout_ms) {
-  auto reply = bus.Request(subject, data, timeout_ms);
+  // A read asked of a replica goes to its subject (the same request).
+  const std::string to = Replica() ? rpc::ReplicaReadSubject(*Replica() == "any" ? "" : *Replica(), subject)
+                                   : subject;
+  auto reply = bus.Request(to, data, timeout_ms);
   if (!reply.ok()) {
     if (reply.status().code() == StatusCode::kUnavailable) {
+      if (to != subject) {
+        return UnavailableError("no replica " + (*Replica() == "any" ? std::string("") : "named " + *Replica() + " ") +
+                                "answers on " + bus.url() + " (" + reply.status().message() + ")");
+      }
       return UnavailableError("no gatosd answers on " + bus.url() + " (" +
                               reply.status().message() + ")");
     }
@@ -80,6 +97,24 @@ Result<nlohmann::json> GatosdRequestOn(Bus& bus, const std::string& subject,
   }
   Decision err;
   return rpc::ParseReply(reply->data, subject, &err);
+}
+
+Result<nlohmann::json> ProbeReplicaReads(Bus& bus, const std::string& name, int timeout_ms) {
+  const std::string subject = rpc::ReplicaReadSubject(name, rpc::kList);
+  const int64_t sent = SystemNowMs();
+  auto reply = bus.Request(subject, rpc::Dump(rpc::ListRequestJson({std::nullopt, "", 1})), timeout_ms);
+  const int64_t back = SystemNowMs();
+  if (!reply.ok()) return UnavailableError("no answer on " + subject + ": " + reply.status().message());
+  Decision err;
+  auto j = rpc::ParseReply(reply->data, subject, &err);
+  if (!j.ok()) return UnavailableError(subject + ": " + j.status().message());
+  if (err.error != TransitionError::kNone) return UnavailableError(subject + ": " + err.message);
+  if (!j->contains("replica") || !(*j)["replica"].is_object()) {
+    return UnavailableError(subject + ": the reply does not name the replica");
+  }
+  nlohmann::json r = (*j)["replica"];
+  r["read_ms"] = back - sent;
+  return r;
 }
 
 Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
@@ -145,6 +180,8 @@ Result<nlohmann::json> JobStatus(const std::string& target, const std::string& j
         if (msg.find("no job") != std::string::npos) return NotFoundError(msg);
         return FailedPreconditionError(msg);
       }
+      // A replica's answer says which one and as of which log sequence.
+      if (reply.contains("replica")) reply["status"]["replica"] = reply["replica"];
       return reply["status"];
     }
     case LedgerKind::kGitRemote:

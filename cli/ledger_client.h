@@ -35,6 +35,18 @@ std::optional<std::string> LedgerTarget(const std::optional<std::string>& flag);
 // the CLI connects anonymously, which a secured NATS server refuses.
 void UseNatsKey(const Ed25519PrivateKey& key);
 
+// Reads (status, ls, wait, logs) over NATS go to one replica of a
+// replicated ledger, by name, or to any replica for "any"
+// (rpc::ReplicaReadSubject; docs/replication.md). Unset: to the leader.
+void UseReplica(const std::string& name);
+// The replica UseReplica named (nullopt: the leader).
+std::optional<std::string> ReplicaTarget();
+
+// Whether replica `name` answers reads on its own subjects (a list of one
+// job, rpc::ReplicaReadSubject): its "replica" object on success, with
+// "read_ms" (the round trip) added. Unavailable when it does not answer.
+Result<nlohmann::json> ProbeReplicaReads(Bus& bus, const std::string& name, int timeout_ms);
+
 // A connection to the NATS server of gatosd at `nats_url`, as the key
 // UseNatsKey / GATOS_NATS_KEY names (anonymous without one); PermissionDenied
 // when the server refuses it. `on_async_error` (optional) hears the

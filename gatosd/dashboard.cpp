@@ -608,6 +608,15 @@ Result<Dashboard::Page> Dashboard::Overview() {
                                    std::to_string(recent / 1000) + " s"},
       {"rejected", rejected},
       {"now", FormatRfc3339Millis(now)}};
+  if (!m.replica_name.empty()) {
+    // A replica of a replicated ledger: a follower's pages are as of the
+    // log sequence it applied, lag_ms behind the replicated log.
+    p.data["replica"] = {{"name", m.replica_name},
+                         {"role", m.replica_leader ? "leader" : "follower"},
+                         {"term", m.replica_term},
+                         {"log_seq", h.seq},
+                         {"lag_ms", m.replica_lag_ms}};
+  }
   return p;
 }
 

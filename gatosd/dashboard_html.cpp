@@ -182,6 +182,11 @@ std::string Overview(const json& d) {
     }
     o += "</table>";
   }
+  if (d.contains("replica") && d["replica"].is_object()) {
+    const json& r = d["replica"];
+    o += "<p class=\"replica\">replica " + ES(r["name"]) + " · " + ES(r["role"]) + " · term " + ES(r["term"]) +
+         " · lag " + ES(r["lag_ms"]) + " ms</p>";
+  }
   o += "</section><p class=\"muted\">log sequence " + ES(d["ledger"]["seq"]) + " · NATS " +
        (d.value("nats_connected", false) ? "connected" : "disconnected") + " · " + ES(d["now"]) +
        "</p>";

@@ -306,8 +306,13 @@ int RunProcReceive(const std::string& ledger_dir, std::istream& in, std::ostream
     } else if (body.value("existing", false)) {
       err << "gatos: job " << job << " already exists; nothing to do (no-op)\n";
     } else {
-      err << "gatos: accepted job " << job << (via_gatosd ? "" : " (gatosd is not running: recorded in the log; "
-                                                                 "it is offered to workers when gatosd starts)")
+      err << "gatos: accepted job " << job
+          << (body.value("forwarded", false)
+                  ? " (recorded by the leader; this replica applied it at log sequence " +
+                        std::to_string(body.value("log_seq", int64_t{0})) + ")"
+              : via_gatosd ? ""
+                           : " (gatosd is not running: recorded in the log; it is offered to workers when gatosd "
+                             "starts)")
           << "\n";
     }
     WritePkt(out, "ok " + u.ref);

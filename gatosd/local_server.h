@@ -18,6 +18,7 @@
 #include "gatos/nats/bus.h"
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -26,13 +27,14 @@
 #include <cstring>
 #include <thread>
 
+#include "gatos/ledger/local_ledger.h"
 #include "gatos/sys/log.h"
 #include "request_queue.h"
 
 namespace gatos::gatosd {
 
 // Whether a read from `fd` would not block (more of a pipelined request).
-bool Readable(int fd) {
+inline bool Readable(int fd) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }

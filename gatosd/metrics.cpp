@@ -115,6 +115,12 @@ MetricsSnapshot Metrics::Snapshot() const {
   s.claims = claim_.count();
   s.claim_p50_s = claim_.Quantile(0.5);
   s.claim_p99_s = claim_.Quantile(0.99);
+  if (replica_) {
+    s.replica_name = replica_name_.empty() ? "replica" : replica_name_;
+    s.replica_leader = replica_leader_;
+    s.replica_term = replica_term_;
+    s.replica_lag_ms = replica_lag_ms_;
+  }
   return s;
 }
 
@@ -147,6 +153,10 @@ void Metrics::SetReplica(bool leader, uint64_t term, int64_t lag_ms) {
   replica_leader_ = leader;
   replica_term_ = term;
   replica_lag_ms_ = lag_ms;
+}
+void Metrics::SetReplicaName(std::string name) {
+  std::lock_guard<std::mutex> l(mu_);
+  replica_name_ = std::move(name);
 }
 void Metrics::ObserveClaim(double seconds) {
   std::lock_guard<std::mutex> l(mu_);

@@ -52,6 +52,11 @@ struct MetricsSnapshot {
   uint64_t batches = 0, batched_requests = 0;
   double claim_p50_s = 0, claim_p99_s = 0;
   uint64_t claims = 0;
+  // A replica of a replicated ledger: replica_name is "" otherwise.
+  std::string replica_name;
+  bool replica_leader = false;
+  uint64_t replica_term = 0;
+  int64_t replica_lag_ms = 0;
 };
 
 class Metrics {
@@ -70,6 +75,7 @@ class Metrics {
   // A replica of a replicated ledger (only then rendered): its role, term
   // and lag (docs/replication.md).
   void SetReplica(bool leader, uint64_t term, int64_t lag_ms);
+  void SetReplicaName(std::string name);  // shown by the dashboard
   void ObserveClaim(double seconds);           // claim RPC, received -> replied
   void ObserveSubmitToClaim(double seconds);   // job first seen -> first lease
   void ObserveTransition(const std::string& kind, double seconds);
@@ -97,6 +103,7 @@ class Metrics {
   bool replica_ = false, replica_leader_ = false;
   uint64_t replica_term_ = 0;
   int64_t replica_lag_ms_ = 0;
+  std::string replica_name_;
   Histogram claim_;
   Histogram submit_to_claim_;
   std::map<std::string, Histogram> transitions_;

@@ -16,7 +16,10 @@
 #include "gatos/ledger/writer.h"
 #include "gatos/nats/bus_identity.h"
 #include "gatos/sys/log.h"
+#include "follower_door.h"
+#include "follower_http.h"
 #include "replica.h"
+#include "replica_reads.h"
 #include "server.h"
 
 namespace gatos::gatosd {
@@ -115,6 +118,13 @@ int ServeReplicated(const ServeOptions& opts) {
       ", bucket " + LeaderBucketName(*ledger_id) + ")");
   VerifyOptions verify;
   verify.ledger_key = key->public_key();
+  // Reads from this replica's own repository, whatever its role, for as
+  // long as it runs (replica_reads.h).
+  Replica* rp = replica.get();
+  auto reads = ReplicaReads::Start(*bus, dir, opts.replica_name, [rp] {
+    return ReplicaReads::Role{rp->leading(), rp->term(), rp->lag_ms()};
+  });
+  if (!reads.ok()) return fail("serving reads: " + reads.status().message());
   while (true) {
     // Follower: apply the stream; lead when elected, once caught up.
     {
@@ -148,6 +158,12 @@ int ServeReplicated(const ServeOptions& opts) {
         if (!c.ok()) Log("replica checkpoint failed (retried): " + c.message());
         next_checkpoint = Clock::now() + std::chrono::seconds(2);
       };
+      // The front door's pushes, forwarded to the leader; the dashboard
+      // and /metrics as of what this replica applied.
+      auto door = FollowerDoor::Start(dir, bus.get());
+      if (!door.ok()) Log("ERROR: pushes to this replica's front door fail: " + door.status().message());
+      auto http = FollowerHttp::Start(opts, dir);
+      if (!http.ok()) Log("ERROR: no dashboard or metrics while following: " + http.status().message());
       Log("replica " + opts.replica_name + " following");
       bool said_unavailable = false;
       while (true) {
@@ -176,6 +192,7 @@ int ServeReplicated(const ServeOptions& opts) {
             Log("not leading yet: " + armed.message());
           }
         }
+        if (http.ok() && *http) (*http)->Update(replica->term(), replica->lag_ms(), bus->connected());
         if (SignalWithin(set, elected ? 1 : 100)) {
           checkpoint();
           return 0;

@@ -350,6 +350,7 @@ class Server {
     publisher_->Enqueue(service_->TakeEvents());
     UpdateCounts(&metrics_, *writer_);
     UpdatePools(&metrics_, *service_, *writer_);
+    if (opts_.term) metrics_.SetReplicaName(opts_.replica_name);
   }
 
   Status Subscribe() {

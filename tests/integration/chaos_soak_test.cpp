@@ -21,7 +21,7 @@
 
 #include "gatos/git/ledger.h"
 #include "log_reader.h"
-#include "replicated_cluster.h"
+#include "replicated_ledger.h"
 #include "stack.h"
 #include "test_util.h"
 

@@ -276,6 +276,41 @@ TEST_F(NatsAuthTest, OnlyTheLedgerKeyAnswersRequests) {
   EXPECT_EQ(impostor_got.load(), 0);
 }
 
+// The replicas' read subjects (a replica by name, any replica): submitters
+// may ask, only the ledger key (every replica connects as it) may answer.
+TEST_F(NatsAuthTest, OnlyTheLedgerKeyAnswersReplicaReads) {
+  Events le, we, se;
+  auto ledger = ConnectAs(ledger_, &le, "replica");
+  auto worker = ConnectAs(worker_, &we, "impostor");
+  auto submitter = ConnectAs(submitter_, &se, "submitter");
+  ASSERT_TRUE(ledger.ok()) << ledger.status().ToString() << "\n" << server_.log();
+  ASSERT_TRUE(worker.ok()) << worker.status().ToString() << "\n" << server_.log();
+  ASSERT_TRUE(submitter.ok()) << submitter.status().ToString() << "\n" << server_.log();
+  std::atomic<int> impostor_got{0};
+  std::vector<std::unique_ptr<Bus::Subscription>> subs;
+  for (const std::string subject : {rpc::ReplicaReadSubject("r1.example", rpc::kStatus),
+                                    rpc::ReplicaReadSubject("", rpc::kList)}) {
+    auto impostor = (*worker)->Subscribe(subject, [&](Message m) {
+      ++impostor_got;
+      (void)(*worker)->Respond(m, "forged");
+    });
+    ASSERT_TRUE(impostor.ok()) << impostor.status().ToString();
+    ASSERT_TRUE(we.WaitForError("Permissions Violation for Subscription to \"" + subject + "\"")) << we.All();
+    subs.push_back(std::move(*impostor));
+    auto real = (*ledger)->Subscribe(subject, [&](Message m) { (void)(*ledger)->Respond(m, "genuine"); });
+    ASSERT_TRUE(real.ok()) << real.status().ToString();
+    subs.push_back(std::move(*real));
+  }
+  ASSERT_TRUE((*ledger)->Flush(5000).ok());
+  for (const std::string subject : {rpc::ReplicaReadSubject("r1.example", rpc::kStatus),
+                                    rpc::ReplicaReadSubject("", rpc::kList)}) {
+    auto reply = (*submitter)->Request(subject, "{}", 5000);
+    ASSERT_TRUE(reply.ok()) << subject << ": " << reply.status().ToString() << "\n" << se.All();
+    EXPECT_EQ(reply->data, "genuine");
+  }
+  EXPECT_EQ(impostor_got.load(), 0);
+}
+
 TEST_F(NatsAuthTest, WorkerCannotPublishJobsOrSubmit) {
   Events we;
   auto worker = ConnectAs(worker_, &we, "worker");

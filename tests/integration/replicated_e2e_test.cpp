@@ -20,7 +20,7 @@
 #include "gatos/nats/kv_bucket.h"
 #include "gatos/model/clock.h"
 #include "nats_server.h"
-#include "replicated_cluster.h"
+#include "replicated_ledger.h"
 #include "test_util.h"
 
 namespace gatos::testing {

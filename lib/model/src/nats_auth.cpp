@@ -85,7 +85,9 @@ std::vector<std::string> WorkerPublishSubjects(const std::vector<std::string>& p
 }
 
 std::vector<std::string> UserPublishSubjects() {
-  return {rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kCancel, rpc::kRetry, rpc::kLogs, rpc::kPools};
+  // Reads from a replica by name (names may hold dots: ">") or from any.
+  return {rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kCancel, rpc::kRetry, rpc::kLogs, rpc::kPools,
+          std::string(rpc::kReplicaReadPrefix) + ">", std::string(rpc::kAnyReplicaReadPrefix) + "*"};
 }
 
 std::string NatsAuthorizationConfig(const Policy& policy) {

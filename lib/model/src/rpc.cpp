@@ -373,6 +373,13 @@ Result<WorkerHeartbeat> DecodeHeartbeat(std::string_view data) {
   return h;
 }
 
+std::string ReplicaReadSubject(std::string_view replica, std::string_view subject) {
+  if (subject != kStatus && subject != kList && subject != kLogs) return std::string(subject);
+  const std::string_view kind = subject.substr(subject.rfind('.') + 1);
+  if (replica.empty()) return std::string(kAnyReplicaReadPrefix) + std::string(kind);
+  return std::string(kReplicaReadPrefix) + std::string(replica) + "." + std::string(kind);
+}
+
 std::string PendingSubjectFor(std::string_view pool) {
   if (pool.empty() || pool == "default") return kPendingSubject;
   return std::string(kPendingSubject) + "." + std::string(pool);

@@ -299,6 +299,7 @@ class LedgerView {
   Ledger& ledger() { return *ledger_; }
   const std::string& head() const { return head_; }
   int64_t seq() const { return seq_; }
+  const std::string& policy_commit() const { return policy_commit_; }
   Result<Policy> ReadPolicy() { return ledger_->ReadPolicyAt(policy_commit_); }
 
  private:

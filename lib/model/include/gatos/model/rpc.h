@@ -51,6 +51,19 @@ inline constexpr char kLogs[] = "gatos.rpc.logs";
 inline constexpr char kClaimBatch[] = "gatos.rpc.claim-batch";
 inline constexpr char kResultBatch[] = "gatos.rpc.result-batch";
 inline constexpr char kQueueGroup[] = "gatosd";
+// Reads from a replica of a replicated ledger (docs/replication.md): the
+// read subjects (kStatus, kList, kLogs) of one replica by name,
+// "gatos.replica.<name>.<status|list|logs>", and of any replica (leader or
+// follower, NATS picks one of the queue group kReplicaQueueGroup),
+// "gatos.read.<status|list|logs>". Each answers from its own repository:
+// an ok reply carries "replica": {name, role, term, log_seq, lag_ms}.
+inline constexpr char kReplicaReadPrefix[] = "gatos.replica.";
+inline constexpr char kAnyReplicaReadPrefix[] = "gatos.read.";
+inline constexpr char kReplicaQueueGroup[] = "gatos-replicas";
+// The subject asking `replica` (a replica name, or "" for any replica) the
+// read `subject` (kStatus, kList or kLogs; any other subject is returned as
+// it is).
+std::string ReplicaReadSubject(std::string_view replica, std::string_view subject);
 // Only over the ledger's local socket (<ledger>/gatos/gatosd.sock), which
 // only the ledger host's users that can open the socket reach: hooks hand
 // pushed jobs and results to gatosd, and the CLI changes the policy.

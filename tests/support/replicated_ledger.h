@@ -1,14 +1,10 @@
-// A replicated ledger on loopback for end-to-end tests (docs/replication.md):
-// a three-node nats-server cluster (JetStream, R3), three ledger
-// repositories (the first made by `gatosd init`, the others with `gatosd
-// init --replica-of`), a submitter and a worker key allowed by the policy,
-// and `gatosd serve --replicated` per replica as a child process; a worker;
-// Submit through whichever replica leads.
-//
-// Thread-safety: Submit, Gatos and Cmd may run on several threads (they
-// only read); the rest belongs to the test's main thread.
-#ifndef GATOS_TESTS_SUPPORT_REPLICATED_CLUSTER_H_
-#define GATOS_TESTS_SUPPORT_REPLICATED_CLUSTER_H_
+// A replicated ledger of real processes on loopback for tests: a
+// three-node nats-server cluster (JetStream, R3) and three `gatosd serve
+// --replicated` replicas (r0, r1, r2; each with --http on a port of its
+// own), a worker and a submitting key. Used by the replicated end-to-end
+// tests.
+#ifndef GATOS_TESTS_SUPPORT_REPLICATED_LEDGER_H_
+#define GATOS_TESTS_SUPPORT_REPLICATED_LEDGER_H_
 
 #include <gtest/gtest.h>
 
@@ -20,6 +16,7 @@
 #include <vector>
 
 #include "child_process.h"
+#include "git_repo.h"
 #include "nats_server.h"
 #include "test_util.h"
 
@@ -149,6 +146,31 @@ class ReplicatedLedger {
     return TrimEnd(r.out);
   }
 
+  // Pushes a job commit (job.yaml = `yaml`, signed by alice, with no
+  // parent unless `with_parent`) to replica i's front door with stock git;
+  // *id is the job's id.
+  RunResult PushJob(int i, const std::string& yaml, std::string* id, bool with_parent = false) {
+    RunOptions ro;
+    ro.env = env_;
+    const std::string work = dir_.Join("work");
+    if (!pushes_++) {
+      Run({"git", "init", "-q", work}, ro);
+      ro.cwd = work;
+      Run({"git", "config", "gpg.format", "ssh"}, ro);
+      Run({"git", "config", "user.signingkey", alice_}, ro);
+    }
+    ro.cwd = work;
+    WriteFile(work + "/job.yaml", yaml);
+    *id = TrimEnd(Gatos({"job", "id", work + "/job.yaml"}).out);
+    const std::string branch = "b" + std::to_string(pushes_);
+    if (!with_parent) Run({"git", "checkout", "-q", "--orphan", branch}, ro);
+    Run({"git", "add", "job.yaml"}, ro);
+    RunResult c = Run({"git", "commit", "-q", "-S", "-m", "a job", "-m", "Job-Id: " + *id}, ro);
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    ro.timeout_seconds = 120;
+    return Run({"git", "push", ledgers_[i] + "/push", "HEAD:refs/gatos/submit/" + branch}, ro);
+  }
+
   // The end of every replica's log, for failure messages.
   std::string Logs() {
     std::string out;
@@ -174,8 +196,9 @@ class ReplicatedLedger {
   std::vector<int> http_ports_;  // the dashboard and /metrics, served by the leader
   ChildProcess worker_;
   std::string alice_, worker_key_;
+  int pushes_ = 0;
 };
 
 }  // namespace gatos::testing
 
-#endif  // GATOS_TESTS_SUPPORT_REPLICATED_CLUSTER_H_
+#endif  // GATOS_TESTS_SUPPORT_REPLICATED_LEDGER_H_

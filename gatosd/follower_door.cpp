@@ -1,0 +1,245 @@
+#include "follower_door.h"
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "gatos/git/result.h"
+#include "gatos/ledger/checks.h"
+#include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/writer.h"
+#include "gatos/model/encoding.h"
+#include "gatos/model/rpc.h"
+#include "gatos/sys/log.h"
+
+namespace gatos::gatosd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// As the leader's submit decode allows (service_decode.cpp).
+constexpr size_t kMaxForwardedObjects = 8;
+
+std::string Refusal(TransitionError e, const std::string& message) {
+  return rpc::Dump(rpc::ErrorReply(e, message));
+}
+
+}  // namespace
+
+Result<std::vector<GitObject>> ForwardedJobObjects(Ledger& ledger, const std::string& commit) {
+  ObjectLookup lookup = LedgerLookup(&ledger);
+  std::vector<GitObject> out;
+  GATOS_ASSIGN_OR_RETURN(auto c, lookup(commit));
+  if (c.first != ObjectType::kCommit) return InvalidArgumentError(commit.substr(0, 12) + " is not a commit");
+  GATOS_ASSIGN_OR_RETURN(RawCommit raw, ParseRawCommit(c.second, commit));
+  if (!raw.parents.empty()) {
+    return FailedPreconditionError(
+        "this replica follows and forwards a pushed job to the leader without its history: push a commit "
+        "with no parent (git checkout --orphan NAME), or push to the leader's front door");
+  }
+  out.push_back({ObjectType::kCommit, std::move(c.second), commit});
+  // The tree and everything under it, breadth first; submodules are links,
+  // not objects.
+  std::vector<std::string> trees = {raw.tree};
+  std::set<std::string> seen;
+  for (size_t i = 0; i < trees.size(); ++i) {
+    if (!seen.insert(trees[i]).second) continue;
+    GATOS_ASSIGN_OR_RETURN(auto t, lookup(trees[i]));
+    if (t.first != ObjectType::kTree) return InvalidArgumentError(trees[i].substr(0, 12) + " is not a tree");
+    GATOS_ASSIGN_OR_RETURN(auto entries, ParseTree(t.second, trees[i]));
+    out.push_back({ObjectType::kTree, std::move(t.second), trees[i]});
+    for (const auto& e : entries) {
+      if (e.is_tree()) {
+        trees.push_back(e.id);
+      } else if (e.mode != 0160000 && seen.insert(e.id).second) {
+        GATOS_ASSIGN_OR_RETURN(auto b, lookup(e.id));
+        out.push_back({b.first, std::move(b.second), e.id});
+      }
+      if (out.size() + trees.size() - i - 1 > kMaxForwardedObjects) {
+        return FailedPreconditionError(
+            "this replica follows and forwards a pushed job to the leader as a submit, which carries at most " +
+            std::to_string(kMaxForwardedObjects) +
+            " objects: keep only job.yaml in the job commit's tree, or push to the leader's front door");
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+ForwardPlan Plan(Ledger* ledger, const Result<Policy>& policy, const ServiceRequest& r, int64_t now) {
+  ForwardPlan plan;
+  if (r.subject == rpc::kLocalRejected) {
+    plan.reply = rpc::Dump(rpc::OkReply());
+    return plan;
+  }
+  if (r.subject != rpc::kLocalPushSubmit) {
+    plan.reply = Refusal(TransitionError::kInvalid,
+                         "this replica follows the leader: push results and witnesses, and change the policy, "
+                         "on the leader (gatos cluster status names it)");
+    return plan;
+  }
+  if (!ledger || !policy.ok()) {
+    plan.reply = Refusal(TransitionError::kRetry,
+                         "this replica cannot read its ledger: " +
+                             (policy.ok() ? std::string("no repository") : policy.status().message()));
+    return plan;
+  }
+  auto j = rpc::ParseRequest(r.data, r.subject);
+  if (!j.ok()) {
+    plan.reply = Refusal(TransitionError::kInvalid, j.status().message());
+    return plan;
+  }
+  auto commit = rpc::StringField(*j, "commit");
+  if (!commit.ok() || !IsLowerHex(*commit, 40)) {
+    plan.reply = Refusal(TransitionError::kInvalid, "commit must be a 40-hex id");
+    return plan;
+  }
+  std::string expected;
+  if (j->contains("job")) {
+    auto job = rpc::StringField(*j, "job");
+    if (!job.ok()) {
+      plan.reply = Refusal(TransitionError::kInvalid, job.status().message());
+      return plan;
+    }
+    expected = *job;
+  }
+  // The leader checks it again; this spares it what cannot pass and names
+  // the job to wait for.
+  auto check = CheckJobCommit(LedgerLookup(ledger), *commit, expected, *policy, now);
+  if (!check.ok()) {
+    plan.reply = rpc::Dump(rpc::ErrorReply(Decision::FromStatus(check.status()).error, check.status().message()));
+    return plan;
+  }
+  auto objects = ForwardedJobObjects(*ledger, *commit);
+  if (!objects.ok()) {
+    plan.reply = Refusal(TransitionError::kInvalid, objects.status().message());
+    return plan;
+  }
+  plan.job_hex = check->job_hex;
+  plan.frame = rpc::EncodeFrame({{"commit", *commit}}, EncodeObjectBatch(*objects));
+  return plan;
+}
+
+}  // namespace
+
+ForwardPlan PlanForward(Ledger* ledger, const Result<Policy>& policy, const ServiceRequest& request,
+                        int64_t now_ms) {
+  try {
+    return Plan(ledger, policy, request, now_ms);
+  } catch (const std::exception& e) {
+    ForwardPlan plan;
+    plan.reply = Refusal(TransitionError::kInvalid, "malformed request: " + TruncateUtf8(e.what(), 200));
+    return plan;
+  }
+}
+
+Result<std::unique_ptr<FollowerDoor>> FollowerDoor::Start(const std::string& dir, Bus* bus,
+                                                         FollowerDoorOptions options) {
+  std::unique_ptr<FollowerDoor> d(new FollowerDoor(dir, bus, options));
+  GATOS_ASSIGN_OR_RETURN(d->local_, LocalServer::Start(LedgerSocketPath(dir), &d->queue_));
+  d->thread_ = std::thread([p = d.get()] { p->Loop(); });
+  return d;
+}
+
+FollowerDoor::~FollowerDoor() {
+  stop_ = true;
+  local_.reset();  // no new connections; the socket file is removed
+  queue_.Close();
+  if (thread_.joinable()) thread_.join();
+}
+
+void FollowerDoor::Loop() {
+  while (true) {
+    std::vector<Request> batch = queue_.PopBatch(1024, std::chrono::milliseconds(200));
+    if (batch.empty()) {
+      if (queue_.closed()) return;
+      continue;
+    }
+    std::vector<ServiceRequest> reqs;
+    for (auto& r : batch) reqs.push_back(r.req);
+    std::vector<std::string> replies = Handle(reqs);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].local) batch[i].local->set_value(std::move(replies[i]));
+    }
+  }
+}
+
+std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& requests) {
+  std::vector<std::string> replies(requests.size());
+  std::map<size_t, std::string> forwarded;  // request -> job hex the leader accepted
+  std::map<size_t, nlohmann::json> accepted;
+  auto ledger = Ledger::Open(dir_);  // a handle per batch: the pushed objects are new
+  Result<Policy> policy = ledger.ok() ? (*ledger)->ReadPolicy() : Result<Policy>(ledger.status());
+  const int64_t now = SystemNowMs();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ForwardPlan plan = PlanForward(ledger.ok() ? ledger->get() : nullptr, policy, requests[i], now);
+    if (!plan.reply.empty()) {
+      replies[i] = std::move(plan.reply);
+      continue;
+    }
+    auto reply = bus_->Request(rpc::kSubmit, plan.frame, options_.leader_timeout_ms);
+    if (!reply.ok()) {
+      replies[i] = Refusal(TransitionError::kRetry,
+                           "this replica follows, and no leader answered the forwarded push (" +
+                               reply.status().message() +
+                               "); nothing was recorded: push again once a leader is elected (gatos cluster status)");
+      continue;
+    }
+    Decision err;
+    auto parsed = rpc::ParseReply(reply->data, rpc::kSubmit, &err);
+    if (!parsed.ok()) {
+      replies[i] = Refusal(TransitionError::kRetry, "the leader's reply to the forwarded push: " +
+                                                        parsed.status().message() + "; push again");
+      continue;
+    }
+    if (err.error != TransitionError::kNone) {
+      replies[i] = rpc::Dump(rpc::ErrorReply(err.error, "the leader refused the push: " + err.message));
+      continue;
+    }
+    forwarded[i] = plan.job_hex;
+    accepted[i] = std::move(*parsed);
+  }
+  // Acknowledged once this replica holds each job in its own, checked log.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(options_.apply_timeout_ms);
+  while (!forwarded.empty()) {
+    auto view = LedgerView::Open(dir_);
+    if (view.ok()) {
+      for (auto it = forwarded.begin(); it != forwarded.end();) {
+        auto rec = (*view)->Find(it->second);
+        if (rec.ok() && *rec) {
+          // The reply is this replica's own: nothing of the bus's answer
+          // but whether the job existed already.
+          const nlohmann::json& said = accepted[it->first];
+          const bool existing = said.contains("existing") && said["existing"].is_boolean() && said["existing"].get<bool>();
+          nlohmann::json body = rpc::OkReply();
+          body["job"] = "blake3:" + it->second;
+          body["existing"] = existing;
+          body["forwarded"] = true;
+          body["log_seq"] = (*view)->seq();
+          replies[it->first] = rpc::Dump(body);
+          it = forwarded.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    if (forwarded.empty()) break;
+    if (Clock::now() >= deadline || stop_) {
+      for (const auto& [i, hex] : forwarded) {
+        replies[i] = Refusal(TransitionError::kRetry,
+                             "the leader answered that it recorded job blake3:" + hex + ", but this replica has not " +
+                                 (stop_ ? "applied it before it stopped following"
+                                        : "applied it within " + std::to_string(options_.apply_timeout_ms / 1000) +
+                                              " s") +
+                                 "; push again to find out (a recorded job is not recorded twice)");
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return replies;
+}
+
+}  // namespace gatos::gatosd

@@ -1,0 +1,179 @@
+// What followers of a replicated ledger serve, with real processes on
+// loopback (replicated_ledger.h: three nats-server nodes, three replicas, a
+// worker): a `git push` to a follower's front door is forwarded to the
+// leader and acknowledged once the follower applied it; status, ls and wait
+// answered by a follower (and by any replica) say which one and as of which
+// log sequence; a follower's /metrics and dashboard give its role, term and
+// lag; a follower's push is refused clearly, and nothing is written, when
+// no leader can be elected.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "replicated_ledger.h"
+
+namespace gatos::testing {
+namespace {
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string Job(int n) {
+  return "command: [\"/bin/echo\", \"pushed-" + std::to_string(n) + "\"]\ntimeout: 30\n";
+}
+
+TEST(ReplicaFollowersTest, AFollowerForwardsPushesAndServesReadsMetricsAndTheDashboard) {
+  ReplicatedLedger c;
+  ASSERT_TRUE(c.Prepare());
+  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
+  const int leader = c.WaitForLeader();
+  ASSERT_GE(leader, 0) << c.Logs();
+  ASSERT_TRUE(c.StartWorker());
+  const int f = (leader + 1) % kReplicas;
+  const std::string fname = "r" + std::to_string(f);
+  // A follower serves the ledger's local socket (its front door's hooks).
+  ASSERT_TRUE(PollFor(30000, [&] { return Exists(c.ledgers_[f] + "/gatos/gatosd.sock"); })) << c.Logs();
+
+  std::string id;
+  RunResult push = c.PushJob(f, Job(1), &id);
+  ASSERT_EQ(push.exit_code, 0) << push.err << c.Logs();
+  EXPECT_NE(push.err.find("remote: gatos: accepted job " + id), std::string::npos) << push.err;
+  EXPECT_NE(push.err.find("recorded by the leader"), std::string::npos) << push.err;
+  // Acknowledged only once the follower held it: its own repository has
+  // the job now, and so has the leader.
+  RunResult local = c.Gatos({"status", id, "--ledger", c.ledgers_[f], "--json"});
+  EXPECT_EQ(local.exit_code, 0) << local.err;
+  RunResult on_leader = c.Gatos({"status", id, "--ledger", c.urls_, "--json"});
+  EXPECT_EQ(on_leader.exit_code, 0) << on_leader.err;
+
+  // wait, status and ls answered by the follower, saying so.
+  RunResult w = c.Gatos({"wait", id, "--ledger", c.urls_, "--replica", fname, "--timeout", "60", "--json"});
+  ASSERT_EQ(w.exit_code, 0) << w.out << w.err << c.Logs();
+  auto waited = nlohmann::json::parse(w.out);
+  ASSERT_EQ(waited.size(), 1u);
+  EXPECT_EQ(waited[0]["state"], "succeeded");
+  EXPECT_EQ(waited[0]["replica"]["name"], fname);
+  EXPECT_EQ(waited[0]["replica"]["role"], "follower");
+  EXPECT_GT(waited[0]["replica"]["log_seq"].get<int64_t>(), 1);
+
+  RunResult st = c.Gatos({"status", id, "--ledger", c.urls_, "--replica", fname});
+  EXPECT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_NE(st.out.find("succeeded"), std::string::npos) << st.out;
+  EXPECT_NE(st.err.find("(replica " + fname + ", follower, log sequence "), std::string::npos) << st.err;
+
+  RunResult ls = c.Gatos({"ls", "--ledger", c.urls_, "--replica", fname, "--json"});
+  ASSERT_EQ(ls.exit_code, 0) << ls.err;
+  auto listed = nlohmann::json::parse(ls.out);
+  EXPECT_EQ(listed["replica"]["name"], fname);
+  bool found = false;
+  for (const auto& j : listed["jobs"]) found |= j.value("job", "") == id;
+  EXPECT_TRUE(found) << ls.out;
+
+  RunResult any = c.Gatos({"ls", "--ledger", c.urls_, "--replica", "any", "--json"});
+  ASSERT_EQ(any.exit_code, 0) << any.err;
+  const std::string who = nlohmann::json::parse(any.out)["replica"].value("name", "");
+  EXPECT_TRUE(who == "r0" || who == "r1" || who == "r2") << any.out;
+
+  // A replica that does not exist: a clear error, not a hang.
+  RunResult none = c.Gatos({"status", id, "--ledger", c.urls_, "--replica", "nobody"}, 60);
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.err.find("no replica named nobody"), std::string::npos) << none.err;
+  // --replica asks over NATS only.
+  RunResult dir = c.Gatos({"ls", "--ledger", c.ledgers_[f], "--replica", fname});
+  EXPECT_EQ(dir.exit_code, 2) << dir.err;  // a usage error
+
+  // The follower's /metrics and dashboard: its role, term and lag.
+  const std::string base = "http://127.0.0.1:" + std::to_string(c.http_ports_[f]);
+  RunResult m = c.Cmd({"curl", "-s", base + "/metrics"});
+  EXPECT_NE(m.out.find("gatos_replica_leader 0"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("gatos_replica_lag_seconds"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("gatos_replica_term"), std::string::npos) << m.out;
+  nlohmann::json overview;
+  ASSERT_TRUE(PollFor(10000, [&] {
+    RunResult o = c.Cmd({"curl", "-s", base + "/overview.json"});
+    overview = nlohmann::json::parse(o.out, nullptr, false);
+    return !overview.is_discarded() && overview.contains("replica") &&
+           overview["ledger"].value("seq", int64_t{0}) >= waited[0]["replica"]["log_seq"].get<int64_t>();
+  })) << overview.dump();
+  EXPECT_EQ(overview["replica"]["name"], fname);
+  EXPECT_EQ(overview["replica"]["role"], "follower");
+  RunResult page = c.Cmd({"curl", "-s", base + "/"});
+  EXPECT_NE(page.out.find("replica " + fname + " · follower"), std::string::npos) << page.out;
+
+  // gatos cluster status and gatos doctor reach each replica's reads.
+  RunResult cs = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[f], "--nats", c.urls_, "--json"});
+  ASSERT_EQ(cs.exit_code, 0) << cs.err;
+  auto cluster = nlohmann::json::parse(cs.out);
+  ASSERT_EQ(cluster["replicas"].size(), static_cast<size_t>(kReplicas)) << cs.out;
+  for (const auto& r : cluster["replicas"]) EXPECT_TRUE(r["reads"].value("ok", false)) << cs.out;
+  RunResult table = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[f], "--nats", c.urls_});
+  EXPECT_NE(table.out.find("READS"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("no answer"), std::string::npos) << table.out;
+  RunResult d = c.Gatos({"doctor", "--json", "--nats", c.urls_, "--ledger", c.ledgers_[f], "--key",
+                         c.ledgers_[0] + "/gatos/ledger_key", "--replica-name", fname});
+  nlohmann::json dj = nlohmann::json::parse(d.out, nullptr, false);
+  bool seen = false;
+  for (const auto& ch : dj.value("checks", nlohmann::json::array())) {
+    if (ch.value("check", "") != "replica-reads") continue;
+    seen = true;
+    EXPECT_EQ(ch.value("status", ""), "ok") << ch.dump();
+    EXPECT_NE(ch.value("detail", "").find(fname + " answers reads on gatos.replica." + fname + ".list"),
+              std::string::npos)
+        << ch.dump();
+  }
+  EXPECT_TRUE(seen) << d.out << d.err;
+
+  // A job commit with history is refused at the follower (a submit carries
+  // the commit and its tree, not its parents); nothing reaches the leader.
+  std::string child;
+  RunResult deep = c.PushJob(f, Job(2), &child, /*with_parent=*/true);
+  EXPECT_NE(deep.exit_code, 0);
+  EXPECT_NE(deep.err.find("without its history"), std::string::npos) << deep.err;
+  RunResult missing = c.Gatos({"status", child, "--ledger", c.urls_});
+  EXPECT_NE(missing.exit_code, 0) << missing.out;
+}
+
+TEST(ReplicaFollowersTest, AFollowersPushIsRefusedClearlyWhenNoLeaderCanBeElected) {
+  ReplicatedLedger c;
+  ASSERT_TRUE(c.Prepare());
+  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
+  const int leader = c.WaitForLeader();
+  ASSERT_GE(leader, 0) << c.Logs();
+  const int f = (leader + 1) % kReplicas;
+  ASSERT_TRUE(PollFor(30000, [&] { return Exists(c.ledgers_[f] + "/gatos/gatosd.sock"); })) << c.Logs();
+  // Every other replica killed, and two of the three NATS nodes: JetStream
+  // has no quorum, so nobody can be elected; the follower stays one.
+  for (int i = 0; i < kReplicas; ++i) {
+    if (i != f) EXPECT_EQ(c.gatosd_[i]->Stop(SIGKILL, 5000), -SIGKILL);
+  }
+  ASSERT_TRUE(c.nats_[0]->Kill());
+  ASSERT_TRUE(c.nats_[1]->Kill());
+  const std::string head = c.LogHead(f);
+
+  std::string id;
+  RunResult push = c.PushJob(f, Job(3), &id);
+  EXPECT_NE(push.exit_code, 0) << push.err;
+  EXPECT_NE(push.err.find("remote: gatos: refs/gatos/submit/"), std::string::npos) << push.err;
+  EXPECT_NE(push.err.find("no leader answered the forwarded push"), std::string::npos) << push.err << c.Logs();
+  EXPECT_NE(push.err.find("nothing was recorded"), std::string::npos) << push.err;
+  // Nothing was written: the follower's log did not move and holds no job.
+  EXPECT_EQ(c.LogHead(f), head);
+  RunResult st = c.Gatos({"status", id, "--ledger", c.ledgers_[f]});
+  EXPECT_NE(st.exit_code, 0) << st.out;
+  EXPECT_TRUE(c.gatosd_[f]->running()) << c.Logs();
+  EXPECT_EQ(c.Leader(), -1) << c.Logs();
+  // It still answers reads from what it applied.
+  RunResult ls;
+  EXPECT_TRUE(PollFor(15000, [&] {
+    ls = c.Gatos({"ls", "--ledger", c.nats_[2]->url(), "--replica", "r" + std::to_string(f), "--json"});
+    return ls.exit_code == 0;
+  })) << ls.err;
+}
+
+}  // namespace
+}  // namespace gatos::testing
