@@ -317,6 +317,7 @@ void Replay::ReplayTransition(const LoggedTransition& t, const CommitInfo& c, co
       return;
     case LogKind::kBatch:
     case LogKind::kWitness:
+    case LogKind::kSchedule:
       Note(t, parents);
       return;
     default:
@@ -418,7 +419,9 @@ void Replay::PolicyChange(const LoggedTransition& t) {
 
 void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parents) {
   for (const LogEntry& e : t.entries) {
-    const char* prefix = t.kind == LogKind::kBatch ? kBatchPrefix : kWitnessPrefix;
+    const char* prefix = t.kind == LogKind::kBatch      ? kBatchPrefix
+                         : t.kind == LogKind::kSchedule ? kSchedulePrefix
+                                                        : kWitnessPrefix;
     if (e.ref.rfind(prefix, 0) != 0 || e.new_id.empty()) {
       Fail(t, "log_batch", std::string(LogKindName(t.kind)) + " record must move a ref under " + prefix);
       continue;
@@ -427,6 +430,7 @@ void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parent
     if (it != notes_.end() && it->second != e.old_id) {
       Fail(t, "log_batch", e.ref + " was " + Short(it->second) + ", the batch says it was " + Short(e.old_id));
     }
+    if (t.kind == LogKind::kSchedule) ScheduleChange(t, e, it == notes_.end() ? "" : it->second);
     notes_[e.ref] = e.new_id;
     if (!parents.count(e.new_id)) {
       Fail(t, "log_parents", e.ref + " -> " + Short(e.new_id) + " is not a parent of the log commit");
@@ -436,7 +440,7 @@ void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parent
       auto c = ledger_.ReadCommit(e.new_id);
       std::string why = c.ok() ? SignatureProblem(*c, batch_key_) : c.status().message();
       if (!why.empty()) Fail(t, "batch_record", "batch record " + Short(e.new_id) + ": " + why);
-    } else {
+    } else if (t.kind == LogKind::kWitness) {
       auto w = CheckWitnessCommit(lookup_, e.new_id);
       std::string key = e.ref.substr(std::strlen(kWitnessPrefix));
       if (!w.ok()) {
@@ -447,6 +451,31 @@ void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parent
       logged_witnesses_.emplace_back(e.ref, e.new_id);
     }
   }
+}
+
+// A schedule commit moved: the same rule as the ledger's
+// (ScheduleChangeDecision), against the policy in force at the batch.
+void Replay::ScheduleChange(const LoggedTransition& t, const LogEntry& e, const std::string& previous) {
+  auto next = CheckScheduleCommit(lookup_, e.new_id);
+  if (!next.ok()) {
+    Fail(t, "schedule_commit", e.ref + ": " + next.status().message());
+    return;
+  }
+  if (e.ref != kSchedulePrefix + next->spec.name) {
+    Fail(t, "schedule_commit", e.ref + " holds schedule " + next->spec.name);
+    return;
+  }
+  std::optional<ScheduleCommit> current;
+  if (!previous.empty()) {
+    auto cur = CheckScheduleCommit(lookup_, previous);
+    if (!cur.ok()) {
+      Fail(t, "schedule_commit", e.ref + " before: " + cur.status().message());
+      return;
+    }
+    current = std::move(*cur);
+  }
+  Decision d = ScheduleChangeDecision(current, *next, pol_.policy, now_);
+  if (!d.ok()) Fail(t, "schedule_commit", e.ref + " -> " + Short(e.new_id) + ": " + d.message);
 }
 
 Result<std::string> Replay::LogCommitAt(int64_t seq) {

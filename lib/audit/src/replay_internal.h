@@ -25,6 +25,7 @@
 #include "gatos/crypto/sshsig.h"
 #include "gatos/git/result.h"
 #include "gatos/ledger/checks.h"
+#include "gatos/ledger/schedule_commit.h"
 #include "gatos/ledger/state_index.h"
 #include "gatos/ledger/witness.h"
 #include "gatos/model/encoding.h"
@@ -129,6 +130,7 @@ class Replay {
   std::optional<JobRecord> UserRequest(const LoggedTransition& t, const std::optional<JobRecord>& old);
   std::optional<JobRecord> Other(const LoggedTransition& t, const std::optional<JobRecord>& old);
   void Note(const LoggedTransition& t, const std::set<std::string>& parents);
+  void ScheduleChange(const LoggedTransition& t, const LogEntry& e, const std::string& previous);
   void PolicyChange(const LoggedTransition& t);
   bool WorkerAllowed(const std::string& worker_hex, std::string* why);
   void CompareRefs();

@@ -199,6 +199,9 @@ class JobService {
  private:
   void DecodeOnLedgerThread(DecodedRequest* d);
   std::optional<Op> DecodePolicy(const nlohmann::json& j, DecodedRequest* d);
+  // A schedule commit (rpc::kLocalSchedule): checked against the schedule's
+  // current commit and the policy (schedule_commit.h).
+  std::optional<Op> DecodeSchedule(std::string_view data, DecodedRequest* d);
   // A pushed witness: well formed, signed by `key_hex`, about this ledger
   // and about the commit its log has at that sequence.
   Result<WitnessStatement> CheckWitness(const std::string& commit, const std::string& key_hex);
