@@ -39,7 +39,9 @@ constexpr char kAddHelp[] =
     "--catch-up: ticks missed while gatosd was down: none (skip them), one (fire\n"
     "the newest; the default), all (fire each).\n"
     "NAME: 1-63 of a-z 0-9 - _. Bad input is refused with the reason; nothing is\n"
-    "written.\n";
+    "written.\n"
+    "Not yet: gatosd records and logs schedules but does not fire them yet\n"
+    "(docs/scheduling.md, \"Not built yet\").\n";
 
 int Fail(const std::string& cmd, const std::string& m) { return UsageError("schedule " + cmd, m); }
 
@@ -172,7 +174,12 @@ int RunScheduleAdd(const Args& args) {
   }
   auto objects = BuildScheduleCommit(*again, "active", "", *key, SystemNowMs());
   if (!objects.ok()) return ReportError(objects.status().message(), kExitFailure);
-  return Send(*dir, *objects, "schedule " + spec.name + " added");
+  int rc = Send(*dir, *objects, "schedule " + spec.name + " added");
+  if (rc == kExitOk) {
+    std::cerr << "note: this version records and logs schedules but gatosd does not fire them yet "
+                 "(docs/scheduling.md)\n";
+  }
+  return rc;
 }
 
 int RunSchedulePause(const Args& args) { return ChangeState(args, "pause", "paused"); }
