@@ -3,6 +3,7 @@
 #include "gatos/ledger/job_service.h"
 #include "gatos/ledger/schedule_commit.h"
 #include "gatos/model/refs.h"
+#include "gatos/model/time_format.h"
 #include "gatos/sys/zoneinfo.h"
 #include "service_internal.h"
 
@@ -255,6 +256,13 @@ std::optional<Op> JobService::DecodeSchedule(std::string_view data, DecodedReque
   if (next->spec.every_ms == 0) {
     auto tz = LoadTimeZone(next->spec.tz);
     if (!tz.ok()) return refuse(Invalid(tz.status().message()));
+  }
+  // Ticks fire from the commit's time on (docs/scheduling.md, "Firing"):
+  // it must be the ledger's time, within the skew of a signed request.
+  if (std::abs(next->time_ms - writer_->Now()) > rpc::kMaxRequestSkewMs + 1000) {  // committer time: whole seconds
+    return refuse(Invalid("schedule commit " + commit->substr(0, 12) + " is dated " +
+                          FormatRfc3339Millis(next->time_ms) + ", more than 60 s from the ledger's clock (" +
+                          FormatRfc3339Millis(writer_->Now()) + "); check this host's clock"));
   }
   const std::string ref = kSchedulePrefix + next->spec.name;
   writer_->FlushViews();

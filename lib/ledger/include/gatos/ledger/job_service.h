@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gatos/ledger/schedule_commit.h"
 #include "gatos/ledger/witness.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/model/scheduler.h"
@@ -226,6 +227,11 @@ class JobService {
   std::optional<std::string> Admission(const Op& op, int64_t now);
   std::string PoolsReply(int64_t now);
   void ApplyTimerOps(std::vector<Op> ops);
+  // Schedules (service_schedules.cpp): each active one's clock and the
+  // last tick it fired (or the time it became active), read again from
+  // refs/gatos/schedules/ and refs/gatos/fires/ after a schedule changes.
+  void LoadSchedules();
+  void FireSchedules(int64_t now);
   void Emit(ServiceEvent e) { events_.push_back(std::move(e)); }
   void Log(const std::string& line);
 
@@ -251,6 +257,14 @@ class JobService {
   std::map<std::string, LiveWorker> workers_;
   int64_t workers_pruned_ms_ = 0;
   std::multimap<int64_t, std::string> due_;  // when to look at a job again
+  struct ActiveSchedule {
+    ScheduleCommit commit;
+    ScheduleClock clock;
+    int64_t last_ms = 0;  // ticks after this may fire
+    int64_t next_ms = 0;  // the next tick (0 = none)
+  };
+  std::map<std::string, ActiveSchedule> schedules_;
+  bool schedules_stale_ = true;
   std::string prune_cursor_;
   int64_t next_prune_step_ms_ = 0;  // the pruning crawl's next step (ledger clock)
   mutable std::mutex policy_mu_;
