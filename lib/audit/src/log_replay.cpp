@@ -161,6 +161,7 @@ Status Replay::Run() {
     ++rep_->commits;
     if (rep_->problems.size() >= kMaxProblems) break;
   }
+  FinishSchedules();
   if (rep_->problems.empty()) {
     if (opt_.compare_refs) CompareRefs();
     CompareIndex();
@@ -339,6 +340,9 @@ void Replay::ReplayTransition(const LoggedTransition& t, const CommitInfo& c, co
     case LogKind::kSubmit:
       next = Submit(t, rec);
       break;
+    case LogKind::kFire:
+      next = Fire(t, rec);
+      break;
     case LogKind::kClaim:
     case LogKind::kTakeover:
     case LogKind::kRenew:
@@ -361,7 +365,8 @@ void Replay::ReplayTransition(const LoggedTransition& t, const CommitInfo& c, co
     return;
   }
   // The lines must be exactly the ref changes of the transition.
-  std::vector<LogEntry> want = TransitionEntries(t.kind, rec, *next);
+  std::vector<LogEntry> want = t.kind == LogKind::kFire ? FireEntries(rec, *next, fire_schedule_, fire_previous_)
+                                                        : TransitionEntries(t.kind, rec, *next);
   if (want != t.entries) {
     std::string detail = "the batch lines of this " + std::string(LogKindName(t.kind)) +
                          " do not match the transition it records: recorded [";
@@ -430,7 +435,11 @@ void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parent
     if (it != notes_.end() && it->second != e.old_id) {
       Fail(t, "log_batch", e.ref + " was " + Short(it->second) + ", the batch says it was " + Short(e.old_id));
     }
-    if (t.kind == LogKind::kSchedule) ScheduleChange(t, e, it == notes_.end() ? "" : it->second);
+    if (t.kind == LogKind::kSchedule) {
+      // An incremental run (or a replica's follower) has not seen the
+      // schedule's earlier moves: the batch's old value is its previous commit.
+      ScheduleChange(t, e, it != notes_.end() ? it->second : rep_->incremental ? e.old_id : "");
+    }
     notes_[e.ref] = e.new_id;
     if (!parents.count(e.new_id)) {
       Fail(t, "log_parents", e.ref + " -> " + Short(e.new_id) + " is not a parent of the log commit");
@@ -474,8 +483,15 @@ void Replay::ScheduleChange(const LoggedTransition& t, const LogEntry& e, const 
     }
     current = std::move(*cur);
   }
+  if (std::abs(next->time_ms - now_) > rpc::kMaxRequestSkewMs + 1000) {
+    // Ticks fire from the commit's time on: the ledger records it only
+    // when it is within the skew of a signed request.
+    Fail(t, "schedule_commit", e.ref + " -> " + Short(e.new_id) + " is dated " + FormatRfc3339Millis(next->time_ms) +
+                                   ", more than 60 s from the batch time " + FormatRfc3339Millis(now_));
+  }
   Decision d = ScheduleChangeDecision(current, *next, pol_.policy, now_);
   if (!d.ok()) Fail(t, "schedule_commit", e.ref + " -> " + Short(e.new_id) + ": " + d.message);
+  TrackSchedule(*next);
 }
 
 Result<std::string> Replay::LogCommitAt(int64_t seq) {
