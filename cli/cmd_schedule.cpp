@@ -9,6 +9,7 @@
 #include "gatos/git/ledger.h"
 #include "gatos/git/result.h"
 #include "gatos/ledger/schedule_commit.h"
+#include "gatos/ledger/schedule_fire.h"
 #include "gatos/model/clock.h"
 #include "gatos/model/refs.h"
 #include "gatos/model/rpc.h"
@@ -40,8 +41,9 @@ constexpr char kAddHelp[] =
     "the newest; the default), all (fire each).\n"
     "NAME: 1-63 of a-z 0-9 - _. Bad input is refused with the reason; nothing is\n"
     "written.\n"
-    "Not yet: gatosd records and logs schedules but does not fire them yet\n"
-    "(docs/scheduling.md, \"Not built yet\").\n";
+    "gatosd fires each tick as a job signed by the ledger key (trailers Schedule\n"
+    "and Fired-At), logged as fire; refs/gatos/fires/NAME is the schedule's last\n"
+    "fire (docs/scheduling.md, \"Firing\").\n";
 
 int Fail(const std::string& cmd, const std::string& m) { return UsageError("schedule " + cmd, m); }
 
@@ -174,12 +176,7 @@ int RunScheduleAdd(const Args& args) {
   }
   auto objects = BuildScheduleCommit(*again, "active", "", *key, SystemNowMs());
   if (!objects.ok()) return ReportError(objects.status().message(), kExitFailure);
-  int rc = Send(*dir, *objects, "schedule " + spec.name + " added");
-  if (rc == kExitOk) {
-    std::cerr << "note: this version records and logs schedules but gatosd does not fire them yet "
-                 "(docs/scheduling.md)\n";
-  }
-  return rc;
+  return Send(*dir, *objects, "schedule " + spec.name + " added");
 }
 
 int RunSchedulePause(const Args& args) { return ChangeState(args, "pause", "paused"); }
@@ -192,9 +189,9 @@ int RunScheduleLs(const Args& args) {
   if (flags.help()) {
     std::cout << "usage: gatos schedule ls --ledger DIR [--all] [--json]\n\n"
                  "Lists the ledger's schedules: name, state, cron or interval, zone, catch-up\n"
-                 "rule, next tick and signer. --all includes removed ones. --json prints one\n"
-                 "array of objects (name, state, cron|every, tz, catch_up, next_tick, signer,\n"
-                 "commit, template).\n";
+                 "rule, next tick, last fire and signer. --all includes removed ones. --json\n"
+                 "prints one array of objects (name, state, cron|every, tz, catch_up, next_tick,\n"
+                 "last_fire, last_fire_commit, signer, commit, template).\n";
     return kExitOk;
   }
   auto dir = LedgerDir(flags, "ls");
@@ -231,6 +228,14 @@ int RunScheduleLs(const Args& args) {
       }
     }
     s["next_tick"] = next ? json(FormatRfc3339Millis(*next)) : json(nullptr);
+    // The last fire (refs/gatos/fires/NAME): its tick and job commit.
+    s["last_fire"] = nullptr;
+    auto fire = (*ledger)->ResolveRef(kFirePrefix + c->spec.name);
+    if (fire.ok() && !fire->empty()) {
+      auto tick = FiredAtOf(LedgerLookup(ledger->get()), *fire);
+      if (tick.ok()) s["last_fire"] = FormatRfc3339Millis(*tick);
+      s["last_fire_commit"] = *fire;
+    }
     out.push_back(s);
   }
   if (flags.Has("json")) {
@@ -241,13 +246,15 @@ int RunScheduleLs(const Args& args) {
     std::cout << "no schedules\n";
     return kExitOk;
   }
-  std::printf("%-24s %-8s %-22s %-16s %-8s %-24s\n", "NAME", "STATE", "WHEN", "TZ", "CATCH-UP", "NEXT TICK");
+  std::printf("%-24s %-8s %-22s %-16s %-8s %-24s %-24s\n", "NAME", "STATE", "WHEN", "TZ", "CATCH-UP", "NEXT TICK",
+              "LAST FIRE");
   for (const auto& s : out) {
     std::string when = s.contains("every") ? "every " + s["every"].get<std::string>() : s["cron"].get<std::string>();
-    std::printf("%-24s %-8s %-22s %-16s %-8s %-24s\n", s["name"].get<std::string>().c_str(),
+    std::printf("%-24s %-8s %-22s %-16s %-8s %-24s %-24s\n", s["name"].get<std::string>().c_str(),
                 s["state"].get<std::string>().c_str(), when.c_str(), s.value("tz", "UTC").c_str(),
                 s["catch_up"].get<std::string>().c_str(),
-                s["next_tick"].is_null() ? "-" : s["next_tick"].get<std::string>().c_str());
+                s["next_tick"].is_null() ? "-" : s["next_tick"].get<std::string>().c_str(),
+                s["last_fire"].is_null() ? "-" : s["last_fire"].get<std::string>().c_str());
   }
   return kExitOk;
 }
