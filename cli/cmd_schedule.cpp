@@ -191,53 +191,18 @@ int RunScheduleLs(const Args& args) {
                  "Lists the ledger's schedules: name, state, cron or interval, zone, catch-up\n"
                  "rule, next tick, last fire and signer. --all includes removed ones. --json\n"
                  "prints one array of objects (name, state, cron|every, tz, catch_up, next_tick,\n"
-                 "last_fire, last_fire_commit, signer, commit, template).\n";
+                 "last_fire, last_fire_commit, overdue, signer, commit, template). overdue:\n"
+                 "ticks more than 5 s old since the last fire that have not fired (0 while\n"
+                 "gatosd keeps up).\n";
     return kExitOk;
   }
   auto dir = LedgerDir(flags, "ls");
   if (!dir.ok()) return Fail("ls", dir.status().message());
   auto ledger = Ledger::Open(*dir);
   if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
-  auto refs = (*ledger)->ListRefs(kSchedulePrefix);
-  if (!refs.ok()) return ReportError(refs.status().message(), kExitFailure);
-  json out = json::array();
-  const int64_t now = SystemNowMs();
-  for (const auto& ref : *refs) {
-    auto at = (*ledger)->ResolveRef(ref);
-    if (!at.ok() || at->empty()) continue;
-    auto c = CheckScheduleCommit(LedgerLookup(ledger->get()), *at);
-    if (!c.ok()) {
-      std::cerr << "gatos schedule ls: " << ref << ": " << c.status().message() << "\n";
-      continue;
-    }
-    if (c->state == "removed" && !flags.Has("all")) continue;
-    json s = {{"name", c->spec.name},       {"state", c->state},  {"catch_up", CatchUpName(c->spec.catch_up)},
-              {"signer", "ed25519:" + c->signer_hex}, {"commit", c->commit}, {"template", ManifestJson(c->spec.job)}};
-    if (c->spec.every_ms) {
-      s["every"] = FormatEvery(c->spec.every_ms);
-    } else {
-      s["cron"] = c->spec.cron;
-      s["tz"] = c->spec.tz;
-    }
-    std::optional<int64_t> next;
-    if (c->state == "active") {
-      auto tz = c->spec.every_ms ? Result<TimeZone>(TimeZone::Utc()) : LoadTimeZone(c->spec.tz);
-      if (tz.ok()) {
-        auto clock = ScheduleClock::Make(c->spec, *tz);
-        if (clock.ok()) next = clock->Next(now);
-      }
-    }
-    s["next_tick"] = next ? json(FormatRfc3339Millis(*next)) : json(nullptr);
-    // The last fire (refs/gatos/fires/NAME): its tick and job commit.
-    s["last_fire"] = nullptr;
-    auto fire = (*ledger)->ResolveRef(kFirePrefix + c->spec.name);
-    if (fire.ok() && !fire->empty()) {
-      auto tick = FiredAtOf(LedgerLookup(ledger->get()), *fire);
-      if (tick.ok()) s["last_fire"] = FormatRfc3339Millis(*tick);
-      s["last_fire_commit"] = *fire;
-    }
-    out.push_back(s);
-  }
+  std::vector<std::string> problems;
+  const json out = ScheduleListJson(**ledger, flags.Has("all"), SystemNowMs(), &problems);
+  for (const auto& p : problems) std::cerr << "gatos schedule ls: " << p << "\n";
   if (flags.Has("json")) {
     std::cout << out.dump() << "\n";
     return kExitOk;

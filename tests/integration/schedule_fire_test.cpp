@@ -108,6 +108,14 @@ TEST_F(ScheduleFireTest, EverySecondFiresEachTickOnceAndEachFireVerifies) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_HAS(r.out, "schedules: " + std::to_string(fired.size()) + " fires checked");
   EXPECT_EQ(r.out.find("warning: schedule tick"), std::string::npos) << r.out;
+  // The dashboard's schedules page and `gatos schedule ls` show the last fire.
+  const std::string page = stack_->HttpGet("/schedules.json");
+  EXPECT_EQ(page.substr(0, 4), "200\n") << page;
+  EXPECT_HAS(page, "\"last_fire\":\"" + FormatRfc3339Millis(fired.back()) + "\"");
+  EXPECT_HAS(page, "\"overdue\":0");
+  EXPECT_HAS(stack_->HttpGet("/schedules"), "<table id=\"schedules\">");
+  r = Gatos({"schedule", "ls", "--ledger", stack_->ledger()});
+  EXPECT_HAS(r.out, FormatRfc3339Millis(fired.back()));
 }
 
 // gatosd SIGKILLed while three schedules fire every second: after the

@@ -2,6 +2,7 @@
 
 #include "gatos/crypto/sshsig.h"
 #include "gatos/model/encoding.h"
+#include "gatos/model/refs.h"
 #include "gatos/model/time_format.h"
 #include "gatos/model/trailers.h"
 #include "gatos/sys/zoneinfo.h"
@@ -137,6 +138,63 @@ Decision CheckFire(const FireCommit& fire, const ScheduleCommit& schedule, const
                                                FormatRfc3339Millis(now_ms) + ")");
   }
   return {};
+}
+
+nlohmann::json ScheduleListJson(Ledger& ledger, bool all, int64_t now_ms, std::vector<std::string>* problems) {
+  using nlohmann::json;
+  json out = json::array();
+  auto refs = ledger.ListRefs(kSchedulePrefix);
+  if (!refs.ok()) {
+    problems->push_back(refs.status().message());
+    return out;
+  }
+  for (const auto& ref : *refs) {
+    auto at = ledger.ResolveRef(ref);
+    if (!at.ok() || at->empty()) continue;
+    auto c = CheckScheduleCommit(LedgerLookup(&ledger), *at);
+    if (!c.ok()) {
+      problems->push_back(ref + ": " + c.status().message());
+      continue;
+    }
+    if (c->state == "removed" && !all) continue;
+    json s = {{"name", c->spec.name},         {"state", c->state},   {"catch_up", CatchUpName(c->spec.catch_up)},
+              {"signer", "ed25519:" + c->signer_hex}, {"commit", c->commit}, {"template", ManifestJson(c->spec.job)}};
+    if (c->spec.every_ms) {
+      s["every"] = FormatEvery(c->spec.every_ms);
+    } else {
+      s["cron"] = c->spec.cron;
+      s["tz"] = c->spec.tz;
+    }
+    std::optional<int64_t> last;
+    s["last_fire"] = nullptr;
+    auto fire = ledger.ResolveRef(kFirePrefix + c->spec.name);
+    if (fire.ok() && !fire->empty()) {
+      auto tick = FiredAtOf(LedgerLookup(&ledger), *fire);
+      if (tick.ok()) {
+        last = *tick;
+        s["last_fire"] = FormatRfc3339Millis(*tick);
+      }
+      s["last_fire_commit"] = *fire;
+    }
+    std::optional<int64_t> next;
+    int64_t overdue = 0;
+    if (c->state == "active") {
+      auto clock = LoadScheduleClock(c->spec);
+      if (clock.ok()) {
+        next = clock->Next(now_ms);
+        int64_t from = std::max(c->time_ms, last.value_or(0));
+        for (auto t = clock->Next(from); t && *t <= now_ms - kFireGraceMs && overdue < 100'000; t = clock->Next(*t)) {
+          ++overdue;
+        }
+      } else {
+        problems->push_back("schedule " + c->spec.name + ": " + clock.status().message());
+      }
+    }
+    s["next_tick"] = next ? json(FormatRfc3339Millis(*next)) : json(nullptr);
+    s["overdue"] = overdue;
+    out.push_back(s);
+  }
+  return out;
 }
 
 }  // namespace gatos

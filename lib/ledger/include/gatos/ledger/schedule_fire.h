@@ -20,11 +20,13 @@
 #define GATOS_LEDGER_SCHEDULE_FIRE_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "gatos/crypto/keys.h"
 #include "gatos/git/git_object.h"
+#include "gatos/git/ledger.h"
 #include "gatos/git/result.h"
 #include "gatos/ledger/schedule_commit.h"
 #include "gatos/model/decision.h"
@@ -77,6 +79,16 @@ Result<int64_t> FiredAtOf(const ObjectLookup& lookup, const std::string& commit)
 // with the reason.
 Decision CheckFire(const FireCommit& fire, const ScheduleCommit& schedule, const ScheduleClock& clock,
                    const std::string& ledger_key_hex, int64_t now_ms);
+
+// The ledger's schedules as `gatos schedule ls --json` and the dashboard's
+// /schedules.json show them, by name: name, state, every | cron and tz,
+// catch_up, signer, commit, template, next_tick (active ones), last_fire and
+// last_fire_commit (refs/gatos/fires/<name>), and overdue: ticks of an
+// active schedule older than the grace (kFireGraceMs) after its last fire
+// (or its commit) at `now_ms`, which have not fired (0 while gatosd keeps
+// up). Removed schedules only with `all`. Unreadable ones are skipped and
+// named in *problems.
+nlohmann::json ScheduleListJson(Ledger& ledger, bool all, int64_t now_ms, std::vector<std::string>* problems);
 
 }  // namespace gatos
 
