@@ -30,6 +30,11 @@
 // --job echo: `/bin/sh -c 'echo N'` (one line of output: live output's cost);
 // --job true: /bin/true.
 // --live-output on|off: the workers' flag (default: the worker's, on).
+// --schedules N: N schedules `--every 1s` (template /bin/true) added once
+// gatosd serves; a thread polls refs/gatos/fires/* every 10 ms and prints
+// the distribution of fire lag (a fire visible in the refs, minus its tick)
+// over the run (docs/benchmarks.md, section 15). Fired jobs run on the
+// workers too, beside the --jobs load.
 // Claims are seen by listening to the claim requests and their replies on
 // the bus (the bench is one more subscriber; gatosd publishes no claim
 // event), results by gatosd's gatos.jobs.finished events.
@@ -47,6 +52,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,7 +60,10 @@
 #include "gatos/crypto/keys.h"
 #include "gatos/git/pack_writer.h"
 #include "gatos/git/result.h"
+#include "gatos/git/ledger.h"
 #include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/schedule_fire.h"
+#include "gatos/model/refs.h"
 #include "gatos/model/clock.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/nats_auth.h"
@@ -171,8 +180,9 @@ int main(int argc, char** argv) {
       {"json", 0, false},
       {"no-wal", 0, false},
       {"offer-window"},
-      {"replicas", 0, true, false, "1|3"}};
-  int replicas = 1;
+      {"replicas", 0, true, false, "1|3"},
+      {"schedules", 0, true, false, "N"}};
+  int replicas = 1, schedules = 0;
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
       !flags.GetInt("jobs", 1, 10'000'000, &jobs) || !flags.GetInt("workers", 1, 64, &workers) ||
@@ -182,7 +192,8 @@ int main(int argc, char** argv) {
       !flags.GetChoice("submit", {"push", "rpc"}, &submit) ||
       !flags.GetChoice("job", {"sh", "echo", "true"}, &job_kind) ||
       !flags.GetChoice("live-output", {"on", "off"}, &live_output) ||
-      !flags.GetDouble("rate", 0, HUGE_VAL, &rate) || !flags.GetInt("replicas", 1, 3, &replicas)) {
+      !flags.GetDouble("rate", 0, HUGE_VAL, &rate) || !flags.GetInt("replicas", 1, 3, &replicas) ||
+      !flags.GetInt("schedules", 0, 1000, &schedules)) {
     Die((flags.error().empty() ? std::string() : flags.error() + "\n") + "usage: e2e_bench " +
         FlagSynopsis(specs));
   }
@@ -319,11 +330,14 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<std::string>> claim_inbox;  // reply subject -> jobs asked for
   std::map<std::string, std::pair<Clock::time_point, std::string>> early_replies;
   std::atomic<int> done{0};
+  std::set<std::string> ours;  // the --jobs load's ids (fired jobs finish too)
   auto s1 = (*bus)->Subscribe(rpc::kFinishedSubject, [&](Message m) {
     json j = json::parse(m.data, nullptr, false);
     if (!j.is_object()) return;
     std::lock_guard<std::mutex> l(mu);
-    if (finished.emplace(j.value("job", ""), Clock::now()).second) ++done;
+    const std::string id = j.value("job", "");
+    if (!ours.count(id)) return;
+    if (finished.emplace(id, Clock::now()).second) ++done;
   });
   std::vector<std::unique_ptr<Bus::Subscription>> claim_subs;
   if (rate > 0) {
@@ -409,6 +423,44 @@ int main(int argc, char** argv) {
     commits.push_back(commit->id);
     all_objects.insert(all_objects.end(), objects.begin(), objects.end());
   }
+  {
+    std::lock_guard<std::mutex> l(mu);
+    for (const auto& [id, frame] : frames) ours.insert(id);
+  }
+  // Schedules firing every second through the run, and a poller of their
+  // fires: lag = when the fire is visible in refs/gatos/fires/<name> minus
+  // its tick.
+  std::atomic<bool> stop_poll{false};
+  std::vector<double> fire_lag_ms;
+  std::thread poller;
+  if (schedules > 0) {
+    std::ofstream(dir + "/tick.yaml") << "command: [\"/bin/true\"]\ntimeout: 60\n";
+    for (int s = 0; s < schedules; ++s) {
+      if (RunWait({g_bin + "/gatos", "schedule", "add", "b" + std::to_string(s), "--every", "1s", "--template",
+                   dir + "/tick.yaml", "--sign-key", dir + "/submitter", "--ledger", ledger},
+                  log) != 0) {
+        Die("gatos schedule add failed; see " + log);
+      }
+    }
+    poller = std::thread([&] {
+      auto l = Ledger::Open(ledger);
+      if (!l.ok()) Die(l.status().message());
+      std::map<std::string, std::string> seen;
+      while (!stop_poll) {
+        for (int s = 0; s < schedules; ++s) {
+          const std::string ref = std::string(kFirePrefix) + "b" + std::to_string(s);
+          auto id = (*l)->ResolveRef(ref);
+          if (!id.ok() || id->empty() || seen[ref] == *id) continue;
+          const bool first = seen[ref].empty();
+          seen[ref] = *id;
+          auto tick = FiredAtOf(LedgerLookup(l->get()), *id);
+          // The first fire seen may predate the poller.
+          if (tick.ok() && !first) fire_lag_ms.push_back(static_cast<double>(SystemNowMs() - *tick));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  }
   std::string source = dir + "/jobs.git";
   if (submit == "push") {
     // All jobs as branches of one repository, written as one pack.
@@ -485,6 +537,10 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   auto t1 = Clock::now();
   double total_s = std::chrono::duration<double>(t1 - t0).count();
+  if (poller.joinable()) {
+    stop_poll = true;
+    poller.join();
+  }
   std::vector<double> to_claim, to_result;
   {
     std::lock_guard<std::mutex> l(mu);
@@ -504,6 +560,14 @@ int main(int argc, char** argv) {
   }
   std::printf("submit->result  p50 %7.1f ms  p99 %7.1f ms\n", P(to_result, 0.5),
               P(to_result, 0.99));
+  if (!fire_lag_ms.empty()) {
+    std::printf("fire lag (%zu fires of %d schedules every 1s, tick->visible in refs/gatos/fires)\n"
+                "  p50 %7.1f ms  p90 %7.1f ms  p99 %7.1f ms  max %7.1f ms  over 1 s: %zu\n",
+                fire_lag_ms.size(), schedules, P(fire_lag_ms, 0.5), P(fire_lag_ms, 0.9), P(fire_lag_ms, 0.99),
+                *std::max_element(fire_lag_ms.begin(), fire_lag_ms.end()),
+                static_cast<size_t>(std::count_if(fire_lag_ms.begin(), fire_lag_ms.end(),
+                                                  [](double v) { return v > 1000; })));
+  }
   if (rate > 0) {
     // submit -> reply (a group commit) -> offer on the stream (views
     // written, published, stored) -> claim request (the worker's fetch) ->

@@ -23,6 +23,7 @@
 #include "gatos/model/log_format.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/refs.h"
+#include "gatos/model/time_format.h"
 #include "gatos/sys/flags.h"
 #include "gatos/sys/process.h"
 #include "progress_bar.h"
@@ -168,6 +169,13 @@ void PrintLogReport(const LogAuditReport& r) {
               << r.settling_after << " while the mirror was fetched)";
   }
   std::cout << "\n";
+  if (r.fires) std::cout << "schedules: " << r.fires << " fires checked\n";
+  for (const auto& m : r.missed_ticks) {
+    std::cout << "warning: schedule " << m.schedule << ": " << m.count << (m.count >= 100000 ? "+" : "")
+              << " tick(s) due while it was active did not fire (" << FormatRfc3339Millis(m.first_ms)
+              << (m.count > 1 ? " .. " + FormatRfc3339Millis(m.last_ms) : "")
+              << "): gatosd was down, or the catch-up rule skipped them\n";
+  }
   for (const auto& j : r.reruns) {
     std::cout << "ran " << j.runs.size() << " times: blake3:" << j.job_hex << "\n";
     for (const auto& x : j.runs) {

@@ -15,6 +15,7 @@
 #include "gatos/model/blake3.h"
 #include "gatos/model/clock.h"
 #include "gatos/model/encoding.h"
+#include "gatos/ledger/schedule_fire.h"
 #include "gatos/model/ledger_commits.h"
 #include "gatos/model/live_output.h"
 #include "gatos/model/log_format.h"
@@ -312,6 +313,8 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
       page = Workers();
     } else if (base == "/pools") {
       page = Pools();
+    } else if (base == "/schedules") {
+      page = Schedules();
     } else {
       page->code = 404;
       page->title = "Not found";
@@ -1115,6 +1118,17 @@ Result<Dashboard::Page> Dashboard::Batch(const std::string& id,
 }
 
 // ---- workers ----
+
+Result<Dashboard::Page> Dashboard::Schedules() {
+  Page p;
+  p.title = "Schedules";
+  p.live = "schedules";
+  GATOS_RETURN_IF_ERROR(Refresh());
+  std::vector<std::string> problems;
+  json list = ScheduleListJson(*ledger_, false, SystemNowMs(), &problems);
+  p.data = {{"schedules", list}, {"unreadable", problems.size()}};
+  return p;
+}
 
 Result<Dashboard::Page> Dashboard::Workers() {
   Page p;

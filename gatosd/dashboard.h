@@ -12,6 +12,7 @@
 //   /batches     /batches.json         progress per batch
 //   /batches/<id> /batches/<id>.json   progress per repository
 //   /workers     /workers.json         keys, principals, running, last seen
+//   /schedules   /schedules.json       next tick, last fire, overdue ticks
 //   /events                            text/event-stream of committed batches
 //   /metrics /healthz                  as before
 //   /login                             the token form (when a token is set)
@@ -111,6 +112,7 @@ class Dashboard {
   Result<Page> Batch(const std::string& id, const std::map<std::string, std::string>& q);
   Result<Page> Workers();
   Result<Page> Pools();
+  Result<Page> Schedules();
 
   nlohmann::json JobRow(const JobRecord& r);
   nlohmann::json JobRow(const JobSummary& s);

@@ -477,12 +477,31 @@ std::string Pools(const json& d) {
   return o + "</table>";
 }
 
+std::string Schedules(const json& d) {
+  std::string o =
+      "<h1>Schedules</h1><p class=\"muted\">overdue: ticks more than 5 s old since the last fire that have not "
+      "fired (gatos verify reports the whole history of missed ticks)</p>";
+  o += "<table id=\"schedules\"><tr><th>name</th><th>state</th><th>when</th><th>catch-up</th><th>next "
+       "tick</th><th>last fire</th><th>overdue</th></tr>";
+  for (const auto& s : d["schedules"]) {
+    const std::string when =
+        s.contains("every") ? "every " + Field(s, "every") : Field(s, "cron") + " (" + Field(s, "tz") + ")";
+    std::string last = s["last_fire"].is_string() ? Field(s, "last_fire") : "-";
+    o += "<tr><td>" + ES(s["name"]) + "</td><td>" + ES(s["state"]) + "</td><td class=\"mono\">" + E(when) +
+         "</td><td>" + ES(s["catch_up"]) + "</td><td>" +
+         (s["next_tick"].is_string() ? ES(s["next_tick"]) : std::string("-")) + "</td><td>" + E(last) +
+         "</td><td>" + ES(s["overdue"]) + "</td></tr>";
+  }
+  return o + "</table>";
+}
+
 std::string TwinPath(const std::string& live, const json& d) {
   if (live == "overview") return "/overview.json";
   if (live == "jobs") return "/jobs.json";
   if (live.compare(0, 4, "job:") == 0) return "/jobs/" + live.substr(4) + ".json";
   if (live == "workers") return "/workers.json";
   if (live == "pools") return "/pools.json";
+  if (live == "schedules") return "/schedules.json";
   if (live == "batches")
     return d.contains("rows") ? "/batches/" + Field(d, "hex") + ".json" : "/batches.json";
   return "";
@@ -501,7 +520,8 @@ std::string Layout(const std::string& title, const std::string& live, const std:
       "\">"
       "<header><a class=\"brand\" href=\"/\">GATOS</a><nav><a href=\"/\">Overview</a><a "
       "href=\"/jobs\">Jobs</a>"
-      "<a href=\"/batches\">Batches</a><a href=\"/workers\">Workers</a><a href=\"/pools\">Pools</a></nav>"
+      "<a href=\"/batches\">Batches</a><a href=\"/workers\">Workers</a><a href=\"/pools\">Pools</a>"
+      "<a href=\"/schedules\">Schedules</a></nav>"
       "<span id=\"live\" class=\"live-off\">static</span></header><main id=\"main\">" +
       body;
   if (!twin.empty()) o += "<p class=\"twin\"><a href=\"" + E(twin) + "\">this page as JSON</a></p>";
@@ -641,6 +661,8 @@ std::string RenderPageHtml(const std::string& title, const std::string& live, co
     body = Pools(data);
   } else if (live == "workers") {
     body = Workers(data);
+  } else if (live == "schedules") {
+    body = Schedules(data);
   }
   return Layout(title, live, body, TwinPath(live, data), event_seq);
 }

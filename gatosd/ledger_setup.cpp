@@ -52,7 +52,8 @@ Status InstallHooks(const std::string& dir, const std::string& gatosd_path) {
   // refs are hidden from them and refused, and pushes go to refs
   // proc-receive takes without creating them. The front door is the cheap
   // way in.
-  for (const char* hidden : {"refs/gatos/jobs", "refs/gatos/log", "refs/gatos/policy", "refs/gatos/witness", "refs/gatos/batches"}) {
+  for (const char* hidden : {"refs/gatos/jobs", "refs/gatos/log", "refs/gatos/policy", "refs/gatos/witness", "refs/gatos/batches",
+                              "refs/gatos/schedules", "refs/gatos/fires"}) {
     GATOS_RETURN_IF_ERROR(ledger->AddConfigValue("receive.hideRefs", hidden));
   }
   for (const char* taken : kPushedPrefixes) {

@@ -5,7 +5,11 @@
 
 #include "audit_fixture.h"
 #include "gatos/audit/log_audit.h"
+#include "gatos/ledger/schedule_commit.h"
+#include "gatos/ledger/schedule_fire.h"
 #include "gatos/ledger/witness.h"
+#include "gatos/model/refs.h"
+#include "gatos/model/transition.h"
 #include "gatos/model/log_format.h"
 
 namespace gatos::testing {
@@ -590,6 +594,179 @@ TEST(LogAuditTest, PerJobPassOnSeveralThreadsGivesTheSameSummary) {
   EXPECT_NE(one.find("\"ok\":false"), std::string::npos);
   EXPECT_EQ(summary(2), one);
   EXPECT_EQ(summary(3), one);
+}
+
+// ---- schedules: fires (docs/auditor-guide.md, "Schedules") ----
+
+// A ledger with schedule `tick` (every second, recorded by alice) that
+// fired `ticks` (offsets in seconds after the schedule commit).
+struct Fired {
+  LedgerFixture f;
+  ScheduleCommit sc;
+  std::vector<std::string> jobs;  // the fired jobs, in order
+  std::vector<int64_t> at;        // their ticks
+
+  explicit Fired(std::vector<int> ticks) {
+    ScheduleSpec spec;
+    spec.name = "tick";
+    spec.every_ms = 1000;
+    spec.catch_up = CatchUp::kAll;
+    spec.job = *ParseManifest("command: [\"true\"]\ntimeout: 10\n", "job.yaml");
+    auto objects = BuildScheduleCommit(spec, "active", "", f.submitter, f.now);
+    EXPECT_TRUE(objects.ok());
+    sc = *CheckScheduleCommit(BatchLookup(&*objects, nullptr), objects->front().id);
+    OpResult r = f.Apply(NoteOp{LogKind::kSchedule, std::string(kSchedulePrefix) + "tick", false, *objects});
+    EXPECT_TRUE(r.outcome.ok()) << r.outcome.message;
+    const int64_t start = f.now;
+    for (int t : ticks) {
+      const int64_t tick = start + t * 1000;
+      f.now = tick + 150;
+      r = f.Apply(FireOp{sc, tick});
+      EXPECT_TRUE(r.outcome.ok()) << r.outcome.message;
+      EXPECT_FALSE(r.existing);
+      jobs.push_back(r.job_hex);
+      at.push_back(tick);
+    }
+  }
+};
+
+TEST(LogAuditTest, FiresReplayAndATickFiresOnce) {
+  Fired h({1, 2, 3});
+  // The same tick again is the same job: a no-op; an older tick is refused.
+  OpResult again = h.f.Apply(FireOp{h.sc, h.at[2]});
+  EXPECT_TRUE(again.outcome.ok());
+  EXPECT_TRUE(again.existing);
+  OpResult older = h.f.Apply(FireOp{h.sc, h.at[1] - 0});
+  EXPECT_TRUE(older.outcome.ok() && older.existing);  // fired already: the same job
+  h.f.now += 1;
+  OpResult skipped_back = h.f.Apply(FireOp{h.sc, h.at[0] - 1000});
+  EXPECT_FALSE(skipped_back.outcome.ok());
+  EXPECT_TRUE(Has(skipped_back.outcome.message, "is not after its last fire")) << skipped_back.outcome.message;
+  // The chain of fires and the job commits.
+  EXPECT_EQ(h.f.Ref(std::string(kFirePrefix) + "tick"), h.f.Record(h.jobs[2]).job_commit);
+  h.f.Close();
+  auto l = h.f.Open();
+  auto fire = ParseFireCommit(LedgerLookup(l.get()), h.f.Record(h.jobs[2]).job_commit);
+  ASSERT_TRUE(fire.ok()) << fire.status().message();
+  EXPECT_EQ(fire->schedule, "tick");
+  EXPECT_EQ(fire->tick_ms, h.at[2]);
+  EXPECT_EQ(fire->schedule_commit, h.sc.commit);
+  EXPECT_EQ(fire->previous_fire, h.f.Record(h.jobs[1]).job_commit);
+  EXPECT_EQ(fire->signer_hex, h.f.ledger_key.public_key().Hex());
+  LogAuditReport r = Audit(*l);
+  EXPECT_TRUE(r.ok()) << Problems(r);
+  EXPECT_EQ(r.fires, 3u);
+  EXPECT_EQ(r.by_kind["fire"], 3);
+  EXPECT_TRUE(r.missed_ticks.empty());
+  // The per-job pass accepts a fired job's ledger signature.
+  auto job = VerifyJob(*l, h.jobs[0], {});
+  ASSERT_TRUE(job.ok());
+  for (const auto& c : job->checks) {
+    if (c.name == "job_signature") EXPECT_TRUE(c.ok) << c.detail;
+  }
+}
+
+TEST(LogAuditTest, TicksThatDidNotFireAreMissedAWarningNotAProblem) {
+  Fired h({1, 5});
+  h.f.now = h.at[1] + 20'000;  // the last batch: 20 s after the last fire
+  EXPECT_TRUE(h.f.Apply(FireOp{h.sc, h.at[1] + 20'000}).outcome.ok());
+  h.f.Close();
+  auto l = h.f.Open();
+  LogAuditReport r = Audit(*l);
+  EXPECT_TRUE(r.ok()) << Problems(r);
+  ASSERT_EQ(r.missed_ticks.size(), 1u);
+  EXPECT_EQ(r.missed_ticks[0].schedule, "tick");
+  EXPECT_EQ(r.missed_ticks[0].count, 3 + 19);  // 2..4, then the 19 ticks before the last fire
+  EXPECT_EQ(r.missed_ticks[0].first_ms, h.at[0] + 1000);
+}
+
+TEST(LogAuditTest, FireDeletedFromTheRefsIsMissing) {
+  Fired h({1, 2, 3});
+  const std::string second = h.f.Record(h.jobs[1]).job_commit;
+  h.f.Close();
+  auto l = h.f.Open();
+  SetRef(*l, JobRef(h.jobs[1], "job"), "");
+  LogAuditReport r = Audit(*l);
+  const LogProblem* p = Find(r, "ref_missing");
+  ASSERT_NE(p, nullptr) << Problems(r);
+  EXPECT_EQ(p->ref, JobRef(h.jobs[1], "job"));
+  // The chain's head too.
+  SetRef(*l, JobRef(h.jobs[1], "job"), second);
+  SetRef(*l, std::string(kFirePrefix) + "tick", "");
+  r = Audit(*l);
+  p = Find(r, "ref_missing");
+  ASSERT_NE(p, nullptr) << Problems(r);
+  EXPECT_EQ(p->ref, std::string(kFirePrefix) + "tick");
+}
+
+TEST(LogAuditTest, FireWithoutAScheduleIsRefused) {
+  Fired h({1});
+  // Someone with the ledger key logs a fire of a schedule the log never
+  // recorded: signed, well formed, and its own chain.
+  ScheduleCommit ghost = h.sc;
+  ghost.spec.name = "ghost";
+  auto sobjects = BuildScheduleCommit(ghost.spec, "active", "", h.f.submitter, h.f.now);
+  ASSERT_TRUE(sobjects.ok());
+  ghost.commit = sobjects->front().id;
+  const int64_t tick = h.at[0] + 2000;
+  auto fobjects = BuildFireCommit(ghost, tick, "", h.f.ledger_key);
+  ASSERT_TRUE(fobjects.ok());
+  h.f.Close();
+  auto l = h.f.Open();
+  WriteObjects(*l, *sobjects);
+  WriteObjects(*l, *fobjects);
+  JobRecord rec;
+  rec.job_hex = JobIdHex(FiredManifest(ghost.spec, tick));
+  rec.job_commit = fobjects->front().id;
+  rec.submitter_hex = h.f.submitter.public_key().Hex();
+  AppendLogCommit(*l, h.f.ledger_key, EncodeBatch(FireEntries(std::nullopt, rec, "ghost", "")), 1,
+                  {rec.job_commit}, tick + 100);
+  SetRef(*l, JobRef(rec.job_hex, "job"), rec.job_commit);
+  SetRef(*l, std::string(kFirePrefix) + "ghost", rec.job_commit);
+  LogAuditReport r = Audit(*l);
+  const LogProblem* p = Find(r, "fire");
+  ASSERT_NE(p, nullptr) << Problems(r);
+  EXPECT_EQ(p->job_hex, rec.job_hex);
+  EXPECT_TRUE(Has(p->detail, "which the log does not record")) << p->detail;
+}
+
+// A forged fire after the schedule's pause, and one between two ticks.
+TEST(LogAuditTest, FireOfAPausedScheduleOrOffTheScheduleIsRefused) {
+  for (bool pause : {true, false}) {
+  Fired h({1});
+  const int64_t tick = pause ? h.at[0] + 2000 : h.at[0] + 2500;
+  if (pause) {
+    auto paused = BuildScheduleCommit(h.sc.spec, "paused", h.sc.commit, h.f.submitter, h.f.now);
+    ASSERT_TRUE(paused.ok());
+    OpResult pr = h.f.Apply(NoteOp{LogKind::kSchedule, std::string(kSchedulePrefix) + "tick", false, *paused});
+    ASSERT_TRUE(pr.outcome.ok()) << pr.outcome.message;
+    // The ledger itself refuses to fire it: the schedule moved.
+    OpResult refused = h.f.Apply(FireOp{h.sc, h.at[0] + 1000});
+    EXPECT_EQ(refused.outcome.error, TransitionError::kLostRace) << refused.outcome.message;
+  }
+  const std::string previous = h.f.Ref(std::string(kFirePrefix) + "tick");
+  {
+    auto fobjects = BuildFireCommit(h.sc, tick, previous, h.f.ledger_key);
+    ASSERT_TRUE(fobjects.ok());
+    h.f.Close();
+    auto l = h.f.Open();
+    const std::string head = *l->ResolveRef(kLogRef);
+    WriteObjects(*l, *fobjects);
+    JobRecord rec;
+    rec.job_hex = JobIdHex(FiredManifest(h.sc.spec, tick));
+    rec.job_commit = fobjects->front().id;
+    rec.submitter_hex = h.f.submitter.public_key().Hex();
+    AppendLogCommit(*l, h.f.ledger_key, EncodeBatch(FireEntries(std::nullopt, rec, "tick", previous)), 1,
+                    {rec.job_commit}, tick + 100);
+    LogAuditReport r = Audit(*l);
+    const LogProblem* p = Find(r, "fire");
+    ASSERT_NE(p, nullptr) << Problems(r);
+    EXPECT_TRUE(Has(p->detail, pause ? "names schedule commit " + h.sc.commit.substr(0, 12) + ", but tick is at"
+                                     : "is not a tick of schedule tick"))
+        << p->detail;
+    (void)head;
+  }
+  }
 }
 
 }  // namespace

@@ -149,6 +149,13 @@ nlohmann::json LogAuditReportToJson(const LogAuditReport& r) {
                          {"ok", w.ok},
                          {"detail", w.detail}});
   }
+  json missed = json::array();
+  for (const auto& m : r.missed_ticks) {
+    missed.push_back({{"schedule", m.schedule},
+                      {"count", m.count},
+                      {"first", FormatRfc3339Millis(m.first_ms)},
+                      {"last", FormatRfc3339Millis(m.last_ms)}});
+  }
   return {{"ok", r.ok()},
           {"ledger", r.ledger_root},
           {"head", r.head},
@@ -169,7 +176,9 @@ nlohmann::json LogAuditReportToJson(const LogAuditReport& r) {
           {"forked", r.forked},
           {"problems", problems},
           {"reruns", reruns},
-          {"witnesses", witnesses}};
+          {"witnesses", witnesses},
+          {"fires", r.fires},
+          {"missed_ticks", missed}};
 }
 
 }  // namespace gatos

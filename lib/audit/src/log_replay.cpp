@@ -161,6 +161,7 @@ Status Replay::Run() {
     ++rep_->commits;
     if (rep_->problems.size() >= kMaxProblems) break;
   }
+  FinishSchedules();
   if (rep_->problems.empty()) {
     if (opt_.compare_refs) CompareRefs();
     CompareIndex();
@@ -317,6 +318,7 @@ void Replay::ReplayTransition(const LoggedTransition& t, const CommitInfo& c, co
       return;
     case LogKind::kBatch:
     case LogKind::kWitness:
+    case LogKind::kSchedule:
       Note(t, parents);
       return;
     default:
@@ -337,6 +339,9 @@ void Replay::ReplayTransition(const LoggedTransition& t, const CommitInfo& c, co
   switch (t.kind) {
     case LogKind::kSubmit:
       next = Submit(t, rec);
+      break;
+    case LogKind::kFire:
+      next = Fire(t, rec);
       break;
     case LogKind::kClaim:
     case LogKind::kTakeover:
@@ -360,7 +365,8 @@ void Replay::ReplayTransition(const LoggedTransition& t, const CommitInfo& c, co
     return;
   }
   // The lines must be exactly the ref changes of the transition.
-  std::vector<LogEntry> want = TransitionEntries(t.kind, rec, *next);
+  std::vector<LogEntry> want = t.kind == LogKind::kFire ? FireEntries(rec, *next, fire_schedule_, fire_previous_)
+                                                        : TransitionEntries(t.kind, rec, *next);
   if (want != t.entries) {
     std::string detail = "the batch lines of this " + std::string(LogKindName(t.kind)) +
                          " do not match the transition it records: recorded [";
@@ -418,7 +424,9 @@ void Replay::PolicyChange(const LoggedTransition& t) {
 
 void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parents) {
   for (const LogEntry& e : t.entries) {
-    const char* prefix = t.kind == LogKind::kBatch ? kBatchPrefix : kWitnessPrefix;
+    const char* prefix = t.kind == LogKind::kBatch      ? kBatchPrefix
+                         : t.kind == LogKind::kSchedule ? kSchedulePrefix
+                                                        : kWitnessPrefix;
     if (e.ref.rfind(prefix, 0) != 0 || e.new_id.empty()) {
       Fail(t, "log_batch", std::string(LogKindName(t.kind)) + " record must move a ref under " + prefix);
       continue;
@@ -426,6 +434,11 @@ void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parent
     auto it = notes_.find(e.ref);
     if (it != notes_.end() && it->second != e.old_id) {
       Fail(t, "log_batch", e.ref + " was " + Short(it->second) + ", the batch says it was " + Short(e.old_id));
+    }
+    if (t.kind == LogKind::kSchedule) {
+      // An incremental run (or a replica's follower) has not seen the
+      // schedule's earlier moves: the batch's old value is its previous commit.
+      ScheduleChange(t, e, it != notes_.end() ? it->second : rep_->incremental ? e.old_id : "");
     }
     notes_[e.ref] = e.new_id;
     if (!parents.count(e.new_id)) {
@@ -436,7 +449,7 @@ void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parent
       auto c = ledger_.ReadCommit(e.new_id);
       std::string why = c.ok() ? SignatureProblem(*c, batch_key_) : c.status().message();
       if (!why.empty()) Fail(t, "batch_record", "batch record " + Short(e.new_id) + ": " + why);
-    } else {
+    } else if (t.kind == LogKind::kWitness) {
       auto w = CheckWitnessCommit(lookup_, e.new_id);
       std::string key = e.ref.substr(std::strlen(kWitnessPrefix));
       if (!w.ok()) {
@@ -447,6 +460,38 @@ void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parent
       logged_witnesses_.emplace_back(e.ref, e.new_id);
     }
   }
+}
+
+// A schedule commit moved: the same rule as the ledger's
+// (ScheduleChangeDecision), against the policy in force at the batch.
+void Replay::ScheduleChange(const LoggedTransition& t, const LogEntry& e, const std::string& previous) {
+  auto next = CheckScheduleCommit(lookup_, e.new_id);
+  if (!next.ok()) {
+    Fail(t, "schedule_commit", e.ref + ": " + next.status().message());
+    return;
+  }
+  if (e.ref != kSchedulePrefix + next->spec.name) {
+    Fail(t, "schedule_commit", e.ref + " holds schedule " + next->spec.name);
+    return;
+  }
+  std::optional<ScheduleCommit> current;
+  if (!previous.empty()) {
+    auto cur = CheckScheduleCommit(lookup_, previous);
+    if (!cur.ok()) {
+      Fail(t, "schedule_commit", e.ref + " before: " + cur.status().message());
+      return;
+    }
+    current = std::move(*cur);
+  }
+  if (std::abs(next->time_ms - now_) > rpc::kMaxRequestSkewMs + 1000) {
+    // Ticks fire from the commit's time on: the ledger records it only
+    // when it is within the skew of a signed request.
+    Fail(t, "schedule_commit", e.ref + " -> " + Short(e.new_id) + " is dated " + FormatRfc3339Millis(next->time_ms) +
+                                   ", more than 60 s from the batch time " + FormatRfc3339Millis(now_));
+  }
+  Decision d = ScheduleChangeDecision(current, *next, pol_.policy, now_);
+  if (!d.ok()) Fail(t, "schedule_commit", e.ref + " -> " + Short(e.new_id) + ": " + d.message);
+  TrackSchedule(*next);
 }
 
 Result<std::string> Replay::LogCommitAt(int64_t seq) {

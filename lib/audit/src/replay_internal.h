@@ -25,6 +25,8 @@
 #include "gatos/crypto/sshsig.h"
 #include "gatos/git/result.h"
 #include "gatos/ledger/checks.h"
+#include "gatos/ledger/schedule_commit.h"
+#include "gatos/ledger/schedule_fire.h"
 #include "gatos/ledger/state_index.h"
 #include "gatos/ledger/witness.h"
 #include "gatos/model/encoding.h"
@@ -129,6 +131,13 @@ class Replay {
   std::optional<JobRecord> UserRequest(const LoggedTransition& t, const std::optional<JobRecord>& old);
   std::optional<JobRecord> Other(const LoggedTransition& t, const std::optional<JobRecord>& old);
   void Note(const LoggedTransition& t, const std::set<std::string>& parents);
+  void ScheduleChange(const LoggedTransition& t, const LogEntry& e, const std::string& previous);
+  // replay_fires.cpp: a fire checked against the schedule in force, and the
+  // ticks each active schedule let pass unfired (missed).
+  std::optional<JobRecord> Fire(const LoggedTransition& t, const std::optional<JobRecord>& old);
+  void TrackSchedule(const ScheduleCommit& next);
+  void CountMissed(const std::string& name, int64_t until_ms);
+  void FinishSchedules();
   void PolicyChange(const LoggedTransition& t);
   bool WorkerAllowed(const std::string& worker_hex, std::string* why);
   void CompareRefs();
@@ -177,6 +186,15 @@ class Replay {
   std::unordered_map<std::string, std::optional<JobRecord>> jobs_;  // replayed records (nullopt: no such job)
   std::map<std::string, std::string> notes_;  // other refs (batches/, witness/)
   std::set<std::string> touched_;
+  // Schedules: the active ones' clocks and the tick after which the next
+  // one is due; the fire being replayed (its schedule and previous fire).
+  struct ScheduleTrack {
+    std::optional<ScheduleClock> clock;
+    bool active = false;
+    int64_t from_ms = 0;
+  };
+  std::map<std::string, ScheduleTrack> schedules_;
+  std::string fire_schedule_, fire_previous_;
   // Settling window (LogAuditOptions::settling_after): every value each ref
   // held from that sequence on ("" = absent).
   std::unordered_map<std::string, std::set<std::string>> settling_;

@@ -1,4 +1,5 @@
 #include "gatos/audit/verify.h"
+#include "gatos/ledger/schedule_fire.h"
 
 #include <algorithm>
 #include <atomic>
@@ -408,6 +409,12 @@ Result<AuditReport> Auditor::State::Verify(const std::string& job_hex) {
     add("job_signature", false, "the job commit's gpgsig: " + sig.status().message());
   } else if (Status v = SshSigVerify(*sig, job->signed_data, kSignerNamespaceGit); !v.ok()) {
     add("job_signature", false, "the job commit's signature does not verify: " + v.message());
+  } else if (sig->key == policy.ledger_key && IsFireMessage(job->message)) {
+    // A fire: the ledger created the job for a schedule's tick; the log
+    // replay (gatos verify without a job) checks it against the schedule.
+    add("job_signature", true,
+        "a fire of a schedule, signed by the ledger key " + sig->key.WorkerId() +
+            " (the log replay checks it against the schedule in force)");
   } else if (const AllowedSigner* who =
                  policy.submitters.FindKey(sig->key, kSignerNamespaceGit, job->time_s)) {
     add("job_signature", true,

@@ -319,9 +319,13 @@ void JobService::AfterBatch(std::vector<DecodedRequest>& batch, const std::vecto
                 r.job_hex + ".a"});
         }
       }
-    } else if (subj == rpc::kLocalBatch || subj == rpc::kLocalPushWitness) {
+    } else if (subj == rpc::kLocalBatch || subj == rpc::kLocalPushWitness || subj == rpc::kLocalSchedule) {
       reply["existing"] = r.existing;
       reply["commit"] = r.commit;
+      if (subj == rpc::kLocalSchedule && !r.existing) {
+        Log("schedule commit " + Short(r.commit) + " recorded");
+        schedules_stale_ = true;
+      }
       if (subj == rpc::kLocalPushWitness && !r.existing) Log("witness " + Short(r.commit) + " recorded");
     } else if (subj == rpc::kLocalPolicy) {
       reply["commit"] = r.commit;

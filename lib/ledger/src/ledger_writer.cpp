@@ -254,6 +254,7 @@ void LedgerWriter::ApplyOne(Batch& b, Op& op, OpResult* r) {
         if constexpr (std::is_same_v<T, AbortOp>) DoAbort(b, o, r);
         if constexpr (std::is_same_v<T, PolicyOp>) DoPolicy(b, o, r);
         if constexpr (std::is_same_v<T, NoteOp>) DoNote(b, o, r);
+        if constexpr (std::is_same_v<T, FireOp>) DoFire(b, o, r);
       },
       op);
 }
@@ -386,6 +387,7 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
       policy_commit_ = b.new_policy_commit;
     }
     if (b.new_key) key_ = *b.new_key;
+    for (const auto& [ref, id] : b.notes) note_refs_[ref] = id;
     if (stats) {
       stats->objects = written;
       stats->seq = seq_;

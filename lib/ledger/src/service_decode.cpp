@@ -1,6 +1,10 @@
 // What each request asks for: decoded, checked (signatures, objects,
 // policy changes, witness statements), and turned into a writer op.
 #include "gatos/ledger/job_service.h"
+#include "gatos/ledger/schedule_commit.h"
+#include "gatos/model/refs.h"
+#include "gatos/model/time_format.h"
+#include "gatos/sys/zoneinfo.h"
 #include "service_internal.h"
 
 namespace gatos {
@@ -133,7 +137,7 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
   }
   if (IsLocalPush(subj) && objects) return DecodeLocalPush(r, objects, policy, now, p);
   if (subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult || subj == rpc::kLocalBatch ||
-      subj == rpc::kLocalPolicy || subj == rpc::kLocalPushWitness) {
+      subj == rpc::kLocalPolicy || subj == rpc::kLocalPushWitness || subj == rpc::kLocalSchedule) {
     p->deferred = true;
     return std::nullopt;
   }
@@ -213,6 +217,10 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
     p->op = NoteOp{LogKind::kWitness, WitnessRef(*key), false, std::move(objects)};
     return;
   }
+  if (subj == rpc::kLocalSchedule) {
+    p->op = DecodeSchedule(r.data, p);
+    return;
+  }
   if (subj == rpc::kLocalPolicy) {
     auto j = rpc::ParseRequest(r.data, subj);
     if (!j.ok()) return refuse(Invalid(j.status().message()));
@@ -221,6 +229,54 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
   }
   refuse(Invalid("unknown subject " + TruncateUtf8(subj, 80)));
   return;
+}
+
+std::optional<Op> JobService::DecodeSchedule(std::string_view data, DecodedRequest* p) {
+  auto refuse = [&](std::string reply) -> std::optional<Op> {
+    p->reply = std::move(reply);
+    return std::nullopt;
+  };
+  json header;
+  std::string_view batch_bytes;
+  Status s = rpc::DecodeFrame(data, rpc::kMaxJsonRequest, &header, &batch_bytes);
+  if (!s.ok()) return refuse(Invalid("schedule frame: " + s.message()));
+  auto commit = rpc::StringField(header, "commit");
+  if (!commit.ok() || !IsLowerHex(*commit, 40)) return refuse(Invalid("schedule header: commit must be a 40-hex id"));
+  BatchLimits limits;
+  limits.max_bytes = 2u << 20;
+  limits.max_objects = 8;
+  auto objects = DecodeObjectBatch(batch_bytes, limits);
+  if (!objects.ok()) return refuse(Invalid(objects.status().message()));
+  if (objects->empty() || objects->front().id != *commit || objects->front().type != ObjectType::kCommit) {
+    return refuse(Invalid("the schedule batch must start with commit " + *commit));
+  }
+  Ledger& ledger = writer_->ledger();
+  auto next = CheckScheduleCommit(BatchLookup(&*objects, nullptr), *commit);
+  if (!next.ok()) return refuse(ErrorText(Decision::FromStatus(next.status())));
+  if (next->spec.every_ms == 0) {
+    auto tz = LoadTimeZone(next->spec.tz);
+    if (!tz.ok()) return refuse(Invalid(tz.status().message()));
+  }
+  // Ticks fire from the commit's time on (docs/scheduling.md, "Firing"):
+  // it must be the ledger's time, within the skew of a signed request.
+  if (std::abs(next->time_ms - writer_->Now()) > rpc::kMaxRequestSkewMs + 1000) {  // committer time: whole seconds
+    return refuse(Invalid("schedule commit " + commit->substr(0, 12) + " is dated " +
+                          FormatRfc3339Millis(next->time_ms) + ", more than 60 s from the ledger's clock (" +
+                          FormatRfc3339Millis(writer_->Now()) + "); check this host's clock"));
+  }
+  const std::string ref = kSchedulePrefix + next->spec.name;
+  writer_->FlushViews();
+  auto at = ledger.ResolveRef(ref);
+  if (!at.ok()) return refuse(ErrorText(Decision::FromStatus(at.status())));
+  std::optional<ScheduleCommit> current;
+  if (!at->empty()) {
+    auto cur = CheckScheduleCommit(LedgerLookup(&ledger), *at);
+    if (!cur.ok()) return refuse(ErrorText(Decision::FromStatus(cur.status())));
+    current = std::move(*cur);
+  }
+  Decision d = ScheduleChangeDecision(current, *next, writer_->policy(), writer_->Now());
+  if (!d.ok()) return refuse(ErrorText(d));
+  return NoteOp{LogKind::kSchedule, ref, false, std::move(*objects)};
 }
 
 Result<WitnessStatement> JobService::CheckWitness(const std::string& commit,

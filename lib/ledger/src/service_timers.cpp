@@ -150,6 +150,7 @@ void JobService::ApplyTimerOps(std::vector<Op> ops) {
 
 void JobService::Sweep() {
   int64_t now = writer_->Now();
+  FireSchedules(now);
   ProcessDue(now);
   // Pruning: a crawl through the index, a few records per step, so no sweep
   // costs more than a bounded amount at any ledger size. The steps are paced

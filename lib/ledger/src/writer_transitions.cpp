@@ -19,9 +19,12 @@
 
 #include "checkpointer.h"
 #include "gatos/crypto/sshsig.h"
+#include "gatos/ledger/schedule_fire.h"
 #include "gatos/ledger/wal.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/ledger_commits.h"
+#include "gatos/model/refs.h"
+#include "gatos/model/scheduling.h"
 #include "gatos/model/transition.h"
 #include "gatos/sys/file.h"
 #include "view_writer.h"
@@ -317,25 +320,86 @@ void LedgerWriter::DoPolicy(Batch& b, PolicyOp& op, OpResult* r) {
   r->revoked_jobs = std::move(revoked);
 }
 
+Result<std::string> LedgerWriter::NoteRef(Batch& b, const std::string& ref) {
+  auto it = b.notes.find(ref);
+  if (it != b.notes.end()) return it->second;
+  // The writer's own record of the refs it moved, so that a fire does not
+  // wait for the view refs of the batches before it.
+  auto known = note_refs_.find(ref);
+  if (known != note_refs_.end()) return known->second;
+  FlushViews();  // the ref as the batches before this one left it
+  GATOS_ASSIGN_OR_RETURN(std::string id, ledger_->ResolveRef(ref));
+  if (note_refs_.size() < 100'000) note_refs_[ref] = id;
+  return id;
+}
+
+void LedgerWriter::DoFire(Batch& b, FireOp& op, OpResult* r) {
+  const ScheduleSpec& spec = op.schedule.spec;
+  const std::string fire_ref = kFirePrefix + spec.name;
+  auto at = NoteRef(b, kSchedulePrefix + spec.name);
+  auto previous = at.ok() ? NoteRef(b, fire_ref) : Result<std::string>(at.status());
+  if (!previous.ok()) {
+    r->outcome = Decision::FromStatus(previous.status());
+    return;
+  }
+  if (*at != op.schedule.commit || op.schedule.state != "active") {
+    r->outcome = Decision::Error(TransitionError::kLostRace,
+                                 "schedule " + spec.name + " changed (it is at " + Short(*at) + ")");
+    return;
+  }
+  int64_t last_fired = 0;
+  if (!previous->empty()) {
+    auto lookup = [&](const std::string& id) { return LookupIn(*ledger_, b.objects, b.object_at, id); };
+    auto t = FiredAtOf(lookup, *previous);
+    if (!t.ok()) {
+      r->outcome = Decision::Error(TransitionError::kInternal,
+                                   "the last fire of schedule " + spec.name + ": " + t.status().message());
+      return;
+    }
+    last_fired = *t;
+  }
+  auto objects = BuildFireCommit(op.schedule, op.tick_ms, *previous, key_);
+  if (!objects.ok()) {
+    r->outcome = Decision::FromStatus(objects.status());
+    return;
+  }
+  const GitObject& commit = objects->front();
+  const std::string job = JobIdHex(FiredManifest(spec, op.tick_ms));
+  r->job_hex = job;
+  GATOS_BATCH_RECORD(b, job, rec, r);
+  AppliedTransition a;
+  Decision d = ApplyTransition(job, rec,
+                               SubmitTransition{job, commit.id, op.schedule.signer_hex, spec.job.pool.value_or(""),
+                                                kDefaultPriority, spec.name, op.tick_ms, last_fired},
+                               {&BatchPolicy(b), b.now}, &a);
+  if (!d.ok()) return Refuse(d, r);
+  r->commit = a.record.job_commit;
+  r->record = a.record;
+  if (a.unchanged) {
+    r->existing = true;
+    return;
+  }
+  if (!b.before.count(job)) b.before[job] = rec;
+  for (LogEntry& e : FireEntries(rec, a.record, spec.name, *previous)) b.entries.push_back(std::move(e));
+  b.touched[job] = a.record;
+  ++b.counts[std::string(LogKindName(a.kind))];
+  b.notes[fire_ref] = commit.id;
+  b.new_commits.push_back(commit.id);
+  for (auto& o : *objects) AddObject(b, std::move(o));
+}
+
 void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
   if (op.objects.empty() || op.objects.front().type != ObjectType::kCommit ||
       op.ref.compare(0, 11, "refs/gatos/") != 0 || op.ref.compare(0, std::strlen(kJobsPrefix), kJobsPrefix) == 0) {
     r->outcome = Decision::Error(TransitionError::kInvalid, "not a record the ledger keeps");
     return;
   }
-  std::string current;
-  auto it = b.notes.find(op.ref);
-  if (it != b.notes.end()) {
-    current = it->second;
-  } else {
-    FlushViews();  // the ref as the batches before this one left it
-    auto v = ledger_->ResolveRef(op.ref);
-    if (!v.ok()) {
-      r->outcome = Decision::FromStatus(v.status());
-      return;
-    }
-    current = *v;
+  auto v = NoteRef(b, op.ref);
+  if (!v.ok()) {
+    r->outcome = Decision::FromStatus(v.status());
+    return;
   }
+  const std::string current = *v;
   const std::string commit = op.objects.front().id;
   r->commit = commit;
   if (current == commit || (op.create_only && !current.empty())) {

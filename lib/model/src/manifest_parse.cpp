@@ -665,4 +665,12 @@ Result<Manifest> ParseManifest(std::string_view bytes, std::string_view source_n
   return m;
 }
 
+Result<Manifest> CheckManifestTree(const internal::YamlNode& root, std::string_view source_name,
+                                   const ManifestLimits& limits) {
+  Checker checker(source_name, false, limits);
+  Manifest m = checker.Check(root);
+  if (!checker.ok()) return checker.ToStatus();
+  return m;
+}
+
 }  // namespace gatos

@@ -12,9 +12,18 @@
 #include <string_view>
 
 #include "gatos/model/canonical_json.h"
+#include "gatos/model/encoding.h"
 #include "gatos/model/manifest.h"
+#include "gatos/model/yaml_tree.h"
 
 namespace gatos {
+
+// The manifest rules on a tree already parsed (a manifest embedded in
+// another YAML document: a schedule's template). Errors as ParseManifest's,
+// with the positions of `root`'s document.
+Result<Manifest> CheckManifestTree(const internal::YamlNode& root, std::string_view source_name,
+                                   const ManifestLimits& limits);
+
 namespace manifest_internal {
 
 inline constexpr std::string_view kKnownFields =

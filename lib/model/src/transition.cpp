@@ -1,6 +1,7 @@
 #include "gatos/model/transition.h"
 
 #include "gatos/model/public_key.h"
+#include "gatos/model/refs.h"
 #include "gatos/model/time_format.h"
 
 namespace gatos {
@@ -24,11 +25,25 @@ Decision NoJob(const std::string& job_hex) {
 
 Decision ApplySubmit(const std::string& job, const std::optional<JobRecord>& old, const SubmitTransition& t, const TransitionRules& rules,
                      AppliedTransition* out) {
-  out->kind = LogKind::kSubmit;
+  out->kind = t.schedule.empty() ? LogKind::kSubmit : LogKind::kFire;
   if (old) {
     out->record = *old;
     out->unchanged = true;
     return {};
+  }
+  if (!t.schedule.empty()) {
+    // Each tick fires once: the ticks of one schedule fire in order.
+    if (t.fired_at_ms <= t.last_fired_ms) {
+      return Fail(TransitionError::kInvalid, "tick " + FormatRfc3339Millis(t.fired_at_ms) + " of schedule " +
+                                                 t.schedule + " is not after its last fire (" +
+                                                 FormatRfc3339Millis(t.last_fired_ms) + ")");
+    }
+    if (!ScheduleSignerAllowed(*rules.policy, t.submitter_hex, t.pool, rules.now_ms)) {
+      return Fail(TransitionError::kUnauthorized,
+                  "schedule " + t.schedule + " is signed by ed25519:" + t.submitter_hex +
+                      ", which may not submit to pool " + (t.pool.empty() ? std::string(kDefaultPool) : t.pool) +
+                      " under the policy in force");
+    }
   }
   JobRecord& n = out->record;
   n.job_hex = t.job_hex;
@@ -252,6 +267,21 @@ std::vector<LogEntry> TransitionEntries(LogKind kind, const std::optional<JobRec
   }
   if (out.empty()) out.push_back({kind, now.job_hex, "", "", ""});
   return out;
+}
+
+std::vector<LogEntry> FireEntries(const std::optional<JobRecord>& old, const JobRecord& now,
+                                  const std::string& schedule, const std::string& previous_fire) {
+  std::vector<LogEntry> out = TransitionEntries(LogKind::kFire, old, now);
+  out.push_back({LogKind::kFire, now.job_hex, kFirePrefix + schedule, previous_fire, now.job_commit});
+  return out;
+}
+
+bool ScheduleSignerAllowed(const Policy& policy, std::string_view key_hex, std::string_view pool, int64_t now_ms) {
+  // The rule a schedule commit is recorded under (ScheduleChangeDecision).
+  auto key = ParseWorkerId("ed25519:" + std::string(key_hex));
+  const bool submitter = key.ok() && policy.submitters.FindKey(*key, kSignerNamespaceGit, now_ms / 1000) != nullptr;
+  if (!submitter && !MayControlJob(key_hex, "", policy, now_ms)) return false;
+  return KeyMayUsePool(policy.settings.scheduling.submitter_pools, key_hex, pool.empty() ? kDefaultPool : pool);
 }
 
 bool DecideAbort(const JobRecord& r, int64_t now_ms) {

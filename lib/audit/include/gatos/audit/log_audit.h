@@ -169,6 +169,15 @@ struct WitnessCheck {
   std::string detail;
 };
 
+// Ticks of a schedule that were due while it was active and did not fire
+// (gatosd down, or the catch-up rule skipping them): a warning, not a
+// problem (docs/auditor-guide.md).
+struct MissedTicks {
+  std::string schedule;
+  int64_t count = 0;  // at least this many (counting stops at 100,000 per gap)
+  int64_t first_ms = 0, last_ms = 0;
+};
+
 struct LogAuditReport {
   std::string ledger_root;
   std::string head;
@@ -192,6 +201,8 @@ struct LogAuditReport {
   std::vector<LogProblem> problems;
   std::vector<JobRuns> reruns;  // jobs with more than one epoch or attempt, by id
   std::vector<WitnessCheck> witnesses;
+  size_t fires = 0;                       // fires checked
+  std::vector<MissedTicks> missed_ticks;  // by schedule name
   bool forked = false;  // witnesses prove two different histories
   bool ok() const { return problems.empty(); }
   AuditState state() const;  // what to record after an ok run

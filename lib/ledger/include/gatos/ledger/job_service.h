@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gatos/ledger/schedule_commit.h"
 #include "gatos/ledger/witness.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/model/scheduler.h"
@@ -202,6 +203,9 @@ class JobService {
  private:
   void DecodeOnLedgerThread(DecodedRequest* d);
   std::optional<Op> DecodePolicy(const nlohmann::json& j, DecodedRequest* d);
+  // A schedule commit (rpc::kLocalSchedule): checked against the schedule's
+  // current commit and the policy (schedule_commit.h).
+  std::optional<Op> DecodeSchedule(std::string_view data, DecodedRequest* d);
   // A pushed witness: well formed, signed by `key_hex`, about this ledger
   // and about the commit its log has at that sequence.
   Result<WitnessStatement> CheckWitness(const std::string& commit, const std::string& key_hex);
@@ -225,6 +229,11 @@ class JobService {
   // batch (an existing job is not: it is a no-op).
   std::optional<std::string> Admission(const Op& op, int64_t now);
   void ApplyTimerOps(std::vector<Op> ops);
+  // Schedules (service_schedules.cpp): each active one's clock and the
+  // last tick it fired (or the time it became active), read again from
+  // refs/gatos/schedules/ and refs/gatos/fires/ after a schedule changes.
+  void LoadSchedules();
+  void FireSchedules(int64_t now);
   void Emit(ServiceEvent e) { events_.push_back(std::move(e)); }
   void Log(const std::string& line);
 
@@ -250,6 +259,14 @@ class JobService {
   std::map<std::string, LiveWorker> workers_;
   int64_t workers_pruned_ms_ = 0;
   std::multimap<int64_t, std::string> due_;  // when to look at a job again
+  struct ActiveSchedule {
+    ScheduleCommit commit;
+    ScheduleClock clock;
+    int64_t last_ms = 0;  // ticks after this may fire
+    int64_t next_ms = 0;  // the next tick (0 = none)
+  };
+  std::map<std::string, ActiveSchedule> schedules_;
+  bool schedules_stale_ = true;
   std::string prune_cursor_;
   int64_t next_prune_step_ms_ = 0;  // the pruning crawl's next step (ledger clock)
   mutable std::mutex policy_mu_;

@@ -39,6 +39,7 @@
 #include "gatos/git/ledger.h"
 #include "gatos/git/result.h"
 #include "gatos/ledger/checks.h"
+#include "gatos/ledger/schedule_commit.h"
 #include "gatos/ledger/state_index.h"
 #include "gatos/model/clock.h"
 #include "gatos/model/job_record.h"
@@ -141,7 +142,16 @@ struct NoteOp {
   bool create_only = true;
   std::vector<GitObject> objects;  // commit first
 };
-using Op = std::variant<SubmitOp, LeaseOp, ResultOp, UserOp, PruneOp, AbortOp, PolicyOp, NoteOp>;
+// A tick of a schedule (docs/scheduling.md, "Firing"): the ledger builds
+// and signs the fire commit (schedule_fire.h) and adopts its job, moving
+// refs/gatos/fires/<name>; refused when the schedule's ref is no longer at
+// `schedule.commit` (paused, removed or changed) or the tick is not after
+// the schedule's last fire; a tick fired already is a no-op (existing).
+struct FireOp {
+  ScheduleCommit schedule;  // CheckScheduleCommit of the schedule's ref
+  int64_t tick_ms = 0;
+};
+using Op = std::variant<SubmitOp, LeaseOp, ResultOp, UserOp, PruneOp, AbortOp, PolicyOp, NoteOp, FireOp>;
 
 struct OpResult {
   Decision outcome;
@@ -242,6 +252,9 @@ class LedgerWriter {
   void DoAbort(Batch& b, AbortOp& op, OpResult* r);
   void DoPolicy(Batch& b, PolicyOp& op, OpResult* r);
   void DoNote(Batch& b, NoteOp& op, OpResult* r);
+  void DoFire(Batch& b, FireOp& op, OpResult* r);
+  // A ref outside the jobs as the batch sees it so far.
+  Result<std::string> NoteRef(Batch& b, const std::string& ref);
   Status Commit(Batch& b, BatchStats* stats);
   // A batch's writes after its record: the pack, the log ref, the view refs.
   // Commit writes them at once, or leaves them to CompleteBatch with
@@ -286,6 +299,9 @@ class LedgerWriter {
   std::string policy_commit_;
   IndexStats stats_;
   std::map<std::string, JobRecord> live_;
+  // Refs outside the jobs (schedules, fires) as this writer last wrote or
+  // read them (NoteRef), so a fire need not wait for the view writer.
+  std::map<std::string, std::string> note_refs_;
 };
 
 // A read-only view of a ledger at its current log head, for the CLI and the

@@ -38,6 +38,8 @@ enum class LogKind {
   kPolicy,
   kWitness,   // an auditor's signed statement about the log
   kBatch,     // a batch record of jobs submitted together (gatos batch submit)
+  kSchedule,  // a schedule commit added, paused, resumed or removed (refs/gatos/schedules/)
+  kFire,      // a job the ledger created for a schedule's tick (and refs/gatos/fires/<name> moved to it)
 };
 std::string_view LogKindName(LogKind k);
 Result<LogKind> ParseLogKind(std::string_view s);

@@ -17,6 +17,11 @@ inline constexpr char kLogRef[] = "refs/gatos/log";
 inline constexpr char kPolicyRef[] = "refs/gatos/policy";
 inline constexpr char kWitnessPrefix[] = "refs/gatos/witness/";
 inline constexpr char kBatchPrefix[] = "refs/gatos/batches/";
+// refs/gatos/schedules/<name>: a schedule's latest signed commit.
+inline constexpr char kSchedulePrefix[] = "refs/gatos/schedules/";
+// refs/gatos/fires/<name>: the job commit of a schedule's latest fire; its
+// first-parent history is every fire of the schedule.
+inline constexpr char kFirePrefix[] = "refs/gatos/fires/";
 // Push targets, taken by the proc-receive hook: the push creates no ref.
 inline constexpr char kSubmitPrefix[] = "refs/gatos/submit/";
 inline constexpr char kResultsPushPrefix[] = "refs/gatos/results/";

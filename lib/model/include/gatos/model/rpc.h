@@ -73,6 +73,9 @@ inline constexpr char kLocalPolicy[] = "gatos.local.policy";
 inline constexpr char kLocalBatch[] = "gatos.local.batch";
 // A pushed witness (refs/gatos/witnesses/<key hex>): {"commit", "key"}.
 inline constexpr char kLocalPushWitness[] = "gatos.local.push-witness";
+// A schedule commit (gatos schedule add|pause|resume|rm): a frame of
+// {"commit"} and the commit's objects.
+inline constexpr char kLocalSchedule[] = "gatos.local.schedule";
 // A push the pre-receive hook refused: {"reason"} for gatosd's metrics (sent
 // only when gatosd runs; nothing is written).
 inline constexpr char kLocalRejected[] = "gatos.local.rejected";

@@ -39,6 +39,12 @@ struct SubmitTransition {
   std::string job_hex, job_commit, submitter_hex;
   std::string pool;      // its manifest's pool; "" = the default pool
   int64_t priority = 5;  // its Priority trailer
+  // A fire (docs/scheduling.md, "Firing"): the job the ledger created for
+  // tick `fired_at_ms` of schedule `schedule`, whose last fire so far was
+  // at `last_fired_ms` (0 = none). `submitter_hex` is the schedule's signer.
+  std::string schedule;
+  int64_t fired_at_ms = 0;
+  int64_t last_fired_ms = 0;
 };
 
 // A claim (or takeover) of epoch `epoch`, or a renewal at `epoch`, by
@@ -113,6 +119,10 @@ struct AppliedTransition {
 // *out holds the result; otherwise the decision says why, with the error
 // class the requester sees (decision.h):
 //   submit   ok (unchanged when the job exists)
+//   fire     (a submit with `schedule`) ok, unchanged when the tick's job
+//            exists; kInvalid when the tick is not after the schedule's last
+//            fire; kUnauthorized when its signer may no longer submit to the
+//            template's pool (an allowed submitter, an operator, the ledger key)
 //   lease    kInvalid (no job), kTerminal (finished or pruned), kUnauthorized
 //            (worker not allowed by the policy or not in the job's pool, a
 //            replayed renew), kLostRace,
@@ -139,6 +149,16 @@ Decision ApplyTransition(std::string_view job_hex, const std::optional<JobRecord
 // and moved ones first; one line without a ref when no ref moves (abort,
 // revoke). What the writer writes and the auditor expects.
 std::vector<LogEntry> TransitionEntries(LogKind kind, const std::optional<JobRecord>& old, const JobRecord& now);
+
+// The batch lines of a fire: TransitionEntries(kFire, ...) and the line
+// moving refs/gatos/fires/<schedule> from `previous_fire` ("" = none) to the
+// job commit. What the writer writes and the auditor expects.
+std::vector<LogEntry> FireEntries(const std::optional<JobRecord>& old, const JobRecord& now,
+                                  const std::string& schedule, const std::string& previous_fire);
+
+// Whether `key_hex` may have its schedule fire jobs in `pool` now: an
+// allowed submitter, an operator or the ledger key, who may use the pool.
+bool ScheduleSignerAllowed(const Policy& policy, std::string_view key_hex, std::string_view pool, int64_t now_ms);
 
 // Whether an abort may end the job now (JobService's timer asks; the abort
 // transition applies the same test).

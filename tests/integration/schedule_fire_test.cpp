@@ -1,0 +1,222 @@
+// Schedules that fire, with real processes (docs/scheduling.md, "Firing"):
+// nats-server, gatosd serve (SIGKILLed in the middle of one test), a
+// gatos-worker running the fired jobs, the gatos CLI adding, pausing and
+// removing schedules, and `gatos verify` replaying every fire.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <sstream>
+
+#include "gatos/model/clock.h"
+#include "gatos/model/time_format.h"
+#include "stack.h"
+#include "test_util.h"
+
+namespace gatos::testing {
+namespace {
+
+#define EXPECT_HAS(text, needle) \
+  EXPECT_NE(std::string(text).find(needle), std::string::npos) << "in: " << (text)
+
+class ScheduleFireTest : public ::testing::Test {
+ protected:
+  void StartStack(int workers = 1) {
+    stack_ = std::make_unique<Stack>(StackOptions{.workers = workers});
+    ASSERT_TRUE(stack_->Start());
+    WriteFile(stack_->dir().Join("job.yaml"), "command: [\"true\"]\ntimeout: 30\n");
+  }
+  RunResult Gatos(std::vector<std::string> args) { return stack_->Gatos(std::move(args)); }
+  RunResult Add(const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"schedule", "add", name, "--template", stack_->dir().Join("job.yaml"),
+                                     "--sign-key", stack_->submitter_key(), "--ledger", stack_->ledger()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Gatos(args);
+  }
+  RunResult Change(const std::string& cmd, const std::string& name) {
+    return Gatos({"schedule", cmd, name, "--sign-key", stack_->submitter_key(), "--ledger", stack_->ledger()});
+  }
+  std::string Git(const std::string& args) {
+    return testing::Run({"/bin/sh", "-c", "git --git-dir '" + stack_->ledger() + "' " + args + " 2>/dev/null"}).out;
+  }
+  // The ticks schedule `name` fired, from its chain of fire commits
+  // (refs/gatos/fires/<name>), oldest first. Each tick once: a tick fired
+  // twice fails the test.
+  std::vector<int64_t> Fires(const std::string& name) {
+    std::istringstream in(Git("log --format='%(trailers:key=Fired-At,valueonly,separator=)' refs/gatos/fires/" + name));
+    std::vector<int64_t> out;
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      auto t = ParseRfc3339Millis(line);
+      EXPECT_TRUE(t.ok()) << line;
+      if (t.ok()) out.push_back(*t);
+    }
+    std::sort(out.begin(), out.end());
+    EXPECT_EQ(std::set<int64_t>(out.begin(), out.end()).size(), out.size()) << name << ": a tick fired twice";
+    return out;
+  }
+  // The committer time of a schedule's current commit (unix ms).
+  int64_t ScheduleTime(const std::string& name) {
+    return std::stoll(Git("log -1 --format=%ct refs/gatos/schedules/" + name)) * 1000;
+  }
+  size_t Results() {
+    std::istringstream in(Git("for-each-ref --format='%(refname)' refs/gatos/jobs/"));
+    size_t n = 0;
+    for (std::string line; std::getline(in, line);) n += line.size() > 7 && line.substr(line.size() - 7) == "/result";
+    return n;
+  }
+  std::unique_ptr<Stack> stack_;
+};
+
+// `--every 1s` for about 10 s fires one job per tick (10 +- 1), each job
+// runs, and the auditor checks every fire. (The figure is `--every
+// 2s` for 30 s, 15 +- 1: the same precision in a third of the time.)
+TEST_F(ScheduleFireTest, EverySecondFiresEachTickOnceAndEachFireVerifies) {
+  StartStack();
+  ASSERT_NE(stack_->StartWorker(0), nullptr);
+  RunResult r = Add("tick", {"--every", "1s"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("not fired yet"), std::string::npos) << r.err;
+  const int64_t added = ScheduleTime("tick");
+  ASSERT_TRUE(PollFor(20'000, [&] { return Fires("tick").size() >= 10; })) << Fires("tick").size();
+  r = Change("pause", "tick");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int64_t paused = ScheduleTime("tick");
+  const std::vector<int64_t> fired = Fires("tick");
+  // Every tick in (added, paused] fired, give or take the one at either end
+  // (the commit times are whole seconds).
+  const int64_t due = (paused - added) / 1000;
+  EXPECT_LE(std::llabs(static_cast<long long>(fired.size()) - due), 1) << fired.size() << " fires, " << due << " ticks";
+  EXPECT_GE(fired.size(), 10u);
+  for (size_t i = 1; i < fired.size(); ++i) EXPECT_EQ(fired[i] - fired[i - 1], 1000) << "tick " << i;
+  EXPECT_GT(fired.front(), added);
+  // Each fire is a job the worker ran.
+  ASSERT_TRUE(PollFor(30'000, [&] { return Results() >= fired.size(); })) << Results() << " of " << fired.size();
+  // One fire per tick in the log, each job commit signed by the ledger with
+  // its trailers, and the replay checks them all.
+  const std::string log = Git("log --format=%s refs/gatos/log");
+  size_t logged = 0;
+  for (size_t at = log.find(" fire"); at != std::string::npos; at = log.find(" fire", at + 1)) ++logged;
+  EXPECT_GE(logged, 1u);
+  const std::string last = Git("log -1 --format=%B refs/gatos/fires/tick");
+  EXPECT_HAS(last, "Schedule: tick");
+  EXPECT_HAS(last, "Fired-At: " + FormatRfc3339Millis(fired.back()));
+  r = Gatos({"verify", "--repo", stack_->ledger(), "--all", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = Gatos({"verify", "--repo", stack_->ledger(), "--all"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out, "schedules: " + std::to_string(fired.size()) + " fires checked");
+  EXPECT_EQ(r.out.find("warning: schedule tick"), std::string::npos) << r.out;
+  // The dashboard's schedules page and `gatos schedule ls` show the last fire.
+  const std::string page = stack_->HttpGet("/schedules.json");
+  EXPECT_EQ(page.substr(0, 4), "200\n") << page;
+  EXPECT_HAS(page, "\"last_fire\":\"" + FormatRfc3339Millis(fired.back()) + "\"");
+  EXPECT_HAS(page, "\"overdue\":0");
+  EXPECT_HAS(stack_->HttpGet("/schedules"), "<table id=\"schedules\">");
+  r = Gatos({"schedule", "ls", "--ledger", stack_->ledger()});
+  EXPECT_HAS(r.out, FormatRfc3339Millis(fired.back()));
+}
+
+// gatosd SIGKILLed while three schedules fire every second: after the
+// restart no tick fires twice, `all` fires every tick of the outage,
+// `none` skips those older than the grace (5 s), and the auditor reports
+// the skipped ones as missed, not as problems.
+TEST_F(ScheduleFireTest, SigkillMidRunFiresNoTickTwiceAndCatchesUpByTheRule) {
+  StartStack(0);
+  ASSERT_EQ(Add("all", {"--every", "1s", "--catch-up", "all"}).exit_code, 0);
+  ASSERT_EQ(Add("none", {"--every", "1s", "--catch-up", "none"}).exit_code, 0);
+  ASSERT_EQ(Add("one", {"--every", "1s", "--catch-up", "one"}).exit_code, 0);
+  ASSERT_TRUE(PollFor(20'000, [&] { return Fires("all").size() >= 3 && Fires("none").size() >= 3; }));
+  stack_->StopGatosd(SIGKILL);
+  const std::vector<int64_t> before_all = Fires("all"), before_none = Fires("none"), before_one = Fires("one");
+  // An outage longer than the grace: ticks of it become missed ticks.
+  const int64_t killed = SystemNowMs();
+  ASSERT_TRUE(PollFor(20'000, [&] { return SystemNowMs() >= killed + 8'000; }));
+  ASSERT_TRUE(stack_->StartGatosd());
+  const int64_t restarted = SystemNowMs();
+  ASSERT_TRUE(PollFor(20'000, [&] {
+    auto a = Fires("all"), n = Fires("none"), o = Fires("one");
+    return !a.empty() && a.back() > restarted + 2'000 && !n.empty() && n.back() > restarted + 2'000 && !o.empty() &&
+           o.back() > restarted + 2'000;
+  }));
+  for (const char* name : {"all", "none", "one"}) ASSERT_EQ(Change("pause", name).exit_code, 0) << name;
+  const std::vector<int64_t> all = Fires("all"), none = Fires("none"), one = Fires("one");
+  // What fired before the crash is still there, once.
+  EXPECT_TRUE(std::includes(all.begin(), all.end(), before_all.begin(), before_all.end()));
+  EXPECT_TRUE(std::includes(none.begin(), none.end(), before_none.begin(), before_none.end()));
+  EXPECT_TRUE(std::includes(one.begin(), one.end(), before_one.begin(), before_one.end()));
+  // all: every tick from the first fire to the last, the outage included.
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_EQ(all[i] - all[i - 1], 1000) << "all, fire " << i;
+  // none: one gap, over the outage, of the ticks older than the grace.
+  auto gaps = [](const std::vector<int64_t>& v) {
+    std::vector<int64_t> out;
+    for (size_t i = 1; i < v.size(); ++i) {
+      if (v[i] - v[i - 1] != 1000) out.push_back((v[i] - v[i - 1]) / 1000 - 1);
+    }
+    return out;
+  };
+  std::vector<int64_t> g = gaps(none);
+  ASSERT_EQ(g.size(), 1u) << "none";
+  EXPECT_GE(g[0], 2);
+  // one: the newest missed tick fires, so its gap is one tick shorter and
+  // sits just before that fire.
+  std::vector<int64_t> go = gaps(one);
+  ASSERT_EQ(go.size(), 1u) << "one";
+  EXPECT_EQ(go[0], g[0] - 1) << "one skips the missed ticks but the newest";
+  RunResult r = Gatos({"verify", "--repo", stack_->ledger(), "--all"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out, "warning: schedule none: " + std::to_string(g[0]) + " tick(s)");
+  EXPECT_EQ(r.out.find("warning: schedule all"), std::string::npos) << r.out;
+}
+
+// A paused schedule fires nothing; resumed, it fires again (from the
+// resume on, not the ticks of the pause); removed, it stops.
+TEST_F(ScheduleFireTest, PausedAndRemovedSchedulesFireNothing) {
+  StartStack(0);
+  ASSERT_EQ(Add("quiet", {"--every", "1s", "--catch-up", "all"}).exit_code, 0);
+  ASSERT_EQ(Change("pause", "quiet").exit_code, 0);
+  ASSERT_EQ(Add("clock", {"--every", "1s"}).exit_code, 0);
+  const size_t quiet_before = Fires("quiet").size();  // ticks before the pause may have fired
+  ASSERT_TRUE(PollFor(20'000, [&] { return Fires("clock").size() >= 4; }));
+  EXPECT_EQ(Fires("quiet").size(), quiet_before);
+  ASSERT_EQ(Change("resume", "quiet").exit_code, 0);
+  const int64_t resumed = ScheduleTime("quiet");
+  ASSERT_TRUE(PollFor(20'000, [&] { return Fires("quiet").size() >= quiet_before + 2; }));
+  std::vector<int64_t> q = Fires("quiet");
+  // catch_up all, and still none of the paused ticks: they were not due.
+  EXPECT_GT(q[quiet_before], resumed);
+  ASSERT_EQ(Change("rm", "quiet").exit_code, 0);
+  const size_t at_rm = Fires("quiet").size();
+  const size_t clock_at_rm = Fires("clock").size();
+  ASSERT_TRUE(PollFor(20'000, [&] { return Fires("clock").size() >= clock_at_rm + 3; }));
+  EXPECT_LE(Fires("quiet").size(), at_rm + 1);  // a tick in the batch before the removal landed
+  const size_t after_rm = Fires("quiet").size();
+  ASSERT_TRUE(PollFor(20'000, [&] { return Fires("clock").size() >= clock_at_rm + 5; }));
+  EXPECT_EQ(Fires("quiet").size(), after_rm);
+  ASSERT_EQ(Change("pause", "clock").exit_code, 0);  // nothing writes while the auditor reads
+  RunResult r = Gatos({"verify", "--repo", stack_->ledger(), "--all"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+// Bad input to a running gatosd: refused with the reason, nothing written.
+TEST_F(ScheduleFireTest, BadInputIsRefusedAndNothingIsWritten) {
+  StartStack(0);
+  WriteFile(stack_->dir().Join("bad.yaml"), "timeout: 10\n");
+  const std::string head = Git("rev-parse refs/gatos/log");
+  RunResult r = Add("t", {"--cron", "0 25 * * *"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_HAS(r.err, "cron field 2 (hour): 25 is outside 0-23");
+  r = Add("t", {"--cron", "0 2 * * *", "--tz", "Mars/Olympus"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_HAS(r.err, "unknown time zone Mars/Olympus");
+  r = Gatos({"schedule", "add", "t", "--every", "2s", "--template", stack_->dir().Join("bad.yaml"), "--sign-key",
+             stack_->submitter_key(), "--ledger", stack_->ledger()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_HAS(r.err, "command: missing");
+  EXPECT_EQ(Git("rev-parse refs/gatos/log"), head);
+  EXPECT_EQ(Git("for-each-ref refs/gatos/schedules/ refs/gatos/fires/"), "");
+}
+
+}  // namespace
+}  // namespace gatos::testing
