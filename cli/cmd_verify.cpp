@@ -502,9 +502,17 @@ int RunVerify(const Args& args) {
       prior = *st;
       lo.since = prior;
     }
+    // The per-job pass after the replay does not verify again the
+    // signatures of the results the replay checked.
+    std::shared_ptr<ReplayVerified> verified;
+    if (!log_only) {
+      verified = std::make_shared<ReplayVerified>();
+      lo.verified = verified.get();
+    }
     auto r = AuditLog(**ledger, lo);
     if (!r.ok()) return ReportError(r.status().message(), kExitFailure);
     log = std::move(*r);
+    opt.replay_verified = std::move(verified);
     if (auto cp = flags.Get("checkpoint"); cp && log->ok()) {
       if (!state_path) return UsageError("verify", "--checkpoint needs --state FILE (where the last one is kept)");
       Status c = CheckCheckpointState(*dir, **ledger, *cp, *state_path + ".checkpoint", opt.ledger_key);

@@ -10,7 +10,7 @@
 // `git clone --mirror` of it (one packfile, packed refs: what an auditor
 // receives). Prints figures; never passes or fails on a time.
 //
-//   verify_bench [N] [--keep DIR]     (scratch under $TMPDIR, default /tmp)
+//   verify_bench [N] [--keep DIR [--reuse]]   (scratch under $TMPDIR, default /tmp)
 #include <sched.h>
 #include <stdlib.h>
 #include <time.h>
@@ -48,6 +48,18 @@ double ThreadCpuSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+// CPU time of the whole process: every thread, those that ended included.
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double LoadAverage() {
+  double l[1] = {0};
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
 }
 
 [[noreturn]] void Die(const std::string& what, const Status& s) {
@@ -139,7 +151,9 @@ double CheckResultsOnly(const std::string& path, size_t* count) {
 
 struct LogRun {
   double seconds = 0;
-  double cpu_seconds = 0;
+  double cpu_seconds = 0;          // the replay thread
+  double process_cpu_seconds = 0;  // every thread
+  double load = 0;                 // the load average when it ended
   LogAuditReport report;
 };
 
@@ -151,10 +165,13 @@ LogRun ReplayLog(const std::string& path, std::optional<AuditState> since, size_
   o.threads = threads;
   auto start = Clock::now();
   double cpu = ThreadCpuSeconds();
+  double all = ProcessCpuSeconds();
   LogRun r;
   r.report = Must(AuditLog(*ledger, o), "log replay");
   r.seconds = Seconds(start);
   r.cpu_seconds = ThreadCpuSeconds() - cpu;
+  r.process_cpu_seconds = ProcessCpuSeconds() - all;
+  r.load = LoadAverage();
   if (!r.report.ok()) {
     std::cerr << "verify_bench: the genuine log does not verify: " << r.report.problems[0].check << ": "
               << r.report.problems[0].detail << "\n";
@@ -165,11 +182,12 @@ LogRun ReplayLog(const std::string& path, std::optional<AuditState> since, size_
 
 void ReportLog(const char* what, const LogRun& r) {
   const LogAuditReport& s = r.report;
+  double n = static_cast<double>(std::max<size_t>(1, s.results));
   std::printf(
       "%-36s %6zu log commits %7zu transitions %6zu results %6zu refs | wall %6.3f s %6.0f results/s "
-      "| cpu %6.3f s %6.0f results/s %7.1f us/transition\n",
+      "| replay thread cpu %6.3f s %6.0f results/s | all threads cpu %6.3f s %6.1f us/result | load %.1f\n",
       what, s.commits, s.transitions, s.results, s.refs_checked, r.seconds, s.results / r.seconds, r.cpu_seconds,
-      s.results / r.cpu_seconds, 1e6 * r.cpu_seconds / std::max<size_t>(1, s.transitions));
+      s.results / r.cpu_seconds, r.process_cpu_seconds, 1e6 * r.process_cpu_seconds / n, r.load);
 }
 
 void Report(const char* what, const Run& r) {
@@ -193,6 +211,8 @@ int main(int argc, char** argv) {
   bool provenance = true;
   int batch = 500;
   std::string keep;
+  bool reuse = false;
+  std::string replay = "both";
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--keep" && i + 1 < argc) {
@@ -201,6 +221,14 @@ int main(int argc, char** argv) {
       add = std::atoi(argv[++i]);
     } else if (a == "--batch" && i + 1 < argc) {
       batch = std::atoi(argv[++i]);
+    } else if (a == "--reuse") {
+      reuse = true;
+    } else if (a == "--replay" && i + 1 < argc) {
+      replay = argv[++i];
+      if (replay != "one" && replay != "all" && replay != "both" && replay != "none") {
+        std::cerr << "verify_bench: --replay takes one, all, both or none\n";
+        return 2;
+      }
     } else if (a == "--no-per-job") {
       per_job = false;
     } else if (a == "--no-provenance") {
@@ -209,9 +237,12 @@ int main(int argc, char** argv) {
       signed_leases = true;
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: verify_bench [N] [--new M] [--batch B] [--no-per-job] [--no-provenance]\n"
-                   "                    [--signed-leases] [--keep DIR]\n"
+                   "                    [--signed-leases] [--keep DIR [--reuse]] [--replay one|all|both]\n"
                    "  N jobs with results (default 10000); then the log replay of the mirror,\n"
                    "  M more jobs (default 1000), git fetch, and the incremental replay (--state).\n"
+                   "  --reuse: DIR holds the ledger and mirror of an earlier --keep run of N jobs:\n"
+                   "  replay them again without filling (no --new). --replay: on one core (pinned), on every\n"
+                   "  core, both (default), or none (fill and clone only)\n"
                    "  --signed-leases writes lease commits signed one by one, as ledgers were\n"
                    "  before grants were signed per reply (the auditor checks each signature)\n";
       return 0;
@@ -231,6 +262,10 @@ int main(int argc, char** argv) {
   bool pinned = sched_setaffinity(0, sizeof one, &one) == 0;
 
   std::string dir;
+  if (reuse && keep.empty()) {
+    std::cerr << "verify_bench: --reuse needs --keep DIR\n";
+    return 2;
+  }
   if (keep.empty()) {
     // $TMPDIR=/dev/shm makes populating (150,000 loose objects) much faster.
     const char* tmp = std::getenv("TMPDIR");
@@ -250,10 +285,14 @@ int main(int argc, char** argv) {
   std::printf("verify_bench: %d results, policy not in dev mode, lease commits %s, %s\n", n,
               signed_leases ? "signed (old form)" : "unsigned",
               pinned ? "pinned to CPU 0" : "NOT pinned (sched_setaffinity failed)");
-  Population pop = Populate(ledger, n, 0, provenance, batch);
-  std::printf("%-36s %6zu results in %.2f s (%.0f/s: submit+claim+build+accept)%s\n",
-              "populate (ledger writer)", pop.results, pop.seconds,
-              pop.results / pop.seconds, provenance ? "" : ", no provenance");
+  reuse = reuse && std::filesystem::exists(mirror);
+  if (reuse) add = 0;  // the kept ledger stays as it was filled
+  if (!reuse) {
+    Population pop = Populate(ledger, n, 0, provenance, batch);
+    std::printf("%-36s %6zu results in %.2f s (%.0f/s: submit+claim+build+accept)%s\n",
+                "populate (ledger writer)", pop.results, pop.seconds,
+                pop.results / pop.seconds, provenance ? "" : ", no provenance");
+  }
 
   Run loose;
   if (per_job) {
@@ -261,14 +300,16 @@ int main(int argc, char** argv) {
     Report("verify --all, ledger as written", loose);
   }
 
-  std::string cmd = "git clone -q --mirror '" + ledger + "' '" + mirror + "'";
-  auto t = std::chrono::steady_clock::now();
-  if (std::system(cmd.c_str()) != 0) {
-    std::cerr << "verify_bench: " << cmd << " failed\n";
-    return 1;
+  if (!reuse) {
+    std::string cmd = "git clone -q --mirror '" + ledger + "' '" + mirror + "'";
+    auto t = std::chrono::steady_clock::now();
+    if (std::system(cmd.c_str()) != 0) {
+      std::cerr << "verify_bench: " << cmd << " failed\n";
+      return 1;
+    }
+    std::printf("%-36s %.2f s\n", "git clone --mirror",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
   }
-  std::printf("%-36s %.2f s\n", "git clone --mirror",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
   Run packed;
   if (per_job) {
     packed = VerifyEverything(mirror);
@@ -276,13 +317,17 @@ int main(int argc, char** argv) {
     size_t count = 0;
     CheckResultsOnly(mirror, &count);
   }
-  LogRun full = ReplayLog(mirror, std::nullopt);
-  ReportLog("log replay (--log-only), mirror", full);
-  bool ok = full.report.results == static_cast<size_t>(n);
-  {
+  std::optional<LogRun> full;
+  bool ok = true;
+  if (replay == "one" || replay == "both") {
+    full = ReplayLog(mirror, std::nullopt);
+    ReportLog("log replay (--log-only), mirror", *full);
+    ok = full->report.results == static_cast<size_t>(n);
+  }
+  if (replay == "all" || replay == "both") {
     // Every core: results checked ahead of the replay by one thread per CPU
-    // (gatos verify's default). Wall time is the figure; the CPU column is
-    // the replay thread's alone.
+    // (gatos verify's default). Wall time is the figure; "replay thread" is
+    // that thread's CPU alone, "all threads" the whole process's.
     cpu_set_t all;
     CPU_ZERO(&all);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -291,12 +336,17 @@ int main(int argc, char** argv) {
     LogRun par = ReplayLog(mirror, std::nullopt, 0);
     std::string what = "log replay, every core (" + std::to_string(cpus) + " CPUs)";
     ReportLog(what.c_str(), par);
-    ok = ok && par.report.results == full.report.results &&
-         LogAuditReportToJson(par.report).dump() == LogAuditReportToJson(full.report).dump();
+    if (full) {
+      ok = ok && par.report.results == full->report.results &&
+           LogAuditReportToJson(par.report).dump() == LogAuditReportToJson(full->report).dump();
+    } else {
+      ok = par.report.results == static_cast<size_t>(n);
+      full = std::move(par);
+    }
     if (unpinned) sched_setaffinity(0, sizeof one, &one);
   }
 
-  if (add > 0) {
+  if (add > 0 && full) {
     Population more = Populate(ledger, add, n, provenance, batch);
     std::printf("%-36s %6zu results in %.2f s\n", "populate more", more.results, more.seconds);
     auto t0 = std::chrono::steady_clock::now();
@@ -304,7 +354,7 @@ int main(int argc, char** argv) {
     if (std::system(fetch.c_str()) != 0) Die("git fetch", InternalError(fetch));
     std::printf("%-36s %.2f s\n", "git fetch (mirror)",
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    LogRun inc = ReplayLog(mirror, full.report.state());
+    LogRun inc = ReplayLog(mirror, full->report.state());
     ReportLog("incremental (--state), mirror", inc);
     ok = ok && inc.report.results == static_cast<size_t>(add) && inc.report.incremental;
   }

@@ -187,5 +187,39 @@ TEST(AttestTest, MalformedEnvelopesNameTheField) {
   expect(R"({"payload":"e30=","signatures":[{"sig":"AA=="}]})", "$.payloadType: missing");
 }
 
+// An envelope in the canonical form the worker writes is read without the
+// JSON parser: the same envelope, and the same errors, as the parser gives
+// (a leading space sends the same text to the parser).
+TEST(AttestTest, CanonicalEnvelopesReadWithoutTheParserGiveTheSameResult) {
+  Ed25519PrivateKey w = *GenerateEd25519Key("w");
+  std::string good = *BuildProvenanceEnvelope(GoodInput(w), w);
+  auto fast = ParseDsseEnvelope(good);
+  auto parsed = ParseDsseEnvelope(" " + good);
+  ASSERT_TRUE(fast.ok() && parsed.ok());
+  EXPECT_EQ(fast->payload, parsed->payload);
+  EXPECT_EQ(fast->payload_type, parsed->payload_type);
+  ASSERT_EQ(fast->signatures.size(), 1u);
+  ASSERT_EQ(parsed->signatures.size(), 1u);
+  EXPECT_EQ(fast->signatures[0].keyid, parsed->signatures[0].keyid);
+  EXPECT_EQ(fast->signatures[0].sig, parsed->signatures[0].sig);
+  EXPECT_TRUE(VerifyProvenanceEnvelope(good, w.public_key()).ok());
+  for (const std::string& text :
+       {std::string(R"({"payload":"***","payloadType":"t","signatures":[{"keyid":"k","sig":"AA=="}]})"),
+        std::string(R"({"payload":"e30=","payloadType":"t","signatures":[{"keyid":"k","sig":"*"}]})")}) {
+    auto a = ParseDsseEnvelope(text);
+    auto b = ParseDsseEnvelope(" " + text);
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().ToString(), b.status().ToString());
+  }
+  // Not the canonical form (an escape, a second signature): the parser reads it.
+  auto escaped = ParseDsseEnvelope(R"({"payload":"e30=","payloadType":"a\/b","signatures":[{"keyid":"k","sig":"AA=="}]})");
+  ASSERT_TRUE(escaped.ok());
+  EXPECT_EQ(escaped->payload_type, "a/b");
+  auto two = ParseDsseEnvelope(
+      R"({"payload":"e30=","payloadType":"t","signatures":[{"keyid":"k","sig":"AA=="},{"sig":"AA=="}]})");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->signatures.size(), 2u);
+}
+
 }  // namespace
 }  // namespace gatos::testing

@@ -769,5 +769,50 @@ TEST(LogAuditTest, FireOfAPausedScheduleOrOffTheScheduleIsRefused) {
   }
 }
 
+// gatos verify --all: the per-job pass after the replay does not verify
+// again the signatures of the results the replay checked, and reports the
+// same; a result the replay did not check (not in the log) is verified in
+// full.
+TEST(LogAuditTest, PerJobPassAfterTheReplayReportsTheSameWithoutVerifyingTwice) {
+  History h;
+  for (int i = 0; i < 6; ++i) RunJob(h.f, i % 2 ? h.f.w1 : h.f.w2, {.yaml = Yaml(300 + i)});
+  auto l = h.L();
+  // A result of another job moved in (checked by the replay), and one the
+  // log never recorded: the worker's commit with its message changed after
+  // signing (its signature no longer verifies).
+  SetRef(*l, JobRef(h.a.job_hex, "result"), h.d.built.commit_id);
+  std::string data = h.d.built.objects.front().data;
+  size_t at = data.find("gatos: result of job");
+  ASSERT_NE(at, std::string::npos);
+  data.replace(at, 20, "gatos: result of Job");
+  std::vector<GitObject> forged = {Commit(data)};
+  ForceResult(*l, h.d.job_hex, forged, forged.front().id);
+  auto per_job = [&](std::shared_ptr<const ReplayVerified> verified) {
+    VerifyOptions o;
+    o.replay_verified = std::move(verified);
+    auto s = VerifyAll(*l, o);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& r : s->jobs) j.push_back(AuditReportToJson(r));
+    return j.dump();
+  };
+  auto verified = std::make_shared<ReplayVerified>();
+  LogAuditOptions o;
+  o.verified = verified.get();
+  LogAuditReport log = Audit(*l, o);
+  EXPECT_EQ(verified->results.size(), log.results);
+  EXPECT_TRUE(verified->results.count(h.d.built.commit_id));
+  EXPECT_FALSE(verified->results.count(forged.front().id));
+  std::string alone = per_job(nullptr);
+  EXPECT_NE(alone.find("commit signature: "), std::string::npos);  // does not verify
+  EXPECT_EQ(per_job(verified), alone);
+  // The record is what is skipped: one that named the forged commit would
+  // let its bad signature pass (which is why only the replay fills it).
+  auto wrong = std::make_shared<ReplayVerified>(*verified);
+  wrong->results.insert(forged.front().id);
+  EXPECT_NE(per_job(wrong), alone);
+}
+
+
 }  // namespace
 }  // namespace gatos::testing

@@ -170,6 +170,8 @@ Status Replay::Run() {
   for (const auto& [job, runs] : runs_) {
     if (runs.size() > 1) rep_->reruns.push_back({job, runs});
   }
+  std::sort(rep_->reruns.begin(), rep_->reruns.end(),
+            [](const auto& a, const auto& b) { return a.job_hex < b.job_hex; });
   if (opt_.witnesses) CheckWitnesses();
   if (dropped_) {
     rep_->problems.push_back({"too_many_problems", std::to_string(dropped_) + " more problems not listed", 0, "", ""});
@@ -378,11 +380,16 @@ void Replay::ReplayTransition(const LoggedTransition& t, const CommitInfo& c, co
     return;
   }
   // Every commit named for the first time is a parent of the log commit.
-  std::map<std::string, std::string> before = rec ? JobRefs(*rec) : std::map<std::string, std::string>{};
-  std::set<std::string> known;
-  for (const auto& [r, id] : before) known.insert(id);
+  std::optional<std::set<std::string>> known;  // the job's commits before: built only when needed
   for (const LogEntry& e : t.entries) {
-    if (!e.new_id.empty() && !known.count(e.new_id) && !parents.count(e.new_id)) {
+    if (e.new_id.empty() || parents.count(e.new_id)) continue;
+    if (!known) {
+      known.emplace();
+      if (rec) {
+        for (const auto& [r, id] : JobRefs(*rec)) known->insert(id);
+      }
+    }
+    if (!known->count(e.new_id)) {
       Fail(t, "log_parents", "log commit " + Short(c.id) + " records " + e.ref + " -> " + Short(e.new_id) +
                                  " but does not name that commit as a parent (a clone of the log alone would lack it)");
     }

@@ -83,10 +83,20 @@ struct PrefetchedResult {
 // A lease commit checked ahead of the replay: whose SSH signature verifies
 // over it (none: unsigned or bad), and whether its Request-Sig verifies.
 struct PrefetchedLease {
+  CommitInfo commit;       // read once, there
+  LeaseCommitInfo info;    // its parsed message
   std::optional<Ed25519PublicKey> signer;
   std::string job_hex;  // the lease's Job-Id, over which Request-Sig was checked
   bool renew = false;
   bool request_sig_ok = false;
+};
+
+// A job commit read ahead of the replay: its objects (commit, tree,
+// job.yaml), and the key whose SSH signature over it verifies (none:
+// unsigned, or it does not verify, which CheckJobCommit then reports).
+struct PrefetchedJob {
+  std::vector<GitObject> objects;
+  std::optional<Ed25519PublicKey> signer;
 };
 
 struct PolicyState {
@@ -145,9 +155,11 @@ class Replay {
   // checked on every core (LogAuditOptions::threads).
   void PrefetchResults(const std::vector<CommitInfo>& commits, size_t from);
   std::optional<PrefetchedResult> TakePrefetched(const std::string& commit);
-  std::vector<std::string> ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until,
-                                     std::vector<std::pair<std::string, bool>>* leases);
+  std::vector<std::string> ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t* until,
+                                     std::vector<std::pair<std::string, bool>>* leases,
+                                     std::vector<std::string>* jobs);
   std::optional<PrefetchedLease> TakePrefetchedLease(const std::string& commit);
+  std::optional<PrefetchedJob> TakePrefetchedJob(const std::string& commit);
   void LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from);
   void FinishPrefetch();
   // replay_behind.cpp: a ref the fetched log does not explain, which a later
@@ -210,6 +222,7 @@ class Replay {
   }
   std::unordered_map<std::string, PrefetchedResult> prefetched_;
   std::unordered_map<std::string, PrefetchedLease> prefetched_leases_;
+  std::unordered_map<std::string, PrefetchedJob> prefetched_jobs_;
   size_t prefetched_until_ = 0;
   // The stretch being checked in the background (owns its thread).
   struct PrefetchJob {
@@ -218,15 +231,18 @@ class Replay {
     std::vector<std::optional<PrefetchedResult>> out;
     std::vector<std::pair<std::string, bool>> leases;  // lease commit, renew
     std::vector<std::optional<PrefetchedLease>> lease_out;
+    std::vector<std::string> jobs;  // job commits
+    std::vector<std::optional<PrefetchedJob>> job_out;
     std::thread thread;
   };
   std::unique_ptr<PrefetchJob> pending_;
+  std::vector<std::unique_ptr<Ledger>> prefetch_ledgers_;  // one per checking thread
   bool torn_window_ = false;  // settling_ comes from fetched_at_ms, not a mirror record
   std::map<int64_t, std::string> seq_commits_;  // sequence -> log commit, as far as known
   std::vector<std::pair<std::string, std::string>> logged_witnesses_;  // (ref, commit) from the log
   std::optional<StateIndex> start_index_;  // incremental: the index at the recorded head
   std::string start_tree_;
-  std::map<std::string, std::vector<RunRecord>> runs_;  // per job, every epoch and attempt
+  std::unordered_map<std::string, std::vector<RunRecord>> runs_;  // per job, every epoch and attempt
   size_t max_result_bytes_ = 4 << 20;
 };
 

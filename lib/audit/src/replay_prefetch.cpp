@@ -12,17 +12,25 @@ namespace gatos {
 namespace audit_internal {
 namespace {
 
-constexpr size_t kPrefetchCommits = 256;         // log commits per stretch
+constexpr size_t kPrefetchCommits = 256;         // log commits per stretch, at most
+constexpr size_t kPrefetchObjects = 6'000;       // commits to check per stretch, about: the
+                                                 // replay of the last one has no other core's help
 constexpr size_t kPrefetchMaxBytes = 256 << 20;  // checked again when a policy limit is lower
 
 }  // namespace
 
-// The result commits the log commits [from, until) record (read on the
-// replay's thread: its Ledger is not shared).
-std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t until,
-                                           std::vector<std::pair<std::string, bool>>* leases) {
+// The result commits the log commits [from, *until) record, and their lease
+// and job commits (read on the replay's thread: its Ledger is not shared).
+// The stretch ends early, setting *until, once it holds kPrefetchObjects.
+std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commits, size_t from, size_t* until,
+                                           std::vector<std::pair<std::string, bool>>* leases,
+                                           std::vector<std::string>* jobs) {
   std::vector<std::string> ids;
-  for (size_t i = from; i < until; ++i) {
+  for (size_t i = from; i < *until; ++i) {
+    if (i > from && ids.size() + leases->size() + jobs->size() >= kPrefetchObjects) {
+      *until = i;
+      break;
+    }
     auto text = BatchText(commits[i]);
     if (!text.ok() || !*text) continue;
     auto entries = DecodeBatch(**text);
@@ -37,6 +45,10 @@ std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commit
           !e.new_id.empty() && e.ref.size() > 6 && e.ref.compare(e.ref.size() - 6, 6, "/lease") == 0) {
         leases->emplace_back(e.new_id, e.kind == LogKind::kRenew);
       }
+      if (e.kind == LogKind::kSubmit && !e.new_id.empty() && e.ref.size() > 4 &&
+          e.ref.compare(e.ref.size() - 4, 4, "/job") == 0) {
+        jobs->push_back(e.new_id);
+      }
     }
   }
   return ids;
@@ -45,36 +57,71 @@ std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commit
 void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from) {
   auto job = std::make_unique<PrefetchJob>();
   job->until = std::min(commits.size(), from + kPrefetchCommits);
-  job->ids = ResultsIn(commits, from, job->until, &job->leases);
+  job->ids = ResultsIn(commits, from, &job->until, &job->leases, &job->jobs);
   job->out.resize(job->ids.size());
   job->lease_out.resize(job->leases.size());
-  size_t threads = opt_.threads ? opt_.threads - 1 : ThreadsFor(job->ids.size(), 8);
+  job->job_out.resize(job->jobs.size());
+  size_t threads =
+      opt_.threads ? opt_.threads - 1 : ThreadsFor(job->ids.size() + job->leases.size() + job->jobs.size(), 8);
   threads = std::max<size_t>(1, threads);
   PrefetchJob* j = job.get();
-  std::string path = ledger_.path();
+  // One repository handle per checking thread, kept from stretch to stretch
+  // (its caches stay warm); each is used by one thread at a time.
+  while (prefetch_ledgers_.size() < threads) {
+    auto l = Ledger::Open(ledger_.path());
+    prefetch_ledgers_.push_back(l.ok() ? std::move(*l) : nullptr);
+  }
+  std::vector<Ledger*> ledgers;
+  for (const auto& l : prefetch_ledgers_) ledgers.push_back(l.get());
   bool require_provenance = opt_.verify.require_provenance;
-  job->thread = std::thread([j, threads, path, require_provenance] {
+  job->thread = std::thread([j, threads, ledgers, require_provenance] {
     RunOnThreads(threads, [&](size_t t) {
-      auto l = Ledger::Open(path);
-      if (!l.ok()) return;  // the replay checks these itself
-      ObjectLookup lookup = LedgerLookup(l->get());
+      Ledger* l = ledgers[t];
+      if (!l) return;  // the replay checks these itself
+      ObjectLookup lookup = LedgerLookup(l);
       ResultCheckLimits limits;
       limits.max_file_bytes = kPrefetchMaxBytes;
       for (size_t i = t; i < j->ids.size(); i += threads) {
         PrefetchedResult p;
-        p.report = CheckResultCommit(lookup, j->ids[i], limits);
+        ResultTreeData tree;
+        p.report = CheckResultCommit(lookup, j->ids[i], limits, &tree);
         if (p.report.ok() && !p.report.parsed.parents.empty()) {
           p.provenance_job = p.report.parsed.parents[0];
-          p.provenance = CheckResultProvenance(**l, p.report.parsed, p.provenance_job, kPrefetchMaxBytes,
-                                               require_provenance, &p.provenance_present);
+          p.provenance = CheckResultProvenance(*l, p.report.parsed, p.provenance_job, kPrefetchMaxBytes,
+                                               require_provenance, &p.provenance_present, &tree);
         }
         j->out[i] = std::move(p);
+      }
+      // Job commits: their objects, and their SSH signature (whether the
+      // signer may submit is the replay's to judge, under the policy then).
+      for (size_t i = t; i < j->jobs.size(); i += threads) {
+        PrefetchedJob pj;
+        auto commit = lookup(j->jobs[i]);
+        if (!commit.ok() || commit->first != ObjectType::kCommit) continue;
+        auto raw = ParseRawCommit(commit->second, j->jobs[i]);
+        if (!raw.ok()) continue;
+        auto tree = lookup(raw->tree);
+        if (!tree.ok() || tree->first != ObjectType::kTree) continue;
+        auto entries = ParseTree(tree->second, raw->tree);
+        if (!entries.ok()) continue;
+        auto yaml = std::find_if(entries->begin(), entries->end(), [](const TreeEntry& e) { return e.name == "job.yaml"; });
+        if (yaml == entries->end()) continue;
+        auto blob = lookup(yaml->id);
+        if (!blob.ok() || blob->first != ObjectType::kBlob || blob->second.size() > kPrefetchMaxBytes) continue;
+        if (!raw->signature.empty()) {
+          auto sig = ParseSshSignature(raw->signature);
+          if (sig.ok() && SshSigVerify(*sig, raw->signed_data, kSignerNamespaceGit).ok()) pj.signer = sig->key;
+        }
+        pj.objects.push_back({ObjectType::kCommit, std::move(commit->second), j->jobs[i]});
+        pj.objects.push_back({ObjectType::kTree, std::move(tree->second), raw->tree});
+        pj.objects.push_back({ObjectType::kBlob, std::move(blob->second), yaml->id});
+        j->job_out[i] = std::move(pj);
       }
       // Lease commits: the worker's Request-Sig, and the ledger's SSH
       // signature on those of ledgers written before lease commits were
       // unsigned.
       for (size_t i = t; i < j->leases.size(); i += threads) {
-        auto c = l->get()->ReadCommit(j->leases[i].first);
+        auto c = l->ReadCommit(j->leases[i].first);
         if (!c.ok()) continue;
         auto info = ParseLeaseCommitMessage(c->message);
         if (!info.ok()) continue;
@@ -87,6 +134,8 @@ void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from)
                                   ? rpc::RenewPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms)
                                   : rpc::ClaimPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms);
         pl.request_sig_ok = Verifies(info->worker_hex, payload, info->request_sig_hex);
+        pl.info = std::move(*info);
+        pl.commit = std::move(*c);
         j->lease_out[i] = std::move(pl);
       }
     });
@@ -102,6 +151,9 @@ void Replay::FinishPrefetch() {
   }
   for (size_t i = 0; i < pending_->leases.size(); ++i) {
     if (pending_->lease_out[i]) prefetched_leases_.emplace(pending_->leases[i].first, std::move(*pending_->lease_out[i]));
+  }
+  for (size_t i = 0; i < pending_->jobs.size(); ++i) {
+    if (pending_->job_out[i]) prefetched_jobs_.emplace(pending_->jobs[i], std::move(*pending_->job_out[i]));
   }
   prefetched_until_ = pending_->until;
   pending_.reset();
@@ -133,6 +185,14 @@ std::optional<PrefetchedLease> Replay::TakePrefetchedLease(const std::string& co
   if (it == prefetched_leases_.end()) return std::nullopt;
   PrefetchedLease p = std::move(it->second);
   prefetched_leases_.erase(it);
+  return p;
+}
+
+std::optional<PrefetchedJob> Replay::TakePrefetchedJob(const std::string& commit) {
+  auto it = prefetched_jobs_.find(commit);
+  if (it == prefetched_jobs_.end()) return std::nullopt;
+  PrefetchedJob p = std::move(it->second);
+  prefetched_jobs_.erase(it);
   return p;
 }
 

@@ -21,7 +21,12 @@ std::optional<JobRecord> Replay::Submit(const LoggedTransition& t, const std::op
     Fail(t, "log_batch", "a submit must create " + JobRef(t.job_hex, "job"));
     return std::nullopt;
   }
-  auto check = CheckJobCommit(lookup_, e->new_id, t.job_hex, pol_.policy, now_);
+  // Its objects read and its signature verified ahead (replay_prefetch.cpp)
+  // when they could be: CheckJobCommit reads them from memory then.
+  std::optional<PrefetchedJob> pre = TakePrefetchedJob(e->new_id);
+  auto check = pre ? CheckJobCommit(BatchLookup(&pre->objects, lookup_), e->new_id, t.job_hex, pol_.policy, now_,
+                                    pre->signer ? &*pre->signer : nullptr)
+                   : CheckJobCommit(lookup_, e->new_id, t.job_hex, pol_.policy, now_);
   if (!check.ok()) {
     Fail(t, "job_commit", "job commit " + Short(e->new_id) + " would not have been accepted under policy " +
                               Short(pol_.commit) + ": " + check.status().message());
@@ -52,17 +57,19 @@ std::optional<JobRecord> Replay::Lease(const LoggedTransition& t, const std::opt
     Fail(t, "log_batch", std::string(LogKindName(t.kind)) + " must move " + JobRef(t.job_hex, "lease"));
     return std::nullopt;
   }
-  auto lc = ledger_.ReadCommit(e->new_id);
+  // Read, parsed and its signatures checked ahead (replay_prefetch.cpp) when
+  // it could be; otherwise here.
+  std::optional<PrefetchedLease> pre = TakePrefetchedLease(e->new_id);
+  auto lc = pre ? Result<CommitInfo>(std::move(pre->commit)) : ledger_.ReadCommit(e->new_id);
   if (!lc.ok()) {
     Fail(t, "lease_commit", "lease commit " + Short(e->new_id) + " cannot be read: " + lc.status().message());
     return std::nullopt;
   }
-  auto info = ParseLeaseCommitMessage(lc->message);
+  auto info = pre ? Result<LeaseCommitInfo>(std::move(pre->info)) : ParseLeaseCommitMessage(lc->message);
   if (!info.ok()) {
     Fail(t, "lease_commit", "lease commit " + Short(e->new_id) + ": " + info.status().message());
     return std::nullopt;
   }
-  std::optional<PrefetchedLease> pre = TakePrefetchedLease(e->new_id);
   // Lease commits are unsigned: the signed log commit that names them as
   // parents (log_parents, checked for every new commit) vouches for them.
   // A ledger written before that signed each one; that signature, when
@@ -144,7 +151,8 @@ std::optional<JobRecord> Replay::ResultOf(const LoggedTransition& t, const std::
   ResultCheckLimits limits;
   limits.max_file_bytes = max_result_bytes_;
   std::optional<PrefetchedResult> pre = TakePrefetched(commit);
-  ResultReport rr = pre ? std::move(pre->report) : CheckResultCommit(lookup_, commit, limits);
+  ResultTreeData tree;  // the blobs read by CheckResultCommit, for the provenance check
+  ResultReport rr = pre ? std::move(pre->report) : CheckResultCommit(lookup_, commit, limits, &tree);
   if (const ResultCheck* bad = rr.first_failure()) {
     Fail(t, "result", "result " + Short(commit) + " " + bad->name + ": " + bad->detail);
     return std::nullopt;
@@ -204,13 +212,16 @@ std::optional<JobRecord> Replay::ResultOf(const LoggedTransition& t, const std::
     prov = std::move(pre->provenance);
     present = pre->provenance_present;
   } else {
+    // Checked ahead against another job commit (a result grafted onto
+    // another job): the tree was not kept, so it is read again.
     prov = CheckResultProvenance(ledger_, p, old->job_commit, max_result_bytes_, opt_.verify.require_provenance,
-                                 &present);
+                                 &present, pre ? nullptr : &tree);
   }
   if (!prov.ok) {
     Fail(t, "provenance", "result " + Short(commit) + ": " + prov.detail);
     return std::nullopt;
   }
+  if (opt_.verified) opt_.verified->results.insert(commit);
   // The same decision the ledger made (transition.h): a refused run is final.
   const bool retry = a.kind == LogKind::kAttempt;
   if (a.kind != t.kind) {

@@ -173,7 +173,8 @@ struct Auditor::State {
   void CheckResult(AuditReport* rep, const CommitInfo& job,
                    const std::vector<GitInput>* git_inputs);
   void CheckInputs(AuditReport* rep, const Poe& poe, const std::vector<GitInput>& git_inputs);
-  void CheckProvenance(AuditReport* rep, const ParsedResult& p);
+  void CheckProvenance(AuditReport* rep, const ParsedResult& p, const ResultTreeData& tree,
+                       bool signature_verified);
 };
 
 Status Auditor::State::Load() {
@@ -510,7 +511,9 @@ void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job,
     return ok;
   };
   const std::string& job_hex = rep->job_hex;
-  ResultReport rr = CheckResultCommit(LedgerLookup(ledger), rep->result_commit, result_limits);
+  ResultTreeData tree;
+  const bool verified = opt.replay_verified && opt.replay_verified->results.count(rep->result_commit);
+  ResultReport rr = CheckResultCommit(LedgerLookup(ledger), rep->result_commit, result_limits, &tree, verified);
   bool have_trailers = false;
   for (auto& c : rr.checks) {
     if (c.name == "trailers" && c.ok) have_trailers = true;
@@ -728,19 +731,39 @@ void Auditor::State::CheckResult(AuditReport* rep, const CommitInfo& job,
   }
 
   if (git_inputs) CheckInputs(rep, p.poe, *git_inputs);
-  CheckProvenance(rep, p);
+  CheckProvenance(rep, p, tree, verified);
 }
 
-void Auditor::State::CheckProvenance(AuditReport* rep, const ParsedResult& p) {
+void Auditor::State::CheckProvenance(AuditReport* rep, const ParsedResult& p, const ResultTreeData& tree,
+                                     bool signature_verified) {
   bool present = false;
-  rep->checks.push_back(CheckResultProvenance(
-      *ledger, p, rep->job_commit, result_limits.max_file_bytes, opt.require_provenance, &present));
+  rep->checks.push_back(CheckResultProvenance(*ledger, p, rep->job_commit, result_limits.max_file_bytes,
+                                              opt.require_provenance, &present, &tree, signature_verified));
   rep->has_provenance = present;
 }
 
+namespace {
+
+// A file of the result tree `p`: from `tree` when given (read by
+// CheckResultCommit), else from the repository; the same errors either way.
+Result<std::string> ResultFileBytes(Ledger& ledger, const ParsedResult& p, const ResultTreeData* tree,
+                                    const std::string& path, size_t max_bytes) {
+  if (!tree) return ledger.ReadFileAtCommit(p.commit_id, path, max_bytes);
+  auto it = tree->find(path);
+  if (it == tree->end()) return NotFoundError(path + " not found in commit " + p.commit_id);
+  if (it->second.data.size() > max_bytes) {
+    return InvalidArgumentError("blob " + it->second.id + " is " + std::to_string(it->second.data.size()) +
+                                " bytes, over the limit of " + std::to_string(max_bytes));
+  }
+  return it->second.data;
+}
+
+}  // namespace
+
 ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p,
                                   const std::string& job_commit, size_t max_file_bytes,
-                                  bool require, bool* present_out) {
+                                  bool require, bool* present_out, const ResultTreeData* tree,
+                                  bool signature_verified) {
   Ledger* ledger = &ledger_ref;
   ResultCheck out{"provenance", false, ""};
   auto add = [&out](bool ok, std::string detail) {
@@ -759,7 +782,7 @@ ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p,
     return out;
   }
   *present_out = true;
-  auto bytes = ledger->ReadFileAtCommit(result_commit, kProvenanceFileName, kMaxEnvelopeBytes);
+  auto bytes = ResultFileBytes(*ledger, p, tree, kProvenanceFileName, kMaxEnvelopeBytes);
   if (!bytes.ok()) {
     add(false, std::string(kProvenanceFileName) + ": " + bytes.status().message());
     return out;
@@ -769,7 +792,7 @@ ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p,
     add(false, "Worker-Id: " + key.status().message());
     return out;
   }
-  auto st = VerifyProvenanceEnvelope(*bytes, *key);
+  auto st = VerifyProvenanceEnvelope(*bytes, *key, signature_verified);
   if (!st.ok()) {
     add(false, std::string(kProvenanceFileName) + ": " + st.status().message());
     return out;
@@ -812,7 +835,7 @@ ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p,
         diff = "subject \"" + subs[j].path + "\" has blake3 " + subs[j].blake3_hex +
                " but the file hashes to " + files[i]->hash.substr(7);
       } else {
-        auto data = ledger->ReadFileAtCommit(result_commit, files[i]->path, max_file_bytes);
+        auto data = ResultFileBytes(*ledger, p, tree, files[i]->path, max_file_bytes);
         if (!data.ok()) {
           diff = "\"" + files[i]->path + "\": " + data.status().message();
         } else if (std::string sha = SubjectForFile("", *data).sha256_hex;

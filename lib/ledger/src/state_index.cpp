@@ -200,6 +200,31 @@ Status StateIndex::ForEachJob(const std::string& after, const std::function<bool
   return walk("jobs", 0, "").status();
 }
 
+Status StateIndex::ForEachJobBlob(
+    const std::function<Result<bool>(const std::string& job_hex, const std::string& blob_id)>& fn) {
+  std::function<Result<bool>(const std::string&, int, const std::string&)> walk =
+      [&](const std::string& dir, int level, const std::string& prefix) -> Result<bool> {
+    GATOS_ASSIGN_OR_RETURN(const Dir* d, Load(dir));
+    if (level == 4) {
+      const std::vector<TreeEntry> entries = d->entries;  // fn may load (and evict) dirs
+      for (const auto& e : entries) {
+        GATOS_ASSIGN_OR_RETURN(bool go, fn(prefix + e.name, e.id));
+        if (!go) return false;
+      }
+      return true;
+    }
+    std::vector<std::string> names;
+    names.reserve(d->entries.size());
+    for (const auto& e : d->entries) names.push_back(e.name);
+    for (const auto& name : names) {
+      GATOS_ASSIGN_OR_RETURN(bool go, walk(dir + "/" + name, level + 1, prefix + name));
+      if (!go) return false;
+    }
+    return true;
+  };
+  return walk("jobs", 0, "").status();
+}
+
 Result<IndexStats> StateIndex::Stats() {
   GATOS_ASSIGN_OR_RETURN(const Dir* root, Load(""));
   const TreeEntry* e = FindConst(root->entries, "stats");

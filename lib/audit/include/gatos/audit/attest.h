@@ -147,8 +147,11 @@ struct ProvenanceStatement {
 // that the manifest hashes to job_id. Does not compare with a result commit
 // (VerifyJob does). InvalidArgument for a malformed envelope or statement,
 // PermissionDenied for a bad signature.
+// `signature_verified`: VerifyDsse passed on these very bytes before (an
+// auditor's log replay, then its per-job pass): it is not run again.
 Result<ProvenanceStatement> VerifyProvenanceEnvelope(std::string_view envelope_json,
-                                                     const Ed25519PublicKey& worker);
+                                                     const Ed25519PublicKey& worker,
+                                                     bool signature_verified = false);
 
 }  // namespace gatos
 

@@ -134,6 +134,9 @@ struct LogAuditOptions {
   // are written only once it checks). "" / true: an auditor's run.
   std::string head;
   bool compare_refs = true;
+  // When set, the result commits the replay checked completely are recorded
+  // there, for the per-job pass after it (VerifyOptions::replay_verified).
+  ReplayVerified* verified = nullptr;
 };
 inline constexpr int64_t kTornWindowMs = 60'000;
 

@@ -74,6 +74,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "gatos/crypto/keys.h"
@@ -84,6 +85,14 @@
 #include "gatos/model/status.h"
 
 namespace gatos {
+
+// Result commits a log replay checked completely: CheckResultCommit and the
+// provenance check passed, so their Attest-Sig, SSH signature and provenance
+// envelope signature verify. Filled by AuditLog (LogAuditOptions::verified),
+// read-only afterwards.
+struct ReplayVerified {
+  std::unordered_set<std::string> results;
+};
 
 struct VerifyOptions {
   // Workers trusted in addition to the policy's (gatos verify --allowed-signers).
@@ -103,6 +112,11 @@ struct VerifyOptions {
   // VerifyAll calls it after each job (jobs done, jobs in all), on the
   // calling thread; for a progress bar.
   std::function<void(size_t done, size_t total)> progress;
+  // What the log replay before this pass verified (gatos verify --all): the
+  // signatures of those result commits are not verified a second time (the
+  // same bytes, the same function); every other check runs, so the report
+  // is the same.
+  std::shared_ptr<const ReplayVerified> replay_verified;
 };
 
 // One job's verdict. `checks` are ResultCheck {name, ok, detail}.
@@ -159,9 +173,13 @@ class Auditor {
 
 // The "provenance" check of one result (attestation.intoto.json, see above),
 // shared with the log replay (log_audit.h). *present: the result has one.
+// `tree`: the blobs CheckResultCommit read for `p` (read and hashed there,
+// under the same `max_file_bytes`), used instead of reading them again;
+// without it they are read from `ledger`.
 ResultCheck CheckResultProvenance(Ledger& ledger, const ParsedResult& p,
                                   const std::string& job_commit, size_t max_file_bytes,
-                                  bool require, bool* present);
+                                  bool require, bool* present, const ResultTreeData* tree = nullptr,
+                                  bool signature_verified = false);
 
 // One-shot wrappers around Auditor.
 Result<AuditReport> VerifyJob(Ledger& ledger, std::string_view job, const VerifyOptions& options);

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -132,8 +133,22 @@ struct ResultCheckLimits {
 // SSH signature verifies (namespace git) and was made by Worker-Id's key.
 // Not checked here (the caller's context): whether parents are this job's
 // commit and a lease of this worker and epoch, and policy membership.
+//
+// `tree`, when given, receives the blobs of the tree as read and checked
+// here (path -> blob id and bytes, poe.json included), so that a caller that
+// checks more of the result (the provenance envelope) reads no object twice.
+struct ResultTreeBlob {
+  std::string id;
+  std::string data;
+};
+using ResultTreeData = std::map<std::string, ResultTreeBlob>;
+//
+// `signatures_verified`: the caller verified Attest-Sig and the SSH signature
+// of this very commit before (an auditor's log replay, then its per-job
+// pass): they are not verified again; every other check runs.
 ResultReport CheckResultCommit(const ObjectLookup& lookup, const std::string& commit_id,
-                               const ResultCheckLimits& limits = {});
+                               const ResultCheckLimits& limits = {}, ResultTreeData* tree = nullptr,
+                               bool signatures_verified = false);
 
 }  // namespace gatos
 

@@ -40,9 +40,14 @@ struct JobCommitCheck {
 // any, is one digit 0-9. `lookup` finds the commit's objects (a push quarantine, an RPC
 // batch, or the ledger). Errors are InvalidArgument / PermissionDenied with a
 // message for the user.
+//
+// `verified_signer`: the auditor checks job commits' SSH signatures on other
+// threads ahead of its replay; when the commit's signature is by this key,
+// verified there over this same commit (same id, same bytes), it is not
+// verified a second time. Everything else is checked as without it.
 Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::string& commit_id,
                                       std::string_view expected_hex, const Policy& policy,
-                                      int64_t now_ms);
+                                      int64_t now_ms, const Ed25519PublicKey* verified_signer = nullptr);
 
 // A metric label for a refused job commit (gatos_rejected_total{reason}):
 // unsigned, untrusted_signer, bad_signature, wrong_job_id, missing_trailer,

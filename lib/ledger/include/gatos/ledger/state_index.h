@@ -63,6 +63,10 @@ class StateIndex {
   // Records under jobs/ in job id order, starting after `after` ("" = from
   // the start); fn returns false to stop.
   Status ForEachJob(const std::string& after, const std::function<bool(const JobRecord&)>& fn);
+  // Every job under jobs/ in job id order with the id of its record's blob,
+  // without reading the record (Get reads it); fn returns false to stop, or
+  // an error, which ends the walk with it.
+  Status ForEachJobBlob(const std::function<Result<bool>(const std::string& job_hex, const std::string& blob_id)>& fn);
   Result<IndexStats> Stats();
   // The batch blob of the committed tree ("" for an empty index).
   Result<std::string> BatchText();
