@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "gatos/audit/replica_apply.h"
 #include "gatos/ledger/wal.h"
@@ -17,7 +18,8 @@ Replica::Replica(ReplicaOptions options, std::unique_ptr<KvBucket> kv, std::uniq
     : options_(std::move(options)),
       kv_(std::move(kv)),
       stream_(std::move(stream)),
-      election_(options_.name, options_.election, SystemNowMs) {}
+      election_(options_.name, options_.election, SystemNowMs),
+      timing_(std::getenv("GATOS_REPLICA_TIMING") != nullptr) {}
 
 Result<std::unique_ptr<Replica>> Replica::Start(Bus& bus, const ReplicaOptions& options) {
   if (!ValidReplicaName(options.name)) {
@@ -202,6 +204,11 @@ Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify, Wri
                            "current one (gatosd init --replica-of)");
     }
     GATOS_ASSIGN_OR_RETURN(AppliedRecord a, CheckAndApplyRecord(ledger, rec->bytes, verify, /*fsync=*/true, wal));
+    if (timing_) {
+      // The follower's lag for this record (benchmarks: e2e_bench --replicas 3).
+      Log("replica " + options_.name + ": record " + std::to_string(a.seq) + " applied after " +
+          std::to_string(SystemNowMs() - m->stored_ms) + " ms");
+    }
     local = a.seq;
     log_seq_ = local;
     head = a.log_commit;

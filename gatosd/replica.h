@@ -101,6 +101,7 @@ class Replica {
   // sequence appended last.
   uint64_t fence_ = 0;
   int64_t appended_seq_ = 0;
+  const bool timing_;  // GATOS_REPLICA_TIMING: log each applied record's lag
 };
 
 }  // namespace gatos::gatosd

@@ -87,6 +87,7 @@ Result<std::optional<RecordStream::Stored>> RecordStream::Read(uint64_t stream_s
   if (s != NATS_OK) return nats_internal::FromNatsError(s, what, jerr);
   Stored out;
   out.stream_seq = stream_seq;
+  out.stored_ms = natsMsg_GetTime(m.get()) / 1'000'000;
   if (const char* d = natsMsg_GetData(m.get())) out.data.assign(d, static_cast<size_t>(natsMsg_GetDataLength(m.get())));
   return std::optional<Stored>(std::move(out));
 }

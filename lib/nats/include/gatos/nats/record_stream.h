@@ -67,6 +67,7 @@ class RecordStream {
 
   struct Stored {
     uint64_t stream_seq = 0;
+    int64_t stored_ms = 0;  // when the stream stored it (Unix ms, the stream leader's clock)
     std::string data;
   };
   // The message at `stream_seq`.
