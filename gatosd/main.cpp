@@ -72,6 +72,8 @@ constexpr char kUsage[] =
     "        [--election-try-ms N]       a follower tries to lead every N ms (default 250; < TTL)\n"
     "        [--append-window N]         batches the leader appends to the replicated log ahead\n"
     "                                    of their acknowledgement (default 4; 0: one at a time)\n"
+    "        [--replicated-log-max-mb N] keep the newest N MiB of the replicated log (default:\n"
+    "                                    all); a replica further behind must be made again\n"
     "        [--config FILE]             settings from a YAML file: every flag above by its\n"
     "                                    name (ledger: DIR, stream-replicas: 3, ...);\n"
     "                                    flags on the command line win\n"
@@ -155,7 +157,8 @@ int ServeCommand(const std::vector<std::string>& args) {
                                               {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"},
                                               {"replicated", 0, false}, {"replica-name"},
                                               {"election-ttl-ms"}, {"election-keep-ms"}, {"election-try-ms"},
-                                              {"election-margin-ms"}, {"append-window"}};
+                                              {"election-margin-ms"}, {"append-window"},
+                                              {"replicated-log-max-mb"}};
   // --config FILE: the same settings as YAML (docs/deployment.md); flags win.
   auto full = gatos::WithConfigFile(args, specs);
   if (!full.ok()) return Usage("serve", full.status().message());
@@ -232,8 +235,14 @@ int ServeCommand(const std::vector<std::string>& args) {
   // The election's timing and the leader's append window (replicated only).
   const bool election_flags = flags.Has("election-ttl-ms") || flags.Has("election-keep-ms") ||
                               flags.Has("election-try-ms") || flags.Has("election-margin-ms");
-  if (!flags.Has("replicated") && (election_flags || flags.Has("append-window"))) {
-    return Usage("serve", "--election-* and --append-window need --replicated");
+  if (!flags.Has("replicated") &&
+      (election_flags || flags.Has("append-window") || flags.Has("replicated-log-max-mb"))) {
+    return Usage("serve", "--election-*, --append-window and --replicated-log-max-mb need --replicated");
+  }
+  if (flags.Has("replicated-log-max-mb")) {
+    int64_t mb = 0;
+    if (!flags.GetInt("replicated-log-max-mb", 1, 1LL << 30, &mb)) return Usage("serve", flags.error());
+    opts.log_max_bytes = mb << 20;
   }
   if (flags.Has("election-ttl-ms")) {
     int64_t ttl = 0;

@@ -35,6 +35,7 @@ struct ReplicaOptions {
   std::string ledger_id;   // names the bucket and the stream (ReplicaLedgerId)
   ElectionOptions election;
   int replicas = 1;        // of the bucket and the stream: min(cluster size, 3)
+  int64_t log_max_bytes = -1;  // the replicated log's retention (RecordStreamConfig::max_bytes)
 };
 
 class Replica {

@@ -85,7 +85,7 @@ int ServeReplicated(const ServeOptions& opts) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(opts.nats_wait_ms);
   std::unique_ptr<Bus> bus;
   std::unique_ptr<Replica> replica;
-  ReplicaOptions ro{opts.replica_name, *ledger_id, opts.election, opts.stream_replicas};
+  ReplicaOptions ro{opts.replica_name, *ledger_id, opts.election, opts.stream_replicas, opts.log_max_bytes};
   for (bool said = false;; said = true) {
     Status s;
     if (!bus) {

@@ -61,6 +61,8 @@ struct ServeOptions {
   // Replicated leader: batches appended ahead of their acknowledgement
   // (WriterOptions::replicate_window; 0: each batch waits for its append).
   int append_window = 4;
+  // The replicated log's retention: -1 keeps every record.
+  int64_t log_max_bytes = -1;
 };
 
 // Serve's exit code when a replicated leader stepped down.

@@ -27,6 +27,7 @@ Result<std::unique_ptr<RecordStream>> RecordStream::Open(Bus& bus, const RecordS
   sc.subjects = {config.subject};
   sc.duplicate_window_ms = config.duplicate_window_ms;
   sc.max_age_ms = config.max_age_ms;
+  sc.max_bytes = config.max_bytes;
   sc.replicas = config.replicas;
   GATOS_RETURN_IF_ERROR(bus.EnsureStream(sc));
   int64_t server_max = nats_internal::MaxPayload(*bus.impl_);
