@@ -9,6 +9,8 @@
 #include <mutex>
 #include <vector>
 
+#include "test_util.h"
+
 namespace gatos {
 namespace {
 
@@ -89,8 +91,11 @@ TEST(AppendPipelineTest, AppendsInOrderOneAtATimeAndAcknowledgesAPrefix) {
   EXPECT_EQ(stream.max_in_append(), 1);
   EXPECT_EQ(p.outstanding(), 0u);
   EXPECT_TRUE(p.failure().ok());
-  std::lock_guard<std::mutex> l(changes_mu);
-  EXPECT_EQ(changes, 3);
+  // on_change runs after the acknowledgement is visible: wait for the last.
+  EXPECT_TRUE(testing::PollFor(30000, [&] {
+    std::lock_guard<std::mutex> l(changes_mu);
+    return changes == 3;
+  }));
 }
 
 TEST(AppendPipelineTest, TheFirstFailureFailsEveryLaterRecordWithoutSendingIt) {
