@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "gatos/audit/checkpoint_check.h"
+#include "gatos/audit/checkpoint_store.h"
 #include "gatos/audit/log_tree.h"
 #include "gatos/audit/proof_bundle.h"
 #include "gatos/crypto/checkpoint.h"
@@ -33,34 +34,6 @@ std::optional<std::string> RepoOf(const Flags& flags, const std::string& command
   auto dir = flags.Has("repo") ? flags.Get("repo") : flags.Get("ledger");
   if (!dir) *usage = UsageError(command, "--repo DIR is required (the ledger or a clone of it)");
   return dir;
-}
-
-std::string CheckpointPath(const std::string& repo) { return LogTree::DirFor(repo) + "/checkpoint"; }
-
-// The tree of `repo`, brought up to its log head.
-Result<LogTree> UpdatedTree(Ledger& ledger, const std::string& repo) {
-  GATOS_ASSIGN_OR_RETURN(LogTree tree, LogTree::Open(LogTree::DirFor(repo)));
-  GATOS_RETURN_IF_ERROR(tree.Update(ledger));
-  return tree;
-}
-
-// Signs a checkpoint of the whole tree, keeping the cosignatures of the
-// stored one when it is the same checkpoint.
-Result<std::string> SignAndStore(LogTree& tree, const std::string& repo, const Ed25519PrivateKey& key) {
-  GATOS_ASSIGN_OR_RETURN(auto root_entry, tree.Entry(0));
-  Checkpoint cp;
-  cp.origin = LedgerOrigin(root_entry.first);
-  cp.size = tree.size();
-  GATOS_ASSIGN_OR_RETURN(cp.root, tree.Root(cp.size));
-  std::string text = FormatCheckpointText(cp);
-  auto old = ReadFileToString(CheckpointPath(repo), 1 << 20);
-  if (old.ok()) {
-    auto n = ParseNote(*old);
-    if (n.ok() && n->text == text) return *old;
-  }
-  std::string note = SignCheckpoint(cp, key);
-  GATOS_RETURN_IF_ERROR(WriteFileAtomically(CheckpointPath(repo), note, 0644, false));
-  return note;
 }
 
 // A witness verifier key: "name+id+base64" given inline or in a file.
@@ -133,9 +106,9 @@ int RunCheckpoint(const Args& args) {
   if (!key.ok()) return ReportError(key.status().message(), kExitFailure);
   auto ledger = Ledger::Open(*dir);
   if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
-  auto tree = UpdatedTree(**ledger, *dir);
+  auto tree = UpdatedLogTree(**ledger, *dir);
   if (!tree.ok()) return ReportError(tree.status().message(), kExitFailure);
-  auto note = SignAndStore(*tree, *dir, *key);
+  auto note = SignAndStoreCheckpoint(*tree, *dir, *key);
   if (!note.ok()) return ReportError(note.status().message(), kExitFailure);
   if (flags.Has("json")) {
     std::cout << Dump({{"checkpoint", *note},
@@ -186,7 +159,7 @@ int RunProof(const Args& args) {
   }
   auto ledger = Ledger::Open(*dir);
   if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
-  auto tree = UpdatedTree(**ledger, *dir);
+  auto tree = UpdatedLogTree(**ledger, *dir);
   if (!tree.ok()) return ReportError(tree.status().message(), kExitFailure);
   std::string note;
   if (auto cp = flags.Get("checkpoint")) {
@@ -205,7 +178,7 @@ int RunProof(const Args& args) {
     if (!fresh) {
       auto key = LoadLedgerKey(*dir);
       if (key.ok()) {
-        auto signed_note = SignAndStore(*tree, *dir, *key);
+        auto signed_note = SignAndStoreCheckpoint(*tree, *dir, *key);
         if (!signed_note.ok()) return ReportError(signed_note.status().message(), kExitFailure);
         note = *signed_note;
       } else if (note.empty()) {

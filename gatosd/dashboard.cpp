@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "dashboard_html.h"
+#include "gatos/audit/log_tree.h"
 #include "gatos/model/blake3.h"
 #include "gatos/model/clock.h"
 #include "gatos/model/encoding.h"
@@ -261,6 +262,10 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
       resp.headers.push_back({"Allow", "GET, HEAD"});
       return resp;
     }
+    // The log's Merkle tree (C2SP tlog-tiles) and its signed checkpoint:
+    // public, like a transparency log's, for witnesses and holders of proof
+    // bundles; hashes and a signed size, nothing about any job.
+    if (path == "/tlog/checkpoint" || path.compare(0, 11, "/tlog/tile/") == 0) return Tlog(path.substr(6));
     if (path.compare(0, 8, "/static/") == 0) {
       auto asset = StaticAsset(path.substr(8));
       if (!asset) return Plain(404, "no such file\n");
@@ -286,6 +291,7 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
     std::string base = as_json ? path.substr(0, path.size() - 5) : path;
     if (base == "/overview" && !as_json) base = "/";
     auto query = ParseQuery(r.query);
+    const int64_t event_seq = live_->last_event_seq();
     Result<Page> page = Page{};
     if (base == "/" || base == "/overview") {
       page = Overview();
@@ -304,6 +310,8 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
       page = Batch(base.substr(9), query);
     } else if (base == "/workers") {
       page = Workers();
+    } else if (base == "/pools") {
+      page = Pools();
     } else {
       page->code = 404;
       page->title = "Not found";
@@ -312,6 +320,7 @@ HttpResponse Dashboard::Handle(const HttpRequest& r) {
     // The ledger could not be read: the page says so, and not how (the
     // message may name host paths).
     if (!page.ok()) return Plain(500, "internal error: the ledger could not be read\n");
+    page->event_seq = event_seq;
     return Render(*page, as_json);
   } catch (const std::exception& e) {
     // A bug in a page (a JSON value of an unexpected type) must not take
@@ -324,7 +333,7 @@ HttpResponse Dashboard::Render(const Page& page, bool as_json) const {
   if (as_json) return {page.code, "application/json", Text(page.data) + "\n", {}, nullptr};
   return {page.code,
           "text/html; charset=utf-8",
-          RenderPageHtml(page.title, page.live, page.data),
+          RenderPageHtml(page.title, page.live, page.data, page.event_seq),
           {},
           nullptr};
 }
@@ -348,11 +357,19 @@ bool SendStreamTurn(HttpStream& s, const std::string& out, int* idle_ms) {
 }  // namespace
 
 HttpResponse Dashboard::Events(const HttpRequest& r) {
+  // From the newest event, or after the one a page was rendered at
+  // (`?after=`), or after the last one a reconnecting browser saw
+  // (Last-Event-ID, newer than the page's).
   int64_t after = live_->last_event_seq();
-  std::string last_id = r.header("last-event-id");
-  if (!last_id.empty() && last_id.size() < 19 &&
-      std::all_of(last_id.begin(), last_id.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  auto seq_of = [](const std::string& v) {
+    return !v.empty() && v.size() < 19 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const std::string last_id = r.header("last-event-id");
+  const std::string from_page = ParseQuery(r.query)["after"];
+  if (seq_of(last_id)) {
     after = std::stoll(last_id);
+  } else if (seq_of(from_page)) {
+    after = std::min<int64_t>(after, std::stoll(from_page));
   }
   HttpResponse resp{200, "text/event-stream; charset=utf-8", "", {}, nullptr};
   LiveState* live = live_;
@@ -373,6 +390,26 @@ HttpResponse Dashboard::Events(const HttpRequest& r) {
       if (!SendStreamTurn(s, out, &idle_ms)) return;
     }
   };
+  return resp;
+}
+
+HttpResponse Dashboard::Tlog(const std::string& name) const {
+  const std::string dir = LogTree::DirFor(options_.ledger_dir);
+  if (name == "checkpoint") {
+    auto note = ReadFileToString(dir + "/checkpoint", 1 << 20);
+    if (!note.ok()) return Plain(404, "no checkpoint yet (gatosd serve --checkpoint-s, or gatos checkpoint)\n");
+    HttpResponse resp{200, "text/plain; charset=utf-8", *note, {}, nullptr};
+    resp.headers.push_back({"Cache-Control", "no-cache"});
+    return resp;
+  }
+  int level = 0, width = 0;
+  uint64_t index = 0;
+  if (!ParseTlogTilePath(name, &level, &index, &width)) return Plain(404, "no such tile\n");
+  auto tile = ReadFileToString(dir + "/" + name, 256 * 32);
+  if (!tile.ok()) return Plain(404, "no such tile\n");
+  HttpResponse resp{200, "application/octet-stream", *tile, {}, nullptr};
+  // A full tile never changes; a partial one is replaced as the log grows.
+  resp.headers.push_back({"Cache-Control", width == 0 ? "public, max-age=31536000, immutable" : "no-cache"});
   return resp;
 }
 
@@ -1092,6 +1129,28 @@ Result<Dashboard::Page> Dashboard::Workers() {
             {"last_seen_means",
              "the worker's latest claim, takeover or renewal recorded by this gatosd; "
              "at start, the request time of the leases it holds"}};
+  return p;
+}
+
+Result<Dashboard::Page> Dashboard::Pools() {
+  Page p;
+  p.title = "Pools";
+  p.live = "pools";
+  json snap = json::parse(live_->pools(), nullptr, false);
+  if (!snap.is_object()) {
+    p.data = {{"pools", json::array()}, {"submitters", json::array()}, {"as_of", nullptr}};
+    return p;
+  }
+  json subs = json::array();
+  for (const auto& s : snap.value("submitters", json::array())) {
+    json row = s;
+    const std::string key = s.value("submitter", "");
+    row["principal"] = live_->PrincipalOf(key.rfind("ed25519:", 0) == 0 ? key.substr(8) : key);
+    subs.push_back(std::move(row));
+  }
+  p.data = {{"pools", snap.value("pools", json::array())},
+            {"submitters", std::move(subs)},
+            {"as_of", FormatRfc3339Millis(snap.value("now_ms", int64_t{0}))}};
   return p;
 }
 

@@ -89,6 +89,10 @@ class Dashboard {
     std::string title;
     std::string live;  // data-live of the page ("" = no live updates)
     nlohmann::json data;
+    // The newest log event before the page read the ledger: the page's
+    // event stream starts after it, so no change between the render and
+    // the stream's opening is missed.
+    int64_t event_seq = 0;
   };
   bool Authorized(const HttpRequest& r) const;
   bool HostAllowed(const HttpRequest& r) const;
@@ -96,6 +100,8 @@ class Dashboard {
   HttpResponse Events(const HttpRequest& r);
   HttpResponse LiveTail(const std::string& id);
   HttpResponse Render(const Page& page, bool json) const;
+  // /tlog/checkpoint and /tlog/tile/...: files of the ledger's tree.
+  HttpResponse Tlog(const std::string& name) const;
   Status Refresh();  // points the index at the committed head
 
   Result<Page> Overview();
@@ -104,6 +110,7 @@ class Dashboard {
   Result<Page> Batches();
   Result<Page> Batch(const std::string& id, const std::map<std::string, std::string>& q);
   Result<Page> Workers();
+  Result<Page> Pools();
 
   nlohmann::json JobRow(const JobRecord& r);
   nlohmann::json JobRow(const JobSummary& s);

@@ -440,18 +440,51 @@ std::string Workers(const json& d) {
   return o + "</table>";
 }
 
+// A count against its limit: "3 / 10", or "3" when 0 (no limit).
+std::string OfLimit(const json& n, const json& max) {
+  const std::string limit = max.is_number_integer() && max.get<int64_t>() > 0 ? " / " + ES(max) : "";
+  return ES(n) + limit;
+}
+
+std::string Pools(const json& d) {
+  std::string o = "<h1>Pools</h1><p class=\"muted\">the scheduler as of " + ES(d["as_of"]) +
+                  " (docs/scheduling.md); workers: those whose heartbeat named the pool in the last minute</p>";
+  o += "<table id=\"pools\"><tr><th>pool</th><th>pending</th><th>offered</th><th>running</th><th>paused</th>"
+       "<th>workers</th></tr>";
+  for (const auto& p : d["pools"]) {
+    const bool paused = p.value("paused", false);
+    o += "<tr><td>" + ES(p["pool"]) + "</td><td>" + ES(p["pending"]) + "</td><td>" + ES(p["offered"]) + "</td><td>" +
+         OfLimit(p["running"], p.value("max_running", json())) + "</td><td>" + (paused ? "<b>paused</b>" : "no") +
+         "</td><td>" + ES(p["workers"]) + (p.value("workers", 0) == 0 && p.value("pending", 0) > 0
+                                             ? " <span class=\"error\">no worker serves this pool</span>"
+                                             : "") +
+         "</td></tr>";
+  }
+  o += "</table><h2>Submitters</h2><p class=\"muted\">usage against the policy's limits, the busiest first "
+       "(at most 100)</p><table id=\"submitters\"><tr><th>submitter</th><th>key</th><th>pending</th>"
+       "<th>running</th><th>submissions per minute (limit)</th></tr>";
+  for (const auto& s : d["submitters"]) {
+    o += "<tr><td>" + ES(s["principal"]) + "</td><td class=\"mono\"><a href=\"/jobs?submitter=" + ES(s["submitter"]) +
+         "\">" + E(Short(Field(s, "submitter"))) + "</a></td><td>" + OfLimit(s["pending"], s["max_pending"]) +
+         "</td><td>" + OfLimit(s["running"], s["max_running"]) + "</td><td>" +
+         (s.value("per_minute", 0) > 0 ? ES(s["per_minute"]) : std::string("no limit")) + "</td></tr>";
+  }
+  return o + "</table>";
+}
+
 std::string TwinPath(const std::string& live, const json& d) {
   if (live == "overview") return "/overview.json";
   if (live == "jobs") return "/jobs.json";
   if (live.compare(0, 4, "job:") == 0) return "/jobs/" + live.substr(4) + ".json";
   if (live == "workers") return "/workers.json";
+  if (live == "pools") return "/pools.json";
   if (live == "batches")
     return d.contains("rows") ? "/batches/" + Field(d, "hex") + ".json" : "/batches.json";
   return "";
 }
 
 std::string Layout(const std::string& title, const std::string& live, const std::string& body,
-                   const std::string& twin) {
+                   const std::string& twin, int64_t event_seq = 0) {
   std::string o =
       "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -459,11 +492,11 @@ std::string Layout(const std::string& title, const std::string& live, const std:
       E(title) +
       " · GATOS</title><link rel=\"stylesheet\" href=\"/static/style.css\">"
       "<script src=\"/static/app.js\" defer></script></head><body data-live=\"" +
-      E(live) +
+      E(live) + "\" data-seq=\"" + std::to_string(event_seq) +
       "\">"
       "<header><a class=\"brand\" href=\"/\">GATOS</a><nav><a href=\"/\">Overview</a><a "
       "href=\"/jobs\">Jobs</a>"
-      "<a href=\"/batches\">Batches</a><a href=\"/workers\">Workers</a></nav>"
+      "<a href=\"/batches\">Batches</a><a href=\"/workers\">Workers</a><a href=\"/pools\">Pools</a></nav>"
       "<span id=\"live\" class=\"live-off\">static</span></header><main id=\"main\">" +
       body;
   if (!twin.empty()) o += "<p class=\"twin\"><a href=\"" + E(twin) + "\">this page as JSON</a></p>";
@@ -568,7 +601,10 @@ constexpr char kScript[] =
   }
   showTail();
   new MutationObserver(showTail).observe(body, {attributes: true, attributeFilter: ['data-refreshed']});
-  var es = new EventSource('/events');
+  // From the event the page was rendered at: a change that lands between
+  // the render and this line still refreshes the page.
+  var seq = body.getAttribute('data-seq') || '0';
+  var es = new EventSource(/^[1-9][0-9]*$/.test(seq) ? '/events?after=' + seq : '/events');
   es.onopen = function () { badge.className = 'live-on'; badge.textContent = 'live'; };
   es.onerror = function () { badge.className = 'live-off'; badge.textContent = 'reconnecting'; };
   es.addEventListener('log', function (ev) {
@@ -582,7 +618,7 @@ constexpr char kScript[] =
 
 }  // namespace
 
-std::string RenderPageHtml(const std::string& title, const std::string& live, const json& data) {
+std::string RenderPageHtml(const std::string& title, const std::string& live, const json& data, int64_t event_seq) {
   std::string body;
   if (data.contains("error")) {
     body = "<h1>" + E(title) + "</h1><p class=\"error\">" + ES(data["error"]) + "</p>";
@@ -596,10 +632,12 @@ std::string RenderPageHtml(const std::string& title, const std::string& live, co
     body = Job(data);
   } else if (live == "batches") {
     body = data.contains("rows") ? Batch(data) : Batches(data);
+  } else if (live == "pools") {
+    body = Pools(data);
   } else if (live == "workers") {
     body = Workers(data);
   }
-  return Layout(title, live, body, TwinPath(live, data));
+  return Layout(title, live, body, TwinPath(live, data), event_seq);
 }
 
 std::string RenderLoginHtml(const std::string& message) {

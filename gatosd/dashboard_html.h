@@ -20,7 +20,10 @@ namespace gatos::gatosd {
 // A whole page: layout, navigation and the body for `data` (which page it
 // is follows from `live`: "overview", "jobs", "job:<hex>", "batches",
 // "workers"; an error page when data has "error").
-std::string RenderPageHtml(const std::string& title, const std::string& live, const nlohmann::json& data);
+// `event_seq`: the newest log event when the page read the ledger; its
+// event stream starts after it.
+std::string RenderPageHtml(const std::string& title, const std::string& live, const nlohmann::json& data,
+                           int64_t event_seq = 0);
 // The sign-in form (POST /login); `message` is shown above it.
 std::string RenderLoginHtml(const std::string& message);
 // /static/<name>: content type and bytes; nullopt when there is no such file.

@@ -506,4 +506,14 @@ void WindowBackfill::Run() {
   }
 }
 
+void LiveState::SetPools(std::string reply_json) {
+  std::lock_guard<std::mutex> l(mu_);
+  pools_ = std::move(reply_json);
+}
+
+std::string LiveState::pools() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return pools_;
+}
+
 }  // namespace gatos::gatosd

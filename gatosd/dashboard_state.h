@@ -113,6 +113,9 @@ class LiveState {
   void Note(const JobRecord& r, int64_t seq, int64_t now_ms);
   void SetPolicy(const Policy& policy, const std::string& commit);
   void SetHead(int64_t seq, const std::string& log_commit, const IndexStats& stats);
+  // The scheduler's view as `gatos pool ls --json` answers it (pools, and
+  // submitters' usage against their limits), refreshed about once a second.
+  void SetPools(std::string reply_json);
   // A finished job read from an older log batch at start: added only when
   // the job is not held yet and the window has room (newer changes win).
   // False once the window is full.
@@ -151,6 +154,7 @@ class LiveState {
   // dropped), waiting up to wait_ms for one. False on timeout.
   bool WaitEvents(int64_t after_seq, int wait_ms, std::vector<LiveEvent>* out, bool* reset) const;
   int64_t last_event_seq() const;
+  std::string pools() const;  // "" before the first SetPools
 
  private:
   void NoteLocked(const JobRecord& r, int64_t seq, int64_t now_ms, int64_t changed_ms);
@@ -160,6 +164,7 @@ class LiveState {
 
   const size_t window_;
   mutable std::mutex mu_;
+  std::string pools_;
   mutable std::condition_variable cv_;
   Head head_;
   std::unordered_map<std::string, JobSummary> jobs_;

@@ -49,6 +49,9 @@ constexpr char kUsage[] =
     "                                    auto (default) follows the claim rate so that later\n"
     "                                    high-priority jobs do not queue behind earlier offers;\n"
     "                                    all offers every pending job at once (no priorities)\n"
+    "        [--checkpoint-s N]          sign a checkpoint of the log's Merkle tree into\n"
+    "                                    DIR/gatos/tlog/checkpoint every N s while the log moves\n"
+    "                                    (default 10; 0 = never; served with the tiles at /tlog/)\n"
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
@@ -156,6 +159,7 @@ int ServeCommand(const std::vector<std::string>& args) {
                                               {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
                                               {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"},
                                               {"replicated", 0, false}, {"replica-name"},
+                                              {"checkpoint-s"},
                                               {"election-ttl-ms"}, {"election-keep-ms"}, {"election-try-ms"},
                                               {"election-margin-ms"}, {"append-window"},
                                               {"replicated-log-max-mb"}};
@@ -180,6 +184,9 @@ int ServeCommand(const std::vector<std::string>& args) {
       !flags.GetInt("nats-wait-s", 0, 3600, &nats_wait_s)) {
     return Usage("serve", flags.error());
   }
+  int64_t checkpoint_s = opts.checkpoint_ms / 1000;
+  if (!flags.GetInt("checkpoint-s", 0, 86400, &checkpoint_s)) return Usage("serve", flags.error());
+  opts.checkpoint_ms = checkpoint_s * 1000;
   int64_t max_batch = static_cast<int64_t>(opts.max_batch);
   if (!flags.GetInt("max-batch", 1, 65536, &max_batch)) return Usage("serve", flags.error());
   opts.max_batch = static_cast<size_t>(max_batch);

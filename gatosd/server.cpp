@@ -22,6 +22,7 @@
 #include <set>
 #include <thread>
 
+#include "checkpoint_publisher.h"
 #include "dashboard.h"
 #include "dashboard_state.h"
 #include "gatos/ledger/job_service.h"
@@ -113,6 +114,10 @@ class Server {
     StartService();
     GATOS_RETURN_IF_ERROR(Subscribe());
     GATOS_RETURN_IF_ERROR(StartHttp());
+    if (opts_.checkpoint_ms > 0) {
+      checkpoints_ = std::make_unique<CheckpointPublisher>(dir_, writer_->ledger_private_key(),
+                                                           std::chrono::milliseconds(opts_.checkpoint_ms));
+    }
     signals_ = std::thread([this] {
       int sig = 0;
       sigwait(&signals_set_, &sig);
@@ -196,6 +201,7 @@ class Server {
       Status synced = writer_->SyncViews();
       if (!synced.ok()) Log("could not mark the ref view synced: " + synced.message());
     }
+    checkpoints_.reset();  // a last checkpoint of everything written
     if (signals_.joinable()) {
       if (stepped_down_) pthread_kill(signals_.native_handle(), SIGTERM);  // ends its sigwait
       signals_.join();
@@ -526,7 +532,12 @@ class Server {
         [this, events = std::move(events)]() mutable { publisher_->Enqueue(std::move(events)); });
     UpdateCounts(&metrics_, *writer_);
     UpdatePools(&metrics_, *service_, *writer_);
-    metrics_.Heartbeat(SystemNowMs());
+    const int64_t now = SystemNowMs();
+    if (now - pools_shown_ms_ >= 1000) {  // the dashboard's /pools
+      live_.SetPools(service_->PoolsReply(now));
+      pools_shown_ms_ = now;
+    }
+    metrics_.Heartbeat(now);
     metrics_.SetNatsConnected(bus_->connected());
     if (opts_.term) metrics_.SetReplica(!stepped_down_, static_cast<uint64_t>(opts_.term()), 0);
   }
@@ -536,6 +547,7 @@ class Server {
   sigset_t signals_set_;
   Clock::time_point deadline_;  // for NATS and JetStream at start
   int exit_code_ = 0;
+  int64_t pools_shown_ms_ = 0;
   std::atomic<bool> stepped_down_{false};  // replicated: the leader lost the election
   // Destroyed in reverse: the transports before the service, the service
   // before the writer.
@@ -556,6 +568,7 @@ class Server {
   std::unique_ptr<WindowBackfill> backfill_;
   std::unique_ptr<HttpServer> http_;
   std::thread signals_;
+  std::unique_ptr<CheckpointPublisher> checkpoints_;
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ struct ServeOptions {
   bool fsync = true;                 // durable batches; --no-fsync for experiments only
   bool wal = true;                   // durable by the write-ahead log; --no-wal for comparisons
   size_t max_batch = 1024;           // requests applied as one log batch at most
+  int64_t checkpoint_ms = 10'000;    // CheckpointPublisher's period; 0 = gatosd signs no checkpoints
   // NATS authentication (nats_auth.h). gatosd always connects as the ledger
   // key. With nats_auth_file it writes the server's authorization block there
   // from the policy, at start and on every policy change, then sends SIGHUP

@@ -2,6 +2,8 @@
 // (proof_bundle.h) over real ledgers written by the ledger's writer: a
 // genuine bundle verifies offline, and each way of forging one is refused
 // with its own check.
+#include <tuple>
+
 #include <gtest/gtest.h>
 
 #include "audit_fixture.h"
@@ -122,6 +124,23 @@ TEST(LogTreeTest, TheTreeIsTheRfc6962TreeOfTheLogCommitsKeptIncrementally) {
   EXPECT_TRUE(VerifyMerkleConsistency(33, n, *c, SlowRoot(*l, 33), *full.Root(n)).ok());
   EXPECT_EQ(TlogTilePath(0, 1234067, 0), "tile/0/x001/x234/067");
   EXPECT_EQ(TlogTilePath(1, 5, 17), "tile/1/005.p/17");
+}
+
+TEST(LogTreeTest, TilePathsFromTheNetworkParseOnlyInTheirOneSpelling) {
+  int level = -1, width = -1;
+  uint64_t index = 0;
+  for (auto [l, n, w] : {std::tuple{0, uint64_t{0}, 0}, {0, uint64_t{1234067}, 0}, {1, uint64_t{5}, 17},
+                         {63, uint64_t{999}, 255}, {2, uint64_t{1000}, 1}}) {
+    const std::string p = TlogTilePath(l, n, w);
+    ASSERT_TRUE(ParseTlogTilePath(p, &level, &index, &width)) << p;
+    EXPECT_EQ(std::tuple(level, index, width), std::tuple(l, n, w)) << p;
+  }
+  for (const char* bad : {"", "tile", "tile/0", "tile/0/", "tile/0/1", "tile/0/0001", "tile/00/000",
+                          "tile/64/000", "tile/0/x000/001", "tile/0/001/", "tile/0/001.p/0", "tile/0/001.p/256",
+                          "tile/0/001.p/017", "tile/0/001.p", "tile/0/../001", "tile/0/x001/x00a/067",
+                          "tile/0/x999/x999/x999/x999/x999/x999/x999/000", "tile/-1/000", "tile/entries/000"}) {
+    EXPECT_FALSE(ParseTlogTilePath(bad, &level, &index, &width)) << bad;
+  }
 }
 
 TEST(LogTreeTest, ARewrittenOrRolledBackLogIsRefused) {

@@ -169,6 +169,65 @@ TEST_F(DashboardTest, EventStreamCarriesEachCommittedBatch) {
   EXPECT_NE(got.find(hex), std::string::npos) << got;
 }
 
+// A page carries the newest event it was rendered after; its stream opened
+// with ?after= delivers a change that landed between the render and the
+// stream's opening (a stream opened without it starts at the newest).
+TEST_F(DashboardTest, APagesEventStreamStartsAtTheEventItWasRenderedAt) {
+  int port = stack_->http_port();
+  auto seq_of = [&] {
+    std::string body = HttpCall(port, "GET", "/").body;
+    size_t at = body.find("data-seq=\"");
+    EXPECT_NE(at, std::string::npos);
+    return at == std::string::npos ? -1 : std::stoll(body.substr(at + 10));
+  };
+  const int64_t rendered = seq_of();
+  ASSERT_GE(rendered, 0);
+  std::string hex = stack_->PushJob("command: [\"/bin/true\"]\ntimeout: 30\n").substr(7);
+  // The push's event is in the dashboard's ring before the stream opens.
+  ASSERT_TRUE(PollFor(30000, [&] { return seq_of() > rendered; }));
+  EventStreamReader events(port, "/events?after=" + std::to_string(rendered));
+  ASSERT_TRUE(events.connected());
+  std::string got = events.ReadUntil("\"job\":\"" + hex + "\"", 30000);
+  EXPECT_NE(got.find("\"kind\":\"submit\""), std::string::npos) << got;
+  // The page's script opens its stream that way.
+  EXPECT_NE(HttpCall(port, "GET", "/static/app.js").body.find("'/events?after=' + seq"), std::string::npos);
+}
+
+// Pools and submitters' usage against their limits, as the scheduler sees
+// them: a paused pool with a job waiting, a pool nobody serves, a limit.
+TEST_F(DashboardTest, PoolsPageShowsDepthPausedPoolsAndUsageAgainstLimits) {
+  int port = stack_->http_port();
+  ASSERT_EQ(stack_->Gatos({"pool", "pause", "default", "--ledger", stack_->ledger()}).exit_code, 0);
+  ASSERT_EQ(stack_->Gatos({"policy", "limits", "--ledger", stack_->ledger(), "--default", "--max-pending", "50"}).exit_code,
+            0);
+  stack_->PushJob("command: [\"/bin/true\"]\ntimeout: 30\n");
+  stack_->PushJob("command: [\"/bin/true\"]\npool: gpu\ntimeout: 30\n");
+  json pools;
+  auto pool = [&](const std::string& name) {
+    for (const auto& p : pools["pools"]) {
+      if (p["pool"] == name) return p;
+    }
+    return json();
+  };
+  ASSERT_TRUE(PollFor(10000, [&] {
+    pools = GetJson(port, "/pools.json");
+    return pool("default").value("pending", 0) == 1 && pool("gpu").value("pending", 0) == 1;
+  })) << pools.dump();
+  EXPECT_EQ(pool("default")["paused"], true);
+  EXPECT_EQ(pool("gpu")["paused"], false);
+  EXPECT_EQ(pool("gpu")["workers"], 0);
+  ASSERT_EQ(pools["submitters"].size(), 1u) << pools.dump();
+  EXPECT_EQ(pools["submitters"][0]["pending"], 2);
+  EXPECT_EQ(pools["submitters"][0]["max_pending"], 50);
+  EXPECT_EQ(pools["submitters"][0]["principal"].get<std::string>().rfind("submitter-", 0), 0u) << pools.dump();
+  HttpReply page = HttpCall(port, "GET", "/pools");
+  ASSERT_EQ(page.code, 200);
+  EXPECT_NE(page.body.find("<b>paused</b>"), std::string::npos);
+  EXPECT_NE(page.body.find("no worker serves this pool"), std::string::npos);
+  EXPECT_NE(page.body.find("2 / 50"), std::string::npos);
+  EXPECT_NE(page.body.find("href=\"/pools\">Pools</a>"), std::string::npos);
+}
+
 // A batch of secret scans: progress per batch and per repository, and each
 // job's findings, one row per distinct secret (rule, fingerprint, locations,
 // first and last commit, at tip, paths), with no secret on any page.

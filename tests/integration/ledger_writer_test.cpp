@@ -32,42 +32,19 @@
 #include "gatos/model/trailers.h"
 #include "gatos/sys/dir_layout.h"
 #include "ledger_fixture.h"
+#include "log_reader.h"
 #include "test_util.h"
 
 namespace gatos {
 namespace {
 
 using Fixture = testing::LedgerFixture;
+using testing::LogCommit;
+using testing::ReadLog;
 
 const char kJob[] = "command: [\"/bin/true\"]\ntimeout: 30\n";
 
 std::string Yaml(int i) { return "command: [\"/bin/echo\", \"" + std::to_string(i) + "\"]\ntimeout: 5\n"; }
-
-// Every log commit from the head back to the root, oldest first, with its
-// parsed message and batch record.
-struct LogCommit {
-  std::string id;
-  CommitInfo commit;
-  LogCommitInfo info;
-  std::vector<LogEntry> entries;
-};
-std::vector<LogCommit> ReadLog(Ledger& l) {
-  std::vector<LogCommit> out;
-  std::string cur = *l.ResolveRef(kLogRef);
-  while (!cur.empty()) {
-    LogCommit c;
-    c.id = cur;
-    c.commit = *l.ReadCommit(cur);
-    c.info = *ParseLogMessage(c.commit.message);
-    auto tree = l.ReadTree(c.commit.tree);
-    for (const auto& e : *tree) {
-      if (e.name == "batch") c.entries = *DecodeBatch(*l.ReadBlob(e.id, 1 << 26));
-    }
-    out.push_back(c);
-    cur = c.info.seq > 1 ? c.commit.parents[0] : "";
-  }
-  return {out.rbegin(), out.rend()};
-}
 
 // The refs the log says exist: every batch replayed from the root.
 std::map<std::string, std::string> Replay(const std::vector<LogCommit>& log) {

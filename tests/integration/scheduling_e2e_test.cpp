@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,7 @@
 #include "gatos/model/manifest.h"
 #include "gatos/model/trailers.h"
 #include "gatos/sys/flags.h"
+#include "log_reader.h"
 #include "stack.h"
 #include "test_util.h"
 
@@ -196,31 +198,41 @@ TEST_F(SchedulingE2ETest, PriorityNineJobsOvertakeAQueueOfPriorityFive) {
   stack_->StartWorker(0, {"--sandbox", "off", "--concurrency", "1"});
   std::vector<std::string> low;
   for (int i = 0; i < 200; ++i) low.push_back(Job("p5-" + std::to_string(i), "", "0.05"));
-  PushSigned(stack_->submitter_key(), low);
+  const std::vector<std::string> low_ids = PushSigned(stack_->submitter_key(), low);
   // The queue is moving (and the worker prefetches, as with short jobs).
   ASSERT_TRUE(PollFor(30000, [&] { return Lines(starts_).size() >= 10; }));
   std::vector<std::string> urgent;
-  std::map<std::string, size_t> started_before;  // p5 starts when each urgent job was accepted
   for (int i = 0; i < 5; ++i) {
-    std::string id = PushSigned(stack_->submitter_key(), {Job("p9-" + std::to_string(i), "", "0.05")}, 9).at(0);
-    urgent.push_back(id);
-    size_t p5 = 0;
-    for (const auto& l : Lines(starts_)) p5 += l.rfind("p5-", 0) == 0;
-    started_before["p9-" + std::to_string(i)] = p5;
+    urgent.push_back(PushSigned(stack_->submitter_key(), {Job("p9-" + std::to_string(i), "", "0.05")}, 9).at(0));
   }
   RunResult w = Wait(urgent);
   ASSERT_EQ(w.exit_code, 0) << w.out << w.err;
-  std::vector<std::string> lines = Lines(starts_);
-  for (int i = 0; i < 5; ++i) {
-    const std::string tag = "p9-" + std::to_string(i);
-    auto at = std::find(lines.begin(), lines.end(), tag);
-    ASSERT_NE(at, lines.end()) << tag;
-    size_t p5 = 0;
-    for (auto it = lines.begin(); it != at; ++it) p5 += it->rfind("p5-", 0) == 0;
-    EXPECT_LE(p5 - started_before[tag], 3u) << tag << " started after " << p5 - started_before[tag]
-                                            << " further priority-5 jobs";
+  // A job starts when the ledger grants its first lease. The signed log
+  // orders every adoption and grant, so it says exactly how many
+  // priority-5 jobs were granted between an urgent job's adoption and its
+  // own grant (the test's clock and the jobs' output files do not).
+  auto ledger = Ledger::Open(stack_->ledger());
+  ASSERT_TRUE(ledger.ok());
+  auto hex = [](const std::string& id) { return id.substr(id.find(':') + 1); };
+  std::set<std::string> lows;
+  for (const auto& id : low_ids) lows.insert(hex(id));
+  std::vector<std::pair<LogKind, std::string>> order;  // one per transition
+  for (const auto& c : ReadLog(**ledger)) {
+    for (const auto& e : c.entries) {
+      if (order.empty() || order.back() != std::pair(e.kind, e.job_hex)) order.emplace_back(e.kind, e.job_hex);
+    }
   }
-  EXPECT_LT(lines.size(), 150u) << "the urgent jobs should not wait for the queue";
+  for (int i = 0; i < 5; ++i) {
+    auto adopted = std::find(order.begin(), order.end(), std::pair(LogKind::kSubmit, hex(urgent[i])));
+    auto granted = std::find(order.begin(), order.end(), std::pair(LogKind::kClaim, hex(urgent[i])));
+    ASSERT_NE(adopted, order.end()) << urgent[i];
+    ASSERT_NE(granted, order.end()) << urgent[i];
+    ASSERT_LT(adopted, granted);
+    size_t further = 0;
+    for (auto it = adopted; it != granted; ++it) further += it->first == LogKind::kClaim && lows.count(it->second);
+    EXPECT_LE(further, 3u) << "p9-" << i << " was granted after " << further << " further priority-5 jobs";
+  }
+  EXPECT_LT(Lines(starts_).size(), 150u) << "the urgent jobs should not wait for the queue";
   // The trailer is what the ledger recorded.
   EXPECT_EQ(Status(urgent[0]).value("state", ""), "succeeded");
 }

@@ -2,6 +2,8 @@
 // gatos-worker, jobs pushed with stock git; crashes are real SIGKILLs.
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -95,26 +97,29 @@ TEST_F(WorkerE2ETest, FailingTimedOutAndCancelledJobsEndInTheirStates) {
   stack_ = std::make_unique<Stack>();
   ASSERT_TRUE(stack_->Start());
   stack_->StartWorker(0, {"--concurrency", "3"});
+  // Sleeps of durations no other process on the machine has (a parallel
+  // test's or another run's), so counting them counts this test's.
+  const std::string tag = std::to_string(::getpid() % 100000);
+  const std::string s300 = "sleep 300." + tag, s301 = "sleep 301." + tag, s302 = "sleep 302." + tag;
   std::string fail = stack_->PushJob("command: [\"/bin/sh\", \"-c\", \"exit 3\"]\ntimeout: 30\n");
-  std::string slow = stack_->PushJob(
-      "command: [\"/bin/sh\", \"-c\", \"sleep 300 & sleep 301; echo gatos-e2e-timeout-marker\"]\ntimeout: 1\n");
-  std::string cancel = stack_->PushJob("command: [\"/bin/sleep\", \"302\"]\ntimeout: 60\n");
+  std::string slow = stack_->PushJob("command: [\"/bin/sh\", \"-c\", \"" + s300 + " & " + s301 +
+                                     "; echo gatos-e2e-timeout-marker\"]\ntimeout: 1\n");
+  std::string cancel = stack_->PushJob("command: [\"/bin/sh\", \"-c\", \"exec " + s302 + "\"]\ntimeout: 60\n");
   EXPECT_EQ(Wait(fail).exit_code, 1);
   EXPECT_EQ(State(fail), "failed");
   EXPECT_EQ(Poe(fail)["exit"]["code"], 3);
   EXPECT_EQ(Wait(slow).exit_code, 1);
   EXPECT_EQ(State(slow), "timed-out");
   EXPECT_EQ(Poe(slow)["exit"]["timed_out"], true);
-  EXPECT_EQ(Processes("sleep 30[01]"), 0) << "a timed-out job left processes behind";
+  EXPECT_EQ(Processes(s300) + Processes(s301), 0) << "a timed-out job left processes behind";
   // Cancel the running job once it is claimed.
-  for (int i = 0; i < 100 && State(cancel) != "claimed"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_EQ(State(cancel), "claimed") << stack_->worker(0)->log();
+  ASSERT_TRUE(PollFor(5000, [&] { return State(cancel) == "claimed"; })) << stack_->worker(0)->log();
   RunResult c = stack_->Gatos({"cancel", cancel, "--ledger", stack_->nats_url(), "--key", stack_->submitter_key()});
   ASSERT_EQ(c.exit_code, 0) << c.err;
   EXPECT_EQ(Wait(cancel).exit_code, 1);
   EXPECT_EQ(State(cancel), "aborted");
   EXPECT_EQ(Poe(cancel)["status"], "aborted");
-  EXPECT_EQ(Processes("sleep 302"), 0);
+  EXPECT_EQ(Processes(s302), 0);
 }
 
 TEST_F(WorkerE2ETest, WorkerKilledMidJobIsTakenOverAfterLeaseExpiry) {

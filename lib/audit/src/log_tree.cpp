@@ -4,6 +4,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +73,46 @@ std::string TlogTilePath(int tile_level, uint64_t index, int width) {
   std::string p = "tile/" + std::to_string(tile_level) + "/" + n;
   if (width > 0 && width < static_cast<int>(kTileWidth)) p += ".p/" + std::to_string(width);
   return p;
+}
+
+bool ParseTlogTilePath(std::string_view path, int* tile_level, uint64_t* index, int* width) {
+  auto digits = [](std::string_view s, size_t max) {
+    return !s.empty() && s.size() <= max && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  std::vector<std::string_view> parts;
+  for (size_t at = 0;;) {
+    size_t slash = path.find('/', at);
+    parts.push_back(path.substr(at, slash == std::string_view::npos ? std::string_view::npos : slash - at));
+    if (slash == std::string_view::npos) break;
+    at = slash + 1;
+  }
+  if (parts.size() < 3 || parts.size() > 12 || parts[0] != "tile" || !digits(parts[1], 2)) return false;
+  const int level = std::stoi(std::string(parts[1]));
+  size_t last = parts.size() - 1;
+  int w = 0;
+  if (parts.size() >= 4 && parts[last - 1].size() == 5 && parts[last - 1].substr(3) == ".p") {
+    if (!digits(parts[last], 3)) return false;
+    w = std::stoi(std::string(parts[last]));
+    parts[last - 1] = parts[last - 1].substr(0, 3);
+    --last;
+  }
+  uint64_t n = 0;
+  for (size_t i = 2; i <= last; ++i) {
+    std::string_view g = parts[i];
+    if (i < last) {
+      if (g.size() != 4 || g[0] != 'x') return false;
+      g.remove_prefix(1);
+    }
+    if (g.size() != 3 || !digits(g, 3)) return false;
+    if (n > (UINT64_MAX - 999) / 1000) return false;
+    n = n * 1000 + static_cast<uint64_t>(std::stoi(std::string(g)));
+  }
+  if (level > 63 || w < 0 || w >= static_cast<int>(kTileWidth)) return false;
+  if (TlogTilePath(level, n, w) != path) return false;  // one spelling per tile
+  *tile_level = level;
+  *index = n;
+  *width = w;
+  return true;
 }
 
 std::string LogTree::DirFor(const std::string& repo_path) { return repo_path + "/gatos/tlog"; }

@@ -39,6 +39,10 @@ namespace gatos {
 
 // "tile/<L>/<N>" or "tile/<L>/<N>.p/<W>" (W in 1..255; 0 or 256 = full).
 std::string TlogTilePath(int tile_level, uint64_t index, int width);
+// The inverse, for paths from the network: true and the tile's level, index
+// and width (0 = full) only for a path TlogTilePath writes exactly (levels
+// 0..63, no leading zeros but the groups', widths 1..255).
+bool ParseTlogTilePath(std::string_view path, int* tile_level, uint64_t* index, int* width);
 
 class LogTree {
  public:

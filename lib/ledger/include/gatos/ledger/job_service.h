@@ -195,6 +195,9 @@ class JobService {
   void NoteWorker(const std::string& worker_hex, std::vector<std::string> pools, int64_t now_ms);
   // Pool -> live workers serving it at `now_ms`.
   std::map<std::string, int64_t> LiveWorkersByPool(int64_t now_ms) const;
+  // The ledger thread: the `gatos pool ls` reply (pools; submitters' usage
+  // against their limits, the busiest 100), also the dashboard's /pools.
+  std::string PoolsReply(int64_t now);
 
  private:
   void DecodeOnLedgerThread(DecodedRequest* d);
@@ -221,7 +224,6 @@ class JobService {
   // A submit over its submitter's admission limits is refused before the
   // batch (an existing job is not: it is a no-op).
   std::optional<std::string> Admission(const Op& op, int64_t now);
-  std::string PoolsReply(int64_t now);
   void ApplyTimerOps(std::vector<Op> ops);
   void Emit(ServiceEvent e) { events_.push_back(std::move(e)); }
   void Log(const std::string& line);

@@ -1,0 +1,59 @@
+// The ledger's signed log as a test reads it: every log commit from the head
+// back to the root, oldest first, with its parsed message and batch record
+// (docs/ledger-format.md, "The log"). Fails the test on a malformed log.
+#ifndef GATOS_TESTS_SUPPORT_LOG_READER_H_
+#define GATOS_TESTS_SUPPORT_LOG_READER_H_
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gatos/git/ledger.h"
+#include "gatos/model/log_format.h"
+#include "gatos/model/refs.h"
+
+namespace gatos::testing {
+
+struct LogCommit {
+  std::string id;
+  CommitInfo commit;
+  LogCommitInfo info;
+  std::vector<LogEntry> entries;
+};
+
+inline std::vector<LogCommit> ReadLog(Ledger& l) {
+  std::vector<LogCommit> out;
+  auto head = l.ResolveRef(kLogRef);
+  EXPECT_TRUE(head.ok()) << head.status().ToString();
+  std::string cur = head.ok() ? *head : "";
+  while (!cur.empty()) {
+    LogCommit c;
+    c.id = cur;
+    auto commit = l.ReadCommit(cur);
+    EXPECT_TRUE(commit.ok()) << cur;
+    if (!commit.ok()) break;
+    c.commit = *commit;
+    auto info = ParseLogMessage(c.commit.message);
+    EXPECT_TRUE(info.ok()) << cur << ": " << info.status().ToString();
+    if (!info.ok()) break;
+    c.info = *info;
+    auto tree = l.ReadTree(c.commit.tree);
+    EXPECT_TRUE(tree.ok()) << cur;
+    for (size_t i = 0; tree.ok() && i < tree->size(); ++i) {
+      const auto& e = (*tree)[i];
+      if (e.name != "batch") continue;
+      auto blob = l.ReadBlob(e.id, 1 << 26);
+      auto entries = blob.ok() ? DecodeBatch(*blob) : Result<std::vector<LogEntry>>(blob.status());
+      EXPECT_TRUE(entries.ok()) << cur << ": " << entries.status().ToString();
+      if (entries.ok()) c.entries = *entries;
+    }
+    out.push_back(c);
+    cur = c.info.seq > 1 ? c.commit.parents[0] : "";
+  }
+  return {out.rbegin(), out.rend()};
+}
+
+}  // namespace gatos::testing
+
+#endif  // GATOS_TESTS_SUPPORT_LOG_READER_H_
