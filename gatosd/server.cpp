@@ -515,9 +515,13 @@ class Server {
   // every acknowledged batch from the stream.
   void Replicated(const Status& s) {
     if (s.ok() || stepped_down_) return;
-    Log("stopping to serve as leader: " + s.message());
-    // Still elected (this replica's own failure): let another one lead.
-    if (opts_.leading && opts_.leading() && exit_code_ == 0) exit_code_ = 1;
+    if (opts_.leading && opts_.leading()) {
+      // Still elected (this replica's own failure): let another one lead.
+      Log("stopping to serve as leader: " + s.message());
+      if (exit_code_ == 0) exit_code_ = 1;
+    } else {
+      Log("no longer the leader: stopping to serve (" + s.message() + ")");
+    }
     stepped_down_ = true;
     queue_.Close();
   }
