@@ -24,6 +24,10 @@
 // --ledger-dir DIR: the ledger lives in DIR (made empty first), everything
 // else (nats-server's store, the workers' state) in the work directory: to
 // measure the ledger's file system apart from the rest.
+// --append-window N: the replicas' (gatosd serve --append-window).
+// Replicated runs also print each follower's lag per record (from the
+// stream storing it to the follower having applied it; the followers'
+// GATOS_REPLICA_TIMING lines) and every run the log batches it took.
 // --no-wal: gatosd syncs each batch's pack and log ref instead of writing a
 // write-ahead log record (for comparison).
 // --job sh (default): `/bin/sh -c 'echo N >> file'` in the job's workspace;
@@ -50,6 +54,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -66,7 +71,9 @@
 #include "gatos/model/refs.h"
 #include "gatos/model/clock.h"
 #include "gatos/model/manifest.h"
+#include "gatos/model/log_format.h"
 #include "gatos/model/nats_auth.h"
+#include "gatos/model/refs.h"
 #include "gatos/model/rpc.h"
 #include "gatos/nats/bus.h"
 #include "gatos/sys/flags.h"
@@ -112,6 +119,49 @@ bool WaitForText(const std::string& path, const std::string& needle, int ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
+}
+
+// CPU seconds of a process so far: its own and its waited-for children's
+// (a worker's jobs), from /proc/PID/stat; -1 when it is gone.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 17 && rest >> field; ++i) {
+    if (i >= 14) ticks += std::stod(field);  // utime stime cutime cstime
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// The log sequence of a ledger's head; -1 when it cannot be read.
+int64_t LogSeq(const std::string& dir) {
+  auto ledger = Ledger::Open(dir);
+  if (!ledger.ok()) return -1;
+  auto head = (*ledger)->ResolveRef(kLogRef);
+  if (!head.ok() || head->empty()) return -1;
+  auto commit = (*ledger)->ReadCommit(*head);
+  if (!commit.ok()) return -1;
+  auto info = ParseLogMessage(commit->message);
+  return info.ok() ? info->seq : -1;
+}
+
+// A follower's lag per applied record (GATOS_REPLICA_TIMING lines in its
+// log): milliseconds from the stream storing the record to the replica
+// having applied it.
+std::vector<double> FollowerLags(const std::string& log) {
+  std::vector<double> out;
+  std::ifstream in(log);
+  std::string line;
+  const std::string mark = "applied after ";
+  while (std::getline(in, line)) {
+    size_t at = line.find(mark);
+    if (at != std::string::npos) out.push_back(std::atof(line.c_str() + at + mark.size()));
+  }
+  return out;
 }
 
 double P(std::vector<double> v, double q) {
@@ -181,7 +231,8 @@ int main(int argc, char** argv) {
       {"no-wal", 0, false},
       {"offer-window"},
       {"replicas", 0, true, false, "1|3"},
-      {"schedules", 0, true, false, "N"}};
+      {"schedules", 0, true, false, "N"},
+      {"append-window", 0, true, false, "N"}};
   int replicas = 1, schedules = 0;
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
@@ -220,6 +271,7 @@ int main(int argc, char** argv) {
   }
   std::string url;
   std::vector<Process> procs;
+  std::vector<std::string> names;  // procs[i]'s, for the CPU table
   for (int n = 0; n < replicas; ++n) {
     const std::string node = replicas == 1 ? "" : std::to_string(n);
     {
@@ -239,6 +291,7 @@ int main(int argc, char** argv) {
     procs.push_back(Spawn({"nats-server", "-js", "-a", "127.0.0.1", "-p", std::to_string(ports[n]), "-sd",
                            dir + "/js" + node, "-c", dir + "/nats" + node + ".conf"},
                           dir + "/nats" + node + ".log"));
+    names.push_back("nats-server" + node);
     if (!WaitForText(dir + "/nats" + node + ".log", "Server is ready", 10000))
       Die("nats-server did not start; see " + dir);
     url += (url.empty() ? "" : ",") + std::string("nats://127.0.0.1:") + std::to_string(ports[n]);
@@ -256,11 +309,13 @@ int main(int argc, char** argv) {
     RunWait({g_bin + "/gatos", "keygen", "-f", k}, log);
     RunWait({g_bin + "/gatos", "policy", "allow-worker", "--ledger", ledger, k + ".pub"}, log);
   }
+  if (replicas > 1) setenv("GATOS_REPLICA_TIMING", "1", 1);  // the followers' lag lines
   if (replicas == 1) {
     std::vector<std::string> argv = {g_bin + "/gatosd", "serve", "--ledger", ledger, "--nats", url};
     if (flags.Has("no-wal")) argv.push_back("--no-wal");
     if (auto w = flags.Get("offer-window")) argv.insert(argv.end(), {"--offer-window", *w});
     procs.push_back(Spawn(argv, dir + "/gatosd.log"));
+    names.push_back("gatosd");
     if (!WaitForText(dir + "/gatosd.log", "serving ledger", 20000)) Die("gatosd did not start; see " + dir);
   } else {
     for (int r = 1; r < replicas; ++r) {
@@ -277,7 +332,9 @@ int main(int argc, char** argv) {
                                        "--nats", url, "--stream-replicas", std::to_string(replicas),
                                        "--nats-wait-s", "60"};
       if (flags.Has("no-wal")) argv.push_back("--no-wal");
+      if (auto w = flags.Get("append-window")) argv.insert(argv.end(), {"--append-window", *w});
       procs.push_back(Spawn(argv, dir + "/gatosd" + std::to_string(r) + ".log"));
+      names.push_back("gatosd r" + std::to_string(r));
     }
     bool serving = false;
     for (int i = 0; i < 3000 && !serving; ++i) {
@@ -304,6 +361,7 @@ int main(int argc, char** argv) {
     if (!sandbox.empty()) argv.insert(argv.end(), {"--sandbox", sandbox});
     if (!live_output.empty()) argv.insert(argv.end(), {"--live-output", live_output});
     procs.push_back(Spawn(argv, wlog));
+    names.push_back("worker" + std::to_string(w));
     if (!WaitForText(wlog, " ready ", 20000)) Die("worker did not start; see " + wlog);
   }
   std::string ready_line;
@@ -487,6 +545,12 @@ int main(int argc, char** argv) {
       sandbox.empty() ? "default" : sandbox.c_str(),
       submit == "push" ? "one git push" : (std::to_string(submitters) + " RPC connections").c_str(),
       ready_line.c_str());
+  std::vector<std::string> replica_dirs = {ledger};
+  for (int r = 1; r < replicas; ++r) replica_dirs.push_back(dir + "/replica" + std::to_string(r) + ".git");
+  const int64_t seq0 = LogSeq(ledger);
+  std::vector<double> cpu0;
+  for (const auto& p : procs) cpu0.push_back(CpuSeconds(p.pid()));
+  const double bench_cpu0 = CpuSeconds(getpid());
   auto t0 = Clock::now();
   if (submit == "push") {
     {
@@ -541,6 +605,25 @@ int main(int argc, char** argv) {
     stop_poll = true;
     poller.join();
   }
+  // Where the CPU went in the timed window, per process (jobs' CPU counted
+  // in their worker once reaped).
+  std::string cpu_line;
+  double cpu_total = 0;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    const double c = CpuSeconds(procs[i].pid());
+    if (c < 0 || cpu0[i] < 0) continue;
+    cpu_total += c - cpu0[i];
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.2f", cpu_line.empty() ? "" : ", ", names[i].c_str(),
+                  (c - cpu0[i]) * 1000.0 / std::max(1, jobs));
+    cpu_line += buf;
+  }
+  {
+    const double c = CpuSeconds(getpid()) - bench_cpu0;  // the submitters and listeners
+    char buf[64];
+    std::snprintf(buf, sizeof buf, ", e2e_bench %.2f", c * 1000.0 / std::max(1, jobs));
+    cpu_line += buf;
+  }
   std::vector<double> to_claim, to_result;
   {
     std::lock_guard<std::mutex> l(mu);
@@ -554,6 +637,8 @@ int main(int argc, char** argv) {
   double jps = done / total_s;
   std::printf("jobs %d finished %d in %.2f s: %.0f jobs/s (submission alone %.0f jobs/s)\n", jobs,
               done.load(), total_s, jps, jobs / submit_s);
+  std::printf("cpu ms/job: %s; all %.2f (%.2f CPUs busy)\n", cpu_line.c_str(),
+              cpu_total * 1000.0 / std::max(1, jobs), cpu_total / total_s);
   if (!to_claim.empty()) {
     std::printf("submit->claim   p50 %7.1f ms  p99 %7.1f ms\n", P(to_claim, 0.5),
                 P(to_claim, 0.99));
@@ -601,6 +686,7 @@ int main(int argc, char** argv) {
               {"jobs_per_s", jps},
               {"submit_to_result_p50_ms", P(to_result, 0.5)},
               {"submit_to_result_p99_ms", P(to_result, 0.99)},
+              {"cpu_ms_per_job", cpu_total * 1000.0 / std::max(1, jobs)},
               // The timed window on CLOCK_MONOTONIC (steady_clock's clock on
               // Linux), for `perf record -k CLOCK_MONOTONIC`
               // (bench/side_by_side/profile.sh samples only this window).
@@ -620,6 +706,21 @@ int main(int argc, char** argv) {
   bus->reset();
   for (auto it = procs.rbegin(); it != procs.rend(); ++it)
     it->Stop(SIGTERM, std::chrono::seconds(60));
+  // Log batches in the run (the replicas converged once stopped) and,
+  // replicated, each follower's lag per applied record.
+  int64_t seq1 = -1;
+  for (const auto& d : replica_dirs) seq1 = std::max(seq1, LogSeq(d));
+  if (seq0 > 0 && seq1 >= seq0) {
+    std::printf("log batches %lld (%.1f jobs per batch)\n", static_cast<long long>(seq1 - seq0),
+                jobs / std::max(1.0, static_cast<double>(seq1 - seq0)));
+  }
+  for (int r = 0; r < replicas && replicas > 1; ++r) {
+    std::vector<double> lags = FollowerLags(dir + "/gatosd" + std::to_string(r) + ".log");
+    if (lags.size() < 10) continue;  // the leader (or a replica that led most of the run)
+    std::printf("follower r%d lag (stream stored -> applied): %zu records, p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+                r, lags.size(), P(lags, 0.5), P(lags, 0.99), P(lags, 1.0));
+  }
+  std::fflush(stdout);
   // A repack gatosd started may still be finishing: remove what can be removed.
   if (keep.empty()) {
     fs::remove_all(dir, ec);

@@ -67,6 +67,16 @@ constexpr char kUsage[] =
     "                                    run as a replica of a replicated ledger: follow the\n"
     "                                    leader, lead when elected (docs/replication.md); NAME\n"
     "                                    defaults to the host name\n"
+    "        [--election-ttl-ms N]       a dead leader's key expires N ms after its last keep\n"
+    "                                    (default 3000); the next two default to N/4 and N/3\n"
+    "        [--election-keep-ms N]      the leader keeps its key every N ms (default 750)\n"
+    "        [--election-margin-ms N]    and stops leading N ms before it could expire (1000);\n"
+    "                                    keep + margin < TTL\n"
+    "        [--election-try-ms N]       a follower tries to lead every N ms (default 250; < TTL)\n"
+    "        [--append-window N]         batches the leader appends to the replicated log ahead\n"
+    "                                    of their acknowledgement (default 4; 0: one at a time)\n"
+    "        [--replicated-log-max-mb N] keep the newest N MiB of the replicated log (default:\n"
+    "                                    all); a replica further behind must be made again\n"
     "        [--config FILE]             settings from a YAML file: every flag above by its\n"
     "                                    name (ledger: DIR, stream-replicas: 3, ...);\n"
     "                                    flags on the command line win\n"
@@ -149,7 +159,10 @@ int ServeCommand(const std::vector<std::string>& args) {
                                               {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
                                               {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"},
                                               {"replicated", 0, false}, {"replica-name"},
-                                              {"checkpoint-s"}};
+                                              {"checkpoint-s"},
+                                              {"election-ttl-ms"}, {"election-keep-ms"}, {"election-try-ms"},
+                                              {"election-margin-ms"}, {"append-window"},
+                                              {"replicated-log-max-mb"}};
   // --config FILE: the same settings as YAML (docs/deployment.md); flags win.
   auto full = gatos::WithConfigFile(args, specs);
   if (!full.ok()) return Usage("serve", full.status().message());
@@ -226,6 +239,32 @@ int ServeCommand(const std::vector<std::string>& args) {
       std::cerr << "gatosd: warning: no push front door: " << door.message() << "\n";
     }
   }
+  // The election's timing and the leader's append window (replicated only).
+  const bool election_flags = flags.Has("election-ttl-ms") || flags.Has("election-keep-ms") ||
+                              flags.Has("election-try-ms") || flags.Has("election-margin-ms");
+  if (!flags.Has("replicated") &&
+      (election_flags || flags.Has("append-window") || flags.Has("replicated-log-max-mb"))) {
+    return Usage("serve", "--election-*, --append-window and --replicated-log-max-mb need --replicated");
+  }
+  if (flags.Has("replicated-log-max-mb")) {
+    int64_t mb = 0;
+    if (!flags.GetInt("replicated-log-max-mb", 1, 1LL << 30, &mb)) return Usage("serve", flags.error());
+    opts.log_max_bytes = mb << 20;
+  }
+  if (flags.Has("election-ttl-ms")) {
+    int64_t ttl = 0;
+    if (!flags.GetInt("election-ttl-ms", 100, 3'600'000, &ttl)) return Usage("serve", flags.error());
+    opts.election = gatos::ElectionOptionsForTtl(ttl);
+  }
+  if (!flags.GetInt("election-keep-ms", 1, 3'600'000, &opts.election.keep_every_ms) ||
+      !flags.GetInt("election-try-ms", 1, 3'600'000, &opts.election.try_every_ms) ||
+      !flags.GetInt("election-margin-ms", 0, 3'600'000, &opts.election.margin_ms)) {
+    return Usage("serve", flags.error());
+  }
+  if (gatos::Status e = gatos::CheckElectionOptions(opts.election); !e.ok()) return Usage("serve", e.message());
+  int64_t window = opts.append_window;
+  if (!flags.GetInt("append-window", 0, 64, &window)) return Usage("serve", flags.error());
+  opts.append_window = static_cast<int>(window);
   if (flags.Has("replicated")) {
     opts.replicated = true;
     char host[256] = {};

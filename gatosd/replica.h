@@ -35,6 +35,7 @@ struct ReplicaOptions {
   std::string ledger_id;   // names the bucket and the stream (ReplicaLedgerId)
   ElectionOptions election;
   int replicas = 1;        // of the bucket and the stream: min(cluster size, 3)
+  int64_t log_max_bytes = -1;  // the replicated log's retention (RecordStreamConfig::max_bytes)
 };
 
 class Replica {
@@ -101,6 +102,7 @@ class Replica {
   // sequence appended last.
   uint64_t fence_ = 0;
   int64_t appended_seq_ = 0;
+  const bool timing_;  // GATOS_REPLICA_TIMING: log each applied record's lag
 };
 
 }  // namespace gatos::gatosd

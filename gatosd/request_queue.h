@@ -113,7 +113,8 @@ class PreparedQueue {
   // closed and drained.
   std::optional<PreparedRequests> Pop(size_t max, std::chrono::milliseconds wait) {
     std::unique_lock<std::mutex> l(mu_);
-    ready_.wait_for(l, wait, [&] { return !q_.empty() || closed_; });
+    ready_.wait_for(l, wait, [&] { return !q_.empty() || closed_ || woken_; });
+    woken_ = false;
     if (q_.empty()) return std::nullopt;
     PreparedRequests out = std::move(q_.front());
     q_.pop_front();
@@ -132,6 +133,13 @@ class PreparedQueue {
     ready_.notify_all();
     space_.notify_all();
   }
+  // Ends the wait of a Pop in progress (or the next one) early: something
+  // else for the ledger thread (an acknowledged append).
+  void Wake() {
+    std::lock_guard<std::mutex> l(mu_);
+    woken_ = true;
+    ready_.notify_all();
+  }
   bool drained() {
     std::lock_guard<std::mutex> l(mu_);
     return closed_ && q_.empty();
@@ -143,6 +151,7 @@ class PreparedQueue {
   std::condition_variable ready_, space_;
   std::deque<PreparedRequests> q_;
   bool closed_ = false;
+  bool woken_ = false;
 };
 
 }  // namespace gatos::gatosd

@@ -144,8 +144,12 @@ class Server {
     auto next_views_sync = Clock::now() + std::chrono::seconds(30);
     int64_t views_synced_seq = writer_->seq();  // Open repaired and synced the views
     while (true) {
+      // Replicated leader: with append_window batches unacknowledged, the
+      // next one waits (requests meanwhile make it larger).
+      Replicated(writer_->WaitForRoom(std::chrono::milliseconds(opts_.sweep_ms)));
       std::optional<PreparedRequests> item =
           prepared_.Pop(opts_.max_batch, std::chrono::milliseconds(opts_.sweep_ms));
+      Replicated(writer_->Acknowledge());
       if (item) Finish(std::move(*item));
       if (Clock::now() >= next_sweep) {
         Sweep();
@@ -176,7 +180,9 @@ class Server {
       }
       if (!item && prepared_.drained()) break;
     }
+    Replicated(writer_->DrainReplication());
     writer_->FlushViews();  // the last replies leave while the bus is up
+    writer_->StopAppending();
     decoder.join();
     if (stepped_down_ && exit_code_ == 0) return kSteppedDown;
     return exit_code_;
@@ -217,6 +223,10 @@ class Server {
     // (CompleteBatch in Finish).
     wo.deferred_tail = true;
     wo.replicate = opts_.replicate;  // replicated leader only
+    if (opts_.replicate) {
+      wo.replicate_window = opts_.append_window;
+      wo.on_replicated = [this] { prepared_.Wake(); };
+    }
     wo.term = opts_.term;
     if (const char* fault = std::getenv("GATOSD_FAULT")) {
       wo.crash_at = std::string(fault) == "crash-after-adopt" ? "after-wal" : fault;
@@ -443,26 +453,49 @@ class Server {
     UpdateCounts(&metrics_, *writer_);
     UpdatePools(&metrics_, *service_, *writer_);
     std::vector<ServiceEvent> events = service_->TakeEvents();
-    publisher_->Enqueue(TakeOffers(&events));
-    for (size_t i = 0; i < item.requests.size(); ++i) {
-      Request& r = item.requests[i];
-      if (!r.local && WorkerLeaseSubject(r.nats.subject)) SendReply(*bus_, r, replies[i]);
-    }
-    writer_->CompleteBatch();
-    writer_->AfterViews([this, batch = std::move(item.requests), replies = std::move(replies),
-                         events = std::move(events)]() mutable {
-      for (size_t i = 0; i < batch.size(); ++i) {
-        if (batch[i].local) {
-          batch[i].local->set_value(std::move(replies[i]));
+    // Shared by the two steps below (never at the same time: the view
+    // thread runs the second after the first ran on this one).
+    auto batch = std::make_shared<std::vector<Request>>(std::move(item.requests));
+    auto answers = std::make_shared<std::vector<std::string>>(std::move(replies));
+    // A replicated leader's batch that the stream never acknowledged: its
+    // requests are told to retry (the next leader answers), nothing else
+    // of it leaves.
+    auto refuse = [this, batch](const Status& why) {
+      const std::string retry = rpc::Dump(rpc::ErrorReply(
+          TransitionError::kRetry, "the ledger could not record this batch: " + why.message()));
+      for (Request& r : *batch) {
+        if (r.local) {
+          r.local->set_value(retry);
+          r.local.reset();
         } else {
-          SendReply(*bus_, batch[i],
-                    batch[i].nats.subject == rpc::kStatus
-                        ? progress_.Annotate(replies[i], SystemNowMs())
-                        : replies[i]);
+          SendReply(*bus_, r, retry);
         }
       }
-      publisher_->Enqueue(std::move(events));
+    };
+    writer_->AfterDurable([this, batch, answers, refuse, offers = TakeOffers(&events)](const Status& s) mutable {
+      if (!s.ok()) return refuse(s);
+      publisher_->Enqueue(std::move(offers));
+      for (size_t i = 0; i < batch->size(); ++i) {
+        Request& r = (*batch)[i];
+        if (!r.local && WorkerLeaseSubject(r.nats.subject)) SendReply(*bus_, r, (*answers)[i]);
+      }
     });
+    writer_->CompleteBatch();
+    writer_->AfterViews(
+        [this, batch, answers, events = std::move(events)]() mutable {
+          for (size_t i = 0; i < batch->size(); ++i) {
+            Request& r = (*batch)[i];
+            if (r.local) {
+              r.local->set_value(std::move((*answers)[i]));
+            } else {
+              SendReply(*bus_, r,
+                        r.nats.subject == rpc::kStatus ? progress_.Annotate((*answers)[i], SystemNowMs())
+                                                       : (*answers)[i]);
+            }
+          }
+          publisher_->Enqueue(std::move(events));
+        },
+        refuse);
     if (observer_->policy_changed) {
       observer_->policy_changed = false;
       SyncNatsAuth();
@@ -476,10 +509,30 @@ class Server {
     }
   }
 
+  // A replicated leader's appends: once one failed (a fenced append, the
+  // stream unavailable, this replica's local log failing), it stops
+  // serving. The batches the stream did not acknowledge were dropped and
+  // their requests told to retry; the replica follows again and gets
+  // every acknowledged batch from the stream.
+  void Replicated(const Status& s) {
+    if (s.ok() || stepped_down_) return;
+    if (opts_.leading && opts_.leading()) {
+      // Still elected (this replica's own failure): let another one lead.
+      Log("stopping to serve as leader: " + s.message());
+      if (exit_code_ == 0) exit_code_ = 1;
+    } else {
+      Log("no longer the leader: stopping to serve (" + s.message() + ")");
+    }
+    stepped_down_ = true;
+    queue_.Close();
+  }
+
   void Sweep() {
     service_->Sweep();
     std::vector<ServiceEvent> events = service_->TakeEvents();
-    publisher_->Enqueue(TakeOffers(&events));
+    writer_->AfterDurable([this, offers = TakeOffers(&events)](const Status& s) mutable {
+      if (s.ok()) publisher_->Enqueue(std::move(offers));
+    });
     writer_->AfterViews(
         [this, events = std::move(events)]() mutable { publisher_->Enqueue(std::move(events)); });
     UpdateCounts(&metrics_, *writer_);

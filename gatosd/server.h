@@ -59,6 +59,11 @@ struct ServeOptions {
   std::function<Status(int64_t seq, const std::string& record)> replicate;
   std::function<bool()> leading;
   std::function<int64_t()> term;  // the Ledger-Term of each log commit
+  // Replicated leader: batches appended ahead of their acknowledgement
+  // (WriterOptions::replicate_window; 0: each batch waits for its append).
+  int append_window = 4;
+  // The replicated log's retention: -1 keeps every record.
+  int64_t log_max_bytes = -1;
 };
 
 // Serve's exit code when a replicated leader stepped down.

@@ -99,6 +99,34 @@ TEST(CliTest, EveryCommandHasHelp) {
   EXPECT_NE(top.out.find("keygen"), std::string::npos);
 }
 
+// gatosd serve's election settings: validated before anything starts, the
+// error naming the flags (and the same keys in gatosd.yaml).
+TEST(CliTest, GatosdElectionSettingsThatCannotWorkAreRefusedNamingTheirFlags) {
+  TempDir dir;
+  auto serve = [&](std::vector<std::string> args) {
+    std::vector<std::string> argv = {BinaryPath("gatosd"), "serve", "--ledger", dir.Join("none.git")};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return gatos::testing::Run(argv);
+  };
+  RunResult r = serve({"--replicated", "--election-ttl-ms", "1000", "--election-keep-ms", "900"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("election-keep-ms"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("keep + margin must be less than the TTL"), std::string::npos) << r.err;
+  r = serve({"--replicated", "--election-try-ms", "5000"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("election-try-ms"), std::string::npos) << r.err;
+  r = serve({"--election-ttl-ms", "5000"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("need --replicated"), std::string::npos) << r.err;
+  r = serve({"--replicated", "--append-window", "65"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("append-window"), std::string::npos) << r.err;
+  WriteFile(dir.Join("gatosd.yaml"), "replicated: true\nelection-ttl-ms: 2000\nelection-margin-ms: 1900\n");
+  r = serve({"--config", dir.Join("gatosd.yaml")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("election-margin-ms"), std::string::npos) << r.err;
+}
+
 TEST(CliTest, KeygenWritesOpenSshPairWithPrivateMode0600) {
   TempDir dir;
   std::string key = dir.Join("worker");

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 
@@ -893,6 +894,121 @@ TEST(LedgerWriterTest, ADeferredTailThatCannotBeWrittenStopsTheWriterAndTheNextO
   auto none = f.W().Find(k.hex);
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
+}
+
+// A replicated leader's log with appends the test releases one by one, and
+// one sequence that fails (fenced by another leader).
+class HeldStream {
+ public:
+  Status Append(int64_t seq, const std::string&) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return released_ >= seq; });
+    if (seq == fail_at) return UnavailableError("fenced: another leader appended");
+    return OkStatus();
+  }
+  void Release(int64_t upto) {
+    std::lock_guard<std::mutex> l(mu_);
+    released_ = upto;
+    cv_.notify_all();
+  }
+  int64_t fail_at = -1;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t released_ = 0;
+};
+
+void Pipelined(Fixture& f, HeldStream* stream) {
+  f.async_views = true;
+  f.writer_options.deferred_tail = true;
+  f.writer_options.replicate_window = 4;
+  f.writer_options.replicate = [stream](int64_t seq, const std::string& r) { return stream->Append(seq, r); };
+}
+
+// Pipelined appends: the next batches are decided and signed while the
+// stream has not acknowledged the last; nothing of a batch (its local log
+// record, what AfterDurable and AfterViews run) comes before its
+// acknowledgement, and acknowledgements come in order.
+TEST(LedgerWriterTest, PipelinedBatchesAreDurableAndAnsweredOnlyOnceTheStreamAcknowledgedThem) {
+  Fixture f;
+  HeldStream stream;
+  Pipelined(f, &stream);
+  const int64_t seq0 = f.W().seq();
+  const std::string head0 = f.W().head();
+  std::vector<std::string> durable, viewed;
+  std::mutex mu;
+  auto j = f.Submit(Yaml(1));
+  f.W().AfterDurable([&](const Status& s) { durable.push_back(s.ok() ? "j" : "failed j"); });
+  f.W().AfterViews([&] { std::lock_guard<std::mutex> l(mu); viewed.push_back("j"); });
+  auto k = f.Submit(Yaml(2));
+  f.W().AfterDurable([&](const Status& s) { durable.push_back(s.ok() ? "k" : "failed k"); });
+  EXPECT_EQ(f.W().seq(), seq0 + 2) << "the second batch was decided on the first, unacknowledged";
+  EXPECT_EQ(f.W().unacknowledged(), 2u);
+  ASSERT_TRUE(f.W().Acknowledge().ok());
+  EXPECT_TRUE(durable.empty());
+  EXPECT_EQ(f.Ref(kLogRef), head0);
+  stream.Release(seq0 + 1);
+  ASSERT_TRUE(testing::PollFor(30000, [&] {
+    (void)f.W().Acknowledge();
+    return f.W().unacknowledged() == 1;
+  }));
+  EXPECT_EQ(durable, std::vector<std::string>{"j"});
+  stream.Release(seq0 + 2);
+  ASSERT_TRUE(f.W().DrainReplication().ok());
+  EXPECT_EQ(durable, (std::vector<std::string>{"j", "k"}));
+  f.W().FlushViews();
+  {
+    std::lock_guard<std::mutex> l(mu);
+    EXPECT_EQ(viewed, std::vector<std::string>{"j"});
+  }
+  EXPECT_EQ(f.Ref(JobRef(j.hex, "job")), j.commit);
+  f.Close();
+  EXPECT_EQ(f.W().seq(), seq0 + 2);
+  EXPECT_EQ(f.Ref(JobRef(k.hex, "job")), k.commit);
+}
+
+// A failed append (fenced, or the stream gone): the batches after the last
+// acknowledged one are dropped, their callbacks get the failure, every
+// later batch fails, and the repository keeps exactly the acknowledged
+// ones (the leader that dies or steps down with appends in flight loses
+// nothing it acknowledged and keeps nothing it did not).
+TEST(LedgerWriterTest, AFailedAppendDropsEveryUnacknowledgedBatchAndKeepsTheAcknowledgedOnes) {
+  Fixture f;
+  HeldStream stream;
+  Pipelined(f, &stream);
+  const int64_t seq0 = f.W().seq();
+  stream.fail_at = seq0 + 2;
+  std::vector<std::string> durable, refused;
+  auto j = f.Submit(Yaml(1));
+  f.W().AfterDurable([&](const Status& s) { durable.push_back(s.ok() ? "j" : "failed j"); });
+  auto k = f.Submit(Yaml(2));
+  f.W().AfterDurable([&](const Status& s) { durable.push_back(s.ok() ? "k" : "failed k"); });
+  f.W().AfterViews([&] { refused.push_back("k answered"); },
+                   [&](const Status& s) { refused.push_back("k: " + s.message()); });
+  auto m = f.Submit(Yaml(3));
+  f.W().AfterDurable([&](const Status& s) { durable.push_back(s.ok() ? "m" : "failed m"); });
+  stream.Release(seq0 + 3);
+  Status s = f.W().DrainReplication();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("fenced"), std::string::npos) << s.message();
+  EXPECT_EQ(durable, (std::vector<std::string>{"j", "failed k", "failed m"}));
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].find("fenced"), std::string::npos) << refused[0];
+  Fixture::Job n = f.JobCommit(Yaml(4), &f.submitter);
+  OpResult r = f.SubmitJob(n);
+  EXPECT_FALSE(r.outcome.ok()) << "every later batch is refused";
+  EXPECT_FALSE(f.W().SyncViews().ok()) << "no mark of views the log does not hold";
+  f.Close();
+  f.writer_options.replicate = nullptr;
+  EXPECT_EQ(f.W().seq(), seq0 + 1);
+  auto rec = f.W().Find(j.hex);
+  ASSERT_TRUE(rec.ok() && rec->has_value());
+  for (const auto& dropped : {k.hex, m.hex, n.hex}) {
+    auto none = f.W().Find(dropped);
+    ASSERT_TRUE(none.ok());
+    EXPECT_FALSE(none->has_value()) << dropped;
+  }
 }
 
 TEST(LedgerWriterTest, PreparedBatchesMergedAnswerAsOneBatch) {

@@ -98,6 +98,43 @@ std::string RandomBytes(size_t n, uint32_t seed) {
   return s;
 }
 
+// Retention by size: the oldest records go first and the newest is always
+// kept, so the leader's fence and a caught-up follower never miss one (a
+// replica further behind finds a gap and is refused: docs/replication.md).
+TEST(ReplicationBusTest, RetentionBySizeDropsTheOldestRecordsAndKeepsTheNewest) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  auto bus = Connect(server);
+  ASSERT_TRUE(bus);
+  RecordStreamConfig cfg{"GATOS_TEST_WAL", "gatos.test.wal", 1, 0, 120'000, 0};
+  cfg.max_bytes = 16 * 1024;
+  auto opened = RecordStream::Open(*bus, cfg);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  RecordStream& stream = **opened;
+  uint64_t last = 0;
+  for (int seq = 2; seq < 62; ++seq) {
+    auto a = stream.Append(seq, RandomBytes(1000, seq), last);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    last = *a;
+  }
+  EXPECT_EQ(*stream.LastSequence(), last);
+  const uint64_t first = *stream.FirstSequence();
+  EXPECT_GT(first, 1u) << "16 KiB do not hold 60 records of 1 kB";
+  auto gone = stream.Read(1);
+  ASSERT_TRUE(gone.ok()) << gone.status().message();
+  EXPECT_FALSE(gone->has_value());
+  auto newest = stream.Read(last);
+  ASSERT_TRUE(newest.ok() && newest->has_value());
+  auto part = DecodeRecordPart((*newest)->data);
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  EXPECT_EQ(part->seq, 61);
+  // The next append is fenced on the newest, as without retention.
+  EXPECT_TRUE(stream.Append(62, RandomBytes(1000, 62), last).ok());
+  // Reopening with another size updates the stream.
+  cfg.max_bytes = -1;
+  EXPECT_TRUE(RecordStream::Open(*bus, cfg).ok());
+}
+
 TEST(ReplicationBusTest, TheStreamFencesADeposedLeaderAndSplitsLargeRecords) {
   NatsServer::Options so;
   so.max_payload_bytes = 64 * 1024;

@@ -88,7 +88,8 @@ class ReplicatedLedger {
     return ::testing::AssertionSuccess();
   }
 
-  ::testing::AssertionResult StartReplica(int i) {
+  // `extra_env`: added to this replica's environment (a failpoint).
+  ::testing::AssertionResult StartReplica(int i, const std::map<std::string, std::string>& extra_env = {}) {
     std::string error;
     std::vector<std::string> argv = {BinaryPath("gatosd"), "serve",   "--replicated",    "--replica-name",
                                      "r" + std::to_string(i), "--ledger", ledgers_[i],  "--nats",
@@ -97,7 +98,9 @@ class ReplicatedLedger {
                                      "60",                   "--http", "127.0.0.1:" + std::to_string(http_ports_[i])};
     // The log file is appended across restarts: what this run wrote starts here.
     start_at_[i] = gatosd_[i]->log().size();
-    if (!gatosd_[i]->Start(argv, env_, dir_.Join("r" + std::to_string(i) + ".log"), &error)) {
+    std::map<std::string, std::string> env = env_;
+    for (const auto& [k, v] : extra_env) env[k] = v;
+    if (!gatosd_[i]->Start(argv, env, dir_.Join("r" + std::to_string(i) + ".log"), &error)) {
       return ::testing::AssertionFailure() << error;
     }
     return ::testing::AssertionSuccess();

@@ -52,6 +52,32 @@ TEST(ElectionTest, DefaultsAreValidAndReplaceADeadLeaderWithinFiveSeconds) {
   EXPECT_EQ(CheckElectionOptions(o).code(), StatusCode::kInvalidArgument);
 }
 
+// gatosd serve --election-*: the defaults scale with the TTL, and a
+// setting that cannot work is refused naming the flags involved.
+TEST(ElectionTest, SettingsScaleWithTheTtlAndImpossibleOnesNameTheirFlags) {
+  ElectionOptions d = ElectionOptionsForTtl(3000);
+  EXPECT_EQ(d.keep_every_ms, Defaults().keep_every_ms);
+  EXPECT_EQ(d.margin_ms, Defaults().margin_ms);
+  EXPECT_EQ(d.try_every_ms, Defaults().try_every_ms);
+  for (int64_t ttl : {100, 1000, 10000, 3'600'000}) {
+    EXPECT_TRUE(CheckElectionOptions(ElectionOptionsForTtl(ttl)).ok()) << ttl;
+  }
+  ElectionOptions o = ElectionOptionsForTtl(1000);
+  o.keep_every_ms = 900;
+  Status s = CheckElectionOptions(o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("election-keep-ms"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("election-margin-ms"), std::string::npos) << s.message();
+  o = ElectionOptionsForTtl(1000);
+  o.try_every_ms = 1000;
+  s = CheckElectionOptions(o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("election-try-ms"), std::string::npos) << s.message();
+  o = ElectionOptionsForTtl(1000);
+  o.ttl_ms = 99;
+  EXPECT_NE(CheckElectionOptions(o).message().find("election-ttl-ms"), std::string::npos);
+}
+
 TEST(ElectionTest, TheFirstCreateAcquiresWithTheRevisionAsTermAndASecondReplicaFollows) {
   FakeBucket b;
   Election a("a", Defaults(), [&] { return b.now; });

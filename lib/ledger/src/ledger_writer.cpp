@@ -31,6 +31,23 @@
 namespace gatos {
 using namespace writer_internal;  // NOLINT: this library's own internals
 
+namespace {
+struct PhaseTimer {
+  bool on = std::getenv("GATOS_WRITER_TIMING") != nullptr;
+  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
+  std::string line;
+  void Mark(const char* what) {
+    if (!on) return;
+    auto n = std::chrono::steady_clock::now();
+    line += std::string(what) + "=" + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(n - t).count()) + "us ";
+    t = n;
+  }
+  ~PhaseTimer() {
+    if (on) std::fprintf(stderr, "writer: %s\n", line.c_str());
+  }
+};
+}  // namespace
+
 void LedgerWriter::AddObject(Batch& b, GitObject&& o) {
   if (b.object_at.emplace(o.id, b.objects.size()).second) b.objects.push_back(std::move(o));
 }
@@ -83,6 +100,7 @@ Status LedgerWriter::failed() const {
 }
 
 LedgerWriter::~LedgerWriter() {
+  pipeline_.reset();  // batches not acknowledged are dropped: never in the local log
   CompleteBatch();
   views_.reset();  // every committed batch's views written
   checkpointer_.reset();
@@ -93,7 +111,11 @@ LedgerWriter::~LedgerWriter() {
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
 }
 
-void LedgerWriter::AfterViews(std::function<void()> fn) {
+void LedgerWriter::AfterViews(std::function<void()> fn, std::function<void(const Status&)> on_fail) {
+  if (!unacked_.empty()) {
+    unacked_.back().viewed.emplace_back(std::move(fn), std::move(on_fail));
+    return;
+  }
   CompleteBatch();
   if (views_) {
     views_->Then(std::move(fn));
@@ -102,27 +124,98 @@ void LedgerWriter::AfterViews(std::function<void()> fn) {
   }
 }
 
+void LedgerWriter::AfterDurable(std::function<void(const Status&)> fn) {
+  if (unacked_.empty()) {
+    fn(OkStatus());
+  } else {
+    unacked_.back().durable.push_back(std::move(fn));
+  }
+}
+
+Status LedgerWriter::AppendToWal(const Tail& t) {
+  std::vector<const GitObject*> all;
+  all.reserve(t.objects.size());
+  for (const auto& o : t.objects) all.push_back(&o);
+  std::lock_guard<std::mutex> l(wal_mu_);
+  Crash(options_, "before-wal");
+  GATOS_RETURN_IF_ERROR(wal_->Append(t.seq, t.log_id, all));
+  Crash(options_, "after-wal");
+  // Open until its log ref is written: a checkpoint waits for that.
+  tail_open_ = true;
+  tail_thread_ = std::this_thread::get_id();
+  return OkStatus();
+}
+
+void LedgerWriter::FailUnacknowledged(const Status& why) {
+  if (replication_failed_.ok()) replication_failed_ = why;
+  std::deque<Unacknowledged> dropped = std::move(unacked_);
+  unacked_.clear();
+  for (auto& u : dropped) {
+    for (auto& fn : u.durable) fn(replication_failed_);
+    for (auto& [fn, on_fail] : u.viewed) {
+      if (on_fail) on_fail(replication_failed_);
+    }
+  }
+}
+
+Status LedgerWriter::Acknowledge() {
+  if (!pipeline_) return replication_failed_;
+  const int64_t acked = pipeline_->acknowledged();
+  while (!unacked_.empty() && unacked_.front().tail.seq <= acked) {
+    Unacknowledged u = std::move(unacked_.front());
+    unacked_.pop_front();
+    CompleteBatch();  // the batch before: its pack and log ref first
+    PhaseTimer timer;
+    Status s = AppendToWal(u.tail);
+    timer.Mark("acknowledged-wal");
+    if (!s.ok()) {
+      // The stream holds it, this replica does not: it gets it back from
+      // the stream when it follows again.
+      const int64_t seq = u.tail.seq;
+      unacked_.push_front(std::move(u));
+      FailUnacknowledged(UnavailableError("log batch " + std::to_string(seq) +
+                                          " is in the replicated log but not in the local write-ahead log (" +
+                                          s.message() + "); this replica stops leading"));
+      return replication_failed_;
+    }
+    tail_ = std::move(u.tail);
+    for (auto& fn : u.durable) fn(OkStatus());
+    if (!u.viewed.empty()) {
+      CompleteBatch();
+      for (auto& [fn, on_fail] : u.viewed) {
+        if (views_) {
+          views_->Then(std::move(fn));
+        } else {
+          fn();
+        }
+      }
+    }
+  }
+  if (Status f = pipeline_->failure(); !f.ok()) FailUnacknowledged(f);
+  return replication_failed_;
+}
+
+Status LedgerWriter::WaitForRoom(std::chrono::milliseconds wait) {
+  if (pipeline_ && !unacked_.empty() && unacked_.size() >= static_cast<size_t>(options_.replicate_window)) {
+    (void)pipeline_->WaitFor(unacked_.front().tail.seq, wait);
+  }
+  return Acknowledge();
+}
+
+Status LedgerWriter::DrainReplication() {
+  while (pipeline_ && !unacked_.empty() && replication_failed_.ok()) {
+    if (!pipeline_->WaitFor(unacked_.back().tail.seq, std::chrono::seconds(1)) && !pipeline_->failure().ok()) break;
+    (void)Acknowledge();
+  }
+  return Acknowledge();
+}
+
 void LedgerWriter::FlushViews() {
+  (void)DrainReplication();
   CompleteBatch();
   if (views_) views_->Flush();
 }
 
-namespace {
-struct PhaseTimer {
-  bool on = std::getenv("GATOS_WRITER_TIMING") != nullptr;
-  std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
-  std::string line;
-  void Mark(const char* what) {
-    if (!on) return;
-    auto n = std::chrono::steady_clock::now();
-    line += std::string(what) + "=" + std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(n - t).count()) + "us ";
-    t = n;
-  }
-  ~PhaseTimer() {
-    if (on) std::fprintf(stderr, "writer: %s\n", line.c_str());
-  }
-};
-}  // namespace
 
 void LedgerWriter::CompleteBatch() {
   if (!tail_) return;
@@ -203,7 +296,16 @@ std::vector<OpResult> LedgerWriter::Apply(std::vector<Op>& ops, BatchStats* stat
   CompleteBatch();  // the batch before: its pack and log ref first
   auto t_apply = std::chrono::steady_clock::now();
   std::vector<OpResult> results(ops.size());
-  if (Status f = failed(); !f.ok()) {
+  if (pipeline_) {
+    // Room for this batch among the unacknowledged ones; what the stream
+    // acknowledged meanwhile becomes durable first.
+    while (replication_failed_.ok() && unacked_.size() >= static_cast<size_t>(options_.replicate_window)) {
+      (void)WaitForRoom(std::chrono::milliseconds(1000));
+    }
+    (void)Acknowledge();
+  }
+  if (Status f = failed(); !f.ok() || !replication_failed_.ok()) {
+    if (f.ok()) f = replication_failed_;
     Decision stopped = Decision::FromStatus(f);
     stopped.message = "the ledger could not record this batch: " + f.message();
     for (auto& r : results) r.outcome = stopped;
@@ -336,7 +438,35 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
   // commit point, after the pack's.
   const bool durable_in_wal = wal_ != nullptr;
   const bool sync_repo = options_.fsync && !durable_in_wal;
-  if (options_.replicate) {
+  const bool pipelined = options_.replicate && options_.replicate_window > 0 && durable_in_wal &&
+                         options_.deferred_tail && views_;
+  if (pipelined) {
+    // Pipelined: handed to the appender; durable (in the local log) and
+    // answered in Acknowledge, once the stream acknowledged it and every
+    // batch before it.
+    std::vector<const GitObject*> all;
+    all.reserve(t.objects.size());
+    for (const auto& o : t.objects) all.push_back(&o);
+    if (!pipeline_) {
+      AppendPipeline::AppendFn append = options_.replicate;
+      if (options_.crash_at == "appended-ahead") {
+        // Failpoint: die once the stream acknowledged a record that nobody
+        // was answered for, with the next record decided and not sent.
+        append = [this, replicate = options_.replicate](int64_t seq, const std::string& record) {
+          Status s = replicate(seq, record);
+          if (s.ok() && pipeline_->outstanding() >= 2) Crash(options_, "appended-ahead");
+          return s;
+        };
+      }
+      pipeline_ = std::make_unique<AppendPipeline>(std::move(append), options_.on_replicated);
+    }
+    Status s = pipeline_->Submit(info.seq, EncodeWalRecord(info.seq, t.log_id, all));
+    if (!s.ok()) {
+      index_.DropPending();
+      return UnavailableError(s.message());
+    }
+    timer.Mark("submitted");
+  } else if (options_.replicate) {
     // Replicated: committed once the stream holds the record, before it is
     // in the local log (a replica that loses its disk gets it back from
     // the stream).
@@ -350,22 +480,13 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
     }
     timer.Mark("replicate");
   }
-  if (durable_in_wal) {
-    std::vector<const GitObject*> all;
-    all.reserve(t.objects.size());
-    for (const auto& o : t.objects) all.push_back(&o);
-    std::lock_guard<std::mutex> l(wal_mu_);
-    Crash(options_, "before-wal");
-    Status s = wal_->Append(info.seq, t.log_id, all);
+  if (durable_in_wal && !pipelined) {
+    Status s = AppendToWal(t);
     if (!s.ok()) {
       index_.DropPending();
       return s;
     }
     timer.Mark("wal");
-    Crash(options_, "after-wal");
-    // Open until its log ref is written: a checkpoint waits for that.
-    tail_open_ = true;
-    tail_thread_ = std::this_thread::get_id();
   }
   // The batch is the writer's state from now on.
   const std::string log_id = t.log_id;
@@ -396,6 +517,12 @@ Status LedgerWriter::Commit(Batch& b, BatchStats* stats) {
       stats->records = std::move(b.touched);
     }
   };
+  if (pipelined) {
+    remember(/*copy=*/true);
+    adopt();
+    unacked_.push_back(Unacknowledged{std::move(t), {}, {}});
+    return OkStatus();
+  }
   if (durable_in_wal && options_.deferred_tail && views_) {
     // Durable already: the pack, the log ref and the view refs follow in
     // CompleteBatch. Until then reads find the batch's objects among the

@@ -219,6 +219,8 @@ Status LedgerWriter::RepairViews() {
 
 Status LedgerWriter::SyncViews() {
   FlushViews();
+  // Dropped batches are in seq_ but not in the log.
+  GATOS_RETURN_IF_ERROR(replication_failed_);
   if (options_.fsync) {
     // A mark that says the views are on disk is written only once they are:
     // after a failed sync and a crash, the next open repairs them.

@@ -1,20 +1,44 @@
 #include "gatos/model/election.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace gatos {
 
 Status CheckElectionOptions(const ElectionOptions& o) {
-  if (o.ttl_ms < 100) return InvalidArgumentError("election TTL of " + std::to_string(o.ttl_ms) + " ms: at least 100 ms");
+  const std::string settings = " (TTL " + std::to_string(o.ttl_ms) + " ms, keep every " +
+                               std::to_string(o.keep_every_ms) + " ms, margin " + std::to_string(o.margin_ms) +
+                               " ms, try every " + std::to_string(o.try_every_ms) + " ms)";
+  if (o.ttl_ms < 100) {
+    return InvalidArgumentError("election TTL (election-ttl-ms) of " + std::to_string(o.ttl_ms) +
+                                " ms: at least 100 ms");
+  }
   if (o.keep_every_ms <= 0 || o.try_every_ms <= 0 || o.margin_ms < 0) {
-    return InvalidArgumentError("election intervals must be positive");
+    return InvalidArgumentError("election: the keep and try intervals must be positive and the margin not negative" +
+                                settings);
   }
   if (o.keep_every_ms + o.margin_ms >= o.ttl_ms) {
-    return InvalidArgumentError("election: keeping every " + std::to_string(o.keep_every_ms) + " ms with a margin of " +
-                                std::to_string(o.margin_ms) + " ms does not fit a TTL of " +
-                                std::to_string(o.ttl_ms) + " ms (keep + margin < TTL)");
+    return InvalidArgumentError("election: keeping every " + std::to_string(o.keep_every_ms) +
+                                " ms (election-keep-ms) with a margin of " + std::to_string(o.margin_ms) +
+                                " ms (election-margin-ms) does not fit a TTL of " + std::to_string(o.ttl_ms) +
+                                " ms (election-ttl-ms): keep + margin must be less than the TTL");
+  }
+  if (o.try_every_ms >= o.ttl_ms) {
+    return InvalidArgumentError("election: a follower trying every " + std::to_string(o.try_every_ms) +
+                                " ms (election-try-ms) must try more often than the TTL of " +
+                                std::to_string(o.ttl_ms) + " ms (election-ttl-ms)");
   }
   return OkStatus();
+}
+
+ElectionOptions ElectionOptionsForTtl(int64_t ttl_ms) {
+  ElectionOptions o;
+  o.ttl_ms = ttl_ms;
+  o.keep_every_ms = std::max<int64_t>(1, ttl_ms / 4);
+  o.margin_ms = ttl_ms / 3;
+  o.try_every_ms = std::max<int64_t>(1, std::min<int64_t>(250, ttl_ms / 4));
+  return o;
 }
 
 bool ValidReplicaName(std::string_view name) {

@@ -536,6 +536,7 @@ Status Bus::EnsureStream(const StreamConfig& config) {
   cfg.Duplicates = config.duplicate_window_ms * kNanosPerMilli;
   cfg.MaxMsgSize = static_cast<int32_t>(config.max_msg_size);
   cfg.MaxAge = config.max_age_ms * kNanosPerMilli;
+  cfg.MaxBytes = config.max_bytes;
   if (config.replicas < 1 || config.replicas > 5) {
     return InvalidArgumentError(what + ": replicas must be 1..5, not " + std::to_string(config.replicas));
   }
@@ -569,7 +570,7 @@ Status Bus::EnsureStream(const StreamConfig& config) {
     const bool same = Sorted(have_subjects) == Sorted(config.subjects) &&
                       have->Retention == cfg.Retention && have->Storage == cfg.Storage &&
                       have->Duplicates == cfg.Duplicates && have->MaxMsgSize == cfg.MaxMsgSize &&
-                      have->MaxAge == cfg.MaxAge && std::max<int64_t>(have->Replicas, 1) == cfg.Replicas;
+                      have->MaxAge == cfg.MaxAge && have->MaxBytes == cfg.MaxBytes && std::max<int64_t>(have->Replicas, 1) == cfg.Replicas;
     if (same) return OkStatus();
 
     jsStreamInfo* raw_updated = nullptr;

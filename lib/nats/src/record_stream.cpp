@@ -27,6 +27,7 @@ Result<std::unique_ptr<RecordStream>> RecordStream::Open(Bus& bus, const RecordS
   sc.subjects = {config.subject};
   sc.duplicate_window_ms = config.duplicate_window_ms;
   sc.max_age_ms = config.max_age_ms;
+  sc.max_bytes = config.max_bytes;
   sc.replicas = config.replicas;
   GATOS_RETURN_IF_ERROR(bus.EnsureStream(sc));
   int64_t server_max = nats_internal::MaxPayload(*bus.impl_);
@@ -87,6 +88,7 @@ Result<std::optional<RecordStream::Stored>> RecordStream::Read(uint64_t stream_s
   if (s != NATS_OK) return nats_internal::FromNatsError(s, what, jerr);
   Stored out;
   out.stream_seq = stream_seq;
+  out.stored_ms = natsMsg_GetTime(m.get()) / 1'000'000;
   if (const char* d = natsMsg_GetData(m.get())) out.data.assign(d, static_cast<size_t>(natsMsg_GetDataLength(m.get())));
   return std::optional<Stored>(std::move(out));
 }

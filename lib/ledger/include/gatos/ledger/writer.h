@@ -24,6 +24,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -38,6 +39,7 @@
 #include "gatos/git/git_object.h"
 #include "gatos/git/ledger.h"
 #include "gatos/git/result.h"
+#include "gatos/ledger/append_pipeline.h"
 #include "gatos/ledger/checks.h"
 #include "gatos/ledger/schedule_commit.h"
 #include "gatos/ledger/state_index.h"
@@ -58,7 +60,9 @@ struct WriterOptions {
   int lock_wait_ms = 0;       // how long Open waits for another writer to finish
   // Failpoints for crash tests ("before-wal", "after-wal", "after-pack",
   // "after-log-ref", "after-views"): the process SIGKILLs itself at that
-  // point of the next batch. "fail-pack": writing a batch's pack fails.
+  // point of the next batch. "appended-ahead" (pipelined replication):
+  // once the stream acknowledged a record while the next is waiting to be
+  // sent. "fail-pack": writing a batch's pack fails.
   // "fail-syncfs": SyncViews' syncfs fails.
   std::string crash_at;
   // The view refs of a committed batch are written by a thread of the
@@ -89,6 +93,21 @@ struct WriterOptions {
   // requests get the returned status's class (Unavailable: retry, at the
   // next leader). Empty (single-node mode): no cost.
   std::function<Status(int64_t seq, const std::string& record)> replicate;
+  // With replicate, the write-ahead log, deferred_tail and async_views:
+  // appends are pipelined (gatos/ledger/append_pipeline.h). Apply returns
+  // once the batch's record is handed to the writer's appender thread, its
+  // state already the writer's, and the caller decides the next batches
+  // while the stream acknowledges; at most `replicate_window` batches are
+  // unacknowledged (WaitForRoom, and Apply itself, wait beyond that).
+  // Nothing of a batch leaves before its acknowledgement: it reaches the
+  // local write-ahead log in Acknowledge, and AfterDurable / AfterViews run
+  // only then. The first failed append fails every unacknowledged batch
+  // (their callbacks get the failure) and every later one. 0: each Commit
+  // waits for its own append.
+  int replicate_window = 0;
+  // With replicate_window: called on the appender's thread after each
+  // acknowledgement or the failure, so the caller runs Acknowledge soon.
+  std::function<void()> on_replicated;
   // With replicate: the leader's election term, written as each log
   // commit's Ledger-Term trailer.
   std::function<int64_t()> term;
@@ -226,7 +245,33 @@ class LedgerWriter {
   // With async_views: runs `fn` on the view thread once the view refs of
   // every batch committed so far are written (failed writes are logged and
   // repaired from the log at the next start). Without: runs it now.
-  void AfterViews(std::function<void()> fn);
+  // With pipelined replication, `fn` waits for the acknowledgement of every
+  // batch committed so far too; `on_fail` (if any) runs in its place on the
+  // ledger thread when one of them is never acknowledged.
+  void AfterViews(std::function<void()> fn, std::function<void(const Status&)> on_fail = nullptr);
+  // Runs `fn` on this thread once every batch committed so far is durable:
+  // now, except with pipelined replication, where it runs in the
+  // Acknowledge that makes the last of them durable (with the failure when
+  // one is never acknowledged).
+  void AfterDurable(std::function<void(const Status&)> fn);
+  // Pipelined replication (replicate_window): the batches the stream
+  // acknowledged since the last call are appended, in order, to the local
+  // write-ahead log, and what waited for them runs. Not OK once an append
+  // failed: then every unacknowledged batch was dropped (its callbacks got
+  // the failure) and every later batch fails; the writer's state holds the
+  // dropped batches, so it must be closed (a follower's start repairs the
+  // repository from its write-ahead log and the stream).
+  Status Acknowledge();
+  // Waits up to `wait` while replicate_window batches are unacknowledged,
+  // then runs Acknowledge.
+  Status WaitForRoom(std::chrono::milliseconds wait);
+  // Waits until no batch is unacknowledged (or an append failed), then
+  // runs Acknowledge.
+  Status DrainReplication();
+  size_t unacknowledged() const { return unacked_.size(); }
+  // Stops the appender thread (after DrainReplication: nothing is left to
+  // send); on_replicated is not called after it returns.
+  void StopAppending() { pipeline_.reset(); }
   // Waits until the view refs of every committed batch are written.
   void FlushViews();
   // With deferred_tail: writes the last batch's pack and log ref and hands
@@ -271,6 +316,9 @@ class LedgerWriter {
   // A batch in the write-ahead log that cannot be written to the repository
   // stops the writer (failed()); returns that status.
   Status Stop(int64_t seq, const Status& why);
+  // A batch's record into the local write-ahead log (the commit point).
+  Status AppendToWal(const Tail& t);
+  void FailUnacknowledged(const Status& why);
   std::optional<Tail> tail_;
   std::thread::id tail_thread_;  // the thread that left it open (under wal_mu_)
 
@@ -302,6 +350,17 @@ class LedgerWriter {
   // Refs outside the jobs (schedules, fires) as this writer last wrote or
   // read them (NoteRef), so a fire need not wait for the view writer.
   std::map<std::string, std::string> note_refs_;
+
+  // Pipelined replication: the batches handed to the appender and not yet
+  // acknowledged, in order, each with what waits for it.
+  struct Unacknowledged {
+    Tail tail;
+    std::vector<std::function<void(const Status&)>> durable;
+    std::vector<std::pair<std::function<void()>, std::function<void(const Status&)>>> viewed;
+  };
+  std::deque<Unacknowledged> unacked_;
+  std::unique_ptr<AppendPipeline> pipeline_;  // destroyed first (declared last)
+  Status replication_failed_;
 };
 
 // A read-only view of a ledger at its current log head, for the CLI and the

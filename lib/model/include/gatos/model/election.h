@@ -37,10 +37,13 @@ struct ElectionOptions {
   int64_t try_every_ms = 250;    // a follower's creates
   int64_t margin_ms = 1000;      // a leader stops this long before the key may expire
 };
-// InvalidArgument unless 0 < keep_every_ms, try_every_ms and
+// InvalidArgument unless 0 < keep_every_ms, 0 < try_every_ms < ttl_ms,
 // keep_every_ms + margin_ms < ttl_ms, and ttl_ms >= 100 (the server's
-// smallest max age).
+// smallest max age). The message names the settings as gatosd's flags do.
 Status CheckElectionOptions(const ElectionOptions& o);
+// The defaults scaled to a TTL: keep every ttl/4, margin ttl/3, try every
+// min(250, ttl/4) ms (3000 gives the defaults above).
+ElectionOptions ElectionOptionsForTtl(int64_t ttl_ms);
 
 // The value of the key: canonical JSON {"name":"<replica>","term":<n>}.
 // A create cannot know its own revision yet, so it writes term 0; the

@@ -151,6 +151,7 @@ class Bus {
     bool file_storage = true;
     int64_t max_msg_size = -1;  // -1: the server's max_payload
     int64_t max_age_ms = 0;     // 0: keep messages forever (limits retention)
+    int64_t max_bytes = -1;     // -1: no limit; else the oldest messages go first
     // Copies kept by a JetStream cluster (1..5; 3 on a 3-node cluster
     // survives the loss of one node). An existing stream is scaled to it.
     int replicas = 1;

@@ -39,11 +39,15 @@ struct RecordStreamConfig {
   std::string stream;    // the stream's name
   std::string subject;   // the one subject it captures
   int replicas = 1;      // 1..5: min(cluster size, 3) in production
-  int64_t max_age_ms = 0;  // 0: keep every record
+  int64_t max_age_ms = 0;  // 0: keep every record (never set for a ledger: see max_bytes)
   int64_t duplicate_window_ms = 120'000;
   // Parts are at most this long (0: the server's max payload less room
   // for the headers).
   size_t max_part_bytes = 0;
+  // Retention (docs/replication.md, "Retention"): -1 keeps every record;
+  // else the oldest go first and the newest is always kept, so the fence
+  // and caught-up followers never miss one.
+  int64_t max_bytes = -1;
 };
 
 class RecordStream {
@@ -67,6 +71,7 @@ class RecordStream {
 
   struct Stored {
     uint64_t stream_seq = 0;
+    int64_t stored_ms = 0;  // when the stream stored it (Unix ms, the stream leader's clock)
     std::string data;
   };
   // The message at `stream_seq`.
