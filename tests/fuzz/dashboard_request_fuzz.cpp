@@ -4,7 +4,8 @@
 // answer 500), and every page renderer fed the request's own strings.
 // Invariants: no crash, no exception out of Handle; every response has a
 // valid code; no rendered page holds a <script> or <img> element of the
-// input's making (only /static/app.js).
+// input's making (only /static/app.js); a tile path parses only in the one
+// spelling the tree writes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dashboard.h"
+#include "gatos/audit/log_tree.h"
 #include "dashboard_html.h"
 #include "dashboard_state.h"
 #include "http.h"
@@ -44,6 +46,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static Dashboard open_dashboard({"/nonexistent-gatos-ledger", ""}, &live, &metrics);
   static Dashboard token_dashboard({"/nonexistent-gatos-ledger", "fuzz-token-0123456789"}, &live, &metrics);
 
+  // Tile paths from the network: what parses is exactly what the tree writes.
+  {
+    int level = 0, width = 0;
+    uint64_t index = 0;
+    if (gatos::ParseTlogTilePath(bytes, &level, &index, &width) &&
+        gatos::TlogTilePath(level, index, width) != bytes) {
+      abort();
+    }
+  }
   auto req = ParseHttpRequest(bytes);
   if (!req.ok()) return 0;
   (void)ParseQuery(req->query);
