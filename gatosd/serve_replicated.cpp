@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <iostream>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/maintenance.h"
 #include "gatos/ledger/wal.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/nats/bus_identity.h"
@@ -23,6 +25,10 @@ namespace gatos::gatosd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A follower that could not read the stream for this long on one
+// connection drops it and connects again.
+constexpr int64_t kReconnectAfterMs = 20000;
 
 // The ledger writer's lock (LedgerWriter::Open takes the same file): held
 // while following, so that a git hook or the CLI on this host cannot write
@@ -81,40 +87,62 @@ int ServeReplicated(const ServeOptions& opts) {
   bo.tls_ca_file = opts.nats_ca_file;
   SetBusIdentity(&bo, *key);
   bo.on_async_error = [](const std::string& what) { Log("NATS: " + what); };
-  const auto deadline = Clock::now() + std::chrono::milliseconds(opts.nats_wait_ms);
+  // Where the connection went, for the log (the callbacks run on a library
+  // thread while the Bus lives; ~Bus calls none of them).
+  std::atomic<Bus*> live_bus{nullptr};
+  bo.on_disconnected = [&live_bus] {
+    Bus* b = live_bus.load();
+    Log("NATS: disconnected" + (b ? ": " + b->ConnectionState() : std::string()));
+  };
+  bo.on_reconnected = [&live_bus] {
+    Bus* b = live_bus.load();
+    Log("NATS: reconnected" + (b ? ": " + b->ConnectionState() : std::string()));
+  };
   std::unique_ptr<Bus> bus;
   std::unique_ptr<Replica> replica;
   ReplicaOptions ro{opts.replica_name, *ledger_id, opts.election, opts.stream_replicas};
-  for (bool said = false;; said = true) {
-    Status s;
-    if (!bus) {
-      auto b = Bus::Connect(bo);
-      if (b.ok()) bus = std::move(*b);
-      s = b.status();
-    }
-    if (bus) {
-      auto r = Replica::Start(*bus, ro);
-      if (r.ok()) {
-        replica = std::move(*r);
-        break;
+  // Connects and opens the bucket and the stream: at start until
+  // --nats-wait-s has passed, and again (without a deadline) when a
+  // follower drops a connection on which the stream stayed unreadable.
+  // 0: done; 1: failed for good (said); 2: SIGINT/SIGTERM.
+  auto open = [&](std::optional<Clock::time_point> deadline) -> int {
+    for (bool said = false;; said = true) {
+      Status s;
+      if (!bus) {
+        auto b = Bus::Connect(bo);
+        if (b.ok()) {
+          bus = std::move(*b);
+          live_bus = bus.get();
+        }
+        s = b.status();
       }
-      s = r.status();
+      if (bus) {
+        auto r = Replica::Start(*bus, ro);
+        if (r.ok()) {
+          replica = std::move(*r);
+          return 0;
+        }
+        s = r.status();
+      }
+      // A cluster that is forming answers JetStream calls late or not at
+      // all (timeouts, a bucket whose stream another replica is creating):
+      // retry until the deadline, except what no retry changes.
+      const bool final = s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kFailedPrecondition ||
+                         s.code() == StatusCode::kPermissionDenied;
+      if (final || (deadline && Clock::now() >= *deadline)) {
+        (void)fail(s.message() + " (is nats-server -js running, clustered for --stream-replicas?)");
+        return 1;
+      }
+      if (!said) Log("waiting for NATS and JetStream at " + opts.nats_url + ": " + s.message());
+      if (SignalWithin(set, 250)) return 2;
     }
-    // A cluster that is forming answers JetStream calls late or not at all
-    // (timeouts, a bucket whose stream another replica is creating): retry
-    // until the deadline, except what no retry changes.
-    const bool final = s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kFailedPrecondition ||
-                       s.code() == StatusCode::kPermissionDenied;
-    if (final || Clock::now() >= deadline) {
-      return fail(s.message() + " (is nats-server -js running, clustered for --stream-replicas?)");
-    }
-    if (!said) Log("waiting for NATS and JetStream at " + opts.nats_url + ": " + s.message());
-    if (SignalWithin(set, 250)) return 0;
-  }
+  };
+  if (int o = open(Clock::now() + std::chrono::milliseconds(opts.nats_wait_ms)); o != 0) return o == 1 ? 1 : 0;
   Log("replica " + opts.replica_name + " of ledger " + *ledger_id + " (stream " + WalStreamName(*ledger_id) +
-      ", bucket " + LeaderBucketName(*ledger_id) + ")");
+      ", bucket " + LeaderBucketName(*ledger_id) + "), NATS " + bus->ConnectionState());
   VerifyOptions verify;
   verify.ledger_key = key->public_key();
+  Repacker repacker(dir);  // the follower's; the leader's server has its own
   while (true) {
     // Follower: apply the stream; lead when elected, once caught up.
     {
@@ -148,8 +176,10 @@ int ServeReplicated(const ServeOptions& opts) {
         if (!c.ok()) Log("replica checkpoint failed (retried): " + c.message());
         next_checkpoint = Clock::now() + std::chrono::seconds(2);
       };
+      auto next_maintenance = Clock::now() + std::chrono::seconds(5);
       Log("replica " + opts.replica_name + " following");
-      bool said_unavailable = false;
+      bool unavailable = false;
+      Clock::time_point said_unavailable{};  // when last said
       while (true) {
         const bool elected = replica->leading();
         auto n = replica->CatchUp(**ledger, verify, wal ? &*wal : nullptr);
@@ -159,15 +189,50 @@ int ServeReplicated(const ServeOptions& opts) {
             Log("ERROR: replica " + opts.replica_name + " stopped following: " + n.status().message());
             return 1;
           }
-          if (!said_unavailable) Log("the replicated log is unavailable: " + n.status().message());
-          said_unavailable = true;
+          // Said at once, then every 10 s while it lasts, with where the
+          // connection is.
+          if (!unavailable || Clock::now() - said_unavailable >= std::chrono::seconds(10)) {
+            Log(std::string(unavailable ? "the replicated log is still unavailable after " +
+                                                   std::to_string(replica->unreadable_ms() / 1000) + " s: "
+                                             : "the replicated log is unavailable: ") +
+                n.status().message() + "; NATS " + bus->ConnectionState());
+            said_unavailable = Clock::now();
+            unavailable = true;
+          }
+          // Elected, but the stream cannot be read: it cannot catch up, so
+          // cannot serve. Let a replica that reads it lead.
+          if (elected && replica->unreadable_ms() >= opts.election.ttl_ms) {
+            replica->StepDown("elected, but the replicated log has been unreadable for " +
+                              std::to_string(replica->unreadable_ms()) + " ms: " + n.status().message());
+          }
+          // Unreadable for long on this connection (whatever the library
+          // or the server it is on keeps stale): start again with a new
+          // connection, a new bucket and stream handle, and a new seek.
+          if (!elected && replica->unreadable_ms() >= kReconnectAfterMs) {
+            Log("the replicated log has been unreadable for " + std::to_string(replica->unreadable_ms() / 1000) +
+                " s; connecting to NATS again (NATS " + bus->ConnectionState() + ")");
+            replica.reset();
+            live_bus = nullptr;
+            bus.reset();
+            const int o = open(std::nullopt);
+            if (o != 0) {
+              checkpoint();
+              return o == 1 ? 1 : 0;
+            }
+            Log("replica " + opts.replica_name + " reconnected: NATS " + bus->ConnectionState());
+            unavailable = false;
+            continue;
+          }
         } else {
-          said_unavailable = false;
+          if (unavailable) {
+            Log("the replicated log is readable again; NATS " + bus->ConnectionState());
+            unavailable = false;
+          }
           if (*n > 0 && !elected) {
             Log("applied " + std::to_string(*n) + " record(s) from the replicated log");
           }
           // Caught up with everything the stream held when elected: lead.
-          if (elected && replica->leading()) {
+          if (elected && replica->leading() && replica->at_end()) {
             Status armed = replica->ArmFence();
             if (armed.ok()) {
               checkpoint();  // the writer opens next; an empty log is quicker to open
@@ -176,7 +241,17 @@ int ServeReplicated(const ServeOptions& opts) {
             Log("not leading yet: " + armed.message());
           }
         }
-        if (SignalWithin(set, elected ? 1 : 100)) {
+        if (Clock::now() >= next_maintenance) {
+          // Each applied record is one pack, as each batch is at the
+          // leader: rolled up in the background as the leader does. With
+          // thousands of packs every object lookup scans them all, and a
+          // follower fell further behind with every record.
+          if (repacker.MaybeStart()) Log("repacking the replica's object store in the background");
+          next_maintenance = Clock::now() + std::chrono::seconds(5);
+        }
+        // Behind (CatchUp returned after its time budget): go on at once.
+        const int wait_ms = n.ok() && !replica->at_end() ? 0 : elected ? 1 : 100;
+        if (SignalWithin(set, wait_ms)) {
           checkpoint();
           return 0;
         }
