@@ -69,6 +69,14 @@ void Replica::ElectionLoop() {
   while (!stop_) {
     Election::Action a = election_.Next();
     publish();
+    if (a.kind == Election::Action::kCreate && unreadable_since_ms_.load() != 0) {
+      // Not a candidate while the stream cannot be read: elected, this
+      // replica could neither catch up nor serve, and would only hold the
+      // key until it gave up. A replica that reads it leads instead.
+      election_.OnCreated(UnavailableError("replica " + options_.name + " cannot read the replicated log"));
+      publish();
+      continue;
+    }
     if (a.kind != Election::Action::kWait) {
       // The KV call without the lock: StepDown may run meanwhile.
       l.unlock();
@@ -139,7 +147,27 @@ Result<uint64_t> Replica::Seek(int64_t local) {
   return lo - p->index;  // the record's first part (parts are contiguous)
 }
 
-Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal) {
+Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal,
+                                 int64_t budget_ms) {
+  at_end_ = false;
+  Result<size_t> n = ApplyNew(ledger, verify, wal, budget_ms);
+  if (!n.ok() && n.status().code() == StatusCode::kUnavailable) {
+    int64_t zero = 0;
+    unreadable_since_ms_.compare_exchange_strong(zero, SystemNowMs());
+  } else {
+    unreadable_since_ms_ = 0;
+  }
+  return n;
+}
+
+int64_t Replica::unreadable_ms() const {
+  const int64_t since = unreadable_since_ms_.load();
+  return since == 0 ? 0 : std::max<int64_t>(1, SystemNowMs() - since);
+}
+
+Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal,
+                                  int64_t budget_ms) {
+  const int64_t until_ms = SystemNowMs() + budget_ms;
   GATOS_ASSIGN_OR_RETURN(std::string head, ledger.ResolveRef(kLogRef));
   GATOS_ASSIGN_OR_RETURN(CommitInfo hc, ledger.ReadCommit(head));
   GATOS_ASSIGN_OR_RETURN(LogCommitInfo hi, ParseLogMessage(hc.message));
@@ -165,6 +193,7 @@ Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify, Wri
       GATOS_ASSIGN_OR_RETURN(uint64_t last, stream_->LastSequence());
       if (next_read_ > last) {
         if (!joiner_.pending_seq()) caught_up_ms_ = SystemNowMs();
+        at_end_ = true;
         break;
       }
       // It may have been appended between the read and now: read again.
@@ -224,6 +253,7 @@ Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify, Wri
     head = a.log_commit;
     cursor_ = m->stream_seq;
     ++applied;
+    if (SystemNowMs() >= until_ms) break;  // more next call
   }
   return applied;
 }

@@ -55,7 +55,17 @@ class Replica {
   // the follower (PermissionDenied, InvalidArgument, DataLoss: say it and
   // stop); Unavailable: retry.
   // With `wal`, applied records are made durable by it (CheckAndApplyRecord).
-  Result<size_t> CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal = nullptr);
+  // Returns after about `budget_ms` of applying even when the stream holds
+  // more (the caller checkpoints, repacks and answers signals between
+  // calls); at_end() says whether it reached the stream's end.
+  Result<size_t> CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal = nullptr,
+                         int64_t budget_ms = 1000);
+  bool at_end() const { return at_end_; }
+  // How long the stream has been unreadable: since the first of the
+  // CatchUp calls in a row that failed with Unavailable (0 when the last
+  // one read it). A replica that cannot read the stream does not stand
+  // for election: it could not catch up, so could not serve.
+  int64_t unreadable_ms() const;
   // The stream's last sequence as the leader's fence (after a CatchUp that
   // reached it).
   Status ArmFence();
@@ -79,6 +89,7 @@ class Replica {
   // grow along the stream); 0 when the stream does not allow it (a
   // message that is gone or does not decode): read from the start then.
   Result<uint64_t> Seek(int64_t local);
+  Result<size_t> ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal, int64_t budget_ms);
   void ElectionLoop();
 
   ReplicaOptions options_;
@@ -95,8 +106,10 @@ class Replica {
   std::atomic<uint64_t> cursor_{0};  // the last stream sequence applied
   std::atomic<int64_t> log_seq_{0};
   std::atomic<int64_t> caught_up_ms_{0};  // the last CatchUp that reached the stream's end
+  std::atomic<int64_t> unreadable_since_ms_{0};  // 0: the last CatchUp read the stream
   uint64_t next_read_ = 1;
   bool sought_ = false;
+  bool at_end_ = false;  // the last CatchUp reached the stream's end
   RecordJoiner joiner_;
   // Leader: the stream sequence the next append expects, and the log
   // sequence appended last.

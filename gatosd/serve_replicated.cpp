@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <iostream>
@@ -27,6 +28,10 @@ namespace gatos::gatosd {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A follower that could not read the stream for this long on one
+// connection drops it and connects again.
+constexpr int64_t kReconnectAfterMs = 20000;
 
 // The ledger writer's lock (LedgerWriter::Open takes the same file): held
 // while following, so that a git hook or the CLI on this host cannot write
@@ -85,47 +90,74 @@ int ServeReplicated(const ServeOptions& opts) {
   bo.tls_ca_file = opts.nats_ca_file;
   SetBusIdentity(&bo, *key);
   bo.on_async_error = [](const std::string& what) { Log("NATS: " + what); };
-  const auto deadline = Clock::now() + std::chrono::milliseconds(opts.nats_wait_ms);
+  // Where the connection went, for the log (the callbacks run on a library
+  // thread while the Bus lives; ~Bus calls none of them).
+  std::atomic<Bus*> live_bus{nullptr};
+  bo.on_disconnected = [&live_bus] {
+    Bus* b = live_bus.load();
+    Log("NATS: disconnected" + (b ? ": " + b->ConnectionState() : std::string()));
+  };
+  bo.on_reconnected = [&live_bus] {
+    Bus* b = live_bus.load();
+    Log("NATS: reconnected" + (b ? ": " + b->ConnectionState() : std::string()));
+  };
   std::unique_ptr<Bus> bus;
   std::unique_ptr<Replica> replica;
   ReplicaOptions ro{opts.replica_name, *ledger_id, opts.election, opts.stream_replicas, opts.log_max_bytes};
-  for (bool said = false;; said = true) {
-    Status s;
-    if (!bus) {
-      auto b = Bus::Connect(bo);
-      if (b.ok()) bus = std::move(*b);
-      s = b.status();
-    }
-    if (bus) {
-      auto r = Replica::Start(*bus, ro);
-      if (r.ok()) {
-        replica = std::move(*r);
-        break;
+  // Connects and opens the bucket and the stream: at start until
+  // --nats-wait-s has passed, and again (without a deadline) when a
+  // follower drops a connection on which the stream stayed unreadable.
+  // 0: done; 1: failed for good (said); 2: SIGINT/SIGTERM.
+  auto open = [&](std::optional<Clock::time_point> deadline) -> int {
+    for (bool said = false;; said = true) {
+      Status s;
+      if (!bus) {
+        auto b = Bus::Connect(bo);
+        if (b.ok()) {
+          bus = std::move(*b);
+          live_bus = bus.get();
+        }
+        s = b.status();
       }
-      s = r.status();
+      if (bus) {
+        auto r = Replica::Start(*bus, ro);
+        if (r.ok()) {
+          replica = std::move(*r);
+          return 0;
+        }
+        s = r.status();
+      }
+      // A cluster that is forming answers JetStream calls late or not at
+      // all (timeouts, a bucket whose stream another replica is creating):
+      // retry until the deadline, except what no retry changes.
+      const bool final = s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kFailedPrecondition ||
+                         s.code() == StatusCode::kPermissionDenied;
+      if (final || (deadline && Clock::now() >= *deadline)) {
+        (void)fail(s.message() + " (is nats-server -js running, clustered for --stream-replicas?)");
+        return 1;
+      }
+      if (!said) Log("waiting for NATS and JetStream at " + opts.nats_url + ": " + s.message());
+      if (SignalWithin(set, 250)) return 2;
     }
-    // A cluster that is forming answers JetStream calls late or not at all
-    // (timeouts, a bucket whose stream another replica is creating): retry
-    // until the deadline, except what no retry changes.
-    const bool final = s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kFailedPrecondition ||
-                       s.code() == StatusCode::kPermissionDenied;
-    if (final || Clock::now() >= deadline) {
-      return fail(s.message() + " (is nats-server -js running, clustered for --stream-replicas?)");
-    }
-    if (!said) Log("waiting for NATS and JetStream at " + opts.nats_url + ": " + s.message());
-    if (SignalWithin(set, 250)) return 0;
-  }
+  };
+  if (int o = open(Clock::now() + std::chrono::milliseconds(opts.nats_wait_ms)); o != 0) return o == 1 ? 1 : 0;
   Log("replica " + opts.replica_name + " of ledger " + *ledger_id + " (stream " + WalStreamName(*ledger_id) +
-      ", bucket " + LeaderBucketName(*ledger_id) + ")");
+      ", bucket " + LeaderBucketName(*ledger_id) + "), NATS " + bus->ConnectionState());
   VerifyOptions verify;
   verify.ledger_key = key->public_key();
   // Reads from this replica's own repository, whatever its role, for as
-  // long as it runs (replica_reads.h).
-  Replica* rp = replica.get();
-  auto reads = ReplicaReads::Start(*bus, dir, opts.replica_name, [rp] {
-    return ReplicaReads::Role{rp->leading(), rp->term(), rp->lag_ms()};
-  });
-  if (!reads.ok()) return fail("serving reads: " + reads.status().message());
+  // long as it runs (replica_reads.h); started again with a new connection.
+  std::unique_ptr<ReplicaReads> reads;
+  auto start_reads = [&]() -> Status {
+    Replica* rp = replica.get();
+    auto r = ReplicaReads::Start(*bus, dir, opts.replica_name, [rp] {
+      return ReplicaReads::Role{rp->leading(), rp->term(), rp->lag_ms()};
+    });
+    if (!r.ok()) return r.status();
+    reads = std::move(*r);
+    return OkStatus();
+  };
+  if (Status st = start_reads(); !st.ok()) return fail("serving reads: " + st.message());
   while (true) {
     // Follower: apply the stream; lead when elected, once caught up.
     {
@@ -175,7 +207,8 @@ int ServeReplicated(const ServeOptions& opts) {
         Repacker& r;
         ~RepackWait() { (void)r.Wait(); }  // before the leader's own repacks
       } repack_wait{repacker};
-      bool said_unavailable = false;
+      bool unavailable = false;
+      Clock::time_point said_unavailable{};  // when last said
       while (true) {
         const bool elected = replica->leading();
         auto n = replica->CatchUp(**ledger, verify, wal ? &*wal : nullptr);
@@ -189,15 +222,55 @@ int ServeReplicated(const ServeOptions& opts) {
             Log("ERROR: replica " + opts.replica_name + " stopped following: " + n.status().message());
             return 1;
           }
-          if (!said_unavailable) Log("the replicated log is unavailable: " + n.status().message());
-          said_unavailable = true;
+          // Said at once, then every 10 s while it lasts, with where the
+          // connection is.
+          if (!unavailable || Clock::now() - said_unavailable >= std::chrono::seconds(10)) {
+            Log(std::string(unavailable ? "the replicated log is still unavailable after " +
+                                                   std::to_string(replica->unreadable_ms() / 1000) + " s: "
+                                             : "the replicated log is unavailable: ") +
+                n.status().message() + "; NATS " + bus->ConnectionState());
+            said_unavailable = Clock::now();
+            unavailable = true;
+          }
+          // Elected, but the stream cannot be read: it cannot catch up, so
+          // cannot serve. Let a replica that reads it lead.
+          if (elected && replica->unreadable_ms() >= opts.election.ttl_ms) {
+            replica->StepDown("elected, but the replicated log has been unreadable for " +
+                              std::to_string(replica->unreadable_ms()) + " ms: " + n.status().message());
+          }
+          // Unreadable for long on this connection (whatever the library
+          // or the server it is on keeps stale): start again with a new
+          // connection, a new bucket and stream handle, and a new seek.
+          if (!elected && replica->unreadable_ms() >= kReconnectAfterMs) {
+            Log("the replicated log has been unreadable for " + std::to_string(replica->unreadable_ms() / 1000) +
+                " s; connecting to NATS again (NATS " + bus->ConnectionState() + ")");
+            door = Result<std::unique_ptr<FollowerDoor>>(UnavailableError("reconnecting"));
+            reads.reset();  // both use the connection and the replica
+            replica.reset();
+            live_bus = nullptr;
+            bus.reset();
+            const int o = open(std::nullopt);
+            if (o != 0) {
+              checkpoint();
+              return o == 1 ? 1 : 0;
+            }
+            if (Status st = start_reads(); !st.ok()) Log("ERROR: serving reads: " + st.message());
+            door = FollowerDoor::Start(dir, bus.get());
+            if (!door.ok()) Log("ERROR: pushes to this replica's front door fail: " + door.status().message());
+            Log("replica " + opts.replica_name + " reconnected: NATS " + bus->ConnectionState());
+            unavailable = false;
+            continue;
+          }
         } else {
-          said_unavailable = false;
+          if (unavailable) {
+            Log("the replicated log is readable again; NATS " + bus->ConnectionState());
+            unavailable = false;
+          }
           if (*n > 0 && !elected) {
             Log("applied " + std::to_string(*n) + " record(s) from the replicated log");
           }
           // Caught up with everything the stream held when elected: lead.
-          if (elected && replica->leading()) {
+          if (elected && replica->leading() && replica->at_end()) {
             Status armed = replica->ArmFence();
             if (armed.ok()) {
               checkpoint();  // the writer opens next; an empty log is quicker to open
@@ -207,7 +280,9 @@ int ServeReplicated(const ServeOptions& opts) {
           }
         }
         if (http.ok() && *http) (*http)->Update(replica->term(), replica->lag_ms(), bus->connected());
-        if (SignalWithin(set, elected ? 1 : 100)) {
+        // Behind (CatchUp returned after its time budget): go on at once.
+        const int wait_ms = n.ok() && !replica->at_end() ? 0 : elected ? 1 : 100;
+        if (SignalWithin(set, wait_ms)) {
           checkpoint();
           return 0;
         }

@@ -608,6 +608,36 @@ TEST_F(BusTest, KilledServerMakesJsPublishUnavailableThenRecovers) {
   EXPECT_FALSE(after->duplicate);
 }
 
+// A server that goes silent closes nothing (SIGSTOP: a hung host, or one
+// cut off the network). The client must take it for gone after its pings
+// go unanswered and reconnect to the other server of its list, within
+// seconds (the library's default pings took 4 to 6 minutes).
+TEST(BusSilentServerTest, ReconnectsToAnotherServerWhenItsServerGoesSilent) {
+  NatsServer first, second;
+  ASSERT_TRUE(first.Start());
+  ASSERT_TRUE(second.Start());
+  std::atomic<int> reconnects{0};
+  BusOptions options;
+  options.url = first.url() + "," + second.url();  // tried in this order
+  options.on_reconnected = [&] { ++reconnects; };
+  auto bus = Bus::Connect(options);
+  ASSERT_TRUE(bus.ok()) << bus.status().message();
+  ASSERT_NE((*bus)->ConnectionState().find(":" + std::to_string(first.port())), std::string::npos)
+      << (*bus)->ConnectionState();
+  ASSERT_TRUE(first.Pause());
+  struct ResumeAtEnd {
+    NatsServer& n;
+    ~ResumeAtEnd() { (void)n.Resume(); }
+  } resume{first};
+  const auto start = Clock::now();
+  ASSERT_TRUE(WaitUntil([&] { return reconnects.load() >= 1; }, 15000))
+      << "still on the silent server: " << (*bus)->ConnectionState();
+  EXPECT_LT(MillisSince(start), 10000);
+  EXPECT_NE((*bus)->ConnectionState().find(":" + std::to_string(second.port())), std::string::npos)
+      << (*bus)->ConnectionState();
+  ASSERT_OK((*bus)->Flush(2000));
+}
+
 TEST_F(BusTest, HandlesThatOutliveTheBusAreSafe) {
   auto bus = Connect();
   ASSERT_NE(bus, nullptr);

@@ -107,6 +107,19 @@ std::string NatsServer::log() const { return ReadFile(log_path_); }
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult NatsServer::Pause() {
+  if (!running()) return ::testing::AssertionFailure() << "nats-server is not running";
+  if (!proc_.running()) return Failure("nats-server died");
+  proc_.Signal(SIGSTOP);
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult NatsServer::Resume() {
+  if (!running()) return ::testing::AssertionFailure() << "nats-server is not running";
+  proc_.Signal(SIGCONT);
+  return ::testing::AssertionSuccess();
+}
+
 ::testing::AssertionResult NatsServer::Restart() {
   if (running()) {
     auto stopped = Stop();

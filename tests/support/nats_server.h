@@ -50,6 +50,11 @@ class NatsServer {
   ::testing::AssertionResult Restart();
   // SIGHUP: the server reloads its config file (and what it includes).
   ::testing::AssertionResult Reload();
+  // SIGSTOP / SIGCONT: the server goes silent without closing anything, as
+  // a hung host or one cut off the network (its connections stay open,
+  // nothing is answered), and comes back.
+  ::testing::AssertionResult Pause();
+  ::testing::AssertionResult Resume();
 
   // True from Start() until Stop()/Kill() (even if the server died meanwhile).
   bool running() const { return proc_.pid() > 0; }

@@ -296,6 +296,10 @@ Result<std::unique_ptr<Bus>> Bus::Connect(const BusOptions& options) {
   if (s == NATS_OK) s = natsOptions_SetAllowReconnect(opts.get(), true);
   if (s == NATS_OK) s = natsOptions_SetMaxReconnect(opts.get(), options.max_reconnect);
   if (s == NATS_OK) s = natsOptions_SetReconnectWait(opts.get(), options.reconnect_wait_ms);
+  if (s == NATS_OK && options.ping_interval_ms > 0) {
+    s = natsOptions_SetPingInterval(opts.get(), options.ping_interval_ms);
+  }
+  if (s == NATS_OK && options.max_pings_out > 0) s = natsOptions_SetMaxPingsOut(opts.get(), options.max_pings_out);
   if (s == NATS_OK)
     s = natsOptions_SetDisconnectedCB(opts.get(), &Impl::OnDisconnected, impl.get());
   if (s == NATS_OK) s = natsOptions_SetReconnectedCB(opts.get(), &Impl::OnReconnected, impl.get());
@@ -365,6 +369,46 @@ Bus::~Bus() {
 }
 
 bool Bus::connected() const { return impl_->Connected(); }
+
+std::string Bus::ConnectionState() const {
+  natsConnection* nc = impl_->conn.get();
+  if (nc == nullptr) return "closed";
+  std::string out;
+  switch (natsConnection_Status(nc)) {
+    case NATS_CONN_STATUS_CONNECTED: {
+      char url[256] = {0};
+      out = natsConnection_GetConnectedUrl(nc, url, sizeof(url)) == NATS_OK ? std::string("connected to ") + url
+                                                                             : std::string("connected");
+      break;
+    }
+    case NATS_CONN_STATUS_RECONNECTING:
+      out = "reconnecting";
+      break;
+    case NATS_CONN_STATUS_CLOSED:
+      out = "closed (the library stopped reconnecting)";
+      break;
+    case NATS_CONN_STATUS_CONNECTING:
+      out = "connecting";
+      break;
+    default:
+      out = "draining";
+      break;
+  }
+  natsStatistics* stats = nullptr;
+  uint64_t reconnects = 0;
+  if (natsStatistics_Create(&stats) == NATS_OK) {
+    if (natsConnection_GetStats(nc, stats) == NATS_OK) {
+      (void)natsStatistics_GetCounts(stats, nullptr, nullptr, nullptr, nullptr, &reconnects);
+    }
+    natsStatistics_Destroy(stats);
+  }
+  out += " (" + std::to_string(reconnects) + " reconnects";
+  const char* last = nullptr;
+  if (natsConnection_GetLastError(nc, &last) != NATS_OK && last != nullptr && *last != '\0') {
+    out += "; last error: " + std::string(last);
+  }
+  return out + ")";
+}
 const std::string& Bus::url() const { return impl_->options.url; }
 
 // ---------------------------------------------------------------------------

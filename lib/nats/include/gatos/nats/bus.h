@@ -50,6 +50,14 @@ struct BusOptions {
   int connect_timeout_ms = 2000;
   int max_reconnect = -1;  // -1: reconnect forever
   int reconnect_wait_ms = 250;
+  // A PING every ping_interval_ms; a server that left max_pings_out of them
+  // unanswered is taken for gone and the client reconnects elsewhere. With
+  // the library's defaults (2 minutes, 2) a server that went silent (its
+  // host cut off the network: no reset, no close) held the connection, and
+  // every request on it timed out, for 4 to 6 minutes; with these, 6 s at
+  // most.
+  int ping_interval_ms = 2000;
+  int max_pings_out = 2;
   // Bound on every JetStream API call (EnsureStream, PullSubscribe, ...) and
   // on waiting for a JsPublish acknowledgement.
   int jetstream_timeout_ms = 5000;
@@ -278,6 +286,9 @@ class Bus {
   // True while the connection is up (false while reconnecting).
   bool connected() const;
   const std::string& url() const;
+  // For log lines: "connected to nats://b:4222 (3 reconnects)",
+  // "reconnecting (...)", "closed: <the library's last error>".
+  std::string ConnectionState() const;
 
   struct Impl;  // defined in bus.cpp
 
