@@ -196,85 +196,13 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
   // Log commits carry the term of the leader that wrote them.
   RunResult msg = c.Cmd({"git", "-C", c.ledgers_[leader], "log", "-1", "--format=%B", "refs/gatos/log"});
   EXPECT_NE(msg.out.find("Ledger-Term: "), std::string::npos) << msg.out;
-  for (int i = 0; i < kReplicas; ++i) c.gatosd_[i]->Stop(SIGTERM);
-  for (int i = 0; i < kReplicas; ++i) {
-    RunResult v = c.Gatos({"verify", "--all", "--repo", c.ledgers_[i], "--ledger-key", c.ledgers_[0] + "/gatos/ledger_key.pub"}, 300);
-    EXPECT_EQ(v.exit_code, 0) << "r" << i << ": " << v.out << v.err;
-    for (const auto& id : acked) {
-      std::string hex = id.substr(id.find(':') + 1);
-      EXPECT_FALSE(TrimEnd(c.Cmd({"git", "-C", c.ledgers_[i], "rev-parse", "--verify", "-q",
-                                "refs/gatos/jobs/" + hex + "/result"}).out).empty())
-          << "r" << i << " has no result for " << id;
-    }
-  }
+  c.StopAndCheckEachReplica(acked);
   // Ids are unique: one job per acknowledgement.
   EXPECT_EQ(std::set<std::string>(acked.begin(), acked.end()).size(), acked.size());
 }
 
 // gatos up --replicas 3 as a user runs it: up.json names three replicas;
 // the leader SIGKILLed, another leads and the killed one is started again.
-// The NATS node every replica is connected to (the first of --nats, and
-// the list is not shuffled) goes silent: SIGSTOP, as a hung host or one cut
-// off the network, which closes nothing. Each replica must notice (its
-// pings go unanswered), reconnect to another node, and go on: a replica
-// leads and acknowledges, and every follower applies what it appends while
-// that node is still silent. With the library's default pings a connection
-// to a silent server looked connected, and every read and election call on
-// it timed out, for 4 to 6 minutes.
-TEST(ReplicatedE2eTest, TheNatsNodeEveryReplicaUsesGoesSilentAndTheyGoOnThroughTheOthers) {
-  ReplicatedLedger c;
-  ASSERT_TRUE(c.Prepare());
-  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
-  ASSERT_GE(c.WaitForLeader(), 0) << c.Logs();
-  ASSERT_TRUE(c.StartWorker());
-  std::vector<std::string> acked;
-  int n = 0;
-  for (; n < 3; ++n) {
-    std::string id = c.Submit(n);
-    if (!id.empty()) acked.push_back(id);
-  }
-  ASSERT_EQ(acked.size(), 3u) << c.Logs();
-  std::vector<size_t> sizes;
-  for (int i = 0; i < kReplicas; ++i) sizes.push_back(c.gatosd_[i]->log().size());
-
-  ASSERT_TRUE(c.nats_[0]->Pause());
-  struct ResumeAtEnd {
-    NatsServer& n;
-    ~ResumeAtEnd() { (void)n.Resume(); }
-  } resume{*c.nats_[0]};
-  // A replica leads through the other two nodes and acknowledges again.
-  const size_t before = acked.size();
-  ASSERT_TRUE(PollFor(60000, [&] {
-    std::string id = c.Submit(n++);
-    if (!id.empty()) acked.push_back(id);
-    return acked.size() >= before + 3;
-  })) << "nothing acknowledged with nats node n0 silent\n" << c.Logs();
-  // Every replica holds what was acknowledged while n0 is silent.
-  std::string head;
-  ASSERT_TRUE(PollFor(30000, [&] {
-    const int leader = c.Leader();
-    if (leader < 0) return false;
-    head = c.LogHead(leader);
-    for (int i = 0; i < kReplicas; ++i) {
-      if (c.LogHead(i) != head) return false;
-    }
-    return true;
-  })) << c.LogHead(0) << " " << c.LogHead(1) << " " << c.LogHead(2) << "\n" << c.Logs();
-  // They went on because each left the silent node for another one.
-  for (int i = 0; i < kReplicas; ++i) {
-    EXPECT_TRUE(c.gatosd_[i]->running()) << "r" << i;
-    EXPECT_NE(c.gatosd_[i]->log().find("NATS: reconnected", sizes[i]), std::string::npos)
-        << "r" << i << ":\n" << c.gatosd_[i]->log().substr(sizes[i]);
-  }
-  ASSERT_TRUE(c.nats_[0]->Resume());
-  // Every acknowledged job finishes (the worker left n0 too).
-  std::vector<std::string> wait = {"wait"};
-  wait.insert(wait.end(), acked.begin(), acked.end());
-  wait.insert(wait.end(), {"--ledger", c.urls_, "--timeout", "120"});
-  RunResult w = c.Gatos(wait, 180);
-  EXPECT_EQ(w.exit_code, 0) << w.out << w.err << c.worker_.log();
-}
-
 TEST(ReplicatedE2eTest, GatosUpWithThreeReplicasSurvivesKillingTheLeader) {
   TempDir dir;
   ChildProcess up;
@@ -395,17 +323,7 @@ TEST(ReplicatedE2eTest, ALeaderKilledWithAppendsInFlightLosesNothingAcknowledged
     }
     return true;
   })) << c.LogHead(0) << " " << c.LogHead(1) << " " << c.LogHead(2) << "\n" << c.Logs();
-  for (int i = 0; i < kReplicas; ++i) c.gatosd_[i]->Stop(SIGTERM);
-  for (int i = 0; i < kReplicas; ++i) {
-    RunResult v = c.Gatos({"verify", "--all", "--repo", c.ledgers_[i], "--ledger-key", c.ledgers_[0] + "/gatos/ledger_key.pub"}, 300);
-    EXPECT_EQ(v.exit_code, 0) << "r" << i << ": " << v.out << v.err;
-  }
-  for (const auto& id : acked) {
-    std::string hex = id.substr(id.find(':') + 1);
-    EXPECT_FALSE(TrimEnd(c.Cmd({"git", "-C", c.ledgers_[leader], "rev-parse", "--verify", "-q",
-                              "refs/gatos/jobs/" + hex + "/result"}).out).empty())
-        << "no result for acknowledged job " << id;
-  }
+  c.StopAndCheckEachReplica(acked);
   EXPECT_EQ(std::set<std::string>(acked.begin(), acked.end()).size(), acked.size());
 }
 

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,37 @@ inline std::vector<LogCommit> ReadLog(Ledger& l) {
     cur = c.info.seq > 1 ? c.commit.parents[0] : "";
   }
   return {out.rbegin(), out.rend()};
+}
+
+// In the signed log of the ledger at `dir`: each of `acked` ("blake3:<hex>")
+// adopted once and given exactly one final result; no job with two results.
+inline void ExpectOneSubmitAndOneResultEach(const std::string& dir, const std::vector<std::string>& acked) {
+  auto ledger = Ledger::Open(dir);
+  ASSERT_TRUE(ledger.ok()) << dir;
+  std::map<std::string, int> submits, results;
+  for (const auto& c : ReadLog(**ledger)) {
+    std::string last;  // one transition may span several lines
+    for (const auto& e : c.entries) {
+      const std::string key = std::to_string(static_cast<int>(e.kind)) + e.job_hex;
+      if (key == last) continue;
+      last = key;
+      if (e.kind == LogKind::kSubmit) ++submits[e.job_hex];
+      if (e.kind == LogKind::kResult) ++results[e.job_hex];
+    }
+  }
+  int lost = 0, doubled = 0;
+  for (const auto& id : acked) {
+    const std::string hex = id.substr(id.find(':') + 1);
+    if (submits[hex] != 1 || results[hex] != 1) {
+      ADD_FAILURE() << dir << ": " << id << ": " << submits[hex] << " submits, " << results[hex] << " results in the log";
+      ++lost;
+    }
+  }
+  for (const auto& [hex, n] : results) doubled += n > 1;
+  EXPECT_EQ(lost, 0) << dir;
+  EXPECT_EQ(doubled, 0) << dir;
+  std::cout << "[log] " << dir << ": " << acked.size() << " acknowledged, lost " << lost << ", double results "
+            << doubled << "\n";
 }
 
 }  // namespace gatos::testing

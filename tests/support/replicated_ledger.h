@@ -17,6 +17,7 @@
 
 #include "child_process.h"
 #include "git_repo.h"
+#include "log_reader.h"
 #include "nats_server.h"
 #include "test_util.h"
 
@@ -172,6 +173,19 @@ class ReplicatedLedger {
     EXPECT_EQ(c.exit_code, 0) << c.err;
     ro.timeout_seconds = 120;
     return Run({"git", "push", ledgers_[i] + "/push", "HEAD:refs/gatos/submit/" + branch}, ro);
+  }
+
+  // Stops every replica (SIGTERM); then in each replica's repository
+  // `gatos verify --all` passes and the signed log holds each of `acked`
+  // once with exactly one result.
+  void StopAndCheckEachReplica(const std::vector<std::string>& acked) {
+    for (int i = 0; i < kReplicas; ++i) gatosd_[i]->Stop(SIGTERM);
+    for (int i = 0; i < kReplicas; ++i) {
+      RunResult v = Gatos({"verify", "--all", "--repo", ledgers_[i], "--ledger-key", ledgers_[0] + "/gatos/ledger_key.pub"},
+                          300);
+      EXPECT_EQ(v.exit_code, 0) << "r" << i << ": " << v.out.substr(0, 4000) << v.err;
+      ExpectOneSubmitAndOneResultEach(ledgers_[i], acked);
+    }
   }
 
   // The end of every replica's log, for failure messages.
