@@ -239,33 +239,46 @@ TEST(DashboardBrowser, ARunningJobsPageTailsItsOutputLive) {
   int port = stack.http_port();
   std::string base = "http://127.0.0.1:" + std::to_string(port);
   stack.StartWorker(0, {"--sandbox", "off"});
-  // Prints for ~8 s, hostile text in every line (the tail starts when the
-  // page opens: live output is not replayed).
+  // Prints a line every 0.1 s, hostile text in each, until the test says
+  // stop (the tail starts when the page opens: live output is not replayed,
+  // so a fixed number of lines would race a slow browser start).
+  const std::string stop = stack.dir().Join("stop-tailing");
   std::string job =
       stack
           .PushJob(
-              "command: [\"/bin/sh\", \"-c\", \"for i in $(seq 1 80); do echo tail-line $i "
-              "'<img src=x onerror=window.__xss=3>'; sleep 0.1; done\"]\ntimeout: 60\n")
+              "command: [\"/bin/sh\", \"-c\", \"i=0; while [ ! -e " + stop +
+              " ]; do i=$((i+1)); echo tail-line $i '<img src=x onerror=window.__xss=3>'; sleep 0.1; done; "
+              "echo tail-done after $i\"]\ntimeout: 300\n")
           .substr(7);
   ASSERT_EQ(WaitForState(port, job, "claimed", 30000), "claimed");
 
   Browser b(&stack.dir());
   ASSERT_TRUE(b.Start());
   b.Go(base + "/jobs/" + job);
-  std::string tail = b.WaitForText("#live-output", "tail-line 3", 30000);
-  EXPECT_NE(tail.find("tail-line 3"), std::string::npos) << tail;
+  std::string tail = b.WaitForText("#live-output", "tail-line ", 30000);
+  ASSERT_NE(tail.find("tail-line "), std::string::npos) << tail;
   EXPECT_EQ(b.Text("#job-state"), "claimed");  // shown while it runs
   EXPECT_NE(tail.find("<img src=x onerror=window.__xss=3>"), std::string::npos) << tail;
   json probe =
       b.Execute("return [typeof window.__xss, document.images.length, document.scripts.length];");
   EXPECT_EQ(probe, json::array({"undefined", 0, 1}));
   b.Screenshot("job-tail.png");
-  // It keeps growing, then the page turns to the result.
-  EXPECT_NE(b.WaitForText("#live-output", "tail-line 40", 30000).find("tail-line 40"),
-            std::string::npos);
+  // It keeps growing: a line printed after the page first showed the tail.
+  auto last_line = [](const std::string& text) {
+    int last = 0;
+    for (size_t at = text.find("tail-line "); at != std::string::npos; at = text.find("tail-line ", at + 1)) {
+      last = std::max(last, std::atoi(text.c_str() + at + 10));
+    }
+    return last;
+  };
+  const int first = last_line(tail);
+  ASSERT_GT(first, 0) << tail;
+  const std::string later = "tail-line " + std::to_string(first + 10) + " ";
+  EXPECT_NE(b.WaitForText("#live-output", later, 60000).find(later), std::string::npos);
+  // Told to stop, the job ends and the page turns to the result.
+  WriteFile(stop, "");
   EXPECT_EQ(b.WaitForText("#job-state", "succeeded", 60000), "succeeded");
-  EXPECT_NE(b.WaitForText("#stdout", "tail-line 80", 10000).find("tail-line 80"),
-            std::string::npos);
+  EXPECT_NE(b.WaitForText("#stdout", "tail-done after", 10000).find("tail-done after"), std::string::npos);
   EXPECT_EQ(b.Find("#live-output"), "");  // the result replaced the live view
 }
 

@@ -106,10 +106,16 @@ TEST(ReplicaFollowersTest, AFollowerForwardsPushesAndServesReadsMetricsAndTheDas
   EXPECT_NE(page.out.find("replica " + fname + " · follower"), std::string::npos) << page.out;
 
   // gatos cluster status and gatos doctor reach each replica's reads.
-  RunResult cs = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[f], "--nats", c.urls_, "--json"});
-  ASSERT_EQ(cs.exit_code, 0) << cs.err;
-  auto cluster = nlohmann::json::parse(cs.out);
-  ASSERT_EQ(cluster["replicas"].size(), static_cast<size_t>(kReplicas)) << cs.out;
+  // Each replica writes its line once a second and it lives 3 s (the
+  // election TTL): under load one can be missing for a moment.
+  RunResult cs;
+  nlohmann::json cluster;
+  ASSERT_TRUE(PollFor(30000, [&] {
+    cs = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[f], "--nats", c.urls_, "--json"});
+    cluster = nlohmann::json::parse(cs.out, nullptr, false);
+    return cs.exit_code == 0 && !cluster.is_discarded() &&
+           cluster["replicas"].size() == static_cast<size_t>(kReplicas);
+  })) << cs.exit_code << " " << cs.out << cs.err;
   for (const auto& r : cluster["replicas"]) EXPECT_TRUE(r["reads"].value("ok", false)) << cs.out;
   RunResult table = c.Gatos({"cluster", "status", "--ledger", c.ledgers_[f], "--nats", c.urls_});
   EXPECT_NE(table.out.find("READS"), std::string::npos) << table.out;
