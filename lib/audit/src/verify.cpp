@@ -772,7 +772,6 @@ ResultCheck CheckResultProvenance(Ledger& ledger_ref, const ParsedResult& p,
   };
   const std::string job_hex = p.job_hex;
   const std::string worker_id = "ed25519:" + p.worker_hex;
-  const std::string& result_commit = p.commit_id;
   *present_out = false;
   bool present = std::any_of(p.tree_files.begin(), p.tree_files.end(),
                              [](const PoeOutput& o) { return o.path == kProvenanceFileName; });
