@@ -55,6 +55,8 @@ constexpr char kUsage[] =
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
     "                                    (default 1024); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
+    "        [--batch-budget-ms N]       size batches so each takes about N ms to apply\n"
+    "                                    (default 200; sweeps and fires wait at most that long)\n"
     "        [--no-wal]                  each batch syncs its pack and log ref (six syncs)\n"
     "                                    instead of one write-ahead log record (comparisons)\n"
     "        [--nats-auth-file FILE]     keep nats-server's authorization block in FILE in step\n"
@@ -155,7 +157,7 @@ int ServeCommand(const std::vector<std::string>& args) {
   if (const char* env = std::getenv("GATOS_NATS_URL")) opts.nats_url = env;
   const std::vector<gatos::FlagSpec> specs = {{"ledger"},      {"nats"},           {"http"},
                                               {"republish-s"}, {"sweep-ms"},       {"nats-wait-s"}, {"offer-window"},
-                                              {"max-batch"},   {"no-fsync", 0, false}, {"no-wal", 0, false}, {"http-token-file"},
+                                              {"max-batch"},   {"batch-budget-ms"}, {"no-fsync", 0, false}, {"no-wal", 0, false}, {"http-token-file"},
                                               {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
                                               {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"},
                                               {"replicated", 0, false}, {"replica-name"},
@@ -190,6 +192,7 @@ int ServeCommand(const std::vector<std::string>& args) {
   int64_t max_batch = static_cast<int64_t>(opts.max_batch);
   if (!flags.GetInt("max-batch", 1, 65536, &max_batch)) return Usage("serve", flags.error());
   opts.max_batch = static_cast<size_t>(max_batch);
+  if (!flags.GetInt("batch-budget-ms", 1, 60000, &opts.batch_budget_ms)) return Usage("serve", flags.error());
   int64_t replicas = opts.stream_replicas;
   if (!flags.GetInt("stream-replicas", 1, 5, &replicas)) return Usage("serve", flags.error());
   opts.stream_replicas = static_cast<int>(replicas);

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -148,9 +149,14 @@ class Server {
       // next one waits (requests meanwhile make it larger).
       Replicated(writer_->WaitForRoom(std::chrono::milliseconds(opts_.sweep_ms)));
       std::optional<PreparedRequests> item =
-          prepared_.Pop(opts_.max_batch, std::chrono::milliseconds(opts_.sweep_ms));
+          prepared_.Pop(batch_limit_.load(), std::chrono::milliseconds(opts_.sweep_ms));
       Replicated(writer_->Acknowledge());
-      if (item) Finish(std::move(*item));
+      if (item) {
+        const size_t n = item->requests.size();
+        const auto started = Clock::now();
+        Finish(std::move(*item));
+        FitBatchLimit(n, Clock::now() - started);
+      }
       if (Clock::now() >= next_sweep) {
         Sweep();
         next_sweep = Clock::now() + std::chrono::milliseconds(opts_.sweep_ms);
@@ -419,10 +425,28 @@ class Server {
     return OkStatus();
   }
 
+  // The next batches' size from what a request cost lately (a moving
+  // average): about batch_budget_ms of work, between kMinBatch and
+  // max_batch requests. A push of 10,000 jobs is applied a few hundred at a
+  // time, so a schedule's fire or a lease's expiry never waits seconds for
+  // the ledger thread (docs/benchmarks.md, "Fire lag").
+  void FitBatchLimit(size_t n, Clock::duration took) {
+    static constexpr size_t kMinBatch = 64;
+    // A small batch's time is mostly its one sync, not its requests: only
+    // batches of many requests say what a request costs.
+    if (n < 32) return;
+    const double per = std::chrono::duration<double, std::milli>(took).count() / static_cast<double>(n);
+    ms_per_request_ = ms_per_request_ < 0 ? per : 0.7 * ms_per_request_ + 0.3 * per;
+    const double fit = static_cast<double>(opts_.batch_budget_ms) / std::max(ms_per_request_, 1e-6);
+    const size_t floor = std::min(kMinBatch, opts_.max_batch);
+    batch_limit_.store(static_cast<size_t>(std::clamp(fit, static_cast<double>(floor),
+                                                      static_cast<double>(opts_.max_batch))));
+  }
+
   void DecodeLoop() {
     while (true) {
       std::vector<Request> batch =
-          queue_.PopBatch(opts_.max_batch, std::chrono::milliseconds(opts_.sweep_ms));
+          queue_.PopBatch(batch_limit_.load(), std::chrono::milliseconds(opts_.sweep_ms));
       if (batch.empty()) {
         if (queue_.closed()) break;
         continue;
@@ -554,6 +578,8 @@ class Server {
   int exit_code_ = 0;
   int64_t pools_shown_ms_ = 0;
   std::atomic<bool> stepped_down_{false};  // replicated: the leader lost the election
+  std::atomic<size_t> batch_limit_{opts_.max_batch};  // FitBatchLimit; read by the decoder thread
+  double ms_per_request_ = -1;                       // the ledger thread's only
   // Destroyed in reverse: the transports before the service, the service
   // before the writer.
   std::unique_ptr<LedgerWriter> writer_;

@@ -38,6 +38,11 @@ struct ServeOptions {
   bool fsync = true;                 // durable batches; --no-fsync for experiments only
   bool wal = true;                   // durable by the write-ahead log; --no-wal for comparisons
   size_t max_batch = 1024;           // requests applied as one log batch at most
+  // A log batch is sized so that applying it takes about this long (and
+  // holds at most max_batch requests): sweeps, timers and schedule fires
+  // wait at most that long behind a push of thousands of jobs. Cheap
+  // requests (claims, renews) still go max_batch at a time.
+  int64_t batch_budget_ms = 200;
   int64_t checkpoint_ms = 10'000;    // CheckpointPublisher's period; 0 = gatosd signs no checkpoints
   // NATS authentication (nats_auth.h). gatosd always connects as the ledger
   // key. With nats_auth_file it writes the server's authorization block there
