@@ -240,6 +240,25 @@ TEST(ReplicaApplyTest, APushedJobTravelsWithItsObjectsAndARecordWithoutThemIsRef
   for (const auto& o : j.objects) EXPECT_TRUE(l->HasObject(o.id)) << o.id;
 }
 
+// A result pushed with stock git to the leader's front door: its commit,
+// tree and files travel in the record too, and the follower holds them.
+TEST(ReplicaApplyTest, APushedResultTravelsWithItsObjects) {
+  Replicated r;
+  JobRun run = RunJob(r.f, r.f.w1, {.yaml = Yaml(1), .accept = false});
+  WriteObjects(r.f.W().ledger(), run.built.objects);
+  ParsedResult parsed;
+  Decision checked = CheckResultContent(LedgerLookup(&r.f.W().ledger()), run.built.commit_id, r.f.W().policy(), &parsed);
+  ASSERT_TRUE(checked.ok()) << checked.message;
+  OpResult done = r.f.Apply(ResultOp{parsed, {}});
+  ASSERT_TRUE(done.outcome.ok()) << done.outcome.message;
+  r.f.Close();
+  r.ApplyAll();
+  auto l = r.F();
+  ASSERT_GE(run.built.objects.size(), 3u);
+  for (const auto& o : run.built.objects) EXPECT_TRUE(l->HasObject(o.id)) << o.id;
+  EXPECT_EQ(*l->ResolveRef(JobRef(run.job_hex, "result")), run.built.commit_id);
+}
+
 // A replicated ledger takes a pushed job commit without its history: its
 // parents would be needed on every replica, and the record carries the
 // commit and its tree only.
