@@ -186,9 +186,11 @@ int RunBatchSubmit(const Args& args) {
                           {"json", 0, false},
                           {"no-pin", 0, false},
                           {"priority"},
+                          {"leader-wait"},
                           {"nonce"}})) {
     return UsageError("batch submit", flags.error());
   }
+  if (std::string e = ApplyLeaderWaitFlag(flags.Get("leader-wait")); !e.empty()) return UsageError("batch submit", e);
   int64_t priority = 5;
   std::string priority_error;
   if (!PriorityFlag(flags.Get("priority"), &priority, &priority_error)) {
@@ -200,7 +202,8 @@ int RunBatchSubmit(const Args& args) {
            "DIR|nats://...|GIT-URL\n"
            "                          [--sign-key KEY] [--no-pin] [--nonce TEXT] [--priority N] [--json]\n\n"
            "--priority N: every job's Priority trailer, 0-9 (default 5; docs/scheduling.md).\n"
-           "Creates one job per repository listed in FILE (one per line; blank lines and\n"
+        << kLeaderWaitHelp
+        << "Creates one job per repository listed in FILE (one per line; blank lines and\n"
            "'#' comments ignored): every {{repo}} in the template is replaced by the\n"
            "repository, and each job is submitted as 'gatos submit' does. Then a batch\n"
            "record (batch.json: template hash, repo -> job) is written to\n"

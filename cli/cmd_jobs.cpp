@@ -265,7 +265,7 @@ bool PriorityFlag(const std::optional<std::string>& value, int64_t* priority, st
 }
 
 int RunSubmit(const Args& args) {
-  const char* help =
+  const std::string help =
       "usage: gatos submit FILE --ledger DIR|nats://HOST:PORT|GIT-URL [--sign-key KEY] [--timeout "
       "S] [--priority N] [--json]\n\n"
       "Submits the manifest FILE (YAML or JSON) as a job: builds a commit whose tree\n"
@@ -281,11 +281,13 @@ int RunSubmit(const Args& args) {
       "--priority N: 0-9, higher first (default 5); written as the job commit's\n"
       "'Priority: N' trailer, signed with it but not hashed: the same manifest at\n"
       "another priority is the same job (docs/scheduling.md).\n"
-      "GATOS_LEDGER is used when --ledger is not given.\n";
+      "GATOS_LEDGER is used when --ledger is not given.\n" +
+      std::string(kLeaderWaitHelp);
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"timeout"}, {"priority"}, {"json", 0, false}})) {
+  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"timeout"}, {"priority"}, {"json", 0, false}, {"leader-wait"}})) {
     return UsageError("submit", flags.error());
   }
+  if (std::string e = ApplyLeaderWaitFlag(flags.Get("leader-wait")); !e.empty()) return UsageError("submit", e);
   int64_t priority = kDefaultPriority;
   std::string priority_error;
   if (!PriorityFlag(flags.Get("priority"), &priority, &priority_error)) return UsageError("submit", priority_error);
@@ -332,8 +334,9 @@ int RunSubmit(const Args& args) {
 
 int RunStatus(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}, {"replica"}}))
+  if (!flags.Parse(args, {{"ledger"}, {"json", 0, false}, {"replica"}, {"leader-wait"}}))
     return UsageError("status", flags.error());
+  if (std::string e = ApplyLeaderWaitFlag(flags.Get("leader-wait")); !e.empty()) return UsageError("status", e);
   if (flags.help()) {
     std::cout << "usage: gatos status JOB-ID --ledger DIR|nats://HOST:PORT [--json]\n\n"
                  "Prints a job's state (pending, claimed, succeeded, failed, timed-out, aborted)\n"
@@ -350,7 +353,7 @@ int RunStatus(const Args& args) {
                  "finished, exit_code, signal, timed_out, reason, result_commit, not_before and\n"
                  "backoff_ms (fields that do not apply are left out).\n"
                  "Without JOB-ID prints the number of jobs in each state.\n"
-              << kReplicaHelp;
+              << kReplicaHelp << kLeaderWaitHelp;
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
@@ -388,9 +391,11 @@ int RunLs(const Args& args) {
                           {"after"},
                           {"json", 0, false},
                           {"replica"},
+                          {"leader-wait"},
                           {"counts", 0, false}})) {
     return UsageError("ls", flags.error());
   }
+  if (std::string e = ApplyLeaderWaitFlag(flags.Get("leader-wait")); !e.empty()) return UsageError("ls", e);
   if (flags.help()) {
     std::cout
         << "usage: gatos ls --ledger DIR|nats://HOST:PORT [--state STATE] [--limit N] [--after "
@@ -401,7 +406,7 @@ int RunLs(const Args& args) {
            "more). Default limit 1000. The listing comes from the ledger's state\n"
            "index (gatosd's, or the log of a ledger directory): a page costs the same at any\n"
            "size; when a page stops early it prints where to continue (--after).\n"
-        << kReplicaHelp;
+        << kReplicaHelp << kLeaderWaitHelp;
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));
@@ -464,9 +469,11 @@ int RunLs(const Args& args) {
 
 int RunWait(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"timeout"}, {"json", 0, false}, {"quiet", 'q', false}, {"replica"}})) {
+  if (!flags.Parse(args, {{"ledger"}, {"timeout"}, {"json", 0, false}, {"quiet", 'q', false}, {"replica"},
+                          {"leader-wait"}})) {
     return UsageError("wait", flags.error());
   }
+  if (std::string e = ApplyLeaderWaitFlag(flags.Get("leader-wait")); !e.empty()) return UsageError("wait", e);
   if (flags.help()) {
     std::cout
         << "usage: gatos wait JOB-ID... --ledger DIR|nats://HOST:PORT [--timeout S] [--json]\n\n"
@@ -478,7 +485,8 @@ int RunWait(const Args& args) {
            "status of each job (as gatos status --json) in one array.\n"
         << kReplicaHelp
         << "A replica that does not hold a job yet (it applies the log a moment after the\n"
-           "leader) is asked again for up to 10 s before the job is said not to exist.\n";
+           "leader) is asked again for up to 10 s before the job is said not to exist.\n"
+        << kLeaderWaitHelp;
     return kExitOk;
   }
   auto target = LedgerTarget(flags.Get("ledger"));

@@ -2,11 +2,15 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <iostream>
+#include <thread>
 
 #include "gatos/ledger/job_service.h"
 #include "gatos/ledger/local_ledger.h"
 #include "gatos/ledger/writer.h"
+#include "gatos/model/leader_wait.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/rpc.h"
 #include "gatos/nats/bus_identity.h"
@@ -117,10 +121,78 @@ Result<nlohmann::json> ProbeReplicaReads(Bus& bus, const std::string& name, int 
   return r;
 }
 
+namespace {
+std::optional<int64_t>& LeaderWait() {
+  static std::optional<int64_t> ms;
+  return ms;
+}
+}  // namespace
+
+const char kLeaderWaitHelp[] =
+    "--leader-wait S: while a replicated ledger elects a new leader, ask again for up to S\n"
+    "seconds (default 30, or GATOS_LEADER_WAIT=S; 0: do not wait) when no leader answers\n"
+    "or the ledger says nothing was recorded (retry); a refusal is never asked again.\n";
+
+void UseLeaderWait(int64_t ms) { LeaderWait() = ms; }
+
+int64_t LeaderWaitMs() {
+  if (LeaderWait()) return *LeaderWait();
+  if (const char* env = std::getenv(kLeaderWaitEnv); env && *env) {
+    if (auto ms = ParseLeaderWaitMs(env)) return *ms;
+    std::cerr << "gatos: " << kLeaderWaitEnv << " is not a number of seconds; waiting "
+              << kDefaultLeaderWaitMs / 1000 << " s for a leader\n";
+  }
+  LeaderWait() = kDefaultLeaderWaitMs;
+  return kDefaultLeaderWaitMs;
+}
+
+std::string ApplyLeaderWaitFlag(const std::optional<std::string>& seconds) {
+  if (!seconds) return "";
+  auto ms = ParseLeaderWaitMs(*seconds);
+  if (!ms) return "--leader-wait must be a number of seconds >= 0";
+  UseLeaderWait(*ms);
+  return "";
+}
+
 Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
                                      const std::string& data, int timeout_ms) {
-  GATOS_ASSIGN_OR_RETURN(auto bus, ConnectGatosd(nats_url));
-  return GatosdRequestOn(*bus, subject, data, timeout_ms);
+  static bool said = false;  // once per process: gatos wait asks many times
+  std::chrono::steady_clock::time_point start;  // of the first failure
+  for (int attempt = 1;; ++attempt) {
+    GATOS_ASSIGN_OR_RETURN(auto bus, ConnectGatosd(nats_url));
+    Result<nlohmann::json> reply = GatosdRequestOn(*bus, subject, data, timeout_ms);
+    // A named replica is not the leader: nothing to wait for.
+    if (ReplicaTarget()) return reply;
+    TransitionError error = TransitionError::kNone;
+    if (reply.ok() && !reply->value("ok", false)) {
+      error = ParseTransitionError(reply->contains("error") && (*reply)["error"].is_string()
+                                       ? (*reply)["error"].get<std::string>()
+                                       : std::string());
+    }
+    const Status transport = reply.ok() ? OkStatus() : reply.status();
+    if (!RetryAcrossLeaderChange(subject, transport, error)) return reply;
+    const std::string why = reply.ok() ? reply->value("message", "retry") : transport.message();
+    if (attempt == 1) start = std::chrono::steady_clock::now();
+    const int64_t bound = LeaderWaitMs();
+    const int64_t pause = LeaderWaitBackoffMs(attempt);
+    const int64_t waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    if (waited + pause > bound) {
+      if (bound == 0) return reply;
+      const std::string after = " (no leader answered within " + std::to_string((waited + 500) / 1000) +
+                                " s; --leader-wait or " + kLeaderWaitEnv + " waits longer)";
+      if (!reply.ok()) return Status(transport.code(), transport.message() + after);
+      (*reply)["message"] = why + after;
+      return reply;
+    }
+    if (!said) {
+      std::cerr << "gatos: waiting up to " << (bound + 999) / 1000 << " s for the ledger's leader (" << why
+                << ")\n";
+      said = true;
+    }
+    bus.reset();
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause));
+  }
 }
 
 std::string NotUsableLedger(const std::string& target, const std::string& what) {

@@ -42,6 +42,19 @@ void UseReplica(const std::string& name);
 // The replica UseReplica named (nullopt: the leader).
 std::optional<std::string> ReplicaTarget();
 
+// How long a request to a replicated ledger's leader over NATS waits for a
+// leader, asking again with backoff, when nobody answers or the ledger
+// answers "retry" (a leader change; gatos/model/leader_wait.h): --leader-wait
+// S (UseLeaderWait), else GATOS_LEADER_WAIT=S, else 30 s; 0 turns it off.
+// While it waits it says so once on stderr. Reads asked of a named replica
+// (--replica) are not retried.
+void UseLeaderWait(int64_t ms);
+int64_t LeaderWaitMs();
+// --leader-wait's value applied: "" when fine, else the usage error.
+std::string ApplyLeaderWaitFlag(const std::optional<std::string>& seconds);
+// The --help lines of --leader-wait.
+extern const char kLeaderWaitHelp[];
+
 // Whether replica `name` answers reads on its own subjects (a list of one
 // job, rpc::ReplicaReadSubject): its "replica" object on success, with
 // "read_ms" (the round trip) added. Unavailable when it does not answer.
@@ -58,7 +71,8 @@ Result<nlohmann::json> GatosdRequestOn(Bus& bus, const std::string& subject,
                                        const std::string& data, int timeout_ms);
 
 // A request to gatosd; returns the reply object (ok or not). Unavailable when
-// nobody serves the subject.
+// nobody serves the subject. Asked again while a leader is elected (see
+// UseLeaderWait).
 Result<nlohmann::json> GatosdRequest(const std::string& nats_url, const std::string& subject,
                                      const std::string& data, int timeout_ms);
 

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "gatos/git/commit_objects.h"
 #include "gatos/git/result.h"
 #include "gatos/ledger/checks.h"
 #include "gatos/ledger/local_ledger.h"
@@ -27,41 +28,21 @@ std::string Refusal(TransitionError e, const std::string& message) {
 }  // namespace
 
 Result<std::vector<GitObject>> ForwardedJobObjects(Ledger& ledger, const std::string& commit) {
-  ObjectLookup lookup = LedgerLookup(&ledger);
-  std::vector<GitObject> out;
-  GATOS_ASSIGN_OR_RETURN(auto c, lookup(commit));
-  if (c.first != ObjectType::kCommit) return InvalidArgumentError(commit.substr(0, 12) + " is not a commit");
-  GATOS_ASSIGN_OR_RETURN(RawCommit raw, ParseRawCommit(c.second, commit));
+  CommitObjectLimits limits;
+  limits.max_objects = kMaxForwardedObjects;
+  RawCommit raw;
+  auto out = CommitObjects(LedgerLookup(&ledger), commit, limits, &raw);
+  if (!out.ok()) {
+    if (out.status().code() != StatusCode::kFailedPrecondition) return out.status();
+    return FailedPreconditionError(
+        "this replica follows and forwards a pushed job to the leader as a submit, which carries at most " +
+        std::to_string(kMaxForwardedObjects) +
+        " objects: keep only job.yaml in the job commit's tree, or push to the leader's front door");
+  }
   if (!raw.parents.empty()) {
     return FailedPreconditionError(
-        "this replica follows and forwards a pushed job to the leader without its history: push a commit "
-        "with no parent (git checkout --orphan NAME), or push to the leader's front door");
-  }
-  out.push_back({ObjectType::kCommit, std::move(c.second), commit});
-  // The tree and everything under it, breadth first; submodules are links,
-  // not objects.
-  std::vector<std::string> trees = {raw.tree};
-  std::set<std::string> seen;
-  for (size_t i = 0; i < trees.size(); ++i) {
-    if (!seen.insert(trees[i]).second) continue;
-    GATOS_ASSIGN_OR_RETURN(auto t, lookup(trees[i]));
-    if (t.first != ObjectType::kTree) return InvalidArgumentError(trees[i].substr(0, 12) + " is not a tree");
-    GATOS_ASSIGN_OR_RETURN(auto entries, ParseTree(t.second, trees[i]));
-    out.push_back({ObjectType::kTree, std::move(t.second), trees[i]});
-    for (const auto& e : entries) {
-      if (e.is_tree()) {
-        trees.push_back(e.id);
-      } else if (e.mode != 0160000 && seen.insert(e.id).second) {
-        GATOS_ASSIGN_OR_RETURN(auto b, lookup(e.id));
-        out.push_back({b.first, std::move(b.second), e.id});
-      }
-      if (out.size() + trees.size() - i - 1 > kMaxForwardedObjects) {
-        return FailedPreconditionError(
-            "this replica follows and forwards a pushed job to the leader as a submit, which carries at most " +
-            std::to_string(kMaxForwardedObjects) +
-            " objects: keep only job.yaml in the job commit's tree, or push to the leader's front door");
-      }
-    }
+        "a replicated ledger takes a pushed job without its history (this replica forwards the commit and "
+        "its tree to the leader): push a commit with no parent (git checkout --orphan NAME)");
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "audit_fixture.h"
 #include "gatos/audit/log_audit.h"
@@ -192,6 +193,98 @@ TEST(ReplicaApplyTest, ABatchOfAnOlderTermIsRefusedAndVerifyReportsIt) {
   ASSERT_TRUE(report.ok());
   ASSERT_FALSE(report->ok());
   EXPECT_EQ(report->problems[0].check, "log_term") << Problems(*report);
+}
+
+// A job pushed with stock git: its objects are in the leader's repository
+// already (the submit op carries none). The leader's record carries them,
+// so the follower holds the job commit, its tree and its job.yaml; a
+// record that names a job commit without them is refused, nothing landed.
+TEST(ReplicaApplyTest, APushedJobTravelsWithItsObjectsAndARecordWithoutThemIsRefused) {
+  Replicated r;
+  LedgerFixture::Job j = r.f.JobCommit(Yaml(1), &r.f.submitter);
+  std::vector<const GitObject*> pushed;
+  for (const auto& o : j.objects) pushed.push_back(&o);
+  ASSERT_TRUE(r.f.W().ledger().WriteObjectsPacked(pushed, /*fsync=*/false, /*remember=*/false).ok());
+  auto check = r.f.Check(j);
+  ASSERT_TRUE(check.ok()) << check.status().message();
+  OpResult done = r.f.Apply(SubmitOp{*check, {}});
+  ASSERT_TRUE(done.outcome.ok()) << done.outcome.message;
+  r.f.Close();
+  ASSERT_EQ(r.records.size(), 1u);
+  WalRecord rec = DecodeWalFile(r.records[0]).records.at(0);
+  std::set<std::string> carried;
+  for (const auto& o : rec.objects) carried.insert(o.id);
+  for (const auto& o : j.objects) EXPECT_TRUE(carried.count(o.id)) << "the record lacks " << o.id;
+
+  // Without the job's objects: refused, saying which commit, and nothing lands.
+  std::vector<const GitObject*> stripped;
+  for (const auto& o : rec.objects) {
+    bool job_object = false;
+    for (const auto& x : j.objects) job_object |= x.id == o.id;
+    if (!job_object) stripped.push_back(&o);
+  }
+  ASSERT_LT(stripped.size(), rec.objects.size());
+  auto l = r.F();
+  const std::string head = *l->ResolveRef(kLogRef);
+  auto refused = CheckAndApplyRecord(*l, EncodeWalRecord(rec.seq, rec.log_id, stripped), VerifyOptions{}, false);
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("records job commit " + j.commit.substr(0, 12)), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("without its objects"), std::string::npos) << refused.status().message();
+  EXPECT_EQ(*l->ResolveRef(kLogRef), head);
+  EXPECT_FALSE(l->HasObject(j.commit));
+
+  // The leader's record lands, with every object of the job.
+  auto ok = CheckAndApplyRecord(*l, r.records[0], VerifyOptions{}, false);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  for (const auto& o : j.objects) EXPECT_TRUE(l->HasObject(o.id)) << o.id;
+}
+
+// A result pushed with stock git to the leader's front door: its commit,
+// tree and files travel in the record too, and the follower holds them.
+TEST(ReplicaApplyTest, APushedResultTravelsWithItsObjects) {
+  Replicated r;
+  JobRun run = RunJob(r.f, r.f.w1, {.yaml = Yaml(1), .accept = false});
+  WriteObjects(r.f.W().ledger(), run.built.objects);
+  ParsedResult parsed;
+  Decision checked = CheckResultContent(LedgerLookup(&r.f.W().ledger()), run.built.commit_id, r.f.W().policy(), &parsed);
+  ASSERT_TRUE(checked.ok()) << checked.message;
+  OpResult done = r.f.Apply(ResultOp{parsed, {}});
+  ASSERT_TRUE(done.outcome.ok()) << done.outcome.message;
+  r.f.Close();
+  r.ApplyAll();
+  auto l = r.F();
+  ASSERT_GE(run.built.objects.size(), 3u);
+  for (const auto& o : run.built.objects) EXPECT_TRUE(l->HasObject(o.id)) << o.id;
+  EXPECT_EQ(*l->ResolveRef(JobRef(run.job_hex, "result")), run.built.commit_id);
+}
+
+// A replicated ledger takes a pushed job commit without its history: its
+// parents would be needed on every replica, and the record carries the
+// commit and its tree only.
+TEST(ReplicaApplyTest, APushedJobWithHistoryIsRefusedByAReplicatedLeader) {
+  Replicated r;
+  LedgerFixture::Job parent = r.f.JobCommit(Yaml(1), &r.f.submitter);
+  auto m = ParseManifest(Yaml(2), "job.yaml");
+  ASSERT_TRUE(m.ok());
+  std::vector<GitObject> objects;
+  auto tree = BuildTreeObjects({{"job.yaml", Yaml(2), false}}, &objects);
+  ASSERT_TRUE(tree.ok());
+  auto c = BuildCommitObject(*tree, {parent.commit}, "run it\n\nJob-Id: blake3:" + JobIdHex(*m) + "\n", "Alice",
+                             "alice@example.com", r.f.now, &r.f.submitter);
+  ASSERT_TRUE(c.ok());
+  objects.insert(objects.begin(), *c);
+  for (const auto& o : parent.objects) objects.push_back(o);
+  std::vector<const GitObject*> pushed;
+  for (const auto& o : objects) pushed.push_back(&o);
+  ASSERT_TRUE(r.f.W().ledger().WriteObjectsPacked(pushed, false, false).ok());
+  auto check = CheckJobCommit(BatchLookup(&objects, nullptr), c->id, "", r.f.W().policy(), r.f.now);
+  ASSERT_TRUE(check.ok()) << check.status().message();
+  OpResult refused = r.f.Apply(SubmitOp{*check, {}});
+  EXPECT_EQ(refused.outcome.error, TransitionError::kInvalid) << refused.outcome.message;
+  EXPECT_NE(refused.outcome.message.find("without its history"), std::string::npos) << refused.outcome.message;
+  r.f.Close();
+  EXPECT_TRUE(r.records.empty());
 }
 
 TEST(ReplicaApplyTest, GarbageIsNotARecord) {

@@ -144,6 +144,60 @@ TEST(ReplicaFollowersTest, AFollowerForwardsPushesAndServesReadsMetricsAndTheDas
   EXPECT_NE(missing.exit_code, 0) << missing.out;
 }
 
+// A job pushed with stock git to the leader's own front door: git wrote
+// its objects to the leader's object store, and the leader's record of the
+// batch carries them, so that every follower holds the job commit, its
+// tree and its job.yaml after applying it, and each follower's repository
+// verifies.
+TEST(ReplicaFollowersTest, AJobPushedToTheLeadersDoorReachesEveryFollowerWithItsObjects) {
+  ReplicatedLedger c;
+  ASSERT_TRUE(c.Prepare());
+  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
+  const int leader = c.WaitForLeader();
+  ASSERT_GE(leader, 0) << c.Logs();
+  ASSERT_TRUE(c.StartWorker());
+
+  std::string id;
+  const std::string yaml = Job(4);
+  RunResult push = c.PushJob(leader, yaml, &id);
+  ASSERT_EQ(push.exit_code, 0) << push.err << c.Logs();
+  EXPECT_NE(push.err.find("remote: gatos: accepted job " + id), std::string::npos) << push.err;
+  RunResult w = c.Gatos({"wait", id, "--ledger", c.urls_, "--timeout", "60", "--json"});
+  ASSERT_EQ(w.exit_code, 0) << w.out << w.err << c.Logs();
+  auto waited = nlohmann::json::parse(w.out);
+  ASSERT_EQ(waited.size(), 1u);
+  ASSERT_EQ(waited[0]["state"], "succeeded") << w.out;
+  const std::string commit = waited[0]["job_commit"];
+  const std::string tree = TrimEnd(c.Cmd({"git", "-C", c.ledgers_[leader], "rev-parse", commit + "^{tree}"}).out);
+  ASSERT_EQ(tree.size(), 40u) << tree;
+
+  for (int f = 0; f < kReplicas; ++f) {
+    if (f == leader) continue;
+    const std::string fname = "r" + std::to_string(f);
+    // Applied by the follower: its own status of the job has the result.
+    RunResult st;
+    nlohmann::json status;
+    ASSERT_TRUE(PollFor(30000, [&] {
+      st = c.Gatos({"status", id, "--ledger", c.urls_, "--replica", fname, "--json"});
+      status = nlohmann::json::parse(st.out, nullptr, false);
+      return st.exit_code == 0 && !status.is_discarded() && status.value("state", "") == "succeeded";
+    })) << fname << ": " << st.out << st.err << c.Logs();
+    EXPECT_EQ(status.value("job_commit", ""), commit) << st.out;
+    EXPECT_EQ(status["replica"].value("name", ""), fname) << st.out;
+    EXPECT_EQ(status["replica"].value("role", ""), "follower") << st.out;
+    // The job commit, its tree and its job.yaml are in the follower's
+    // object store, as the manifest was pushed.
+    RunResult e = c.Cmd({"git", "-C", c.ledgers_[f], "cat-file", "-e", commit});
+    EXPECT_EQ(e.exit_code, 0) << fname << " lacks job commit " << commit << ": " << e.err;
+    e = c.Cmd({"git", "-C", c.ledgers_[f], "cat-file", "-e", tree});
+    EXPECT_EQ(e.exit_code, 0) << fname << " lacks the job's tree " << tree << ": " << e.err;
+    RunResult show = c.Cmd({"git", "-C", c.ledgers_[f], "show", commit + ":job.yaml"});
+    EXPECT_EQ(show.exit_code, 0) << show.err;
+    EXPECT_EQ(show.out, yaml);
+  }
+  c.StopAndCheckEachReplica({id});
+}
+
 TEST(ReplicaFollowersTest, AFollowersPushIsRefusedClearlyWhenNoLeaderCanBeElected) {
   ReplicatedLedger c;
   ASSERT_TRUE(c.Prepare());

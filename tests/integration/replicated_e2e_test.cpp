@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -29,6 +30,68 @@
 
 namespace gatos::testing {
 namespace {
+
+// A user's script across a failover: `gatos wait` and `gatos submit`
+// started right after the leader's SIGKILL (no replica answers the
+// ledger's RPC until another is elected, seconds later) say once that they
+// wait for a leader, and succeed once the new leader serves; each job has
+// exactly one submit and one result. A refusal is not asked again.
+TEST(ReplicatedE2eTest, TheClientWaitsForTheNextLeaderAcrossAFailover) {
+  ReplicatedLedger c;
+  ASSERT_TRUE(c.Prepare());
+  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
+  const int leader = c.WaitForLeader();
+  ASSERT_GE(leader, 0) << c.Logs();
+  ASSERT_TRUE(c.StartWorker());
+  const std::string first = c.Submit(1);
+  ASSERT_FALSE(first.empty()) << c.Logs();
+
+  ASSERT_EQ(c.gatosd_[leader]->Stop(SIGKILL), -SIGKILL);
+  const auto killed_at = std::chrono::steady_clock::now();
+  RunResult waited;
+  std::thread waiter([&] { waited = c.Gatos({"wait", first, "--ledger", c.urls_, "--timeout", "120", "--json"}, 150); });
+  const std::string file = c.dir_.Join("after-the-kill.yaml");
+  WriteFile(file, "command: [\"/bin/echo\", \"after the kill\"]\ntimeout: 30\n");
+  RunResult s = c.Gatos({"submit", file, "--ledger", c.urls_, "--sign-key", c.alice_, "--timeout", "5"}, 120);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  waiter.join();
+  ASSERT_EQ(s.exit_code, 0) << s.out << s.err << c.Logs();
+  const std::string second = TrimEnd(s.out);
+  EXPECT_NE(s.err.find("gatos: waiting up to 30 s for the ledger's leader"), std::string::npos) << s.err;
+  EXPECT_LT(took, 35.0);
+  EXPECT_NE(c.WaitForLeader(leader), -1) << c.Logs();
+  ASSERT_EQ(waited.exit_code, 0) << waited.out << waited.err << c.Logs();
+  auto states = nlohmann::json::parse(waited.out, nullptr, false);
+  ASSERT_TRUE(states.is_array() && states.size() == 1u) << waited.out;
+  EXPECT_EQ(states[0].value("state", ""), "succeeded") << waited.out;
+  RunResult w2 = c.Gatos({"wait", second, "--ledger", c.urls_, "--timeout", "120"}, 150);
+  EXPECT_EQ(w2.exit_code, 0) << w2.out << w2.err << c.Logs();
+
+  // A refusal is not asked again: a job signed by a key the policy does
+  // not name fails at once, without waiting for a leader.
+  const std::string mallory = c.dir_.Join("mallory");
+  ASSERT_EQ(c.Gatos({"keygen", "-f", mallory}).exit_code, 0);
+  RunResult refused = c.Gatos({"submit", file, "--ledger", c.urls_, "--sign-key", mallory, "--timeout", "5"}, 60);
+  EXPECT_NE(refused.exit_code, 0) << refused.out;
+  EXPECT_EQ(refused.err.find("waiting up to"), std::string::npos) << refused.err;
+  // --leader-wait 0: no waiting at all; a bad value is a usage error.
+  RunResult usage = c.Gatos({"status", first, "--ledger", c.urls_, "--leader-wait", "soon"});
+  EXPECT_EQ(usage.exit_code, 2) << usage.err;
+
+  // The killed replica follows again; every replica holds each job once,
+  // with one result, and verifies.
+  ASSERT_TRUE(c.StartReplica(leader));
+  const int now_leading = c.WaitForLeader(leader);
+  ASSERT_GE(now_leading, 0) << c.Logs();
+  ASSERT_TRUE(PollFor(60000, [&] {
+    const std::string head = c.LogHead(now_leading);
+    for (int i = 0; i < kReplicas; ++i) {
+      if (c.LogHead(i) != head) return false;
+    }
+    return true;
+  })) << c.Logs();
+  c.StopAndCheckEachReplica({first, second});
+}
 
 TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplicasConverge) {
   ReplicatedLedger c;

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "gatos/git/commit_objects.h"
 #include "gatos/ledger/wal.h"
 #include "gatos/model/log_format.h"
 #include "gatos/model/refs.h"
@@ -65,6 +66,22 @@ Result<AppliedRecord> CheckAndApplyRecord(Ledger& ledger, std::string_view bytes
                                    std::to_string(head_info.seq) + ")");
   }
 
+  // Every job commit the batch submits is here with its tree and all under
+  // it, from the record or from before: a follower holds everything the
+  // leader holds for a job, or refuses the record. (A batch that does not
+  // decode is the auditor's to report, below.)
+  Result<std::vector<LogEntry>> entries = BatchOf(ledger, c);
+  for (size_t i = 0; entries.ok() && i < entries->size(); ++i) {
+    const LogEntry& e = (*entries)[i];
+    if (e.kind != LogKind::kSubmit || e.new_id.empty()) continue;
+    auto objects = CommitObjects(LedgerLookup(&ledger), e.new_id);
+    if (!objects.ok()) {
+      return PermissionDeniedError(what + " refused: it records job commit " + Short(e.new_id) + " (" + e.ref +
+                                   ") without its objects, and this replica does not have them (" +
+                                   objects.status().message() + ")");
+    }
+  }
+
   // The auditor's checks, from the local head to the record's commit.
   LogAuditOptions opts;
   opts.verify = verify;
@@ -83,11 +100,11 @@ Result<AppliedRecord> CheckAndApplyRecord(Ledger& ledger, std::string_view bytes
   }
 
   // It lands: the log ref, then the view refs (the last value of each).
-  GATOS_ASSIGN_OR_RETURN(std::vector<LogEntry> entries, BatchOf(ledger, c));
+  if (!entries.ok()) return entries.status();
   if (wal) GATOS_RETURN_IF_ERROR(wal->Append(rec.seq, rec.log_id, all));  // durable from here
   GATOS_RETURN_IF_ERROR(ledger.CasRef(kLogRef, head, rec.log_id, sync_repo));
   std::map<std::string, std::string> view;
-  for (const LogEntry& e : entries) {
+  for (const LogEntry& e : *entries) {
     if (!e.ref.empty()) view[e.ref] = e.new_id;
   }
   Status vs = ledger.SetViewRefs({view.begin(), view.end()});

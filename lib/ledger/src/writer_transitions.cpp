@@ -19,6 +19,7 @@
 
 #include "checkpointer.h"
 #include "gatos/crypto/sshsig.h"
+#include "gatos/git/commit_objects.h"
 #include "gatos/ledger/schedule_fire.h"
 #include "gatos/ledger/wal.h"
 #include "gatos/model/encoding.h"
@@ -78,6 +79,31 @@ void Refuse(const Decision& d, OpResult* r) { r->outcome = Decision::Error(d.err
 
 }  // namespace
 
+Result<std::vector<GitObject>> LedgerWriter::PushedObjects(const Batch& b, const std::string& commit, bool job) {
+  if (!options_.replicate) return std::vector<GitObject>{};
+  // Bounded as what a result RPC may carry: the record holds them all.
+  CommitObjectLimits limits;
+  limits.max_bytes = static_cast<size_t>(BatchPolicy(b).settings.max_result_bytes);
+  RawCommit raw;
+  auto objects = CommitObjects([&](const std::string& id) { return LookupIn(*ledger_, b.objects, b.object_at, id); },
+                               commit, limits, &raw, [&](const std::string& id) { return b.object_at.count(id) > 0; });
+  if (!objects.ok()) {
+    if (objects.status().code() == StatusCode::kFailedPrecondition) {
+      return InvalidArgumentError("a replicated ledger sends a pushed commit's objects to every replica in its log, "
+                                  "and " + objects.status().message() + " (max_result_bytes)");
+    }
+    return objects.status();
+  }
+  // A job's parents would be needed by every replica as well: a pushed job
+  // commit comes without history, as a follower's front door asks.
+  if (job && !raw.parents.empty()) {
+    return InvalidArgumentError(
+        "a replicated ledger takes a pushed job commit without its history (it sends the commit and its tree to "
+        "every replica): push a commit with no parent (git checkout --orphan NAME)");
+  }
+  return objects;
+}
+
 const Policy& LedgerWriter::BatchPolicy(const Batch& b) const {
   return b.new_policy ? *b.new_policy : policy_;  // a policy change earlier in the batch counts
 }
@@ -97,6 +123,11 @@ void LedgerWriter::DoSubmit(Batch& b, SubmitOp& op, OpResult* r) {
   if (a.unchanged) {
     r->existing = true;
     return;
+  }
+  if (op.objects.empty()) {  // pushed with stock git
+    auto pushed = PushedObjects(b, a.record.job_commit, /*job=*/true);
+    if (!pushed.ok()) return Refuse(Decision::FromStatus(pushed.status()), r);
+    op.objects = std::move(*pushed);
   }
   for (auto& o : op.objects) AddObject(b, std::move(o));
   b.new_commits.push_back(a.record.job_commit);
@@ -200,6 +231,11 @@ void LedgerWriter::DoResult(Batch& b, ResultOp& op, OpResult* r) {
   if (a.unchanged) {
     r->existing = true;
     return;
+  }
+  if (op.objects.empty()) {  // pushed with stock git
+    auto pushed = PushedObjects(b, p.commit_id, /*job=*/false);
+    if (!pushed.ok()) return Refuse(Decision::FromStatus(pushed.status()), r);
+    op.objects = std::move(*pushed);
   }
   r->retried = a.kind == LogKind::kAttempt;
   for (auto& o : op.objects) AddObject(b, std::move(o));
@@ -406,6 +442,18 @@ void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
     r->existing = true;
     r->commit = current;
     return;
+  }
+  // A witness pushed with stock git comes as its commit alone: its tree
+  // is read here for a replicated leader's record.
+  if (op.kind == LogKind::kWitness) {
+    auto pushed = PushedObjects(b, commit, /*job=*/false);
+    if (!pushed.ok()) {
+      r->outcome = Decision::FromStatus(pushed.status());
+      return;
+    }
+    for (auto& o : *pushed) {
+      if (o.id != commit) op.objects.push_back(std::move(o));
+    }
   }
   b.entries.push_back({op.kind, "", op.ref, current, commit});
   ++b.counts[std::string(LogKindName(op.kind))];
