@@ -516,8 +516,10 @@ int RunWait(const Args& args) {
       if (done[i]) continue;
       auto st = JobStatus(*target, hexes[i]);
       if (!st.ok()) {
-        if (st.status().code() == StatusCode::kUnavailable)
-          continue;  // gatosd restarting: keep waiting
+        // gatosd restarting, a new leader elected, or one that did not
+        // answer in time: keep waiting (until --timeout).
+        if (st.status().code() == StatusCode::kUnavailable || st.status().code() == StatusCode::kDeadlineExceeded)
+          continue;
         // A replica applies the log a moment after the leader: a job it
         // does not hold yet may be one the leader just recorded.
         if (st.status().code() == StatusCode::kNotFound && ReplicaTarget() &&

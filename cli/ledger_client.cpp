@@ -250,6 +250,9 @@ Result<nlohmann::json> JobStatus(const std::string& target, const std::string& j
       if (!reply.value("ok", false)) {
         std::string msg = reply.value("message", "status refused");
         if (msg.find("no job") != std::string::npos) return NotFoundError(msg);
+        // A leader stepping down answers what it had queued "retry": the
+        // next leader answers (gatos wait keeps waiting).
+        if (reply.value("error", "") == "retry") return UnavailableError(msg);
         return FailedPreconditionError(msg);
       }
       // A replica's answer says which one and as of which log sequence.

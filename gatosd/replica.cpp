@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "gatos/audit/replica_apply.h"
 #include "gatos/ledger/wal.h"
@@ -26,8 +27,11 @@ Result<std::unique_ptr<Replica>> Replica::Start(Bus& bus, const ReplicaOptions& 
     return InvalidArgumentError("replica name '" + options.name + "': use 1-64 of [A-Za-z0-9_.-]");
   }
   GATOS_RETURN_IF_ERROR(CheckElectionOptions(options.election));
+  // The election's calls wait a third of the TTL at most (not the Bus's
+  // 5 s): a keep that got no answer is then retried inside its lease.
   GATOS_ASSIGN_OR_RETURN(auto kv, KvBucket::Open(bus, {LeaderBucketName(options.ledger_id), options.election.ttl_ms,
-                                                       options.replicas, true}));
+                                                       options.replicas, true,
+                                                       std::max<int64_t>(250, options.election.ttl_ms / 3)}));
   RecordStreamConfig sc;
   sc.stream = WalStreamName(options.ledger_id);
   sc.subject = WalSubject(options.ledger_id);
@@ -59,6 +63,7 @@ void Replica::ElectionLoop() {
   int64_t next_status_ms = 0;
   std::unique_lock<std::mutex> l(mu_);
   auto publish = [&] {
+    lease_until_ms_ = election_.lease_until_ms();
     leading_ = election_.leading();
     term_ = election_.term();
     if (election_.changes() != seen_changes) {
@@ -80,12 +85,17 @@ void Replica::ElectionLoop() {
     if (a.kind != Election::Action::kWait) {
       // The KV call without the lock: StepDown may run meanwhile.
       l.unlock();
-      Result<uint64_t> r = a.kind == Election::Action::kCreate ? kv_->Create("leader", a.value)
+      Result<uint64_t> r = a.kind == Election::Action::kCreate ? TryCreate(a.value)
                                                                 : kv_->Update("leader", a.value, a.revision);
       l.lock();
       if (a.kind == Election::Action::kCreate) {
         election_.OnCreated(r);
+        SayCreateOutcome(r);
       } else {
+        if (!r.ok() && election_.leading()) {
+          Log("replica " + options_.name + ": keep of the leader key failed (retried while the lease lasts): " +
+              r.status().message());
+        }
         election_.OnUpdated(r);
       }
       publish();
@@ -106,6 +116,61 @@ void Replica::ElectionLoop() {
   }
   if (election_.leading()) Log("replica " + options_.name + ": stopping while leader of term " +
                                std::to_string(election_.term()) + "; the key expires and another replica leads");
+}
+
+Result<uint64_t> Replica::TryCreate(const std::string& value) {
+  // The key expires on each NATS node by its own timer, a few ms apart (more
+  // on a loaded host). A create that reaches the bucket's Raft group in that
+  // window is applied on a node where the key is gone and refused on one
+  // where it is not: the nodes' copies of the bucket differ, and nats-server
+  // 2.9 stalled the bucket's writes after its next leader change. So a
+  // follower creates only once it has read the key absent twice in a row,
+  // try_every_ms apart (a read is no proposal): the create then lands well
+  // after every node dropped the key.
+  auto e = kv_->LastRevision("leader");
+  if (!e.ok()) {
+    absent_reads_ = 0;
+    return e.status();
+  }
+  if (e->has_value()) {
+    absent_reads_ = 0;
+    return AlreadyExistsError("the leader key exists (revision " + std::to_string(**e) + ")");
+  }
+  if (++absent_reads_ < 2) return AbortedError("the leader key is gone; created at the next try");
+  absent_reads_ = 0;
+  return kv_->Create("leader", value);
+}
+
+void Replica::SayCreateOutcome(const Result<uint64_t>& r) {
+  // A follower's creates fail all the time while another replica leads
+  // (AlreadyExists, at a revision that moves with each keep). Said: any
+  // other failure, when it starts and every 10 s while it lasts, and a key
+  // that neither moves nor expires for 3 TTLs (every 10 s).
+  const int64_t now = SystemNowMs();
+  if (r.ok()) {
+    create_failure_.clear();
+    return;
+  }
+  if (r.status().code() == StatusCode::kAborted) return;  // the key just went (TryCreate), or a lost race
+  const std::string& m = r.status().message();
+  const bool exists = r.status().code() == StatusCode::kAlreadyExists;
+  const bool same = !create_failure_.empty() && exists == create_failure_exists_ && (!exists || m == create_failure_);
+  if (!same) {
+    create_failure_since_ms_ = now;
+    create_failure_said_ms_ = 0;
+  }
+  create_failure_ = m;
+  create_failure_exists_ = exists;
+  if (now - create_failure_said_ms_ < 10000) return;
+  if (!exists) {
+    Log("replica " + options_.name + ": cannot stand for election" +
+        (same ? " for " + std::to_string((now - create_failure_since_ms_) / 1000) + " s" : std::string()) + ": " + m);
+    create_failure_said_ms_ = now;
+  } else if (now - create_failure_since_ms_ >= 3 * options_.election.ttl_ms) {
+    Log("replica " + options_.name + ": the leader key has not changed for " +
+        std::to_string((now - create_failure_since_ms_) / 1000) + " s (neither kept nor expired): " + m);
+    create_failure_said_ms_ = now;
+  }
 }
 
 void Replica::StepDown(const std::string& why) {
@@ -269,13 +334,34 @@ Status Replica::ArmFence() {
 }
 
 Status Replica::Append(int64_t seq, const std::string& record) {
-  if (!leading_) return UnavailableError("replica " + options_.name + " is not the leader; retry: the leader answers");
+  if (!leading()) return UnavailableError("replica " + options_.name + " is not the leader; retry: the leader answers");
   Status s;
   if (appended_seq_ != 0 && seq <= appended_seq_) {
     s = AbortedError("log sequence " + std::to_string(seq) + " after " + std::to_string(appended_seq_) +
                      " was appended (a batch the stream holds failed locally)");
   } else {
-    auto r = stream_->Append(seq, record, fence_);
+    // The stream without a leader for a few seconds (a NATS node died and
+    // its Raft group elects another) or an acknowledgement late: publish
+    // the part again while this replica leads, for up to 3 TTLs. Stepping
+    // down would not help: the next leader needs the same stream, and the
+    // election would add a TTL.
+    const auto started = std::chrono::steady_clock::now();
+    int retries = 0;
+    auto retry = [&](const Status& failed) {
+      const auto waited = std::chrono::steady_clock::now() - started;
+      if (!leading() || waited >= std::chrono::milliseconds(3 * options_.election.ttl_ms)) return false;
+      if (retries++ == 0) {
+        Log("replica " + options_.name + ": append of log batch " + std::to_string(seq) +
+            " not acknowledged, retried while this replica leads: " + failed.message());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(options_.election.try_every_ms));
+      return leading();
+    };
+    auto r = stream_->Append(seq, record, fence_, retry);
+    if (r.ok() && retries > 0) {
+      Log("replica " + options_.name + ": log batch " + std::to_string(seq) + " appended after " +
+          std::to_string(retries) + " retries");
+    }
     if (r.ok()) {
       // next_read_ stays: following again re-reads what this replica
       // appended (the local log has it, or gets it then).

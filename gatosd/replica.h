@@ -21,6 +21,7 @@
 #include "gatos/git/ledger.h"
 #include "gatos/ledger/replica_id.h"
 #include "gatos/ledger/wal.h"
+#include "gatos/model/clock.h"
 #include "gatos/model/election.h"
 #include "gatos/model/record_parts.h"
 #include "gatos/model/replica_status.h"
@@ -45,7 +46,10 @@ class Replica {
   static Result<std::unique_ptr<Replica>> Start(Bus& bus, const ReplicaOptions& options);
   ~Replica();
 
-  bool leading() const { return leading_.load(); }
+  // Elected, and within the lease of its last successful keep: the
+  // election thread can be blocked in a KV call that does not answer, so
+  // the lease is checked here too, not only when that call returns.
+  bool leading() const { return leading_.load() && SystemNowMs() < lease_until_ms_.load(); }
   uint64_t term() const { return term_.load(); }
   const std::string& name() const { return options_.name; }
 
@@ -91,6 +95,13 @@ class Replica {
   Result<uint64_t> Seek(int64_t local);
   Result<size_t> ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal, int64_t budget_ms);
   void ElectionLoop();
+  // A follower's create of the leader key (election thread): only after
+  // reading it absent at two tries in a row.
+  Result<uint64_t> TryCreate(const std::string& value);
+  int absent_reads_ = 0;
+  // Logs what keeps this follower's creates of the leader key failing
+  // (election thread).
+  void SayCreateOutcome(const Result<uint64_t>& r);
 
   ReplicaOptions options_;
   std::unique_ptr<KvBucket> kv_;
@@ -98,10 +109,16 @@ class Replica {
   std::mutex mu_;  // election_
   Election election_;
   std::atomic<bool> leading_{false};
+  std::atomic<int64_t> lease_until_ms_{0};  // Election::lease_until_ms, published with leading_
   std::atomic<uint64_t> term_{0};
   std::atomic<bool> stop_{false};
   std::condition_variable stop_cv_;
   std::thread thread_;
+  // The election thread's last failed create, for SayCreateOutcome.
+  std::string create_failure_;
+  bool create_failure_exists_ = false;
+  int64_t create_failure_since_ms_ = 0;
+  int64_t create_failure_said_ms_ = 0;
   // Follower: the next stream message to read and the parts joined so far.
   std::atomic<uint64_t> cursor_{0};  // the last stream sequence applied
   std::atomic<int64_t> log_seq_{0};

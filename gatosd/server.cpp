@@ -333,14 +333,22 @@ class Server {
     sc.max_age_ms = opts_.stream_max_age_ms;
     sc.replicas = opts_.stream_replicas;
     // A cluster that has just formed answers JetStream calls only once it
-    // has elected a leader: wait for that as for the server itself.
-    Status st = bus_->EnsureStream(sc);
-    for (bool said = false; st.code() == StatusCode::kUnavailable && Clock::now() < deadline_;
-         st = bus_->EnsureStream(sc)) {
+    // has elected a leader, and one that has just lost a node answers
+    // "temporarily unavailable" (10008) while its meta group elects
+    // another: wait for that as for the server itself. A replicated leader
+    // waits only while it is still elected (its election thread keeps the
+    // key meanwhile); giving up would make the next leader meet the same.
+    bool said = false;
+    auto retry = [&](const Status& st) {
+      if (st.code() != StatusCode::kUnavailable || Clock::now() >= deadline_) return false;
+      if (opts_.leading && !opts_.leading()) return false;
       if (!said) Log("waiting for JetStream: " + st.message());
       said = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
+      return true;
+    };
+    Status st = bus_->EnsureStream(sc);
+    while (retry(st)) st = bus_->EnsureStream(sc);
     if (!st.ok()) {
       return Status(st.code(), "JetStream stream " + std::string(rpc::kStream) + ": " +
                                    st.message() + " (nats-server must run with -js)");
@@ -348,9 +356,11 @@ class Server {
     // The workers' durable consumer exists from now on, so jobs offered
     // before any worker starts are delivered to the first one.
     auto c = bus_->PullSubscribe(rpc::WorkerConsumerConfig());
+    while (!c.ok() && retry(c.status())) c = bus_->PullSubscribe(rpc::WorkerConsumerConfig());
     if (!c.ok())
       return Status(c.status().code(),
                     "consumer " + std::string(rpc::kWorkerDurable) + ": " + c.status().message());
+    if (said) Log("JetStream answers again");
     return OkStatus();
   }
 

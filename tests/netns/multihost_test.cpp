@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "child_process.h"
+#include "log_reader.h"
 #include "netns_lab.h"
 #include "test_util.h"
 
@@ -533,6 +534,246 @@ TEST_F(MultiHostTest, WorkerHostCutOffMidJobIsTakenOverAndItsLateResultRefused) 
   EXPECT_EQ(audit.exit_code, 0) << audit.err << audit.out;
   std::cout << "[figures] worker host cut off mid-job: taken over by the other host after " << takeover_s
             << " s (lease " << options_.lease_ms << " ms)\n";
+}
+
+// The replicated ledger across hosts (docs/replication.md): replica i runs
+// `gatosd serve --replicated` on nats<i+1>'s host beside that NATS node; the
+// first replica's repository is the ledger made by Prepare, the others are
+// made from it with `gatosd init --replica-of`.
+class ReplicatedMultiHostTest : public MultiHostTest {
+ protected:
+  std::string ReplicaDir(int i) { return i == 0 ? ledger_ : dir_.Join("r" + std::to_string(i + 1) + ".git"); }
+  std::string ReplicaProc(int i) { return "replica" + std::to_string(i + 1); }
+
+  ::testing::AssertionResult PrepareReplicas() {
+    RunOptions ro;
+    ro.env = env_;
+    for (int i = 1; i < 3; ++i) {
+      RunResult r = testing::Run({BinaryPath("gatosd"), "init", ReplicaDir(i), "--replica-of", ledger_, "--ledger-key",
+                                  ledger_ + "/gatos/ledger_key"},
+                                 ro);
+      if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatosd init --replica-of: " << r.err << r.out;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  ::testing::AssertionResult StartReplica(int i) {
+    std::string error;
+    const std::string log = dir_.Join(ReplicaProc(i) + ".log");
+    started_at_[i] = ReadFile(log).size();
+    if (!Proc(ReplicaProc(i))
+             ->Start(lab_.In(kNats[i], {BinaryPath("gatosd"), "serve", "--replicated", "--replica-name",
+                                        "r" + std::to_string(i + 1), "--ledger", ReplicaDir(i), "--nats", urls_,
+                                        "--stream-replicas", "3", "--republish-s", std::to_string(options_.republish_s),
+                                        "--sweep-ms", "50", "--nats-wait-s", "60", "--require-nats-auth"}),
+                     env_, log, &error)) {
+      return ::testing::AssertionFailure() << error;
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // This run's log of replica i (the file is appended across restarts).
+  std::string RunLog(int i) { return Proc(ReplicaProc(i))->log().substr(std::min(started_at_[i], Proc(ReplicaProc(i))->log().size())); }
+
+  // The replica that serves as leader now, by its last role lines; -1.
+  int Leader() {
+    for (int i = 0; i < 3; ++i) {
+      if (!Proc(ReplicaProc(i))->running()) continue;
+      const std::string log = RunLog(i);
+      const size_t leads = log.rfind(" leads with term "), serving = log.rfind("serving ledger");
+      const size_t follows = log.rfind(" following"), stops = log.rfind("no longer the leader");
+      if (leads != std::string::npos && serving != std::string::npos && serving > leads &&
+          (follows == std::string::npos || follows < leads) && (stops == std::string::npos || stops < leads)) {
+        return i;
+      }
+    }
+    return -1;
+  }
+  int WaitForLeader(int not_this) {
+    int leader = -1;
+    PollUntil([&] { return (leader = Leader()) >= 0 && leader != not_this; }, 60s);
+    return leader != not_this ? leader : -1;
+  }
+  std::string LogHead(int i) {
+    RunOptions ro;
+    ro.env = env_;
+    return TrimEnd(testing::Run({"git", "--git-dir", ReplicaDir(i), "rev-parse", "refs/gatos/log"}, ro).out);
+  }
+
+  std::map<int, size_t> started_at_;
+};
+
+// 2,000 jobs submitted from the client host while the leader is SIGKILLed
+// three times, the leader's host is cut off the network once, and a NATS
+// node is killed. A client on the cut-off host gets errors, never an
+// acknowledgement the ledger then lacks; every acknowledged job has
+// exactly one result; the replicas converge on one log; every replica's
+// repository and the auditor's mirror verify; deposed leaders follow again.
+TEST_F(ReplicatedMultiHostTest, TwoThousandJobsThroughLeaderKillsACutOffLeaderAndANatsNodeCrash) {
+  constexpr int kJobs = 2000;
+  ASSERT_TRUE(Prepare());
+  ASSERT_TRUE(PrepareReplicas());
+  for (const auto& n : kNats) ASSERT_TRUE(StartNats(n));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(StartReplica(i));
+  int leader = WaitForLeader(-1);
+  ASSERT_GE(leader, 0) << "no leader elected";
+  ASSERT_TRUE(StartGitDaemon());
+  ASSERT_TRUE(StartWorker(1));
+  ASSERT_TRUE(StartWorker(2));
+  const auto started = Clock::now();
+
+  std::vector<std::string> yamls;
+  for (int i = 0; i < kJobs; ++i) {
+    yamls.push_back("command: [\"/bin/echo\", \"replicated-" + std::to_string(i) + "\"]\ntimeout: 60\n");
+  }
+  std::vector<std::string> ids;
+  std::thread client([&] { ids = Submit(yamls, 4); });
+  struct JoinClient {  // a failed assertion returns early: the client stops first
+    std::thread& t;
+    std::atomic<bool>& stop;
+    ~JoinClient() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } join_client{client, stop_submitting_};
+  std::string history;  // for failure messages
+  std::vector<int> deposed;
+  auto at = [&](int acknowledged) {
+    return PollUntil([&] { return acknowledged_ >= acknowledged; }, 180s, 100ms);
+  };
+  auto kill_leader = [&] {
+    // The leader now: the one elected last may have stepped down since
+    // (a NATS node failing under it) and another taken over.
+    leader = WaitForLeader(-1);
+    ASSERT_GE(leader, 0) << history << "no leader to kill";
+    ASSERT_EQ(Proc(ReplicaProc(leader))->Stop(SIGKILL), -SIGKILL);
+    const auto t = Clock::now();
+    const int next = WaitForLeader(leader);
+    ASSERT_GE(next, 0) << history << "no new leader after killing r" << leader + 1;
+    history += "r" + std::to_string(leader + 1) + " killed at " + std::to_string(acknowledged_.load()) +
+               " acknowledged; r" + std::to_string(next + 1) + " leads after " + std::to_string(Seconds(Clock::now() - t)) +
+               " s\n";
+    deposed.push_back(leader);
+    ASSERT_TRUE(StartReplica(leader));  // rejoins as a follower
+    leader = next;
+  };
+
+  ASSERT_TRUE(at(200)) << acknowledged_;
+  kill_leader();
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(at(500)) << acknowledged_;
+  kill_leader();
+  if (HasFatalFailure()) return;
+
+  // The leader's host is cut off. Its NATS node has no quorum there, its
+  // keep of the leader key fails: it stops acknowledging and steps down,
+  // while the two hosts left elect another leader. A client on the cut-off
+  // host gets errors; whatever it is told was accepted must be in the log.
+  ASSERT_TRUE(at(800)) << acknowledged_;
+  const int cut = leader;
+  const std::string cut_host = kNats[cut];
+  const size_t cut_log = Proc(ReplicaProc(cut))->log().size();
+  ASSERT_TRUE(lab_.SetLink(cut_host, false));
+  const auto cut_at = Clock::now();
+  std::vector<std::string> acked_while_cut;
+  int refused_while_cut = 0;
+  for (int k = 0; Seconds(Clock::now() - cut_at) < 20 &&
+                  Proc(ReplicaProc(cut))->log().find("no longer the leader", cut_log) == std::string::npos;
+       ++k) {
+    const std::string file = dir_.Join("cut" + std::to_string(k) + ".yaml");
+    WriteFile(file, "command: [\"/bin/echo\", \"cut-off-" + std::to_string(k) + "\"]\ntimeout: 60\n");
+    RunResult r = Gatos({"submit", file, "--ledger", "nats://" + lab_.Address(cut_host) + ":" + std::to_string(kNatsPort),
+                         "--sign-key", submitter_key_, "--timeout", "3"},
+                        cut_host, 30);
+    if (r.exit_code == 0) {
+      acked_while_cut.push_back(TrimEnd(r.out));
+    } else {
+      ++refused_while_cut;
+    }
+  }
+  ASSERT_NE(Proc(ReplicaProc(cut))->log().find("no longer the leader", cut_log), std::string::npos)
+      << "the cut-off leader kept serving:\n" << Proc(ReplicaProc(cut))->log().substr(cut_log);
+  const double stepped_down_s = Seconds(Clock::now() - cut_at);
+  // Once it stepped down, a client there is refused.
+  {
+    const std::string file = dir_.Join("cut-after.yaml");
+    WriteFile(file, "command: [\"/bin/echo\", \"cut-off-after\"]\ntimeout: 60\n");
+    RunResult r = Gatos({"submit", file, "--ledger", "nats://" + lab_.Address(cut_host) + ":" + std::to_string(kNatsPort),
+                         "--sign-key", submitter_key_, "--timeout", "3"},
+                        cut_host, 30);
+    EXPECT_NE(r.exit_code, 0) << "acknowledged by a host cut off the network: " << r.out;
+  }
+  leader = WaitForLeader(cut);
+  ASSERT_GE(leader, 0) << "the hosts left elected no leader";
+  history += "r" + std::to_string(cut + 1) + "'s host cut off; it stepped down after " + std::to_string(stepped_down_s) +
+             " s; r" + std::to_string(leader + 1) + " leads\n";
+  ASSERT_TRUE(lab_.SetLink(cut_host, true));
+  deposed.push_back(cut);
+  started_at_[cut] = cut_log;  // its "following again" comes after the cut
+
+  // A NATS node dies (not the leader's host) and comes back.
+  ASSERT_TRUE(at(1100)) << acknowledged_;
+  leader = WaitForLeader(-1);
+  ASSERT_GE(leader, 0) << history << "no leader before the NATS node crash";
+  const std::string nats_victim = kNats[(leader + 1) % 3];
+  ASSERT_EQ(Proc(nats_victim)->Stop(SIGKILL), -SIGKILL);
+  ASSERT_TRUE(at(1300)) << acknowledged_;
+  ASSERT_TRUE(StartNats(nats_victim));
+  history += nats_victim + " killed and restarted\n";
+
+  ASSERT_TRUE(at(1500)) << acknowledged_;
+  kill_leader();
+  if (HasFatalFailure()) return;
+  client.join();
+  ASSERT_EQ(ids.size(), static_cast<size_t>(kJobs));
+  // A submission that was never acknowledged failed the test in Submit;
+  // what follows checks the acknowledged ones.
+  ids.erase(std::remove(ids.begin(), ids.end(), std::string()), ids.end());
+
+  // Every acknowledged job finishes.
+  std::vector<std::string> wait = {"wait"};
+  wait.insert(wait.end(), ids.begin(), ids.end());
+  wait.insert(wait.end(), acked_while_cut.begin(), acked_while_cut.end());
+  wait.insert(wait.end(), {"--ledger", urls_, "--timeout", "240"});
+  wait.insert(wait.begin(), BinaryPath("gatos"));
+  RunOptions as_alice;  // NATS admits only the policy's keys
+  as_alice.env = env_;
+  as_alice.env["GATOS_NATS_KEY"] = submitter_key_;
+  as_alice.timeout_seconds = 300;
+  RunResult w = lab_.Run("client", wait, as_alice);
+  EXPECT_EQ(w.exit_code, 0) << history << w.err.substr(0, 3000);
+  const double elapsed = Seconds(Clock::now() - started);
+
+  // One log everywhere.
+  ASSERT_TRUE(PollUntil([&] { return LogHead(0) == LogHead(leader) && LogHead(1) == LogHead(leader) &&
+                                     LogHead(2) == LogHead(leader); },
+                        60s))
+      << history << LogHead(0) << " " << LogHead(1) << " " << LogHead(2);
+  // The deposed leaders follow again (or lead once more, after following).
+  for (int i : deposed) {
+    EXPECT_TRUE(Proc(ReplicaProc(i))->running()) << "r" << i + 1;
+    EXPECT_NE(Proc(ReplicaProc(i))->log().find(" following", started_at_[i]), std::string::npos)
+        << "r" << i + 1 << " did not follow again:\n" << RunLog(i);
+  }
+  for (int i = 0; i < 3; ++i) Proc(ReplicaProc(i))->Stop(SIGTERM, 30000);
+
+  // Exactly one submit and one result per acknowledged job, in each
+  // replica's signed log; no job with two results.
+  std::vector<std::string> acked = ids;
+  acked.insert(acked.end(), acked_while_cut.begin(), acked_while_cut.end());
+  for (int i = 0; i < 3; ++i) {
+    ExpectOneSubmitAndOneResultEach(ReplicaDir(i), acked);
+    RunResult v = Gatos({"verify", "--all", "--require-results", "--repo", ReplicaDir(i), "--ledger-key",
+                         ledger_ + "/gatos/ledger_key.pub"},
+                        "", 600);
+    EXPECT_EQ(v.exit_code, 0) << "r" << i + 1 << ": " << v.err << v.out.substr(0, 3000);
+  }
+  // The auditor mirrors a follower's repository over git and verifies it.
+  RunResult audit = Audit(nullptr, "", true, "r2.git");
+  EXPECT_EQ(audit.exit_code, 0) << audit.err << audit.out.substr(0, 3000);
+  std::cout << "[figures] replicated, " << kJobs << " jobs in " << elapsed << " s across hosts:\n"
+            << history << "while cut off: " << acked_while_cut.size() << " acknowledged (all in the log), "
+            << refused_while_cut << " refused\n";
 }
 
 }  // namespace

@@ -29,6 +29,9 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
+  // GATOS_KEEP_TEST_DIRS=1: left for reading the processes' logs (the
+  // tests print where).
+  if (const char* keep = std::getenv("GATOS_KEEP_TEST_DIRS"); keep && std::string(keep) == "1") return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
 }

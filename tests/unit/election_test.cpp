@@ -44,7 +44,7 @@ ElectionOptions Defaults() { return ElectionOptions{}; }
 TEST(ElectionTest, DefaultsAreValidAndReplaceADeadLeaderWithinFiveSeconds) {
   ElectionOptions o = Defaults();
   EXPECT_TRUE(CheckElectionOptions(o).ok());
-  EXPECT_LE(o.ttl_ms + o.try_every_ms, 5000 - 1000);  // a second left to catch up
+  EXPECT_LE(o.ttl_ms + 2 * o.try_every_ms, 5000 - 1000);  // two reads and a create; a second left to catch up
   o.keep_every_ms = 2500;
   EXPECT_EQ(CheckElectionOptions(o).code(), StatusCode::kInvalidArgument);
   o = Defaults();
@@ -147,36 +147,100 @@ TEST(ElectionTest, WhenTheLeaderStopsTheKeyExpiresAndAnotherReplicaLeadsWithAHig
   EXPECT_TRUE(c.leading());
 }
 
-TEST(ElectionTest, ALeaderStepsDownOnTheFirstFailedUpdate) {
+TEST(ElectionTest, ALeaderStepsDownOnTheFirstRefusedUpdate) {
+  // Someone else wrote the key: a keep with the old revision is refused.
+  FakeBucket b;
+  Election d("d", Defaults(), [&] { return b.now; });
+  b.Step(d);
+  b.Step(d);
+  ASSERT_TRUE(d.leading());
+  b.key->first = 99;  // another writer
+  b.now += Defaults().keep_every_ms;
+  b.Step(d);
+  EXPECT_FALSE(d.leading());
+  EXPECT_NE(d.last_change().find("could not be kept (wrong last revision)"), std::string::npos) << d.last_change();
+  // Any other error than "no answer" steps down at once too.
+  FakeBucket b2;
+  Election e("e", Defaults(), [&] { return b2.now; });
+  b2.Step(e);
+  b2.now += Defaults().keep_every_ms;
+  ASSERT_EQ(e.Next().kind, Election::Action::kUpdate);
+  e.OnUpdated(InternalError("garbled answer"));
+  EXPECT_FALSE(e.leading());
+}
+
+// The bucket's stream electing a new leader after a NATS node died answers
+// nothing for a few seconds: the leader keeps trying while its lease
+// lasts, and leads on when a keep lands in time.
+TEST(ElectionTest, AnUnansweredKeepIsRetriedWhileTheLeaseLasts) {
   FakeBucket b;
   Election a("a", Defaults(), [&] { return b.now; });
   b.Step(a);
+  b.Step(a);  // the first keep writes the term
   ASSERT_TRUE(a.leading());
+  const int64_t kept = b.now;
   b.reachable = false;
-  b.Step(a);  // the first keep fails
-  EXPECT_FALSE(a.leading());
-  EXPECT_NE(a.last_change().find("could not be kept (bucket unreachable)"), std::string::npos) << a.last_change();
-  // Someone else wrote the key: a keep with the old revision fails too.
+  b.now += Defaults().keep_every_ms;
+  b.Step(a);  // fails: no answer
+  EXPECT_TRUE(a.leading()) << a.last_change();
+  // Retried every try_every_ms, not every keep_every_ms.
+  EXPECT_EQ(a.next_ms(), b.now + Defaults().try_every_ms);
+  b.now = a.next_ms();
+  b.Step(a);  // fails again
+  EXPECT_TRUE(a.leading());
   b.reachable = true;
-  FakeBucket b2;
-  Election d("d", Defaults(), [&] { return b2.now; });
-  b2.Step(d);
-  b2.key->first = 99;  // another writer
-  b2.now += Defaults().keep_every_ms;
-  b2.Step(d);
-  EXPECT_FALSE(d.leading());
+  b.now = a.next_ms();
+  ASSERT_LT(b.now, kept + Defaults().ttl_ms - Defaults().margin_ms);
+  b.Step(a);  // lands
+  EXPECT_TRUE(a.leading());
+  EXPECT_EQ(a.changes(), 1u);
+  EXPECT_EQ(b.key->second, b.now);
+  // Never answered: it steps down before the key can expire, saying why.
+  const int64_t kept2 = b.now;
+  b.reachable = false;
+  while (a.leading()) {
+    b.now += 10;
+    b.Step(a);
+    ASSERT_LT(b.now, kept2 + b.ttl) << "still leading when the key may have expired";
+  }
+  EXPECT_LE(b.now, kept2 + Defaults().ttl_ms - Defaults().margin_ms);
+  EXPECT_NE(a.last_change().find("no successful keep of the leader key"), std::string::npos) << a.last_change();
+  EXPECT_NE(a.last_change().find("unanswered: bucket unreachable"), std::string::npos) << a.last_change();
+  EXPECT_EQ(a.lease_until_ms(), 0);
+}
+
+// What a driver blocked in a KV call checks: the lease ends ttl - margin
+// after the last successful keep was sent, before the key can expire.
+TEST(ElectionTest, TheLeaseEndsBeforeTheKeyCanExpire) {
+  FakeBucket b;
+  Election a("a", Defaults(), [&] { return b.now; });
+  EXPECT_EQ(a.lease_until_ms(), 0);
+  b.Step(a);
+  ASSERT_TRUE(a.leading());
+  EXPECT_EQ(a.lease_until_ms(), b.now + Defaults().ttl_ms - Defaults().margin_ms);
+  b.now += Defaults().keep_every_ms;
+  b.Step(a);
+  b.now += Defaults().keep_every_ms;
+  const int64_t sent = b.now;
+  const Election::Action keep = a.Next();
+  ASSERT_EQ(keep.kind, Election::Action::kUpdate);
+  b.now += 400;  // the answer takes a while; the lease runs from the send
+  a.OnUpdated(b.Update(keep.revision));
+  ASSERT_TRUE(a.leading());
+  EXPECT_EQ(a.lease_until_ms(), sent + Defaults().ttl_ms - Defaults().margin_ms);
+  EXPECT_LT(a.lease_until_ms(), b.key->second + b.ttl);
 }
 
 TEST(ElectionTest, ALeaderWhoseKeepsGoUnansweredStepsDownBeforeTheKeyCanExpire) {
   FakeBucket b;
   Election a("a", Defaults(), [&] { return b.now; });
   b.Step(a);
-  const int64_t kept = b.now;
   // The driver's keep never comes back; time passes.
   ASSERT_EQ(a.Next().kind, Election::Action::kUpdate);
   b.now += Defaults().ttl_ms - Defaults().margin_ms - 1;
   EXPECT_TRUE(a.leading());
-  // The late answer arrives as a failure; leading stops at once.
+  // The late answer arrives as a failure with no time left for a retry:
+  // leading stops at once.
   a.OnUpdated(UnavailableError("timeout"));
   EXPECT_FALSE(a.leading());
   // And with no answer at all, Next alone steps down at ttl - margin.
@@ -190,7 +254,6 @@ TEST(ElectionTest, ALeaderWhoseKeepsGoUnansweredStepsDownBeforeTheKeyCanExpire) 
   EXPECT_EQ(d.Next().kind, Election::Action::kWait);
   EXPECT_FALSE(d.leading());
   EXPECT_LT(b2.now, last_keep + b2.ttl);  // before the key can expire
-  (void)kept;
 }
 
 TEST(ElectionTest, ACreateAnsweredTooLateDoesNotLead) {

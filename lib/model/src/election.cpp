@@ -90,7 +90,13 @@ void Election::Lose(const std::string& why, int64_t now) {
     ++changes_;
   }
   revision_ = 0;
+  failed_keeps_ = 0;
   next_ms_ = now + options_.try_every_ms;
+}
+
+std::string Election::LapsedLease(int64_t now) const {
+  return "no successful keep of the leader key for " + std::to_string(now - kept_sent_ms_) + " ms" +
+         (failed_keeps_ > 0 ? " (" + std::to_string(failed_keeps_) + " unanswered: " + last_keep_error_ + ")" : "");
 }
 
 void Election::StepDown(const std::string& why) { Lose(why, clock_()); }
@@ -100,7 +106,7 @@ Election::Action Election::Next() {
   Action a;
   // A lapsed lease ends leadership even while a keep is in flight.
   if (role_ == ReplicaRole::kLeader && now >= kept_sent_ms_ + options_.ttl_ms - options_.margin_ms) {
-    Lose("no successful keep of the leader key for " + std::to_string(now - kept_sent_ms_) + " ms", now);
+    Lose(LapsedLease(now), now);
     return a;
   }
   if (in_flight_) return a;  // the outcome of the last call first
@@ -147,9 +153,27 @@ void Election::OnUpdated(const Result<uint64_t>& revision) {
   const int64_t now = clock_();
   if (role_ != ReplicaRole::kLeader) return;  // stepped down meanwhile
   if (!revision.ok()) {
+    const StatusCode code = revision.status().code();
+    if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded) {
+      // The bucket did not answer (its stream electing a leader after a
+      // NATS node died, a timeout): nobody else wrote the key, as far as
+      // this replica knows. Keep trying while the lease lasts, and step
+      // down when no retry fits in it, as without an answer at all. An
+      // update that landed unanswered makes the retry fail on its
+      // revision: a step-down.
+      ++failed_keeps_;
+      last_keep_error_ = revision.status().message();
+      if (now + options_.try_every_ms < kept_sent_ms_ + options_.ttl_ms - options_.margin_ms) {
+        next_ms_ = now + options_.try_every_ms;
+      } else {
+        Lose(LapsedLease(now), now);
+      }
+      return;
+    }
     Lose("the leader key could not be kept (" + revision.status().message() + ")", now);
     return;
   }
+  failed_keeps_ = 0;
   if (*revision <= revision_) {
     Lose("the leader key's revision went back from " + std::to_string(revision_) + " to " +
              std::to_string(*revision),

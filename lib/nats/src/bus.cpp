@@ -966,6 +966,7 @@ Result<Bus::ConsumerState> Bus::GetConsumerState(const std::string& stream,
 
 namespace nats_internal {
 jsCtx* JetStream(Bus::Impl& impl) { return impl.js.get(); }
+natsConnection* Connection(Bus::Impl& impl) { return impl.conn.get(); }
 bool Connected(const Bus::Impl& impl) { return impl.Connected(); }
 int64_t MaxPayload(Bus::Impl& impl) { return impl.conn ? natsConnection_GetMaxPayload(impl.conn.get()) : 0; }
 Status FromNatsError(natsStatus s, std::string_view what, jsErrCode jerr) { return FromNats(s, what, jerr); }

@@ -12,6 +12,7 @@
 namespace gatos::nats_internal {
 
 jsCtx* JetStream(Bus::Impl& impl);
+natsConnection* Connection(Bus::Impl& impl);
 bool Connected(const Bus::Impl& impl);
 // The server's max payload (0 when not connected).
 int64_t MaxPayload(Bus::Impl& impl);

@@ -27,9 +27,12 @@ bool ServerRefused(natsStatus s) { return s == NATS_ERR; }
 struct KvBucket::Impl {
   Bus::Impl* bus = nullptr;
   kvStore* kv = nullptr;
+  jsCtx* js = nullptr;  // own context (KvBucketConfig::timeout_ms), or null: the Bus's
+  int64_t timeout_ms = 0;
   std::string name;
   ~Impl() {
     if (kv) kvStore_Destroy(kv);
+    if (js) jsCtx_Destroy(js);
   }
 };
 
@@ -52,6 +55,15 @@ Result<std::unique_ptr<KvBucket>> KvBucket::Open(Bus& bus, const KvBucketConfig&
   impl->bus = &b;
   impl->name = config.name;
   jsCtx* js = nats_internal::JetStream(b);
+  if (config.timeout_ms > 0) {
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = config.timeout_ms;
+    natsStatus made = natsConnection_JetStream(&impl->js, nats_internal::Connection(b), &jo);
+    if (made != NATS_OK) return nats_internal::FromNatsError(made, what + ": JetStream context");
+    js = impl->js;
+    impl->timeout_ms = config.timeout_ms;
+  }
   natsStatus s = js_KeyValue(&impl->kv, js, config.name.c_str());
   if (s == NATS_NOT_FOUND) {
     kvConfig kc;
@@ -125,6 +137,19 @@ Result<std::vector<std::string>> KvBucket::Keys() {
 Result<uint64_t> KvBucket::Create(const std::string& key, std::string_view value) {
   const std::string what = "create " + Quote(key) + " in KV bucket " + Quote(impl_->name);
   if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  // Read first: a create the server refuses (the key exists) is a failed
+  // proposal in the bucket's Raft group, and replicas that try every 250 ms
+  // while another leads make hundreds a minute. nats-server 2.9 counts
+  // them per node (clfs); after the bucket's stream changed leader, the
+  // counts of the nodes differed and the new leader stalled every write
+  // ("has high message lag"): no keep, no create, no leader for minutes.
+  // A read is no proposal; the create below stays the only arbiter (a
+  // read may be stale either way).
+  auto existing = LastRevision(key);
+  if (!existing.ok()) return existing.status();
+  if (existing->has_value()) {
+    return AlreadyExistsError(what + ": it exists (revision " + std::to_string(**existing) + ")");
+  }
   uint64_t rev = 0;
   natsStatus s = kvStore_Create(&rev, impl_->kv, key.c_str(), value.data(), static_cast<int>(value.size()));
   if (s == NATS_OK) return rev;
@@ -137,6 +162,30 @@ Result<uint64_t> KvBucket::Create(const std::string& key, std::string_view value
   return Status(StatusCode::kAborted, failed.message());
 }
 
+Result<std::optional<uint64_t>> KvBucket::LastRevision(const std::string& key) {
+  const std::string what = "read the last revision of " + Quote(key) + " in KV bucket " + Quote(impl_->name);
+  if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  const std::string stream = "KV_" + impl_->name;
+  const std::string subject = "$KV." + impl_->name + "." + key;
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  if (impl_->timeout_ms > 0) jo.Wait = impl_->timeout_ms;
+  natsMsg* raw = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetLastMsg(&raw, impl_->js ? impl_->js : nats_internal::JetStream(*impl_->bus), stream.c_str(),
+                               subject.c_str(), &jo, &jerr);
+  std::unique_ptr<natsMsg, void (*)(natsMsg*)> msg(raw, natsMsg_Destroy);
+  if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return std::optional<uint64_t>();
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what, jerr);
+  // A delete or a purge leaves a marker, not a value.
+  const char* op = nullptr;
+  if (natsMsgHeader_Get(msg.get(), "KV-Operation", &op) == NATS_OK && op != nullptr) {
+    const std::string o(op);
+    if (o == "DEL" || o == "PURGE") return std::optional<uint64_t>();
+  }
+  return std::optional<uint64_t>(natsMsg_GetSequence(msg.get()));
+}
+
 Result<uint64_t> KvBucket::Update(const std::string& key, std::string_view value, uint64_t last) {
   const std::string what = "update " + Quote(key) + " in KV bucket " + Quote(impl_->name) + " at revision " +
                            std::to_string(last);
@@ -146,7 +195,14 @@ Result<uint64_t> KvBucket::Update(const std::string& key, std::string_view value
       kvStore_Update(&rev, impl_->kv, key.c_str(), value.data(), static_cast<int>(value.size()), last);
   if (s == NATS_OK) return rev;
   Status failed = nats_internal::FromNatsError(s, what);
-  if (ServerRefused(s)) return Status(StatusCode::kAborted, failed.message() + " (someone else wrote it, or it expired)");
+  if (ServerRefused(s)) {
+    // JetStream's "temporarily unavailable" (10008: its meta group or the
+    // bucket's stream electing a leader) is not a refusal of the revision.
+    if (failed.message().find("temporarily unavailable") != std::string::npos) {
+      return Status(StatusCode::kUnavailable, failed.message());
+    }
+    return Status(StatusCode::kAborted, failed.message() + " (someone else wrote it, or it expired)");
+  }
   return failed;
 }
 

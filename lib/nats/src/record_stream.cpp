@@ -41,13 +41,17 @@ Result<std::unique_ptr<RecordStream>> RecordStream::Open(Bus& bus, const RecordS
   return std::unique_ptr<RecordStream>(new RecordStream(bus, config, max_part));
 }
 
-Result<uint64_t> RecordStream::Append(int64_t seq, std::string_view record, uint64_t last) {
+Result<uint64_t> RecordStream::Append(int64_t seq, std::string_view record, uint64_t last,
+                                      const std::function<bool(const Status&)>& retry) {
   GATOS_ASSIGN_OR_RETURN(std::vector<std::string> parts, SplitRecord(seq, record, max_part_));
   const uint32_t count = static_cast<uint32_t>(parts.size());
   for (uint32_t i = 0; i < count; ++i) {
     GATOS_ASSIGN_OR_RETURN(RecordPart part, DecodeRecordPart(parts[i]));
     const std::string id = RecordPartMsgId(part);
     auto ack = bus_.JsPublish(config_.subject, parts[i], id, {{"Nats-Expected-Last-Sequence", std::to_string(last)}});
+    while (!ack.ok() && ack.status().code() == StatusCode::kUnavailable && retry && retry(ack.status())) {
+      ack = bus_.JsPublish(config_.subject, parts[i], id, {{"Nats-Expected-Last-Sequence", std::to_string(last)}});
+    }
     if (!ack.ok()) {
       if (ack.status().code() == StatusCode::kAborted) {
         return AbortedError("append of record " + std::to_string(seq) + " to stream " + config_.stream +

@@ -8,14 +8,16 @@
 // revision of that create, so it only grows. The leader keeps the key by
 // updating it with the last revision it saw every keep_every_ms; the
 // bucket's TTL removes it ttl_ms after the last write when the leader
-// stops. The leader steps down at once when an update fails (someone else
-// wrote the key, or the bucket cannot be reached), and on its own when its
-// last successful keep was sent more than ttl_ms - margin_ms ago: after
-// that the key may have expired and another replica may lead.
+// stops. The leader steps down at once when an update is refused (someone else
+// wrote the key, or it expired), and on its own when its last successful
+// keep was sent more than ttl_ms - margin_ms ago: after that the key may
+// have expired and another replica may lead. An update the bucket did not
+// answer is retried until then.
 //
-// Defaults: a leader that dies is replaced within ttl_ms + try_every_ms
-// (3.25 s), leaving time for the new leader to catch up with the stream
-// inside 5 s.
+// Defaults: a leader that dies is replaced within ttl_ms + 2 try_every_ms
+// (3.5 s: gatosd's driver creates the key only after reading it absent at
+// two tries in a row), leaving time for the new leader to catch up with
+// the stream inside 5 s.
 //
 // Pure: the clock is injected. Thread-safety: not thread-safe.
 #ifndef GATOS_MODEL_ELECTION_H_
@@ -78,8 +80,12 @@ class Election {
   // created at (this replica leads, term = revision), AlreadyExists (another
   // replica leads; stay follower) or another error (stay follower).
   void OnCreated(const Result<uint64_t>& revision);
-  // The outcome of the kUpdate: the new revision (still leading), or any
-  // error: step down.
+  // The outcome of the kUpdate: the new revision (still leading). A refusal
+  // (Aborted: another revision, someone else wrote the key or it expired)
+  // or any other error steps down at once. Unavailable or DeadlineExceeded
+  // (the bucket did not answer: its stream electing a new leader after a
+  // NATS node died) is retried every try_every_ms while the lease lasts;
+  // Next steps down when it lapses.
   void OnUpdated(const Result<uint64_t>& revision);
   // Stop leading now (a stream append failed): the next create comes after
   // try_every_ms, like any follower's.
@@ -88,6 +94,13 @@ class Election {
   ReplicaRole role() const { return role_; }
   bool leading() const { return role_ == ReplicaRole::kLeader; }
   uint64_t term() const { return term_; }  // 0 before this replica first led
+  // While leading: when leading must end unless a keep succeeds first
+  // (the last successful keep's send time + ttl_ms - margin_ms); 0 when
+  // following. Next steps down then; a driver blocked in a call can check
+  // it meanwhile.
+  int64_t lease_until_ms() const {
+    return role_ == ReplicaRole::kLeader ? kept_sent_ms_ + options_.ttl_ms - options_.margin_ms : 0;
+  }
   // When Next has something to do (unix ms).
   int64_t next_ms() const { return next_ms_; }
   // Why the role last changed ("" before any change).
@@ -99,6 +112,7 @@ class Election {
 
  private:
   void Lose(const std::string& why, int64_t now);
+  std::string LapsedLease(int64_t now) const;  // why a lapsed lease ends leadership
 
   std::string name_;
   ElectionOptions options_;
@@ -110,6 +124,8 @@ class Election {
   int64_t sent_ms_ = 0;        // when the call in flight was sent
   bool in_flight_ = false;
   int64_t next_ms_ = 0;
+  int failed_keeps_ = 0;         // unanswered keeps since the last successful one
+  std::string last_keep_error_;  // the last of them
   std::string last_change_;
   uint64_t changes_ = 0;
 };

@@ -5,7 +5,8 @@
 // JetStream does not answer):
 //   Create  AlreadyExists when the key exists (another replica leads)
 //   Update  Aborted when `last` is not the key's current revision (someone
-//           else wrote it, or it expired)
+//           else wrote it, or it expired); Unavailable when JetStream
+//           answers "temporarily unavailable" (10008) instead
 //   Get     nullopt when the key does not exist (or expired)
 //
 // Thread-safety: thread-safe (nats.c's kvStore is). A KvBucket must be
@@ -30,6 +31,10 @@ struct KvBucketConfig {
   int64_t ttl_ms = 0;   // how long a key lives after its last write (0: forever; else >= 100)
   int replicas = 1;     // 1..5; at most the cluster's size
   bool file_storage = true;
+  // How long a call waits for JetStream's answer (0: the Bus's
+  // jetstream_timeout_ms). An election keeps its calls well inside a
+  // lease, so that an unanswered keep can be retried in it.
+  int64_t timeout_ms = 0;
 };
 
 class KvBucket {
@@ -53,6 +58,11 @@ class KvBucket {
   Result<uint64_t> Create(const std::string& key, std::string_view value);
   Result<uint64_t> Update(const std::string& key, std::string_view value, uint64_t last);
   Result<std::optional<Entry>> Get(const std::string& key);
+  // The revision of the key's last write, asked of the bucket's stream
+  // leader (not a direct get, which any node of the stream may answer,
+  // one gone silent included); nullopt when the key does not exist,
+  // expired or was deleted.
+  Result<std::optional<uint64_t>> LastRevision(const std::string& key);
   // Writes the key whatever it holds.
   Status Put(const std::string& key, std::string_view value);
   // Every key the bucket holds now (none: empty).

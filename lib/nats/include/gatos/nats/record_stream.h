@@ -25,6 +25,7 @@
 #define GATOS_NATS_RECORD_STREAM_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,7 +62,14 @@ class RecordStream {
   // Appends record `seq`, its first part fenced on the stream's last
   // sequence being `last`. Returns the stream sequence of its last part
   // (the next append's `last`).
-  Result<uint64_t> Append(int64_t seq, std::string_view record, uint64_t last);
+  // `retry`, when given, is asked after a part's publish failed with
+  // Unavailable (no responders: the stream had no leader; or no
+  // acknowledgement in time); true publishes that part again, with the
+  // same message id and fence (it waits as it sees fit first). Safe
+  // whatever became of the first publish: one that was stored makes the
+  // next fail, fenced or as a duplicate (Aborted).
+  Result<uint64_t> Append(int64_t seq, std::string_view record, uint64_t last,
+                          const std::function<bool(const Status&)>& retry = nullptr);
 
   // The stream's last sequence (0 when empty).
   Result<uint64_t> LastSequence();
