@@ -83,13 +83,7 @@ TEST(ReplicatedE2eTest, TheClientWaitsForTheNextLeaderAcrossAFailover) {
   ASSERT_TRUE(c.StartReplica(leader));
   const int now_leading = c.WaitForLeader(leader);
   ASSERT_GE(now_leading, 0) << c.Logs();
-  ASSERT_TRUE(PollFor(60000, [&] {
-    const std::string head = c.LogHead(now_leading);
-    for (int i = 0; i < kReplicas; ++i) {
-      if (c.LogHead(i) != head) return false;
-    }
-    return true;
-  })) << c.Logs();
+  ASSERT_TRUE(c.WaitForOneLogHead(now_leading, 60000)) << c.LogHeads() << c.Logs();
   c.StopAndCheckEachReplica({first, second});
 }
 
@@ -176,13 +170,7 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
   EXPECT_EQ(w.exit_code, 0) << w.out << w.err << c.worker_.log();
   // The replicas converge on one log; each verifies.
   std::string head;
-  ASSERT_TRUE(PollFor(30000, [&] {
-    head = c.LogHead(leader);
-    for (int i = 0; i < kReplicas; ++i) {
-      if (c.LogHead(i) != head) return false;
-    }
-    return true;
-  })) << c.LogHead(0) << " " << c.LogHead(1) << " " << c.LogHead(2) << "\n" << c.Logs();
+  ASSERT_TRUE(c.WaitForOneLogHead(leader, 30000, &head)) << c.LogHeads() << c.Logs();
   for (int i = 0; i < kReplicas; ++i) {
     EXPECT_EQ(c.gatosd_[i]->running(), true) << "r" << i << ":\n" << c.gatosd_[i]->log();
   }
@@ -379,13 +367,7 @@ TEST(ReplicatedE2eTest, ALeaderKilledWithAppendsInFlightLosesNothingAcknowledged
   RunResult w = c.Gatos(wait, 180);
   EXPECT_EQ(w.exit_code, 0) << w.out << w.err << c.Logs();
   std::string head;
-  ASSERT_TRUE(PollFor(30000, [&] {
-    head = c.LogHead(leader);
-    for (int i = 0; i < kReplicas; ++i) {
-      if (c.LogHead(i) != head) return false;
-    }
-    return true;
-  })) << c.LogHead(0) << " " << c.LogHead(1) << " " << c.LogHead(2) << "\n" << c.Logs();
+  ASSERT_TRUE(c.WaitForOneLogHead(leader, 30000, &head)) << c.LogHeads() << c.Logs();
   c.StopAndCheckEachReplica(acked);
   EXPECT_EQ(std::set<std::string>(acked.begin(), acked.end()).size(), acked.size());
 }

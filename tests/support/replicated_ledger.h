@@ -142,10 +142,12 @@ class ReplicatedLedger {
 
   // Submits job `n` through whichever replica leads; its id when the ledger
   // acknowledged it, "" otherwise (no leader at that moment).
-  std::string Submit(int n) {
+  // `urls`: the NATS members the client tries, in order (default: all).
+  std::string Submit(int n, const std::string& urls = "") {
     const std::string file = dir_.Join("job" + std::to_string(n) + ".yaml");
     WriteFile(file, "command: [\"/bin/echo\", \"job-" + std::to_string(n) + "\"]\ntimeout: 30\n");
-    RunResult r = Gatos({"submit", file, "--ledger", urls_, "--sign-key", alice_, "--timeout", "5"}, 30);
+    RunResult r = Gatos(
+        {"submit", file, "--ledger", urls.empty() ? urls_ : urls, "--sign-key", alice_, "--timeout", "5"}, 45);
     if (r.exit_code != 0) return "";
     return TrimEnd(r.out);
   }
@@ -201,6 +203,25 @@ class ReplicatedLedger {
 
   std::string LogHead(int i) {
     return TrimEnd(Cmd({"git", "-C", ledgers_[i], "rev-parse", "refs/gatos/log"}).out);
+  }
+  std::string LogHeads() {
+    std::string out;
+    for (int i = 0; i < kReplicas; ++i) out += "r" + std::to_string(i) + " " + LogHead(i) + "\n";
+    return out;
+  }
+  // Polls until every replica's log head is `leader`'s (-1: whichever
+  // replica leads at the time); false on timeout. The common head in *head.
+  bool WaitForOneLogHead(int leader, int64_t timeout_ms, std::string* head = nullptr) {
+    return PollFor(timeout_ms, [&] {
+      const int l = leader >= 0 ? leader : Leader();
+      if (l < 0) return false;
+      const std::string h = LogHead(l);
+      for (int i = 0; i < kReplicas; ++i) {
+        if (LogHead(i) != h) return false;
+      }
+      if (head) *head = h;
+      return true;
+    });
   }
 
   TempDir dir_;
