@@ -22,6 +22,9 @@ inline constexpr char kSchedulePrefix[] = "refs/gatos/schedules/";
 // refs/gatos/fires/<name>: the job commit of a schedule's latest fire; its
 // first-parent history is every fire of the schedule.
 inline constexpr char kFirePrefix[] = "refs/gatos/fires/";
+// refs/gatos/watch/<name>: the ledger-signed positions of the refs a
+// trigger watches, as it last saw them (positions.json).
+inline constexpr char kWatchPrefix[] = "refs/gatos/watch/";
 // Push targets, taken by the proc-receive hook: the push creates no ref.
 inline constexpr char kSubmitPrefix[] = "refs/gatos/submit/";
 inline constexpr char kResultsPushPrefix[] = "refs/gatos/results/";
