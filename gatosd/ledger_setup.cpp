@@ -53,7 +53,7 @@ Status InstallHooks(const std::string& dir, const std::string& gatosd_path) {
   // proc-receive takes without creating them. The front door is the cheap
   // way in.
   for (const char* hidden : {"refs/gatos/jobs", "refs/gatos/log", "refs/gatos/policy", "refs/gatos/witness", "refs/gatos/batches",
-                              "refs/gatos/schedules", "refs/gatos/fires"}) {
+                              "refs/gatos/schedules", "refs/gatos/fires", "refs/gatos/watch"}) {
     GATOS_RETURN_IF_ERROR(ledger->AddConfigValue("receive.hideRefs", hidden));
   }
   for (const char* taken : kPushedPrefixes) {

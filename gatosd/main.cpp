@@ -49,6 +49,9 @@ constexpr char kUsage[] =
     "                                    auto (default) follows the claim rate so that later\n"
     "                                    high-priority jobs do not queue behind earlier offers;\n"
     "                                    all offers every pending job at once (no priorities)\n"
+    "        [--input-credentials FILE]  credentials for reading the repositories triggers\n"
+    "                                    watch (git ls-remote), in gatos-worker's --credentials\n"
+    "                                    format (docs/inputs.md); default: none\n"
     "        [--checkpoint-s N]          sign a checkpoint of the log's Merkle tree into\n"
     "                                    DIR/gatos/tlog/checkpoint every N s while the log moves\n"
     "                                    (default 10; 0 = never; served with the tiles at /tlog/)\n"
@@ -159,7 +162,7 @@ int ServeCommand(const std::vector<std::string>& args) {
                                               {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
                                               {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"},
                                               {"replicated", 0, false}, {"replica-name"},
-                                              {"checkpoint-s"},
+                                              {"checkpoint-s"}, {"input-credentials"},
                                               {"election-ttl-ms"}, {"election-keep-ms"}, {"election-try-ms"},
                                               {"election-margin-ms"}, {"append-window"},
                                               {"replicated-log-max-mb"}};
@@ -212,6 +215,12 @@ int ServeCommand(const std::vector<std::string>& args) {
   }
   if (flags.Has("nats-wait-s")) opts.nats_wait_ms = nats_wait_s * 1000;
   if (opts.ledger_dir.empty()) return Usage("serve", "--ledger DIR is required");
+  if (auto cred = flags.Get("input-credentials")) {
+    auto c = gatos::LoadInputCredentialsFile(*cred);
+    if (!c.ok()) return Usage("serve", "--input-credentials: " + c.status().message());
+    for (const auto& w : c->warnings()) std::cerr << "gatosd: warning: --input-credentials: " << w << "\n";
+    opts.input_credentials = std::move(*c);
+  }
   if (auto token_file = flags.Get("http-token-file")) {
     auto token = gatos::gatosd::LoadHttpToken(*token_file);
     if (!token.ok()) return Usage("serve", token.status().message());

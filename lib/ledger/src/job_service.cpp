@@ -13,6 +13,9 @@ JobService::JobService(LedgerWriter* writer, ServiceOptions options, ServiceObse
     : writer_(writer), options_(options), observer_(observer ? observer : &default_observer_) {
   scheduler_.set_fixed_window(options_.offer_window);
   PublishPolicy();
+  if (options_.list_remote_refs) {
+    poller_ = std::make_unique<WatchPoller>(options_.list_remote_refs, [w = writer_] { return w->Now(); });
+  }
 }
 
 void JobService::PublishPolicy() {
