@@ -48,8 +48,7 @@ void JobService::FireTriggers(int64_t now) {
   if (seen.empty()) return;
   struct Pending {
     std::vector<Op> ops;
-    std::vector<size_t> of;  // ops index -> moves index
-    std::vector<std::pair<std::string, TriggerMove>> moves;  // (schedule, move)
+    std::vector<std::pair<std::string, TriggerMove>> moves;  // (schedule, move) of each op
   } p;
   std::map<std::string, WatchPositions> next;  // schedules whose positions change
   for (auto& o : seen) {
@@ -85,7 +84,6 @@ void JobService::FireTriggers(int64_t now) {
     for (const auto& [ref, commit] : refs) {
       auto was = known->second.find(ref);
       if (was != known->second.end() && was->second == commit) continue;
-      p.of.push_back(p.moves.size());
       p.moves.push_back({o.schedule, TriggerMove{o.url, ref, commit}});
       p.ops.push_back(FireOp{t.commit, 0, TriggerMove{o.url, ref, commit}});
     }
@@ -104,7 +102,7 @@ void JobService::FireTriggers(int64_t now) {
     if (stats.seq) observer_->OnCommitted(stats.seq, stats.log_commit, stats.entries, stats.records);
     for (size_t i = 0; i < results.size(); ++i) {
       const OpResult& r = results[i];
-      const auto& [name, mv] = p.moves[p.of[i]];
+      const auto& [name, mv] = p.moves[i];
       if (!r.outcome.ok()) {
         Log("schedule " + name + ": " + mv.ref + " at " + Short(mv.commit) + " not fired: " + r.outcome.message);
         if (r.outcome.error == TransitionError::kLostRace) schedules_stale_ = true;

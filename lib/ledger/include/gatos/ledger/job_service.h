@@ -295,7 +295,7 @@ class JobService {
   int64_t last_views_sync_ms_ = 0;
   std::string log_root_;                       // the log commit of sequence 1
   std::map<int64_t, std::string> log_by_seq_;  // log commits by sequence, as far as walked
-  // Last: its thread stops first.
+  // Triggers' readings (service_triggers.cpp); null without list_remote_refs.
   std::unique_ptr<WatchPoller> poller_;
 };
 

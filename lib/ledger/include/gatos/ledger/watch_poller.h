@@ -9,8 +9,10 @@
 // so this library runs no process. Its errors are summaries, never git's
 // own output.
 //
-// Thread-safety: SetWatches and Take may be called from any thread; the
-// destructor stops and joins the polling thread.
+// Thread-safety: SetWatches and Take may be called from any thread. The
+// destructor does not wait for a reading in progress (up to the reading's
+// own timeout): the thread, which owns a copy of everything it uses, stops
+// after it.
 #ifndef GATOS_LEDGER_WATCH_POLLER_H_
 #define GATOS_LEDGER_WATCH_POLLER_H_
 
@@ -18,9 +20,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gatos/model/status.h"
@@ -48,7 +50,8 @@ class WatchPoller {
     std::map<std::string, std::string> refs;  // ok: every ref read
   };
 
-  // `now_ms` is the clock readings are stamped with.
+  // `now_ms` is the clock readings are stamped with and timed by; it must
+  // stay callable after the poller is destroyed (a free function).
   WatchPoller(ListRemoteRefs list, std::function<int64_t()> now_ms);
   ~WatchPoller();
   WatchPoller(const WatchPoller&) = delete;
@@ -61,20 +64,23 @@ class WatchPoller {
   std::vector<Observation> Take();
 
  private:
-  void Run();
-
-  ListRemoteRefs list_;
-  std::function<int64_t()> now_ms_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
   struct Entry {
     Watch watch;
     int64_t next_ms = 0;
   };
-  std::map<std::string, Entry> watches_;                               // by schedule
-  std::map<std::pair<std::string, std::string>, Observation> ready_;  // (schedule, url)
-  std::thread thread_;
+  // Shared with the thread, which may outlive the poller by one reading.
+  struct State {
+    ListRemoteRefs list;
+    std::function<int64_t()> now_ms;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stop = false;
+    std::map<std::string, Entry> watches;                               // by schedule
+    std::map<std::pair<std::string, std::string>, Observation> ready;  // (schedule, url)
+  };
+  static void Run(const std::shared_ptr<State>& s);
+
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace gatos
