@@ -4,8 +4,9 @@
 //   0: ParseLsRemote: every accepted ref maps to an object id;
 //   1: ParseWatchPositions: what parses encodes and parses back the same;
 //   2: "PATTERN\nREF": a pattern RefPatternProblem accepts matches without
-//      crashing, matches itself when it has no '*', and the job a move of
-//      REF fires is a valid manifest.
+//      crashing, matches itself when it has no '*', and when WatchedRefs
+//      keeps REF, the job a move of it fires is a valid manifest and its
+//      positions encode and parse.
 // Nothing crashes or hangs on any input.
 #include <cstddef>
 #include <cstdint>
@@ -50,10 +51,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (!gatos::RefPatternProblem(pattern).empty()) return 0;
       const bool m = gatos::RefPatternMatches(pattern, ref);
       if (pattern.find('*') == std::string_view::npos) Check(gatos::RefPatternMatches(pattern, pattern));
-      if (!m || !gatos::GitRefProblem(ref).empty()) return 0;
+      // What gatosd fires for it: only the refs WatchedRefs keeps.
+      auto watched = gatos::WatchedRefs({"/srv/x", {std::string(pattern)}}, {{std::string(ref), std::string(40, 'a')}});
+      Check(watched.size() <= 1 && (watched.empty() || m));
       static const gatos::Manifest kTemplate = *gatos::ParseManifest("command: [x]\ntimeout: 5\n", "job.yaml");
-      gatos::Manifest fired = gatos::TriggeredManifest(kTemplate, "t", "/srv/x", ref, std::string(40, 'a'));
-      Check(gatos::ParseManifest(gatos::ManifestJson(fired).dump(), "job.yaml").ok());
+      for (const auto& [r, id] : watched) {
+        gatos::Manifest fired = gatos::TriggeredManifest(kTemplate, "t", "/srv/x", r, id);
+        Check(gatos::ParseManifest(gatos::ManifestJson(fired).dump(), "job.yaml").ok());
+        gatos::WatchPositions p{std::string(40, '1'), {{"/srv/x", watched}}};
+        Check(gatos::ParseWatchPositions(gatos::EncodeWatchPositions(p)).ok());
+      }
       return 0;
     }
   }

@@ -59,6 +59,15 @@ TEST(TriggerTest, LsRemoteOutput) {
   auto watched = WatchedRefs(w, *r);
   EXPECT_EQ(watched.size(), 1u);
   EXPECT_EQ(watched.at("refs/heads/main"), a);
+  // git allows any bytes in a ref name; a job input holds UTF-8 only, so
+  // such a ref is not watched (found by trigger_fuzz: the fired job could
+  // not be encoded).
+  auto odd = ParseLsRemote(a + "\trefs/heads/\x8c\x9a/x\n" + b + "\trefs/heads/ok\n");
+  ASSERT_TRUE(odd.ok());
+  EXPECT_EQ(odd->size(), 2u);
+  watched = WatchedRefs(w, *odd);
+  ASSERT_EQ(watched.size(), 1u);
+  EXPECT_EQ(watched.begin()->first, "refs/heads/ok");
 }
 
 TEST(TriggerTest, TheFiredJobPinsTheWatchedInput) {

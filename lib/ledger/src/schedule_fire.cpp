@@ -1,6 +1,7 @@
 #include "gatos/ledger/schedule_fire.h"
 
 #include "gatos/crypto/sshsig.h"
+#include "gatos/model/canonical_json.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/git_input.h"
 #include "gatos/model/refs.h"
@@ -112,6 +113,9 @@ Result<FireCommit> ParseFireCommit(const ObjectLookup& lookup, const std::string
       return InvalidArgumentError("fire " + id + ": Trigger-Url, Trigger-Ref and Trigger-Commit go together, once each");
     }
     if (!IsGitCommitId(*commit)) return InvalidArgumentError("fire " + id + ": Trigger-Commit is not a commit id");
+    if (!IsValidUtf8(*url) || !IsValidUtf8(*ref) || !GitUrlProblem(*url).empty()) {
+      return InvalidArgumentError("fire " + id + ": Trigger-Url or Trigger-Ref is not a valid url or ref name");
+    }
     if (*ref != "HEAD" && !GitRefProblem(*ref).empty()) {
       return InvalidArgumentError("fire " + id + ": Trigger-Ref is not a ref name");
     }

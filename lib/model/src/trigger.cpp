@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "gatos/model/canonical_json.h"
 #include "gatos/model/git_input.h"
 
 namespace gatos {
@@ -22,6 +23,7 @@ bool IsUrlInput(const nlohmann::json& in, std::string_view url) {
 
 std::string RefPatternProblem(std::string_view pattern) {
   if (pattern == "HEAD") return "";
+  if (!IsValidUtf8(pattern)) return "a ref pattern is not UTF-8";
   if (pattern.rfind("refs/", 0) != 0) {
     return Quoted(pattern) + " is not a full ref name; write refs/heads/main, refs/heads/* or refs/tags/v* (or HEAD)";
   }
@@ -64,6 +66,10 @@ std::string WatchListProblem(const std::vector<WatchSpec>& watches) {
   }
   std::set<std::string> urls;
   for (const auto& w : watches) {
+    if (!IsValidUtf8(w.url)) {
+      problems.push_back("a watch url is not UTF-8");
+      continue;
+    }
     if (std::string p = GitUrlProblem(w.url); !p.empty()) {
       problems.push_back("watch url " + ShownUrl(w.url) + ": " + p +
                          (p.find("credentials") != std::string::npos
@@ -122,6 +128,9 @@ std::map<std::string, std::string> WatchedRefs(const WatchSpec& w, const std::ma
   std::map<std::string, std::string> out;
   for (const auto& [ref, id] : all) {
     if (out.size() >= kMaxWatchedRefs) break;
+    // A ref a job input cannot name (git allows any bytes; a manifest holds
+    // UTF-8 ref names within its limits) is not watched.
+    if (!IsValidUtf8(ref) || (ref != "HEAD" && !GitRefProblem(ref).empty())) continue;
     if (WatchMatches(w, ref)) out.emplace(ref, id);
   }
   return out;

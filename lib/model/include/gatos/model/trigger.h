@@ -63,7 +63,8 @@ std::string WatchListProblem(const std::vector<WatchSpec>& watches);
 // refused (InvalidArgument naming the line; never echoing it).
 Result<std::map<std::string, std::string>> ParseLsRemote(std::string_view out);
 
-// The refs of `all` that `w` watches (at most kMaxWatchedRefs, by name).
+// The refs of `all` that `w` watches (at most kMaxWatchedRefs, by name);
+// refs whose names are not UTF-8 or not valid input refs are skipped.
 std::map<std::string, std::string> WatchedRefs(const WatchSpec& w, const std::map<std::string, std::string>& all);
 
 // The job a move fires: the template with the git input whose url is
