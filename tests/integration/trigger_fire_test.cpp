@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gatos/model/clock.h"
+#include "git_http_server.h"
 #include "git_repo.h"
 #include "stack.h"
 #include "test_util.h"
@@ -240,6 +241,85 @@ TEST_F(TriggerFireTest, UnreadableRepositoryIsLoggedAsASummaryAndFiresNothing) {
   }
   EXPECT_EQ(errors, 1u) << after;
   EXPECT_EQ(LedgerGit("for-each-ref refs/gatos/fires"), "");
+}
+
+}  // namespace
+}  // namespace gatos::testing
+
+namespace gatos::testing {
+namespace {
+
+// A private repository behind `git http-backend` with basic auth on
+// loopback, read by gatosd with a token from --input-credentials (the
+// workers' file format): its moves fire, the token is nowhere in gatosd's
+// log or the ledger, and a wrong token is logged as a summary.
+class PrivateTriggerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    env_ = TestGitEnv(dir_.path());
+    std::filesystem::create_directories(dir_.Join("served"));
+    Git({"init", "-q", "--bare", "-b", "main", dir_.Join("served/private.git")});
+    Git({"init", "-q", "-b", "main", dir_.Join("work")});
+    Git({"remote", "add", "origin", dir_.Join("served/private.git")}, dir_.Join("work"));
+    Commit("one");
+    WriteFile(dir_.Join("server-token"), kToken + "\n", 0600);
+    server_ = std::make_unique<GitHttpServer>(dir_.Join("served"), "ci", dir_.Join("server-token"));
+    ASSERT_TRUE(server_->Start());
+    url_ = server_->url() + "/private.git";
+    WriteFile(dir_.Join("token"), kToken + "\n", 0600);
+    WriteFile(dir_.Join("creds.yaml"), "credentials:\n  - prefix: " + server_->url() + "\n    token_file: " +
+                                           dir_.Join("token") + "\n    username: ci\n");
+    stack_ = std::make_unique<Stack>(
+        StackOptions{.workers = 0, .gatosd_args = {"--input-credentials", dir_.Join("creds.yaml")}});
+    ASSERT_TRUE(stack_->Start());
+    WriteFile(stack_->dir().Join("job.yaml"), "command: [\"true\"]\ntimeout: 30\n");
+  }
+  std::string Git(const std::vector<std::string>& args, const std::string& cwd = "") {
+    return testing::Git(env_, args, cwd);
+  }
+  std::string Commit(const std::string& text) {
+    WriteFile(dir_.Join("work/file"), text + "\n");
+    Git({"add", "file"}, dir_.Join("work"));
+    Git({"commit", "-q", "-m", text}, dir_.Join("work"));
+    Git({"push", "-q", "origin", "main"}, dir_.Join("work"));
+    std::string c = Git({"rev-parse", "HEAD"}, dir_.Join("work"));
+    while (!c.empty() && c.back() == '\n') c.pop_back();
+    return c;
+  }
+  std::string LedgerGit(const std::string& args) {
+    return testing::Run({"/bin/sh", "-c", "git --git-dir '" + stack_->ledger() + "' " + args + " 2>/dev/null"}).out;
+  }
+
+  const std::string kToken = "tok-" + std::string(32, 'z') + "-trigger-secret-91c2";
+  TempDir dir_;
+  std::map<std::string, std::string> env_;
+  std::unique_ptr<GitHttpServer> server_;
+  std::unique_ptr<Stack> stack_;
+  std::string url_;
+};
+
+TEST_F(PrivateTriggerTest, PrivateRepositoryIsReadWithGatosdsCredentialsOnly) {
+  RunResult r = stack_->Gatos({"schedule", "add", "priv", "--watch", url_, "--refs", "refs/heads/main", "--poll",
+                               "1s", "--template", stack_->dir().Join("job.yaml"), "--sign-key",
+                               stack_->submitter_key(), "--ledger", stack_->ledger()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(PollFor(20'000, [&] { return !LedgerGit("show refs/gatos/watch/priv:positions.json").empty(); }))
+      << stack_->gatosd().log();
+  const std::string moved = Commit("two");
+  ASSERT_TRUE(PollFor(20'000, [&] {
+    return LedgerGit("log -1 --format=%B refs/gatos/fires/priv").find("Trigger-Commit: " + moved) != std::string::npos;
+  })) << stack_->gatosd().log();
+  // A wrong token: the readings fail, logged as a summary.
+  WriteFile(dir_.Join("token"), "wrong-" + kToken + "\n", 0600);
+  ASSERT_TRUE(stack_->gatosd().WaitForLog("schedule priv: cannot read", 20'000)) << stack_->gatosd().log();
+  EXPECT_HAS(stack_->gatosd().log(), "authentication refused by the server with gatosd's --input-credentials entry");
+  // The token is in no log line, no ledger object, no ref.
+  for (const std::string& where : {stack_->gatosd().log(), LedgerGit("log --all -p --format=%B"),
+                                   LedgerGit("for-each-ref")}) {
+    EXPECT_EQ(where.find("trigger-secret"), std::string::npos) << where;
+  }
+  r = stack_->Gatos({"verify", "--repo", stack_->ledger(), "--all"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
 }  // namespace

@@ -37,6 +37,17 @@ Result<std::map<std::string, std::string>> LsRemote(const LsRemoteOptions& o, co
     if (s.code() == StatusCode::kUnavailable) {
       return UnavailableError("git ls-remote failed (" + GitFailureKind(r->err) + "; will be retried)");
     }
+    if (s.code() == StatusCode::kPermissionDenied) {
+      // The same classes as a worker's fetch, in gatosd's words.
+      if (s.message().find("host key") != std::string::npos) {
+        return PermissionDeniedError("authentication refused: the server's SSH host key is not known or does not "
+                                     "match (known_hosts of this URL's --input-credentials entry)");
+      }
+      return PermissionDeniedError(cred ? "authentication refused by the server with gatosd's --input-credentials "
+                                          "entry for this URL (check the token or key it names)"
+                                        : "authentication refused: the server requires credentials and gatosd has "
+                                          "none for this URL (add an entry to gatosd serve --input-credentials FILE)");
+    }
     return s;
   }
   auto refs = ParseLsRemote(r->out);

@@ -11,6 +11,7 @@
 #include "gatos/ledger/watch_positions.h"
 #include "gatos/model/git_input.h"
 #include "gatos/model/refs.h"
+#include "gatos/model/schedule.h"
 #include "gatos/model/time_format.h"
 
 #include "service_internal.h"
@@ -84,11 +85,13 @@ void JobService::FireTriggers(int64_t now) {
     for (const auto& [ref, commit] : refs) {
       auto was = known->second.find(ref);
       if (was != known->second.end() && was->second == commit) continue;
+      if (p.ops.size() >= kMaxFiresPerPass) break;  // the rest fire at the next reading
       p.moves.push_back({o.schedule, TriggerMove{o.url, ref, commit}});
       p.ops.push_back(FireOp{t.commit, 0, TriggerMove{o.url, ref, commit}});
     }
-    // Until its fire is recorded, a moved ref keeps its old position (a
-    // fire refused now is tried again at the next reading).
+    // A moved ref gets its new position once its fire is recorded; until
+    // then it has none, so the next reading fires it (a fire refused now,
+    // or beyond this pass's limit, is tried again).
     std::map<std::string, std::string> after;
     for (const auto& [ref, commit] : refs) {
       auto was = known->second.find(ref);
