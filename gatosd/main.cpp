@@ -248,6 +248,11 @@ int ServeCommand(const std::vector<std::string>& args) {
       std::cerr << "gatosd: warning: no push front door: " << door.message() << "\n";
     }
   }
+  // And the push targets added since they were made.
+  if (std::filesystem::exists(gatos::gatosd::LedgerKeyPath(opts.ledger_dir), ec)) {
+    gatos::Status up = gatos::gatosd::UpgradePushTargets(opts.ledger_dir, SelfPath());
+    if (!up.ok()) std::cerr << "gatosd: warning: cannot add the newer push targets: " << up.message() << "\n";
+  }
   // The election's timing and the leader's append window (replicated only).
   const bool election_flags = flags.Has("election-ttl-ms") || flags.Has("election-keep-ms") ||
                               flags.Has("election-try-ms") || flags.Has("election-margin-ms");

@@ -29,6 +29,9 @@ inline constexpr char kWatchPrefix[] = "refs/gatos/watch/";
 inline constexpr char kSubmitPrefix[] = "refs/gatos/submit/";
 inline constexpr char kResultsPushPrefix[] = "refs/gatos/results/";
 inline constexpr char kWitnessPushPrefix[] = "refs/gatos/witnesses/";
+// A schedule commit pushed with stock git (docs/scheduling.md, "Pushed
+// schedules"): recorded at refs/gatos/schedules/<name> like gatos schedule add.
+inline constexpr char kSchedulePushPrefix[] = "refs/gatos/submit-schedule/";
 
 inline constexpr char kZeroOid[] = "0000000000000000000000000000000000000000";
 // The empty tree's id (git's well-known constant).
