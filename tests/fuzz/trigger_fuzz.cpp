@@ -47,14 +47,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     default: {
       const size_t nl = in.find('\n');
       const std::string_view pattern = in.substr(0, nl);
-      const std::string_view ref = nl == std::string_view::npos ? std::string_view() : in.substr(nl + 1);
+      const std::string_view ref =
+          nl == std::string_view::npos ? std::string_view() : in.substr(nl + 1);
       if (!gatos::RefPatternProblem(pattern).empty()) return 0;
       const bool m = gatos::RefPatternMatches(pattern, ref);
-      if (pattern.find('*') == std::string_view::npos) Check(gatos::RefPatternMatches(pattern, pattern));
+      if (pattern.find('*') == std::string_view::npos)
+        Check(gatos::RefPatternMatches(pattern, pattern));
       // What gatosd fires for it: only the refs WatchedRefs keeps.
-      auto watched = gatos::WatchedRefs({"/srv/x", {std::string(pattern)}}, {{std::string(ref), std::string(40, 'a')}});
+      auto watched = gatos::WatchedRefs({"/srv/x", {std::string(pattern)}},
+                                        {{std::string(ref), std::string(40, 'a')}});
       Check(watched.size() <= 1 && (watched.empty() || m));
-      static const gatos::Manifest kTemplate = *gatos::ParseManifest("command: [x]\ntimeout: 5\n", "job.yaml");
+      static const gatos::Manifest kTemplate =
+          *gatos::ParseManifest("command: [x]\ntimeout: 5\n", "job.yaml");
       for (const auto& [r, id] : watched) {
         gatos::Manifest fired = gatos::TriggeredManifest(kTemplate, "t", "/srv/x", r, id);
         Check(gatos::ParseManifest(gatos::ManifestJson(fired).dump(), "job.yaml").ok());

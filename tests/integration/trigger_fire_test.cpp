@@ -37,8 +37,10 @@ class TriggerFireTest : public ::testing::Test {
     first_ = Push("main", "one");
     // The job reads the watched repository (its input of that url is pinned
     // to the commit each fire is for) and prints the commit it got.
-    WriteFile(Dir("job.yaml"), "command: [sh, -c, 'echo \"$GATOS_INPUT_0_COMMIT\"']\ntimeout: 60\ninputs:\n"
-                               "  - {kind: git, url: " + remote_ + ", ref: main}\n");
+    WriteFile(Dir("job.yaml"),
+              "command: [sh, -c, 'echo \"$GATOS_INPUT_0_COMMIT\"']\ntimeout: 60\ninputs:\n"
+              "  - {kind: git, url: " +
+                  remote_ + ", ref: main}\n");
   }
   std::string Dir(const std::string& rel) { return stack_.dir().Join(rel); }
   std::string Git(const std::vector<std::string>& args, const std::string& cwd = "") {
@@ -58,19 +60,30 @@ class TriggerFireTest : public ::testing::Test {
   }
   RunResult Gatos(std::vector<std::string> args) { return stack_.Gatos(std::move(args)); }
   RunResult Add(const std::string& name, std::vector<std::string> extra) {
-    std::vector<std::string> args = {"schedule", "add", name, "--template", Dir("job.yaml"),
-                                     "--sign-key", stack_.submitter_key(), "--ledger", stack_.ledger()};
+    std::vector<std::string> args = {"schedule",
+                                     "add",
+                                     name,
+                                     "--template",
+                                     Dir("job.yaml"),
+                                     "--sign-key",
+                                     stack_.submitter_key(),
+                                     "--ledger",
+                                     stack_.ledger()};
     args.insert(args.end(), extra.begin(), extra.end());
     return Gatos(args);
   }
   std::string LedgerGit(const std::string& args) {
-    return testing::Run({"/bin/sh", "-c", "git --git-dir '" + stack_.ledger() + "' " + args + " 2>/dev/null"}).out;
+    return testing::Run({"/bin/sh", "-c",
+                         "git --git-dir '" + stack_.ledger() + "' " + args + " 2>/dev/null"})
+        .out;
   }
   // The Trigger-Ref and Trigger-Commit of each fire of `name`, oldest first.
   std::vector<std::pair<std::string, std::string>> Fires(const std::string& name) {
-    std::istringstream in(LedgerGit("log --reverse --topo-order --format='%(trailers:key=Trigger-Ref,valueonly,"
-                                    "separator=) %(trailers:key=Trigger-Commit,valueonly,separator=)' "
-                                    "refs/gatos/fires/" + name + " --not refs/gatos/schedules/" + name));
+    std::istringstream in(
+        LedgerGit("log --reverse --topo-order --format='%(trailers:key=Trigger-Ref,valueonly,"
+                  "separator=) %(trailers:key=Trigger-Commit,valueonly,separator=)' "
+                  "refs/gatos/fires/" +
+                  name + " --not refs/gatos/schedules/" + name));
     std::vector<std::pair<std::string, std::string>> out;
     for (std::string line; std::getline(in, line);) {
       std::istringstream w(line);
@@ -88,8 +101,10 @@ class TriggerFireTest : public ::testing::Test {
   }
   // The fire commits of `name` by the commit they are for.
   std::map<std::string, std::string> FireCommits(const std::string& name) {
-    std::istringstream in(LedgerGit("log --format='%H %(trailers:key=Trigger-Commit,valueonly,separator=)' "
-                                    "refs/gatos/fires/" + name + " --not refs/gatos/schedules/" + name));
+    std::istringstream in(
+        LedgerGit("log --format='%H %(trailers:key=Trigger-Commit,valueonly,separator=)' "
+                  "refs/gatos/fires/" +
+                  name + " --not refs/gatos/schedules/" + name));
     std::map<std::string, std::string> out;
     for (std::string line; std::getline(in, line);) {
       std::istringstream w(line);
@@ -112,7 +127,8 @@ TEST_F(TriggerFireTest, WatchedRepositoryFiresOncePerMovedRef) {
   RunResult r = Add("app", {"--watch", remote_, "--refs", "refs/heads/main", "--poll", "1s"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The baseline: main at its first commit, recorded, nothing fired.
-  ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(first_) != std::string::npos; })) << Positions("app");
+  ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(first_) != std::string::npos; }))
+      << Positions("app");
   EXPECT_TRUE(Fires("app").empty());
   const std::string c1 = Push("main", "two");
   ASSERT_TRUE(PollFor(20'000, [&] { return Fires("app").size() >= 1; }));
@@ -122,7 +138,8 @@ TEST_F(TriggerFireTest, WatchedRepositoryFiresOncePerMovedRef) {
   Git({"checkout", "-q", "main"}, Dir("work"));
   const std::string c2 = Push("main", "four");
   ASSERT_TRUE(PollFor(20'000, [&] { return Fires("app").size() >= 2; }));
-  ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(c2) != std::string::npos; })) << Positions("app");
+  ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(c2) != std::string::npos; }))
+      << Positions("app");
   const auto fires = Fires("app");
   ASSERT_EQ(fires.size(), 2u);
   EXPECT_EQ(fires[0], std::make_pair(std::string("refs/heads/main"), c1));
@@ -148,7 +165,8 @@ TEST_F(TriggerFireTest, WatchedRepositoryFiresOncePerMovedRef) {
   // The worker ran both, each on its own commit.
   for (const std::string& c : {c1, c2}) {
     nlohmann::json job = FiredJob(commits[c]);
-    const std::string id = LedgerGit("log -1 --format='%(trailers:key=Job-Id,valueonly,separator=)' " + commits[c]);
+    const std::string id =
+        LedgerGit("log -1 --format='%(trailers:key=Job-Id,valueonly,separator=)' " + commits[c]);
     std::string job_id = id.substr(0, id.find('\n'));
     RunResult w = stack_.Gatos({"wait", job_id, "--ledger", stack_.nats_url(), "--timeout", "60"});
     EXPECT_EQ(w.exit_code, 0) << w.out << w.err;
@@ -166,7 +184,8 @@ TEST_F(TriggerFireTest, WatchedRepositoryFiresOncePerMovedRef) {
 // fired again (the positions come from refs/gatos/watch/<name>); a move
 // made while it was down fires once after the restart.
 TEST_F(TriggerFireTest, SigkillAndRestartDoesNotFireAMoveAgain) {
-  ASSERT_EQ(Add("app", {"--watch", remote_, "--refs", "refs/heads/*", "--poll", "1s"}).exit_code, 0);
+  ASSERT_EQ(Add("app", {"--watch", remote_, "--refs", "refs/heads/*", "--poll", "1s"}).exit_code,
+            0);
   ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(first_) != std::string::npos; }));
   const std::string c1 = Push("main", "two");
   ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(c1) != std::string::npos; }));
@@ -174,7 +193,8 @@ TEST_F(TriggerFireTest, SigkillAndRestartDoesNotFireAMoveAgain) {
   stack_.StopGatosd(SIGKILL);
   const std::string c2 = Push("release", "three");  // a new branch matching refs/heads/*
   ASSERT_TRUE(stack_.StartGatosd());
-  ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(c2) != std::string::npos; })) << Positions("app");
+  ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(c2) != std::string::npos; }))
+      << Positions("app");
   const auto fires = Fires("app");
   ASSERT_EQ(fires.size(), 2u);
   EXPECT_EQ(fires[0], std::make_pair(std::string("refs/heads/main"), c1));
@@ -196,8 +216,10 @@ TEST_F(TriggerFireTest, BadTriggersAreRefusedAndNothingIsWritten) {
     std::string says;
   } cases[] = {
       {{"--watch", "relative/path", "--refs", "refs/heads/main"}, "relative"},
-      {{"--watch", "https://user:secret@git.example.com/app", "--refs", "refs/heads/main"}, "credentials"},
-      {{"--watch", "ssh://git:secret@git.example.com/app", "--refs", "refs/heads/main"}, "password"},
+      {{"--watch", "https://user:secret@git.example.com/app", "--refs", "refs/heads/main"},
+       "credentials"},
+      {{"--watch", "ssh://git:secret@git.example.com/app", "--refs", "refs/heads/main"},
+       "password"},
       {{"--watch", remote_, "--refs", "main"}, "not a full ref name"},
       {{"--watch", remote_, "--refs", "refs/heads/*/*"}, "more than one '*'"},
       {{"--watch", remote_, "--refs", "refs/heads/a..b"}, "not a valid ref name"},
@@ -219,8 +241,10 @@ TEST_F(TriggerFireTest, BadTriggersAreRefusedAndNothingIsWritten) {
 // git's own output), and nothing is recorded or fired for it.
 TEST_F(TriggerFireTest, UnreadableRepositoryIsLoggedAsASummaryAndFiresNothing) {
   const std::string missing = Dir("repos/missing.git");
-  ASSERT_EQ(Add("gone", {"--watch", missing, "--refs", "refs/heads/*", "--poll", "1s"}).exit_code, 0);
-  ASSERT_TRUE(stack_.gatosd().WaitForLog("schedule gone: cannot read", 20'000)) << stack_.gatosd().log();
+  ASSERT_EQ(Add("gone", {"--watch", missing, "--refs", "refs/heads/*", "--poll", "1s"}).exit_code,
+            0);
+  ASSERT_TRUE(stack_.gatosd().WaitForLog("schedule gone: cannot read", 20'000))
+      << stack_.gatosd().log();
   const std::string log = stack_.gatosd().log();
   EXPECT_HAS(log, "repository not found");
   EXPECT_EQ(log.find("fatal:"), std::string::npos) << log;
@@ -267,10 +291,11 @@ class PrivateTriggerTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start());
     url_ = server_->url() + "/private.git";
     WriteFile(dir_.Join("token"), kToken + "\n", 0600);
-    WriteFile(dir_.Join("creds.yaml"), "credentials:\n  - prefix: " + server_->url() + "\n    token_file: " +
-                                           dir_.Join("token") + "\n    username: ci\n");
-    stack_ = std::make_unique<Stack>(
-        StackOptions{.workers = 0, .gatosd_args = {"--input-credentials", dir_.Join("creds.yaml")}});
+    WriteFile(dir_.Join("creds.yaml"), "credentials:\n  - prefix: " + server_->url() +
+                                           "\n    token_file: " + dir_.Join("token") +
+                                           "\n    username: ci\n");
+    stack_ = std::make_unique<Stack>(StackOptions{
+        .workers = 0, .gatosd_args = {"--input-credentials", dir_.Join("creds.yaml")}});
     ASSERT_TRUE(stack_->Start());
     WriteFile(stack_->dir().Join("job.yaml"), "command: [\"true\"]\ntimeout: 30\n");
   }
@@ -287,7 +312,9 @@ class PrivateTriggerTest : public ::testing::Test {
     return c;
   }
   std::string LedgerGit(const std::string& args) {
-    return testing::Run({"/bin/sh", "-c", "git --git-dir '" + stack_->ledger() + "' " + args + " 2>/dev/null"}).out;
+    return testing::Run({"/bin/sh", "-c",
+                         "git --git-dir '" + stack_->ledger() + "' " + args + " 2>/dev/null"})
+        .out;
   }
 
   const std::string kToken = "tok-" + std::string(32, 'z') + "-trigger-secret-91c2";
@@ -299,23 +326,28 @@ class PrivateTriggerTest : public ::testing::Test {
 };
 
 TEST_F(PrivateTriggerTest, PrivateRepositoryIsReadWithGatosdsCredentialsOnly) {
-  RunResult r = stack_->Gatos({"schedule", "add", "priv", "--watch", url_, "--refs", "refs/heads/main", "--poll",
-                               "1s", "--template", stack_->dir().Join("job.yaml"), "--sign-key",
-                               stack_->submitter_key(), "--ledger", stack_->ledger()});
+  RunResult r =
+      stack_->Gatos({"schedule", "add", "priv", "--watch", url_, "--refs", "refs/heads/main",
+                     "--poll", "1s", "--template", stack_->dir().Join("job.yaml"), "--sign-key",
+                     stack_->submitter_key(), "--ledger", stack_->ledger()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  ASSERT_TRUE(PollFor(20'000, [&] { return !LedgerGit("show refs/gatos/watch/priv:positions.json").empty(); }))
-      << stack_->gatosd().log();
+  ASSERT_TRUE(PollFor(20'000, [&] {
+    return !LedgerGit("show refs/gatos/watch/priv:positions.json").empty();
+  })) << stack_->gatosd().log();
   const std::string moved = Commit("two");
   ASSERT_TRUE(PollFor(20'000, [&] {
-    return LedgerGit("log -1 --format=%B refs/gatos/fires/priv").find("Trigger-Commit: " + moved) != std::string::npos;
+    return LedgerGit("log -1 --format=%B refs/gatos/fires/priv").find("Trigger-Commit: " + moved) !=
+           std::string::npos;
   })) << stack_->gatosd().log();
   // A wrong token: the readings fail, logged as a summary.
   WriteFile(dir_.Join("token"), "wrong-" + kToken + "\n", 0600);
-  ASSERT_TRUE(stack_->gatosd().WaitForLog("schedule priv: cannot read", 20'000)) << stack_->gatosd().log();
-  EXPECT_HAS(stack_->gatosd().log(), "authentication refused by the server with gatosd's --input-credentials entry");
+  ASSERT_TRUE(stack_->gatosd().WaitForLog("schedule priv: cannot read", 20'000))
+      << stack_->gatosd().log();
+  EXPECT_HAS(stack_->gatosd().log(),
+             "authentication refused by the server with gatosd's --input-credentials entry");
   // The token is in no log line, no ledger object, no ref.
-  for (const std::string& where : {stack_->gatosd().log(), LedgerGit("log --all -p --format=%B"),
-                                   LedgerGit("for-each-ref")}) {
+  for (const std::string& where :
+       {stack_->gatosd().log(), LedgerGit("log --all -p --format=%B"), LedgerGit("for-each-ref")}) {
     EXPECT_EQ(where.find("trigger-secret"), std::string::npos) << where;
   }
   r = stack_->Gatos({"verify", "--repo", stack_->ledger(), "--all"});

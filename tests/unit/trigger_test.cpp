@@ -13,7 +13,8 @@ namespace {
 bool Has(const std::string& s, const std::string& n) { return s.find(n) != std::string::npos; }
 
 TEST(TriggerTest, RefPatterns) {
-  for (const char* ok : {"refs/heads/main", "refs/heads/*", "refs/tags/v*", "refs/heads/release-*-rc", "HEAD"}) {
+  for (const char* ok :
+       {"refs/heads/main", "refs/heads/*", "refs/tags/v*", "refs/heads/release-*-rc", "HEAD"}) {
     EXPECT_EQ(RefPatternProblem(ok), "") << ok;
   }
   EXPECT_TRUE(Has(RefPatternProblem("main"), "not a full ref name"));
@@ -28,7 +29,8 @@ TEST(TriggerTest, RefPatterns) {
   EXPECT_FALSE(RefPatternMatches("refs/tags/v*", "refs/tags/x1"));
   EXPECT_TRUE(RefPatternMatches("refs/heads/main", "refs/heads/main"));
   EXPECT_FALSE(RefPatternMatches("refs/heads/main", "refs/heads/main2"));
-  EXPECT_FALSE(RefPatternMatches("refs/heads/a*a", "refs/heads/a"));  // head and tail do not overlap
+  EXPECT_FALSE(
+      RefPatternMatches("refs/heads/a*a", "refs/heads/a"));  // head and tail do not overlap
 }
 
 TEST(TriggerTest, WatchListProblems) {
@@ -93,7 +95,8 @@ TEST(TriggerTest, TheFiredJobPinsTheWatchedInput) {
   EXPECT_EQ((*p.inputs)[0]["commit"], c);
   // Each (ref, commit) is its own job; the same one the same job.
   EXPECT_NE(JobIdHex(m), JobIdHex(TriggeredManifest(t, "app", "/srv/app", "refs/heads/main", c)));
-  EXPECT_EQ(JobIdHex(m), JobIdHex(TriggeredManifest(t, "app", "/srv/app", "refs/heads/release", c)));
+  EXPECT_EQ(JobIdHex(m),
+            JobIdHex(TriggeredManifest(t, "app", "/srv/app", "refs/heads/release", c)));
   // The fired job is a valid manifest.
   EXPECT_TRUE(ParseManifest(ManifestJson(m).dump(), "job.yaml").ok());
 }
@@ -114,26 +117,35 @@ TEST(TriggerTest, ScheduleYamlWithWatch) {
   ASSERT_TRUE(clock.ok());
   EXPECT_FALSE(clock->Next(0).has_value());
   // The default poll, and one url's refs as a single string.
-  auto d = ParseSchedule("name: app\nwatch: [{url: /srv/app, refs: HEAD}]\ntemplate: {command: [x], timeout: 5}\n");
+  auto d = ParseSchedule(
+      "name: app\nwatch: [{url: /srv/app, refs: HEAD}]\ntemplate: {command: [x], timeout: 5}\n");
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->poll_ms, kDefaultPollMs);
   struct Bad {
     const char* yaml;
     const char* says;
   } bad[] = {
-      {"name: a\nwatch: [{url: /srv/app, refs: main}]\ntemplate: {command: [x], timeout: 5}\n", "not a full ref name"},
-      {"name: a\nwatch: [{url: /srv/app}]\ntemplate: {command: [x], timeout: 5}\n", "no ref pattern"},
+      {"name: a\nwatch: [{url: /srv/app, refs: main}]\ntemplate: {command: [x], timeout: 5}\n",
+       "not a full ref name"},
+      {"name: a\nwatch: [{url: /srv/app}]\ntemplate: {command: [x], timeout: 5}\n",
+       "no ref pattern"},
       {"name: a\nwatch: [{refs: HEAD}]\ntemplate: {command: [x], timeout: 5}\n", "url is missing"},
-      {"name: a\nwatch: [{url: /srv/app, refs: HEAD}]\nevery: 1s\ntemplate: {command: [x], timeout: 5}\n",
+      {"name: a\nwatch: [{url: /srv/app, refs: HEAD}]\nevery: 1s\ntemplate: {command: [x], "
+       "timeout: 5}\n",
        "exactly one of cron and every (or watch"},
-      {"name: a\nwatch: [{url: /srv/app, refs: HEAD}]\ncatch_up: all\ntemplate: {command: [x], timeout: 5}\n",
+      {"name: a\nwatch: [{url: /srv/app, refs: HEAD}]\ncatch_up: all\ntemplate: {command: [x], "
+       "timeout: 5}\n",
        "catch_up"},
-      {"name: a\nevery: 1s\npoll: 1s\ntemplate: {command: [x], timeout: 5}\n", "applies to watch only"},
-      {"name: a\nwatch: [{url: /srv/app, refs: HEAD}]\npoll: 2d\ntemplate: {command: [x], timeout: 5}\n",
+      {"name: a\nevery: 1s\npoll: 1s\ntemplate: {command: [x], timeout: 5}\n",
+       "applies to watch only"},
+      {"name: a\nwatch: [{url: /srv/app, refs: HEAD}]\npoll: 2d\ntemplate: {command: [x], timeout: "
+       "5}\n",
        "over 1d"},
-      {"name: a\nwatch: [{url: /srv/app, refs: HEAD, token: x}]\ntemplate: {command: [x], timeout: 5}\n",
+      {"name: a\nwatch: [{url: /srv/app, refs: HEAD, token: x}]\ntemplate: {command: [x], timeout: "
+       "5}\n",
        "not a watch field"},
-      {"name: a\nwatch: [{url: /srv/app, refs: HEAD}]\ntemplate: {command: [x], timeout: 5, inputs: "
+      {"name: a\nwatch: [{url: /srv/app, refs: HEAD}]\ntemplate: {command: [x], timeout: 5, "
+       "inputs: "
        "[{kind: git, url: /srv/app, ref: a}, {kind: git, url: /srv/app, ref: b}]}\n",
        "ambiguous"},
   };
@@ -145,16 +157,20 @@ TEST(TriggerTest, ScheduleYamlWithWatch) {
 }
 
 TEST(TriggerTest, PositionsRoundTripAndAreStrict) {
-  WatchPositions p{std::string(40, '1'), {{"/srv/app", {{"refs/heads/main", std::string(40, 'a')}}}, {"/srv/b", {}}}};
+  WatchPositions p{std::string(40, '1'),
+                   {{"/srv/app", {{"refs/heads/main", std::string(40, 'a')}}}, {"/srv/b", {}}}};
   auto back = ParseWatchPositions(EncodeWatchPositions(p));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, p);
   EXPECT_FALSE(ParseWatchPositions("[]").ok());
   EXPECT_FALSE(ParseWatchPositions("{\"schedule_commit\":\"x\",\"refs\":{}}").ok());
   EXPECT_FALSE(ParseWatchPositions("{\"schedule_commit\":\"" + std::string(40, '1') +
-                                   "\",\"refs\":{\"/a\":{\"refs/heads/a..b\":\"" + std::string(40, 'a') + "\"}}}")
+                                   "\",\"refs\":{\"/a\":{\"refs/heads/a..b\":\"" +
+                                   std::string(40, 'a') + "\"}}}")
                    .ok());
-  EXPECT_FALSE(ParseWatchPositions("{\"schedule_commit\":\"" + std::string(40, '1') + "\",\"refs\":{},\"x\":1}").ok());
+  EXPECT_FALSE(ParseWatchPositions("{\"schedule_commit\":\"" + std::string(40, '1') +
+                                   "\",\"refs\":{},\"x\":1}")
+                   .ok());
 }
 
 }  // namespace

@@ -10,7 +10,8 @@ std::string ShellQuote(const std::string& s) {
 
 }  // namespace
 
-GitCommand InputGitCommand(const std::string& git_program, const std::string& home, const InputCredential* cred) {
+GitCommand InputGitCommand(const std::string& git_program, const std::string& home,
+                           const InputCredential* cred) {
   GitCommand out;
   Environment& env = out.env;
   env.Set("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -22,12 +23,14 @@ GitCommand InputGitCommand(const std::string& git_program, const std::string& ho
       .Set("GIT_CONFIG_GLOBAL", "/dev/null")
       .Set("GIT_ALLOW_PROTOCOL", "https:http:ssh:git:file")
       .Set("GIT_PROTOCOL_FROM_USER", "0");
-  std::string ssh = "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none"
-                    " -o StrictHostKeyChecking=yes -o ConnectTimeout=30";
+  std::string ssh =
+      "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none"
+      " -o StrictHostKeyChecking=yes -o ConnectTimeout=30";
   if (cred && !cred->ssh_key.empty()) {
     ssh += " -o IdentityFile=" + ShellQuote(cred->ssh_key);
     if (!cred->known_hosts.empty()) {
-      ssh += " -o UserKnownHostsFile=" + ShellQuote(cred->known_hosts) + " -o GlobalKnownHostsFile=/dev/null";
+      ssh += " -o UserKnownHostsFile=" + ShellQuote(cred->known_hosts) +
+             " -o GlobalKnownHostsFile=/dev/null";
     }
   } else {
     // Never the user's own keys: only configured credentials are used.
@@ -35,6 +38,7 @@ GitCommand InputGitCommand(const std::string& git_program, const std::string& ho
   }
   env.Set("GIT_SSH_COMMAND", ssh);
 
+  // clang-format off
   out.argv = {git_program,
               "-c", "credential.helper=",
               "-c", "core.askPass=",
@@ -45,11 +49,13 @@ GitCommand InputGitCommand(const std::string& git_program, const std::string& ho
               "-c", "maintenance.auto=false",
               "-c", "fetch.writeCommitGraph=false",
               "-c", "core.hooksPath=/dev/null"};
+  // clang-format on
   if (cred && cred->is_token()) {
     // git asks the helper; the helper prints the file's line into git's pipe.
     out.argv.insert(out.argv.end(),
-                    {"-c", "credential.helper=!f() { test \"$1\" = get || exit 0; echo username=" + cred->username +
-                               "; printf password=; head -n 1 " + ShellQuote(cred->token_file) + "; }; f"});
+                    {"-c", "credential.helper=!f() { test \"$1\" = get || exit 0; echo username=" +
+                               cred->username + "; printf password=; head -n 1 " +
+                               ShellQuote(cred->token_file) + "; }; f"});
   }
   return out;
 }

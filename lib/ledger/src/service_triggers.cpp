@@ -13,7 +13,6 @@
 #include "gatos/model/refs.h"
 #include "gatos/model/schedule.h"
 #include "gatos/model/time_format.h"
-
 #include "service_internal.h"
 
 namespace gatos {
@@ -24,7 +23,8 @@ void JobService::LoadTrigger(const ScheduleCommit& sc) {
   ActiveTrigger t{sc, "", {}, {}};
   auto at = ledger.ResolveRef(kWatchPrefix + sc.spec.name);
   if (!at.ok()) {
-    Log("schedule " + sc.spec.name + ": cannot read its watched positions: " + at.status().message());
+    Log("schedule " + sc.spec.name +
+        ": cannot read its watched positions: " + at.status().message());
     schedules_stale_ = true;
     return;
   }
@@ -64,7 +64,8 @@ void JobService::FireTriggers(int64_t now) {
       }
       continue;
     }
-    if (t.errors.erase(o.url)) Log("schedule " + o.schedule + ": reads " + GitUrlKey(o.url) + " again");
+    if (t.errors.erase(o.url))
+      Log("schedule " + o.schedule + ": reads " + GitUrlKey(o.url) + " again");
     // A schedule commit dated after now (within the allowed skew) fires
     // nothing until then: its fires must come after it.
     if (now <= t.commit.time_ms) continue;
@@ -77,7 +78,8 @@ void JobService::FireTriggers(int64_t now) {
     WatchPositions& pos = next.emplace(o.schedule, t.positions).first->second;
     auto known = pos.refs.find(o.url);
     if (known == pos.refs.end()) {
-      Log("schedule " + o.schedule + ": watching " + std::to_string(refs.size()) + " ref(s) of " + GitUrlKey(o.url) +
+      Log("schedule " + o.schedule + ": watching " + std::to_string(refs.size()) + " ref(s) of " +
+          GitUrlKey(o.url) +
           " from now on (their current commits are the baseline; nothing fires for them)");
       pos.refs[o.url] = refs;
       continue;
@@ -102,17 +104,21 @@ void JobService::FireTriggers(int64_t now) {
   if (!p.ops.empty()) {
     BatchStats stats;
     auto results = writer_->Apply(p.ops, &stats);
-    if (stats.seq) observer_->OnCommitted(stats.seq, stats.log_commit, stats.entries, stats.records);
+    if (stats.seq)
+      observer_->OnCommitted(stats.seq, stats.log_commit, stats.entries, stats.records);
     for (size_t i = 0; i < results.size(); ++i) {
       const OpResult& r = results[i];
       const auto& [name, mv] = p.moves[i];
       if (!r.outcome.ok()) {
-        Log("schedule " + name + ": " + mv.ref + " at " + Short(mv.commit) + " not fired: " + r.outcome.message);
+        Log("schedule " + name + ": " + mv.ref + " at " + Short(mv.commit) +
+            " not fired: " + r.outcome.message);
         if (r.outcome.error == TransitionError::kLostRace) schedules_stale_ = true;
         continue;
       }
       if (r.record) Track(*r.record);
-      if (!r.existing) Log("schedule " + name + " fired job " + Short(r.job_hex) + " (" + mv.ref + " moved to " + Short(mv.commit) + ")");
+      if (!r.existing)
+        Log("schedule " + name + " fired job " + Short(r.job_hex) + " (" + mv.ref + " moved to " +
+            Short(mv.commit) + ")");
       next[name].refs[mv.url][mv.ref] = mv.commit;
     }
   }
@@ -122,7 +128,8 @@ void JobService::FireTriggers(int64_t now) {
   for (auto& [name, pos] : next) {
     ActiveTrigger& t = triggers_.at(name);
     if (pos == t.positions && !t.positions_commit.empty()) continue;
-    auto objects = BuildWatchCommit(name, pos, t.positions_commit, writer_->ledger_private_key(), now);
+    auto objects =
+        BuildWatchCommit(name, pos, t.positions_commit, writer_->ledger_private_key(), now);
     if (!objects.ok()) {
       Log("schedule " + name + ": cannot build its positions: " + objects.status().message());
       continue;

@@ -5,7 +5,8 @@
 
 namespace gatos {
 
-WatchPoller::WatchPoller(ListRemoteRefs list, std::function<int64_t()> now_ms) : state_(std::make_shared<State>()) {
+WatchPoller::WatchPoller(ListRemoteRefs list, std::function<int64_t()> now_ms)
+    : state_(std::make_shared<State>()) {
   state_->list = std::move(list);
   state_->now_ms = std::move(now_ms);
   std::thread([s = state_] { Run(s); }).detach();
@@ -86,7 +87,8 @@ void WatchPoller::Run(const std::shared_ptr<State>& state) {
     l.lock();
     for (auto& o : seen) {
       auto cur = s.watches.find(o.schedule);
-      if (cur == s.watches.end() || cur->second.watch.schedule_commit != o.schedule_commit) continue;
+      if (cur == s.watches.end() || cur->second.watch.schedule_commit != o.schedule_commit)
+        continue;
       s.ready[{o.schedule, o.url}] = std::move(o);
     }
   }

@@ -16,7 +16,8 @@ std::string Quoted(std::string_view s) { return "\"" + std::string(s.substr(0, 8
 std::string ShownUrl(std::string_view url) { return Quoted(GitUrlKey(url)); }
 
 bool IsUrlInput(const nlohmann::json& in, std::string_view url) {
-  return IsGitInputJson(in) && in.contains("url") && in["url"].is_string() && in["url"].get<std::string>() == url;
+  return IsGitInputJson(in) && in.contains("url") && in["url"].is_string() &&
+         in["url"].get<std::string>() == url;
 }
 
 }  // namespace
@@ -25,7 +26,8 @@ std::string RefPatternProblem(std::string_view pattern) {
   if (pattern == "HEAD") return "";
   if (!IsValidUtf8(pattern)) return "a ref pattern is not UTF-8";
   if (pattern.rfind("refs/", 0) != 0) {
-    return Quoted(pattern) + " is not a full ref name; write refs/heads/main, refs/heads/* or refs/tags/v* (or HEAD)";
+    return Quoted(pattern) +
+           " is not a full ref name; write refs/heads/main, refs/heads/* or refs/tags/v* (or HEAD)";
   }
   const size_t star = pattern.find('*');
   if (star != std::string_view::npos && pattern.find('*', star + 1) != std::string_view::npos) {
@@ -61,8 +63,8 @@ std::string WatchListProblem(const std::vector<WatchSpec>& watches) {
   std::vector<std::string> problems;
   if (watches.empty()) problems.push_back("watch: give at least one repository to watch");
   if (watches.size() > kMaxWatches) {
-    problems.push_back("watch: " + std::to_string(watches.size()) + " repositories, over the limit of " +
-                       std::to_string(kMaxWatches));
+    problems.push_back("watch: " + std::to_string(watches.size()) +
+                       " repositories, over the limit of " + std::to_string(kMaxWatches));
   }
   std::set<std::string> urls;
   for (const auto& w : watches) {
@@ -76,13 +78,15 @@ std::string WatchListProblem(const std::vector<WatchSpec>& watches) {
                               ? " (for a trigger, gatosd serve --input-credentials FILE)"
                               : ""));
     }
-    if (!urls.insert(w.url).second) problems.push_back("watch url " + ShownUrl(w.url) + " is given twice");
+    if (!urls.insert(w.url).second)
+      problems.push_back("watch url " + ShownUrl(w.url) + " is given twice");
     if (w.refs.empty()) {
-      problems.push_back("watch url " + ShownUrl(w.url) + " has no ref pattern (give --refs PATTERN after --watch URL)");
+      problems.push_back("watch url " + ShownUrl(w.url) +
+                         " has no ref pattern (give --refs PATTERN after --watch URL)");
     }
     if (w.refs.size() > kMaxRefPatterns) {
-      problems.push_back("watch url " + ShownUrl(w.url) + ": more than " + std::to_string(kMaxRefPatterns) +
-                         " ref patterns");
+      problems.push_back("watch url " + ShownUrl(w.url) + ": more than " +
+                         std::to_string(kMaxRefPatterns) + " ref patterns");
     }
     for (const auto& r : w.refs) {
       if (std::string p = RefPatternProblem(r); !p.empty()) problems.push_back(p);
@@ -94,7 +98,8 @@ std::string WatchListProblem(const std::vector<WatchSpec>& watches) {
 }
 
 Result<std::map<std::string, std::string>> ParseLsRemote(std::string_view out) {
-  if (out.size() > kMaxLsRemoteBytes) return InvalidArgumentError("git ls-remote printed more than 64 MiB");
+  if (out.size() > kMaxLsRemoteBytes)
+    return InvalidArgumentError("git ls-remote printed more than 64 MiB");
   std::map<std::string, std::string> refs, peeled;
   size_t line_no = 0;
   while (!out.empty()) {
@@ -116,7 +121,8 @@ Result<std::map<std::string, std::string>> ParseLsRemote(std::string_view out) {
       is_peeled = true;
     }
     if (ref != "HEAD" && !GitRefProblem(ref).empty()) {
-      return InvalidArgumentError("git ls-remote output line " + std::to_string(line_no) + " has an invalid ref name");
+      return InvalidArgumentError("git ls-remote output line " + std::to_string(line_no) +
+                                  " has an invalid ref name");
     }
     (is_peeled ? peeled : refs)[std::string(ref)] = std::string(id);
   }
@@ -124,7 +130,8 @@ Result<std::map<std::string, std::string>> ParseLsRemote(std::string_view out) {
   return refs;
 }
 
-std::map<std::string, std::string> WatchedRefs(const WatchSpec& w, const std::map<std::string, std::string>& all) {
+std::map<std::string, std::string> WatchedRefs(const WatchSpec& w,
+                                               const std::map<std::string, std::string>& all) {
   std::map<std::string, std::string> out;
   for (const auto& [ref, id] : all) {
     if (out.size() >= kMaxWatchedRefs) break;
@@ -140,8 +147,8 @@ std::string TriggerNonce(std::string_view ref, std::string_view commit) {
   return std::string(ref) + "@" + std::string(commit);
 }
 
-Manifest TriggeredManifest(const Manifest& job_template, std::string_view schedule, std::string_view url,
-                           std::string_view ref, std::string_view commit) {
+Manifest TriggeredManifest(const Manifest& job_template, std::string_view schedule,
+                           std::string_view url, std::string_view ref, std::string_view commit) {
   Manifest m = job_template;
   nlohmann::json inputs = m.inputs ? *m.inputs : nlohmann::json::array();
   bool pinned = false;
@@ -152,11 +159,14 @@ Manifest TriggeredManifest(const Manifest& job_template, std::string_view schedu
     pinned = true;
   }
   if (!pinned) {
-    inputs.push_back({{"kind", kGitInputKind}, {"url", std::string(url)}, {"ref", std::string(ref)},
+    inputs.push_back({{"kind", kGitInputKind},
+                      {"url", std::string(url)},
+                      {"ref", std::string(ref)},
                       {"commit", std::string(commit)}});
   }
-  inputs.push_back(
-      {{"kind", kScheduleInputKind}, {"schedule", std::string(schedule)}, {"nonce", TriggerNonce(ref, commit)}});
+  inputs.push_back({{"kind", kScheduleInputKind},
+                    {"schedule", std::string(schedule)},
+                    {"nonce", TriggerNonce(ref, commit)}});
   m.inputs = inputs;
   return m;
 }
@@ -182,20 +192,24 @@ Result<WatchPositions> ParseWatchPositions(std::string_view text) {
     return bad("expected exactly schedule_commit and refs");
   }
   WatchPositions p;
-  if (!j["schedule_commit"].is_string() || !IsGitCommitId(j["schedule_commit"].get<std::string>()) ||
+  if (!j["schedule_commit"].is_string() ||
+      !IsGitCommitId(j["schedule_commit"].get<std::string>()) ||
       j["schedule_commit"].get<std::string>().size() != 40) {
     return bad("schedule_commit is not a commit id");
   }
   p.schedule_commit = j["schedule_commit"].get<std::string>();
   const auto& refs = j["refs"];
-  if (!refs.is_object() || refs.size() > kMaxWatches) return bad("refs is not an object of at most 16 urls");
+  if (!refs.is_object() || refs.size() > kMaxWatches)
+    return bad("refs is not an object of at most 16 urls");
   for (const auto& [url, m] : refs.items()) {
     if (!GitUrlProblem(url).empty()) return bad("a url is not a git input url");
-    if (!m.is_object() || m.size() > kMaxWatchedRefs) return bad("refs of a url are not an object of refs");
+    if (!m.is_object() || m.size() > kMaxWatchedRefs)
+      return bad("refs of a url are not an object of refs");
     auto& out = p.refs[url];
     for (const auto& [ref, id] : m.items()) {
       if (ref != "HEAD" && !GitRefProblem(ref).empty()) return bad("a ref name is not valid");
-      if (!id.is_string() || !IsGitCommitId(id.get<std::string>())) return bad("a position is not an object id");
+      if (!id.is_string() || !IsGitCommitId(id.get<std::string>()))
+        return bad("a position is not an object id");
       out[ref] = id.get<std::string>();
     }
   }

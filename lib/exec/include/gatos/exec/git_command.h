@@ -26,7 +26,8 @@ struct GitCommand {
 
 // `home` is the child's HOME (a directory of its own); `cred` the entry for
 // the url (InputCredentials::Match), or nullptr.
-GitCommand InputGitCommand(const std::string& git_program, const std::string& home, const InputCredential* cred);
+GitCommand InputGitCommand(const std::string& git_program, const std::string& home,
+                           const InputCredential* cred);
 
 }  // namespace gatos
 

@@ -28,7 +28,8 @@ struct LsRemoteOptions {
 // Every ref of `url` and its commit (annotated tags peeled). Refused before
 // running git: a url GitUrlProblem refuses. Errors: NotFound (repository),
 // PermissionDenied (authentication), DeadlineExceeded, Unavailable.
-Result<std::map<std::string, std::string>> LsRemote(const LsRemoteOptions& options, const std::string& url);
+Result<std::map<std::string, std::string>> LsRemote(const LsRemoteOptions& options,
+                                                    const std::string& url);
 
 }  // namespace gatos
 

@@ -31,7 +31,8 @@ namespace gatos {
 
 // Every ref of the repository at `url` and the commit it names (an
 // annotated tag: the commit). A summary of what failed otherwise.
-using ListRemoteRefs = std::function<Result<std::map<std::string, std::string>>(const std::string& url)>;
+using ListRemoteRefs =
+    std::function<Result<std::map<std::string, std::string>>(const std::string& url)>;
 
 class WatchPoller {
  public:
@@ -75,7 +76,7 @@ class WatchPoller {
     std::mutex mu;
     std::condition_variable cv;
     bool stop = false;
-    std::map<std::string, Entry> watches;                               // by schedule
+    std::map<std::string, Entry> watches;                              // by schedule
     std::map<std::pair<std::string, std::string>, Observation> ready;  // (schedule, url)
   };
   static void Run(const std::shared_ptr<State>& s);

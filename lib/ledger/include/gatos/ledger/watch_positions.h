@@ -29,9 +29,10 @@
 namespace gatos {
 
 // The commit (first) and its tree and positions.json blob.
-Result<std::vector<GitObject>> BuildWatchCommit(const std::string& schedule_name, const WatchPositions& positions,
-                                                const std::string& parent, const Ed25519PrivateKey& key,
-                                                int64_t time_ms);
+Result<std::vector<GitObject>> BuildWatchCommit(const std::string& schedule_name,
+                                                const WatchPositions& positions,
+                                                const std::string& parent,
+                                                const Ed25519PrivateKey& key, int64_t time_ms);
 
 struct WatchCommit {
   std::string commit;

@@ -65,15 +65,16 @@ Result<std::map<std::string, std::string>> ParseLsRemote(std::string_view out);
 
 // The refs of `all` that `w` watches (at most kMaxWatchedRefs, by name);
 // refs whose names are not UTF-8 or not valid input refs are skipped.
-std::map<std::string, std::string> WatchedRefs(const WatchSpec& w, const std::map<std::string, std::string>& all);
+std::map<std::string, std::string> WatchedRefs(const WatchSpec& w,
+                                               const std::map<std::string, std::string>& all);
 
 // The job a move fires: the template with the git input whose url is
 // `url` (byte for byte) pinned to {ref: REF, commit: COMMIT} (its nonce
 // kept), or such an input appended when the template has none; then the
 // input {kind: schedule, schedule: NAME, nonce: "REF@COMMIT"}. So each
 // (schedule, url, ref, commit) is one job id.
-Manifest TriggeredManifest(const Manifest& job_template, std::string_view schedule, std::string_view url,
-                           std::string_view ref, std::string_view commit);
+Manifest TriggeredManifest(const Manifest& job_template, std::string_view schedule,
+                           std::string_view url, std::string_view ref, std::string_view commit);
 std::string TriggerNonce(std::string_view ref, std::string_view commit);
 
 // Whether the template has more than one git input whose url is `url`
