@@ -27,7 +27,10 @@ using nlohmann::json;
 
 constexpr char kAddHelp[] =
     "usage: gatos schedule add NAME (--cron EXPR | --every DURATION) --template job.yaml\n"
-    "                          --sign-key KEY --ledger DIR [--tz ZONE] [--catch-up none|one|all]\n\n"
+    "                          --sign-key KEY --ledger DIR [--tz ZONE] [--catch-up none|one|all]\n"
+    "       gatos schedule add NAME --watch URL --refs PATTERN [--refs PATTERN]...\n"
+    "                          [--watch URL --refs PATTERN...]... [--poll DURATION]\n"
+    "                          --template job.yaml --sign-key KEY --ledger DIR\n\n"
     "Adds a schedule: a commit signed by KEY (an allowed submitter) holding\n"
     "schedule.yaml, recorded by the ledger at refs/gatos/schedules/NAME and logged.\n"
     "At each tick the ledger creates the job: the template plus an input\n"
@@ -43,7 +46,18 @@ constexpr char kAddHelp[] =
     "written.\n"
     "gatosd fires each tick as a job signed by the ledger key (trailers Schedule\n"
     "and Fired-At), logged as fire; refs/gatos/fires/NAME is the schedule's last\n"
-    "fire (docs/scheduling.md, \"Firing\").\n";
+    "fire (docs/scheduling.md, \"Firing\").\n\n"
+    "A trigger (--watch) fires instead when a watched ref moves: gatosd reads each\n"
+    "URL with git ls-remote every --poll (default 30s, 1s..1d; the workers'\n"
+    "credential rules, gatosd --input-credentials) and fires one job per ref that\n"
+    "moved to a new commit: the template with its git input of that URL pinned to\n"
+    "{ref, commit} (one is added if the template has none) and an input\n"
+    "{kind: schedule, schedule: NAME, nonce: REF@COMMIT}. Each --refs belongs to\n"
+    "the --watch before it: a full ref name (refs/heads/main) or a pattern with one\n"
+    "'*' (refs/heads/*, refs/tags/v*), or HEAD. URL: a git input URL without\n"
+    "credentials (refused otherwise: credentials belong to gatosd's\n"
+    "--input-credentials). The first reading records the refs' current commits\n"
+    "and fires nothing (docs/scheduling.md, \"Triggers\").\n";
 
 int Fail(const std::string& cmd, const std::string& m) { return UsageError("schedule " + cmd, m); }
 
@@ -120,9 +134,37 @@ std::string When(std::optional<int64_t> ms) { return ms ? FormatRfc3339Millis(*m
 
 }  // namespace
 
+// The --watch URL --refs PATTERN... groups in command-line order: each
+// --refs belongs to the --watch before it.
+Result<std::vector<WatchSpec>> WatchGroups(const Args& args) {
+  std::vector<WatchSpec> out;
+  auto value = [&](size_t* i, std::string_view flag, std::string* v) {
+    const std::string& a = args[*i];
+    if (a.size() > flag.size() && a.compare(0, flag.size(), flag) == 0 && a[flag.size()] == '=') {
+      *v = a.substr(flag.size() + 1);
+      return true;
+    }
+    if (a != flag) return false;
+    if (*i + 1 < args.size()) *v = args[++*i];
+    return true;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") break;
+    std::string v;
+    if (value(&i, "--watch", &v)) {
+      out.push_back({v, {}});
+    } else if (value(&i, "--refs", &v)) {
+      if (out.empty()) return InvalidArgumentError("--refs " + v.substr(0, 80) + " comes before any --watch URL");
+      out.back().refs.push_back(v);
+    }
+  }
+  return out;
+}
+
 int RunScheduleAdd(const Args& args) {
   Flags flags;
-  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"cron"}, {"every"}, {"template"}, {"tz"}, {"catch-up"}})) {
+  if (!flags.Parse(args, {{"ledger"}, {"sign-key"}, {"cron"}, {"every"}, {"template"}, {"tz"}, {"catch-up"},
+                          {"watch", 0, true, true}, {"refs", 0, true, true}, {"poll"}})) {
     return Fail("add", flags.error());
   }
   if (flags.help()) {
@@ -134,12 +176,34 @@ int RunScheduleAdd(const Args& args) {
   spec.name = flags.positional()[0];
   auto cron = flags.Get("cron");
   auto every = flags.Get("every");
-  if (cron.has_value() == every.has_value()) return Fail("add", "give exactly one of --cron EXPR and --every DURATION");
+  const bool watch = flags.Has("watch") || flags.Has("refs");
+  if (watch) {
+    if (cron || every) {
+      return Fail("add", "--watch fires when a ref moves, --cron and --every on a clock: give one kind (--poll "
+                         "DURATION sets how often the watched repositories are read)");
+    }
+    if (flags.Has("tz") || flags.Has("catch-up")) return Fail("add", "--tz and --catch-up apply to --cron and --every");
+    auto groups = WatchGroups(args);
+    if (!groups.ok()) return Fail("add", groups.status().message());
+    if (std::string p = WatchListProblem(*groups); !p.empty()) return Fail("add", p);
+    spec.watch = *groups;
+    spec.poll_ms = kDefaultPollMs;
+    if (auto poll = flags.Get("poll")) {
+      auto ms = ParseEvery(*poll);
+      if (!ms.ok()) return Fail("add", "--poll: " + ms.status().message());
+      if (*ms > kMaxPollMs) return Fail("add", "--poll: " + *poll + " is over 1d");
+      spec.poll_ms = *ms;
+    }
+  } else if (flags.Has("poll")) {
+    return Fail("add", "--poll applies to --watch (how often the watched repositories are read)");
+  } else if (cron.has_value() == every.has_value()) {
+    return Fail("add", "give exactly one of --cron EXPR, --every DURATION and --watch URL --refs PATTERN");
+  }
   if (cron) {
     auto c = ParseCron(*cron);
     if (!c.ok()) return Fail("add", "--cron: " + c.status().message());
     spec.cron = *cron;
-  } else {
+  } else if (every) {
     auto ms = ParseEvery(*every);
     if (!ms.ok()) return Fail("add", "--every: " + ms.status().message());
     spec.every_ms = *ms;
@@ -214,7 +278,10 @@ int RunScheduleLs(const Args& args) {
   std::printf("%-24s %-8s %-22s %-16s %-8s %-24s %-24s\n", "NAME", "STATE", "WHEN", "TZ", "CATCH-UP", "NEXT TICK",
               "LAST FIRE");
   for (const auto& s : out) {
-    std::string when = s.contains("every") ? "every " + s["every"].get<std::string>() : s["cron"].get<std::string>();
+    std::string when = s.contains("every")   ? "every " + s["every"].get<std::string>()
+                       : s.contains("watch") ? "watch " + std::to_string(s["watch"].size()) + " repo(s) every " +
+                                                   s["poll"].get<std::string>()
+                                             : s["cron"].get<std::string>();
     std::printf("%-24s %-8s %-22s %-16s %-8s %-24s %-24s\n", s["name"].get<std::string>().c_str(),
                 s["state"].get<std::string>().c_str(), when.c_str(), s.value("tz", "UTC").c_str(),
                 s["catch_up"].get<std::string>().c_str(),

@@ -484,8 +484,10 @@ std::string Schedules(const json& d) {
   o += "<table id=\"schedules\"><tr><th>name</th><th>state</th><th>when</th><th>catch-up</th><th>next "
        "tick</th><th>last fire</th><th>overdue</th></tr>";
   for (const auto& s : d["schedules"]) {
-    const std::string when =
-        s.contains("every") ? "every " + Field(s, "every") : Field(s, "cron") + " (" + Field(s, "tz") + ")";
+    const std::string when = s.contains("every")   ? "every " + Field(s, "every")
+                             : s.contains("watch") ? "watch " + std::to_string(s["watch"].size()) +
+                                                         " repo(s), read every " + Field(s, "poll")
+                                                   : Field(s, "cron") + " (" + Field(s, "tz") + ")";
     std::string last = s["last_fire"].is_string() ? Field(s, "last_fire") : "-";
     o += "<tr><td>" + ES(s["name"]) + "</td><td>" + ES(s["state"]) + "</td><td class=\"mono\">" + E(when) +
          "</td><td>" + ES(s["catch_up"]) + "</td><td>" +

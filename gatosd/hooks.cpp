@@ -12,12 +12,15 @@
 
 #include "gatos/git/ledger.h"
 #include "gatos/ledger/checks.h"
+#include "gatos/git/result.h"
 #include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/schedule_commit.h"
 #include "gatos/ledger/witness.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/manifest.h"
 #include "gatos/model/refs.h"
 #include "gatos/model/rpc.h"
+#include "gatos/model/scheduling.h"
 #include "gatos/sys/parallel.h"
 
 namespace gatos::gatosd {
@@ -60,9 +63,20 @@ std::string RefRule(const Update& u, std::string* job_hex) {
     if (IsZero(u.new_id)) return "witnesses cannot be deleted";
     return "";
   }
+  if (StartsWith(u.ref, kSchedulePushPrefix)) {
+    *job_hex = u.ref.substr(std::strlen(kSchedulePushPrefix));  // the schedule's name
+    if (std::string p = PoolNameProblem(*job_hex); !p.empty()) {
+      return "push a schedule to refs/gatos/submit-schedule/<its name>: the name " + p;
+    }
+    if (IsZero(u.new_id)) {
+      return "a schedule is not deleted by a push: push a commit with Schedule-State: removed";
+    }
+    return "";
+  }
   if (StartsWith(u.ref, "refs/gatos/")) {
     return "refs under refs/gatos/ are written by the ledger only; push jobs to refs/gatos/submit/<name>, "
-           "results to refs/gatos/results/<job> and witnesses to refs/gatos/witnesses/<key>";
+           "results to refs/gatos/results/<job>, witnesses to refs/gatos/witnesses/<key> and schedules to "
+           "refs/gatos/submit-schedule/<name>";
   }
   return "this is a GATOS ledger: push job commits to refs/gatos/submit/<name> "
          "(e.g. git push LEDGER HEAD:refs/gatos/submit/my-job)";
@@ -72,6 +86,27 @@ void PrintLines(std::ostream& err, const std::string& ref, const std::string& te
   std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) err << "gatos: " << ref << ": " << TruncateUtf8(line, 2000) << "\n";
+}
+
+// The kLocalSchedule request for schedule commit `commit`: its header and
+// the commit, its tree and the tree's blobs (schedule.yaml).
+Result<std::string> ScheduleFrame(Ledger& ledger, const std::string& commit) {
+  ObjectLookup lookup = LedgerLookup(&ledger);
+  std::vector<GitObject> objects;
+  GATOS_ASSIGN_OR_RETURN(auto c, lookup(commit));
+  if (c.first != ObjectType::kCommit) return InvalidArgumentError("a schedule is a commit");
+  GATOS_ASSIGN_OR_RETURN(RawCommit raw, ParseRawCommit(c.second, commit));
+  objects.push_back({c.first, c.second, commit});
+  GATOS_ASSIGN_OR_RETURN(auto tree, lookup(raw.tree));
+  if (tree.first != ObjectType::kTree) return InvalidArgumentError("the schedule's tree is not a tree");
+  GATOS_ASSIGN_OR_RETURN(auto entries, ParseTree(tree.second, raw.tree));
+  if (entries.size() > 4) return InvalidArgumentError("a schedule commit's tree holds schedule.yaml only");
+  objects.push_back({tree.first, tree.second, raw.tree});
+  for (const auto& e : entries) {
+    GATOS_ASSIGN_OR_RETURN(auto blob, lookup(e.id));
+    objects.push_back({blob.first, blob.second, e.id});
+  }
+  return rpc::EncodeFrame(nlohmann::json{{"commit", commit}}, EncodeObjectBatch(objects));
 }
 
 // ---- pkt-line (git's protocol framing), for proc-receive ----
@@ -144,7 +179,15 @@ int RunPreReceive(const std::string& ledger_dir, std::istream& in, std::ostream&
     why[i] = RefRule(u, &job_hex);
     reason[i] = why[i].empty() ? "" : "forbidden_ref";
     if (!why[i].empty()) return;
-    if (StartsWith(u.ref, kWitnessPushPrefix)) {
+    if (StartsWith(u.ref, kSchedulePushPrefix)) {
+      reason[i] = "bad_schedule";
+      auto sc = CheckScheduleCommit(lookup, u.new_id);
+      if (!sc.ok()) {
+        why[i] = sc.status().message();
+      } else if (sc->spec.name != job_hex) {
+        why[i] = "the schedule is named " + sc->spec.name + "; push it to " + kSchedulePushPrefix + sc->spec.name;
+      }
+    } else if (StartsWith(u.ref, kWitnessPushPrefix)) {
       reason[i] = "bad_witness";
       auto w = CheckWitnessCommit(lookup, u.new_id);
       if (!w.ok()) {
@@ -252,6 +295,18 @@ int RunProcReceive(const std::string& ledger_dir, std::istream& in, std::ostream
     }
     bool result = StartsWith(u.ref, kResultsPushPrefix);
     bool witness = StartsWith(u.ref, kWitnessPushPrefix);
+    if (StartsWith(u.ref, kSchedulePushPrefix)) {
+      // The ledger takes a schedule commit with its objects, as from
+      // gatos schedule add; they are in the ledger's object store by now.
+      auto frame = ScheduleFrame(**ledger, u.new_id);
+      if (!frame.ok()) {
+        refused[i] = frame.status().message();
+        continue;
+      }
+      requests.emplace_back(rpc::kLocalSchedule, std::move(*frame));
+      asked.push_back(i);
+      continue;
+    }
     nlohmann::json req = {{"commit", u.new_id}};
     if (result) req["job"] = job_hex;
     if (witness) req["key"] = job_hex;
@@ -297,7 +352,10 @@ int RunProcReceive(const std::string& ledger_dir, std::istream& in, std::ostream
     const bool result = StartsWith(u.ref, kResultsPushPrefix);
     const bool witness = StartsWith(u.ref, kWitnessPushPrefix);
     const std::string job = body.value("job", "");
-    if (witness) {
+    if (StartsWith(u.ref, kSchedulePushPrefix)) {
+      err << "gatos: schedule " << u.ref.substr(std::strlen(kSchedulePushPrefix)) << " recorded (schedule commit "
+          << body.value("commit", u.new_id).substr(0, 12) << ")\n";
+    } else if (witness) {
       err << "gatos: witness " << u.new_id.substr(0, 12) << " recorded at "
           << WitnessRef(u.ref.substr(std::strlen(kWitnessPushPrefix)))
           << (body.value("existing", false) ? " (already recorded)" : "") << "\n";

@@ -9,6 +9,7 @@
 #include "gatos/ledger/local_ledger.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/model/refs.h"
+#include "gatos/sys/file.h"
 #include "gatos/sys/private_state.h"
 
 namespace gatos::gatosd {
@@ -17,7 +18,8 @@ std::string LedgerKeyPath(const std::string& ledger_dir) { return ledger_dir + "
 
 namespace {
 
-constexpr const char* kPushedPrefixes[] = {"refs/gatos/submit", "refs/gatos/results", "refs/gatos/witnesses"};
+constexpr const char* kPushedPrefixes[] = {"refs/gatos/submit", "refs/gatos/results", "refs/gatos/witnesses",
+                                           "refs/gatos/submit-schedule"};
 
 Status WriteTextFile(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::trunc);
@@ -53,7 +55,7 @@ Status InstallHooks(const std::string& dir, const std::string& gatosd_path) {
   // proc-receive takes without creating them. The front door is the cheap
   // way in.
   for (const char* hidden : {"refs/gatos/jobs", "refs/gatos/log", "refs/gatos/policy", "refs/gatos/witness", "refs/gatos/batches",
-                              "refs/gatos/schedules", "refs/gatos/fires"}) {
+                              "refs/gatos/schedules", "refs/gatos/fires", "refs/gatos/watch"}) {
     GATOS_RETURN_IF_ERROR(ledger->AddConfigValue("receive.hideRefs", hidden));
   }
   for (const char* taken : kPushedPrefixes) {
@@ -103,6 +105,20 @@ Status InstallFrontDoor(const std::string& ledger_dir, const std::string& gatosd
   GATOS_RETURN_IF_ERROR(WriteTextFile(door + "/config", config));
   GATOS_RETURN_IF_ERROR(WriteTextFile(door + "/description", "Push jobs, results and witnesses here.\n"));
   return WriteHooks(door, gatosd_path, " --ledger ..");
+}
+
+Status UpgradePushTargets(const std::string& ledger_dir, const std::string& gatosd_path) {
+  const std::string newest = kPushedPrefixes[std::size(kPushedPrefixes) - 1];
+  auto has = [&](const std::string& config) {
+    auto text = ReadFileToString(config, 1 << 20);
+    return text.ok() && text->find(newest) != std::string::npos;
+  };
+  if (!has(LedgerPushPath(ledger_dir) + "/config")) GATOS_RETURN_IF_ERROR(InstallFrontDoor(ledger_dir, gatosd_path));
+  if (!has(ledger_dir + "/config")) {
+    GATOS_ASSIGN_OR_RETURN(auto ledger, Ledger::Open(ledger_dir));
+    GATOS_RETURN_IF_ERROR(ledger->AddConfigValue("receive.procReceiveRefs", newest));
+  }
+  return OkStatus();
 }
 
 Status InitLedger(const std::string& dir, const InitOptions& options) {

@@ -35,6 +35,11 @@ Status InstallHooks(const std::string& dir, const std::string& gatosd_path);
 // submit, results and witnesses refs; no gc).
 Status InstallFrontDoor(const std::string& ledger_dir, const std::string& gatosd_path);
 
+// Ledgers made by an earlier version: the push targets added since (the
+// front door's and the ledger's receive.procReceiveRefs), so a push to one
+// is taken by the hook and never creates a ref. No-op when up to date.
+Status UpgradePushTargets(const std::string& ledger_dir, const std::string& gatosd_path);
+
 }  // namespace gatos::gatosd
 
 #endif  // GATOS_GATOSD_LEDGER_SETUP_H_

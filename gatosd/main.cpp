@@ -49,6 +49,9 @@ constexpr char kUsage[] =
     "                                    auto (default) follows the claim rate so that later\n"
     "                                    high-priority jobs do not queue behind earlier offers;\n"
     "                                    all offers every pending job at once (no priorities)\n"
+    "        [--input-credentials FILE]  credentials for reading the repositories triggers\n"
+    "                                    watch (git ls-remote), in gatos-worker's --credentials\n"
+    "                                    format (docs/inputs.md); default: none\n"
     "        [--checkpoint-s N]          sign a checkpoint of the log's Merkle tree into\n"
     "                                    DIR/gatos/tlog/checkpoint every N s while the log moves\n"
     "                                    (default 10; 0 = never; served with the tiles at /tlog/)\n"
@@ -161,7 +164,7 @@ int ServeCommand(const std::vector<std::string>& args) {
                                               {"stream-replicas"}, {"nats-auth-file"}, {"nats-pid-file"},
                                               {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"},
                                               {"replicated", 0, false}, {"replica-name"},
-                                              {"checkpoint-s"},
+                                              {"checkpoint-s"}, {"input-credentials"},
                                               {"election-ttl-ms"}, {"election-keep-ms"}, {"election-try-ms"},
                                               {"election-margin-ms"}, {"append-window"},
                                               {"replicated-log-max-mb"}};
@@ -215,6 +218,12 @@ int ServeCommand(const std::vector<std::string>& args) {
   }
   if (flags.Has("nats-wait-s")) opts.nats_wait_ms = nats_wait_s * 1000;
   if (opts.ledger_dir.empty()) return Usage("serve", "--ledger DIR is required");
+  if (auto cred = flags.Get("input-credentials")) {
+    auto c = gatos::LoadInputCredentialsFile(*cred);
+    if (!c.ok()) return Usage("serve", "--input-credentials: " + c.status().message());
+    for (const auto& w : c->warnings()) std::cerr << "gatosd: warning: --input-credentials: " << w << "\n";
+    opts.input_credentials = std::move(*c);
+  }
   if (auto token_file = flags.Get("http-token-file")) {
     auto token = gatos::gatosd::LoadHttpToken(*token_file);
     if (!token.ok()) return Usage("serve", token.status().message());
@@ -241,6 +250,11 @@ int ServeCommand(const std::vector<std::string>& args) {
     } else {
       std::cerr << "gatosd: warning: no push front door: " << door.message() << "\n";
     }
+  }
+  // And the push targets added since they were made.
+  if (std::filesystem::exists(gatos::gatosd::LedgerKeyPath(opts.ledger_dir), ec)) {
+    gatos::Status up = gatos::gatosd::UpgradePushTargets(opts.ledger_dir, SelfPath());
+    if (!up.ok()) std::cerr << "gatosd: warning: cannot add the newer push targets: " << up.message() << "\n";
   }
   // The election's timing and the leader's append window (replicated only).
   const bool election_flags = flags.Has("election-ttl-ms") || flags.Has("election-keep-ms") ||

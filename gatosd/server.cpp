@@ -26,6 +26,7 @@
 #include "checkpoint_publisher.h"
 #include "dashboard.h"
 #include "dashboard_state.h"
+#include "gatos/exec/ls_remote.h"
 #include "gatos/ledger/job_service.h"
 #include "gatos/ledger/local_ledger.h"
 #include "gatos/ledger/maintenance.h"
@@ -371,6 +372,10 @@ class Server {
     ServiceOptions so;
     so.republish_ms = opts_.republish_ms;
     so.offer_window = opts_.offer_window;
+    LsRemoteOptions lo;
+    lo.home = opts_.ledger_dir + "/gatos/git-home";
+    lo.credentials = opts_.input_credentials;
+    so.list_remote_refs = [lo](const std::string& url) { return LsRemote(lo, url); };
     service_ = std::make_unique<JobService>(writer_.get(), so, observer_.get());
     service_->Start();
     publisher_->Enqueue(service_->TakeEvents());

@@ -19,6 +19,7 @@
 #include <functional>
 #include <string>
 
+#include "gatos/exec/input_credentials.h"
 #include "gatos/model/election.h"
 #include "gatos/model/status.h"
 
@@ -32,6 +33,10 @@ struct ServeOptions {
   std::string http_token;            // dashboard bearer token ("" = none; required off loopback)
   int64_t offer_window = 0;  // ServiceOptions::offer_window
   int64_t republish_ms = 30'000;     // pending jobs unclaimed this long are published again
+  // Triggers (docs/scheduling.md, "Triggers"): the credentials `git
+  // ls-remote` of a watched repository uses, in the workers' format
+  // (input_credentials.h); empty: public and local repositories only.
+  InputCredentials input_credentials;
   int64_t sweep_ms = 200;            // inbox poll and expiry sweep interval
   int64_t nats_wait_ms = 30'000;     // how long to wait for NATS at start
   int64_t stream_max_age_ms = 7LL * 24 * 3600 * 1000;

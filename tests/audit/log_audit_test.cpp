@@ -7,6 +7,9 @@
 #include "gatos/audit/log_audit.h"
 #include "gatos/ledger/schedule_commit.h"
 #include "gatos/ledger/schedule_fire.h"
+#include "gatos/ledger/watch_positions.h"
+#include "gatos/model/time_format.h"
+#include "gatos/model/trigger.h"
 #include "gatos/ledger/witness.h"
 #include "gatos/model/refs.h"
 #include "gatos/model/transition.h"
@@ -766,6 +769,139 @@ TEST(LogAuditTest, FireOfAPausedScheduleOrOffTheScheduleIsRefused) {
         << p->detail;
     (void)head;
   }
+  }
+}
+
+// ---- triggers: fires of moved refs (docs/scheduling.md, "Triggers") ----
+
+// A ledger with trigger `app` (watching refs/heads/main of kUrl, recorded
+// by alice), its baseline (main at c0) and one fire (main moved to c1),
+// as gatosd writes them.
+struct Triggered {
+  static constexpr char kUrl[] = "/srv/repos/app";
+  LedgerFixture f;
+  ScheduleCommit sc;
+  std::string c0 = std::string(40, 'a'), c1 = std::string(40, 'b'), c2 = std::string(40, 'c');
+  std::string job;  // the fired job
+
+  std::string Positions(const std::map<std::string, std::string>& refs) {
+    WatchPositions p{sc.commit, {{kUrl, refs}}};
+    auto objects = BuildWatchCommit("app", p, f.Ref(std::string(kWatchPrefix) + "app"), f.ledger_key, f.now);
+    EXPECT_TRUE(objects.ok());
+    OpResult r = f.Apply(NoteOp{LogKind::kWatch, std::string(kWatchPrefix) + "app", false, *objects});
+    EXPECT_TRUE(r.outcome.ok()) << r.outcome.message;
+    return r.commit;
+  }
+
+  Triggered() {
+    ScheduleSpec spec;
+    spec.name = "app";
+    spec.watch = {{kUrl, {"refs/heads/main"}}};
+    spec.poll_ms = 1000;
+    spec.job = *ParseManifest("command: [\"true\"]\ntimeout: 10\ninputs:\n  - {kind: git, url: /srv/repos/app, ref: main}\n",
+                              "job.yaml");
+    auto objects = BuildScheduleCommit(spec, "active", "", f.submitter, f.now);
+    EXPECT_TRUE(objects.ok());
+    sc = *CheckScheduleCommit(BatchLookup(&*objects, nullptr), objects->front().id);
+    OpResult r = f.Apply(NoteOp{LogKind::kSchedule, std::string(kSchedulePrefix) + "app", false, *objects});
+    EXPECT_TRUE(r.outcome.ok()) << r.outcome.message;
+    f.now += 1000;
+    Positions({{"refs/heads/main", c0}});
+    f.now += 1000;
+    r = f.Apply(FireOp{sc, 0, TriggerMove{kUrl, "refs/heads/main", c1}});
+    EXPECT_TRUE(r.outcome.ok()) << r.outcome.message;
+    EXPECT_FALSE(r.existing);
+    job = r.job_hex;
+    Positions({{"refs/heads/main", c1}});
+  }
+
+  // A fire commit as someone holding the ledger key could write it: the
+  // trailers say `mv`, the job is `manifest`; logged after the last fire.
+  std::string Forge(const Manifest& manifest, const TriggerMove& mv) {
+    const std::string previous = f.Ref(std::string(kFirePrefix) + "app");
+    const int64_t at = f.now + 1000;
+    std::vector<GitObject> objects;
+    auto tree = BuildTreeObjects({{"job.yaml", ManifestJson(manifest).dump() + "\n", false}}, &objects);
+    EXPECT_TRUE(tree.ok());
+    CommitMessage msg;
+    msg.body = "gatos: fire app";
+    msg.trailers = {{"Job-Id", "blake3:" + JobIdHex(manifest)}, {kScheduleTrailer, "app"},
+                    {kFiredAtTrailer, FormatRfc3339Millis(at)}, {kTriggerUrlTrailer, mv.url},
+                    {kTriggerRefTrailer, mv.ref}, {kTriggerCommitTrailer, mv.commit}};
+    auto c = BuildCommitObject(*tree, {sc.commit, previous}, FormatCommitMessage(msg), "gatos ledger",
+                               "ledger@gatos.invalid", at, &f.ledger_key);
+    EXPECT_TRUE(c.ok());
+    objects.insert(objects.begin(), *c);
+    f.Close();
+    auto l = f.Open();
+    WriteObjects(*l, objects);
+    JobRecord rec;
+    rec.job_hex = JobIdHex(manifest);
+    rec.job_commit = c->id;
+    rec.submitter_hex = f.submitter.public_key().Hex();
+    AppendLogCommit(*l, f.ledger_key, EncodeBatch(FireEntries(std::nullopt, rec, "app", previous)), 1,
+                    {rec.job_commit}, at + 100);
+    SetRef(*l, JobRef(rec.job_hex, "job"), rec.job_commit);
+    SetRef(*l, std::string(kFirePrefix) + "app", rec.job_commit);
+    LogAuditReport r = Audit(*l);
+    const LogProblem* p = Find(r, "fire");
+    return p ? p->detail : "no fire problem: " + Problems(r);
+  }
+};
+
+TEST(LogAuditTest, TriggerFiresReplayAndAMoveFiresOnce) {
+  Triggered h;
+  // The same move again is the same job: a no-op.
+  OpResult again = h.f.Apply(FireOp{h.sc, 0, TriggerMove{Triggered::kUrl, "refs/heads/main", h.c1}});
+  EXPECT_TRUE(again.outcome.ok() && again.existing) << again.outcome.message;
+  // The fired job pins the watched input to the commit.
+  h.f.Close();
+  auto l = h.f.Open();
+  auto fire = ParseFireCommit(LedgerLookup(l.get()), h.f.Ref(std::string(kFirePrefix) + "app"));
+  ASSERT_TRUE(fire.ok()) << fire.status().message();
+  ASSERT_TRUE(fire->move.has_value());
+  EXPECT_EQ(fire->move->commit, h.c1);
+  EXPECT_EQ((*fire->manifest.inputs)[0]["commit"], h.c1);
+  EXPECT_EQ((*fire->manifest.inputs)[0]["ref"], "refs/heads/main");
+  EXPECT_EQ((*fire->manifest.inputs)[1]["nonce"], "refs/heads/main@" + h.c1);
+  LogAuditReport r = Audit(*l);
+  EXPECT_TRUE(r.ok()) << Problems(r);
+  EXPECT_EQ(r.fires, 1u);
+  EXPECT_EQ(r.by_kind["watch"], 2);
+}
+
+// Fires someone holding the ledger key logs that gatosd would not: a job
+// not pinned to the commit its trailers name, a ref the trigger does not
+// watch, and a "move" to where the recorded positions already had the ref.
+TEST(LogAuditTest, TamperedTriggerFireIsRefused) {
+  {
+    Triggered h;
+    Manifest pinned_elsewhere = TriggeredManifest(h.sc.spec.job, "app", Triggered::kUrl, "refs/heads/main", h.c0);
+    std::string why = h.Forge(pinned_elsewhere, {Triggered::kUrl, "refs/heads/main", h.c2});
+    EXPECT_TRUE(Has(why, "is not the template of schedule app pinned to refs/heads/main at " + h.c2.substr(0, 12)))
+        << why;
+  }
+  {
+    Triggered h;
+    TriggerMove mv{Triggered::kUrl, "refs/heads/evil", h.c2};
+    std::string why = h.Forge(TriggeredManifest(h.sc.spec.job, "app", mv.url, mv.ref, mv.commit), mv);
+    EXPECT_TRUE(Has(why, "refs/heads/evil matches no ref pattern")) << why;
+  }
+  {
+    // The move fired already, logged a second time.
+    Triggered h;
+    TriggerMove mv{Triggered::kUrl, "refs/heads/main", h.c1};
+    std::string why = h.Forge(TriggeredManifest(h.sc.spec.job, "app", mv.url, mv.ref, mv.commit), mv);
+    EXPECT_TRUE(Has(why, "fired again")) << why;
+  }
+  {
+    // The positions record main at c0 (recorded, not fired: a baseline
+    // under this schedule commit would be): a fire of main at c0 is no move.
+    Triggered h;
+    h.Positions({{"refs/heads/main", h.c0}});
+    TriggerMove mv{Triggered::kUrl, "refs/heads/main", h.c0};
+    std::string why = h.Forge(TriggeredManifest(h.sc.spec.job, "app", mv.url, mv.ref, mv.commit), mv);
+    EXPECT_TRUE(Has(why, "was recorded at " + h.c0.substr(0, 12) + " already")) << why;
   }
 }
 

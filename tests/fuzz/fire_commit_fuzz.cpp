@@ -4,7 +4,7 @@
 // (every id but the commit's resolves to that tree, and the tree's blob to
 // the job.yaml). Accepted fires name a job id that is their job.yaml's and
 // a tick FiredAtOf reads back; nothing crashes or hangs on any input. A
-// genuine fire (BuildFireCommit) always parses.
+// genuine fire (BuildFireCommit), of a tick or of a trigger, always parses.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -43,7 +43,16 @@ void Genuine() {
   Check(objects.ok());
   auto f = gatos::ParseFireCommit(gatos::BatchLookup(&*objects, nullptr), objects->front().id);
   Check(f.ok() && f->tick_ms == 1'795'000'000'000 && f->signer_hex == key->public_key().Hex() &&
-        f->previous_fire == std::string(40, 'c') && f->schedule_commit == sc.commit);
+        f->previous_fire == std::string(40, 'c') && f->schedule_commit == sc.commit && !f->move);
+  // A trigger's fire: its Trigger-* trailers read back.
+  sc.spec.every_ms = 0;
+  sc.spec.watch = {{"/srv/app", {"refs/heads/*"}}};
+  sc.spec.poll_ms = 1000;
+  const gatos::TriggerMove mv{"/srv/app", "refs/heads/main", std::string(40, 'd')};
+  objects = gatos::BuildFireCommit(sc, 1'795'000'000'000, "", *key, mv);
+  Check(objects.ok());
+  f = gatos::ParseFireCommit(gatos::BatchLookup(&*objects, nullptr), objects->front().id);
+  Check(f.ok() && f->move && *f->move == mv && f->job_hex == gatos::JobIdHex(gatos::FireManifest(sc.spec, 0, mv)));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <set>
 #include <sstream>
@@ -200,6 +201,68 @@ TEST_F(ScheduleFireTest, PausedAndRemovedSchedulesFireNothing) {
 }
 
 // Bad input to a running gatosd: refused with the reason, nothing written.
+// A schedule.yaml committed and signed with stock git, pushed through the
+// front door to refs/gatos/submit-schedule/<name>: recorded like gatos
+// schedule add, it fires; a bad one is refused with the reason and nothing
+// is written; pausing is a pushed commit too.
+TEST_F(ScheduleFireTest, PushedScheduleYamlIsRecordedAndFires) {
+  StartStack(0);
+  const std::string repo = stack_->dir().Join("sched");
+  RunOptions ro;
+  ro.env = stack_->env();
+  ro.cwd = repo;
+  std::filesystem::create_directories(repo);
+  for (const std::vector<std::string>& a :
+       {std::vector<std::string>{"git", "init", "-q", "-b", "main"},
+        {"git", "config", "gpg.format", "ssh"},
+        {"git", "config", "user.signingkey", stack_->submitter_key()}}) {
+    ASSERT_EQ(testing::Run(a, ro).exit_code, 0);
+  }
+  auto commit = [&](const std::string& yaml, const std::string& state, const std::string& parent) {
+    WriteFile(repo + "/schedule.yaml", yaml);
+    testing::Run({"git", "add", "schedule.yaml"}, ro);
+    std::string tree = testing::Run({"git", "write-tree"}, ro).out;
+    tree.pop_back();
+    std::vector<std::string> args = {"git", "commit-tree", "-S", tree, "-m", "gatos: schedule pushed " + state,
+                                     "-m", "Schedule-Name: pushed\nSchedule-State: " + state};
+    if (!parent.empty()) args.insert(args.end(), {"-p", parent});
+    RunResult c = testing::Run(args, ro);
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    std::string id = c.out;
+    while (!id.empty() && id.back() == '\n') id.pop_back();
+    return id;
+  };
+  auto push = [&](const std::string& id) {
+    return testing::Run({"git", "push", stack_->push_url(), id + ":refs/gatos/submit-schedule/pushed"}, ro);
+  };
+  // Refused: a cron field out of range; nothing is written.
+  const std::string bad = commit("name: pushed\ncron: \"61 * * * *\"\ntemplate: {command: [\"true\"], timeout: 5}\n",
+                                 "active", "");
+  RunResult r = push(bad);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_HAS(r.err, "61 is outside 0-59");
+  EXPECT_EQ(Git("for-each-ref refs/gatos/schedules"), "");
+  // Refused: pushed under another name.
+  const std::string good = commit("name: pushed\nevery: 1s\ntemplate: {command: [\"true\"], timeout: 5}\n",
+                                  "active", "");
+  r = testing::Run({"git", "push", stack_->push_url(), good + ":refs/gatos/submit-schedule/other"}, ro);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_HAS(r.err, "push it to refs/gatos/submit-schedule/pushed");
+  // Accepted: recorded at refs/gatos/schedules/pushed, and it fires.
+  r = push(good);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_HAS(r.err, "schedule pushed recorded");
+  EXPECT_EQ(Git("rev-parse refs/gatos/schedules/pushed"), good + "\n");
+  ASSERT_TRUE(PollFor(20'000, [&] { return Fires("pushed").size() >= 2; }));
+  // Paused by a pushed commit whose parent is the current one.
+  r = push(commit("name: pushed\nevery: 1s\ntemplate: {command: [\"true\"], timeout: 5}\n", "paused", good));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = Gatos({"schedule", "ls", "--ledger", stack_->ledger(), "--json"});
+  EXPECT_HAS(r.out, "\"state\":\"paused\"");
+  r = Gatos({"verify", "--repo", stack_->ledger(), "--all"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 TEST_F(ScheduleFireTest, BadInputIsRefusedAndNothingIsWritten) {
   StartStack(0);
   WriteFile(stack_->dir().Join("bad.yaml"), "timeout: 10\n");

@@ -321,6 +321,7 @@ void Replay::ReplayTransition(const LoggedTransition& t, const CommitInfo& c, co
     case LogKind::kBatch:
     case LogKind::kWitness:
     case LogKind::kSchedule:
+    case LogKind::kWatch:
       Note(t, parents);
       return;
     default:
@@ -433,6 +434,7 @@ void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parent
   for (const LogEntry& e : t.entries) {
     const char* prefix = t.kind == LogKind::kBatch      ? kBatchPrefix
                          : t.kind == LogKind::kSchedule ? kSchedulePrefix
+                         : t.kind == LogKind::kWatch    ? kWatchPrefix
                                                         : kWitnessPrefix;
     if (e.ref.rfind(prefix, 0) != 0 || e.new_id.empty()) {
       Fail(t, "log_batch", std::string(LogKindName(t.kind)) + " record must move a ref under " + prefix);
@@ -447,6 +449,7 @@ void Replay::Note(const LoggedTransition& t, const std::set<std::string>& parent
       // schedule's earlier moves: the batch's old value is its previous commit.
       ScheduleChange(t, e, it != notes_.end() ? it->second : rep_->incremental ? e.old_id : "");
     }
+    if (t.kind == LogKind::kWatch) WatchChange(t, e);
     notes_[e.ref] = e.new_id;
     if (!parents.count(e.new_id)) {
       Fail(t, "log_parents", e.ref + " -> " + Short(e.new_id) + " is not a parent of the log commit");

@@ -23,7 +23,7 @@ std::optional<JobRecord> Replay::Fire(const LoggedTransition& t, const std::opti
   }
   if (old) {
     Fail(t, "fire", "job " + Short(t.job_hex) + " is fired again (it exists since " +
-                        FormatRfc3339Millis(old->submitted_ms) + "): a tick fires once");
+                        FormatRfc3339Millis(old->submitted_ms) + "): a tick or a move fires once");
     return std::nullopt;
   }
   if (!job || job->new_id.empty() || !chain || chain->new_id != job->new_id) {
@@ -83,6 +83,28 @@ std::optional<JobRecord> Replay::Fire(const LoggedTransition& t, const std::opti
     Fail(t, "fire", d.message);
     return std::nullopt;
   }
+  if (fire->move) {
+    // A trigger fires a ref that moved from the positions the ledger
+    // recorded (its baseline or its last reading) under this schedule commit.
+    const TriggerMove& mv = *fire->move;
+    auto pos = watch_positions_.find(name);
+    const bool known = pos != watch_positions_.end() && pos->second.schedule_commit == fire->schedule_commit &&
+                       pos->second.refs.count(mv.url);
+    if (!known && !rep_->incremental) {
+      Fail(t, "fire", "fire " + Short(fire->commit) + " of trigger " + name +
+                          " precedes the positions of its watched repository (a trigger's first reading fires nothing)");
+      return std::nullopt;
+    }
+    if (known) {
+      const auto& refs = pos->second.refs.at(mv.url);
+      auto was = refs.find(mv.ref);
+      if (was != refs.end() && was->second == mv.commit) {
+        Fail(t, "fire", "fire " + Short(fire->commit) + ": " + mv.ref.substr(0, 200) + " was recorded at " +
+                            Short(mv.commit) + " already; a trigger fires a ref that moved");
+        return std::nullopt;
+      }
+    }
+  }
   int64_t last = 0;
   if (!chain->old_id.empty()) {
     auto at = FiredAtOf(lookup_, chain->old_id);
@@ -96,7 +118,7 @@ std::optional<JobRecord> Replay::Fire(const LoggedTransition& t, const std::opti
   d = gatos::ApplyTransition(t.job_hex, old,
                              SubmitTransition{t.job_hex, fire->commit, sc->signer_hex,
                                               fire->manifest.pool.value_or(""), kDefaultPriority, name,
-                                              fire->tick_ms, last},
+                                              fire->tick_ms, last, fire->move.has_value()},
                              Rules(), &a);
   if (!d.ok()) {
     Fail(t, "fire", "fire of job " + Short(t.job_hex) + ": " + d.message);
@@ -113,6 +135,32 @@ std::optional<JobRecord> Replay::Fire(const LoggedTransition& t, const std::opti
     track->second.from_ms = fire->tick_ms;
   }
   return a.record;
+}
+
+void Replay::WatchChange(const LoggedTransition& t, const LogEntry& e) {
+  const std::string name = e.ref.substr(std::strlen(kWatchPrefix));
+  auto w = ParseWatchCommit(lookup_, e.new_id);
+  if (!w.ok()) {
+    Fail(t, "watch_commit", e.ref + ": " + w.status().message());
+    return;
+  }
+  if (w->signer_hex != batch_key_.Hex()) {
+    Fail(t, "watch_commit", e.ref + " -> " + Short(e.new_id) + " is not signed by the ledger key");
+    return;
+  }
+  if (w->parent != e.old_id) {
+    Fail(t, "watch_commit", e.ref + " -> " + Short(e.new_id) + " does not follow the previous positions " +
+                                (e.old_id.empty() ? "(none)" : Short(e.old_id)));
+    return;
+  }
+  auto in_force = notes_.find(kSchedulePrefix + name);
+  if ((in_force != notes_.end() || !rep_->incremental) &&
+      (in_force == notes_.end() || in_force->second != w->positions.schedule_commit)) {
+    Fail(t, "watch_commit", e.ref + " -> " + Short(e.new_id) + " records positions under schedule commit " +
+                                Short(w->positions.schedule_commit) + ", not the schedule " + name + " in force");
+    return;
+  }
+  watch_positions_[name] = w->positions;
 }
 
 void Replay::TrackSchedule(const ScheduleCommit& next) {

@@ -27,6 +27,7 @@
 #include "gatos/ledger/checks.h"
 #include "gatos/ledger/schedule_commit.h"
 #include "gatos/ledger/schedule_fire.h"
+#include "gatos/ledger/watch_positions.h"
 #include "gatos/ledger/state_index.h"
 #include "gatos/ledger/witness.h"
 #include "gatos/model/encoding.h"
@@ -142,6 +143,9 @@ class Replay {
   std::optional<JobRecord> Other(const LoggedTransition& t, const std::optional<JobRecord>& old);
   void Note(const LoggedTransition& t, const std::set<std::string>& parents);
   void ScheduleChange(const LoggedTransition& t, const LogEntry& e, const std::string& previous);
+  // replay_fires.cpp: a trigger's positions commit (signed by the ledger,
+  // following the previous one, under the schedule in force).
+  void WatchChange(const LoggedTransition& t, const LogEntry& e);
   // replay_fires.cpp: a fire checked against the schedule in force, and the
   // ticks each active schedule let pass unfired (missed).
   std::optional<JobRecord> Fire(const LoggedTransition& t, const std::optional<JobRecord>& old);
@@ -207,6 +211,8 @@ class Replay {
   };
   std::map<std::string, ScheduleTrack> schedules_;
   std::string fire_schedule_, fire_previous_;
+  // Triggers: the positions each one last recorded (refs/gatos/watch/<name>).
+  std::map<std::string, WatchPositions> watch_positions_;
   // Settling window (LogAuditOptions::settling_after): every value each ref
   // held from that sequence on ("" = absent).
   std::unordered_map<std::string, std::set<std::string>> settling_;

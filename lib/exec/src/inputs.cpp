@@ -1,5 +1,7 @@
 #include "gatos/exec/inputs.h"
 
+#include "gatos/exec/git_command.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -66,11 +68,6 @@ class FileLock {
  private:
   int fd_ = -1;
 };
-
-std::string ShellQuote(const std::string& s) {
-  // Paths were checked to hold no single quote (input_credentials.cpp).
-  return "'" + s + "'";
-}
 
 struct GitRun {
   ExitStatus status;
@@ -259,48 +256,9 @@ struct Isolation {
 Result<GitRun> RunGit(const InputResolverOptions& o, const InputCredential* cred,
                       const std::vector<std::string>& args, const std::atomic<bool>* cancel,
                       uint64_t serial, const Isolation* isolation = nullptr) {
-  Environment env;
-  env.Set("PATH", "/usr/local/bin:/usr/bin:/bin")
-      .Set("HOME", isolation ? "/tmp" : o.cache_dir + "/home")
-      .Set("LANG", "C")
-      .Set("LC_ALL", "C")
-      .Set("GIT_TERMINAL_PROMPT", "0")
-      .Set("GIT_CONFIG_NOSYSTEM", "1")
-      .Set("GIT_CONFIG_GLOBAL", "/dev/null")
-      .Set("GIT_ALLOW_PROTOCOL", "https:http:ssh:git:file")
-      .Set("GIT_PROTOCOL_FROM_USER", "0");
-  std::string ssh = "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none"
-                    " -o StrictHostKeyChecking=yes -o ConnectTimeout=30";
-  if (cred && !cred->ssh_key.empty()) {
-    ssh += " -o IdentityFile=" + ShellQuote(cred->ssh_key);
-    if (!cred->known_hosts.empty()) {
-      ssh += " -o UserKnownHostsFile=" + ShellQuote(cred->known_hosts) +
-             " -o GlobalKnownHostsFile=/dev/null";
-    }
-  } else {
-    // Never the worker user's own keys: only configured credentials are used.
-    ssh += " -o IdentityFile=none";
-  }
-  env.Set("GIT_SSH_COMMAND", ssh);
-
-  std::vector<std::string> argv = {o.git_program,
-                                   "-c", "credential.helper=",
-                                   "-c", "core.askPass=",
-                                   "-c", "http.followRedirects=false",
-                                   "-c", "http.lowSpeedLimit=1",
-                                   "-c", "http.lowSpeedTime=120",
-                                   "-c", "gc.auto=0",
-                                   "-c", "maintenance.auto=false",
-                                   "-c", "fetch.writeCommitGraph=false",
-                                   "-c", "core.hooksPath=/dev/null"};
-  if (cred && cred->is_token()) {
-    // git asks the helper; the helper prints the file's line into git's pipe.
-    // The token is in no argument, no environment and no file of ours.
-    argv.insert(argv.end(),
-                {"-c", "credential.helper=!f() { test \"$1\" = get || exit 0; echo username=" +
-                           cred->username + "; printf password=; head -n 1 " +
-                           ShellQuote(cred->token_file) + "; }; f"});
-  }
+  GitCommand cmd = InputGitCommand(o.git_program, isolation ? "/tmp" : o.cache_dir + "/home", cred);
+  Environment env = std::move(cmd.env);
+  std::vector<std::string> argv = std::move(cmd.argv);
   argv.insert(argv.end(), args.begin(), args.end());
   if (isolation) {
     // The source is bwrap's stdin: /proc/self/fd/0 is the directory opened

@@ -1,6 +1,8 @@
 // JobService: requests decoded and authenticated off the ledger thread,
 // applied as one batch, answered after it (job_service.h).
 #include "gatos/ledger/job_service.h"
+
+#include "gatos/model/clock.h"
 #include "gatos/model/time_format.h"
 
 #include "service_internal.h"
@@ -13,6 +15,9 @@ JobService::JobService(LedgerWriter* writer, ServiceOptions options, ServiceObse
     : writer_(writer), options_(options), observer_(observer ? observer : &default_observer_) {
   scheduler_.set_fixed_window(options_.offer_window);
   PublishPolicy();
+  if (options_.list_remote_refs) {
+    poller_ = std::make_unique<WatchPoller>(options_.list_remote_refs, SystemNowMs);
+  }
 }
 
 void JobService::PublishPolicy() {

@@ -1,7 +1,9 @@
 #include "gatos/ledger/schedule_fire.h"
 
 #include "gatos/crypto/sshsig.h"
+#include "gatos/model/canonical_json.h"
 #include "gatos/model/encoding.h"
+#include "gatos/model/git_input.h"
 #include "gatos/model/refs.h"
 #include "gatos/model/time_format.h"
 #include "gatos/model/trailers.h"
@@ -23,17 +25,29 @@ Result<ScheduleClock> LoadScheduleClock(const ScheduleSpec& spec) {
   return ScheduleClock::Make(spec, tz);
 }
 
+Manifest FireManifest(const ScheduleSpec& spec, int64_t tick_ms, const std::optional<TriggerMove>& move) {
+  if (move) return TriggeredManifest(spec.job, spec.name, move->url, move->ref, move->commit);
+  return FiredManifest(spec, tick_ms);
+}
+
 Result<std::vector<GitObject>> BuildFireCommit(const ScheduleCommit& schedule, int64_t tick_ms,
-                                               const std::string& previous_fire, const Ed25519PrivateKey& key) {
-  const Manifest m = FiredManifest(schedule.spec, tick_ms);
+                                               const std::string& previous_fire, const Ed25519PrivateKey& key,
+                                               const std::optional<TriggerMove>& move) {
+  const Manifest m = FireManifest(schedule.spec, tick_ms, move);
   std::vector<GitObject> objects;
   GATOS_ASSIGN_OR_RETURN(std::string tree,
                          BuildTreeObjects({{"job.yaml", ManifestJson(m).dump() + "\n", false}}, &objects));
   CommitMessage msg;
   msg.body = "gatos: fire " + schedule.spec.name + " at " + TickNonce(tick_ms);
+  if (move) msg.body += " for " + move->ref + " at " + move->commit.substr(0, 12);
   msg.trailers = {{"Job-Id", "blake3:" + JobIdHex(m)},
                   {kScheduleTrailer, schedule.spec.name},
                   {kFiredAtTrailer, TickNonce(tick_ms)}};
+  if (move) {
+    msg.trailers.push_back({kTriggerUrlTrailer, move->url});
+    msg.trailers.push_back({kTriggerRefTrailer, move->ref});
+    msg.trailers.push_back({kTriggerCommitTrailer, move->commit});
+  }
   std::vector<std::string> parents = {schedule.commit};
   if (!previous_fire.empty()) parents.push_back(previous_fire);
   GATOS_ASSIGN_OR_RETURN(GitObject c, BuildCommitObject(tree, parents, FormatCommitMessage(msg), kName, kEmail,
@@ -86,6 +100,27 @@ Result<FireCommit> ParseFireCommit(const ObjectLookup& lookup, const std::string
   auto tick = ParseRfc3339Millis(at);
   if (!tick.ok()) return InvalidArgumentError("fire " + id + ": Fired-At: " + tick.status().message());
   out.tick_ms = *tick;
+  int trigger_trailers = 0;
+  for (const auto& t : m.trailers) {
+    trigger_trailers += t.key == kTriggerUrlTrailer || t.key == kTriggerRefTrailer || t.key == kTriggerCommitTrailer;
+  }
+  if (trigger_trailers) {
+    TriggerMove mv;
+    auto url = RequireUniqueTrailer(m.trailers, kTriggerUrlTrailer);
+    auto ref = RequireUniqueTrailer(m.trailers, kTriggerRefTrailer);
+    auto commit = RequireUniqueTrailer(m.trailers, kTriggerCommitTrailer);
+    if (!url.ok() || !ref.ok() || !commit.ok() || trigger_trailers != 3) {
+      return InvalidArgumentError("fire " + id + ": Trigger-Url, Trigger-Ref and Trigger-Commit go together, once each");
+    }
+    if (!IsGitCommitId(*commit)) return InvalidArgumentError("fire " + id + ": Trigger-Commit is not a commit id");
+    if (!IsValidUtf8(*url) || !IsValidUtf8(*ref) || !GitUrlProblem(*url).empty()) {
+      return InvalidArgumentError("fire " + id + ": Trigger-Url or Trigger-Ref is not a valid url or ref name");
+    }
+    if (*ref != "HEAD" && !GitRefProblem(*ref).empty()) {
+      return InvalidArgumentError("fire " + id + ": Trigger-Ref is not a ref name");
+    }
+    out.move = TriggerMove{*url, *ref, *commit};
+  }
   if (!c.signature.empty()) {
     auto sig = ParseSshSignature(c.signature);
     if (!sig.ok()) return InvalidArgumentError("fire " + id + ": gpgsig: " + sig.status().message());
@@ -120,6 +155,36 @@ Decision CheckFire(const FireCommit& fire, const ScheduleCommit& schedule, const
   }
   if (schedule.state != "active") {
     return fail(TransitionError::kInvalid, "schedule " + schedule.spec.name + " is " + schedule.state);
+  }
+  if (schedule.spec.is_trigger() != fire.move.has_value()) {
+    return fail(TransitionError::kInvalid, schedule.spec.is_trigger()
+                                               ? "schedule " + schedule.spec.name + " is a trigger; the fire names no moved ref"
+                                               : "it names a moved ref, but schedule " + schedule.spec.name +
+                                                     " is not a trigger");
+  }
+  if (fire.move) {
+    const TriggerMove& mv = *fire.move;
+    const WatchSpec* w = nullptr;
+    for (const auto& x : schedule.spec.watch) {
+      if (x.url == mv.url) w = &x;
+    }
+    if (!w) return fail(TransitionError::kInvalid, "schedule " + schedule.spec.name + " watches no " + mv.url.substr(0, 200));
+    if (!WatchMatches(*w, mv.ref)) {
+      return fail(TransitionError::kInvalid, mv.ref.substr(0, 200) + " matches no ref pattern schedule " +
+                                                 schedule.spec.name + " watches in " + mv.url.substr(0, 200));
+    }
+    if (JobIdHex(FireManifest(schedule.spec, fire.tick_ms, mv)) != fire.job_hex) {
+      return fail(TransitionError::kInvalid, "its job is not the template of schedule " + schedule.spec.name +
+                                                 " pinned to " + mv.ref.substr(0, 200) + " at " + Short(mv.commit));
+    }
+    if (fire.tick_ms <= schedule.time_ms) {
+      return fail(TransitionError::kInvalid, "Fired-At " + TickNonce(fire.tick_ms) + " is not after the schedule commit");
+    }
+    if (fire.tick_ms > now_ms) {
+      return fail(TransitionError::kInvalid, "Fired-At " + TickNonce(fire.tick_ms) +
+                                                 " is after the batch that records it (" + FormatRfc3339Millis(now_ms) + ")");
+    }
+    return {};
   }
   if (JobIdHex(FiredManifest(schedule.spec, fire.tick_ms)) != fire.job_hex) {
     return fail(TransitionError::kInvalid, "its job is not the template of schedule " + schedule.spec.name +
@@ -159,7 +224,13 @@ nlohmann::json ScheduleListJson(Ledger& ledger, bool all, int64_t now_ms, std::v
     if (c->state == "removed" && !all) continue;
     json s = {{"name", c->spec.name},         {"state", c->state},   {"catch_up", CatchUpName(c->spec.catch_up)},
               {"signer", "ed25519:" + c->signer_hex}, {"commit", c->commit}, {"template", ManifestJson(c->spec.job)}};
-    if (c->spec.every_ms) {
+    if (c->spec.is_trigger()) {
+      json w = json::array();
+      for (const auto& x : c->spec.watch) w.push_back({{"url", x.url}, {"refs", x.refs}});
+      s["watch"] = w;
+      s["poll"] = FormatEvery(c->spec.poll_ms);
+      s["catch_up"] = "-";  // a trigger fires each move it sees; nothing to catch up
+    } else if (c->spec.every_ms) {
       s["every"] = FormatEvery(c->spec.every_ms);
     } else {
       s["cron"] = c->spec.cron;

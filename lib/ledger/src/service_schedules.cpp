@@ -16,6 +16,7 @@ using namespace service_internal;  // NOLINT: this library's own internals
 void JobService::LoadSchedules() {
   schedules_stale_ = false;
   std::map<std::string, ActiveSchedule> next;
+  triggers_.clear();
   writer_->FlushViews();
   Ledger& ledger = writer_->ledger();
   auto refs = ledger.ListRefs(kSchedulePrefix);
@@ -33,6 +34,10 @@ void JobService::LoadSchedules() {
       continue;
     }
     if (sc->state != "active") continue;
+    if (sc->spec.is_trigger()) {
+      LoadTrigger(*sc);
+      continue;
+    }
     auto clock = LoadScheduleClock(sc->spec);
     if (!clock.ok()) {
       Log("schedule " + sc->spec.name + " cannot fire: " + clock.status().message());
@@ -58,10 +63,20 @@ void JobService::LoadSchedules() {
     next.emplace(sc->spec.name, std::move(a));
   }
   schedules_ = std::move(next);
+  if (poller_) {
+    std::vector<WatchPoller::Watch> watches;
+    for (const auto& [name, t] : triggers_) {
+      WatchPoller::Watch w{name, t.commit.commit, {}, t.commit.spec.poll_ms};
+      for (const auto& x : t.commit.spec.watch) w.urls.push_back(x.url);
+      watches.push_back(std::move(w));
+    }
+    poller_->SetWatches(std::move(watches));
+  }
 }
 
 void JobService::FireSchedules(int64_t now) {
   if (schedules_stale_) LoadSchedules();
+  FireTriggers(now);
   std::vector<Op> ops;
   std::vector<std::pair<std::string, int64_t>> after;  // schedule, its last_ms once fired
   for (auto& [name, s] : schedules_) {

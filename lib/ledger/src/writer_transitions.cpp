@@ -394,19 +394,21 @@ void LedgerWriter::DoFire(Batch& b, FireOp& op, OpResult* r) {
     }
     last_fired = *t;
   }
-  auto objects = BuildFireCommit(op.schedule, op.tick_ms, *previous, key_);
+  // A trigger fires when the ledger sees the move: at the batch time.
+  const int64_t tick = op.move ? b.now : op.tick_ms;
+  auto objects = BuildFireCommit(op.schedule, tick, *previous, key_, op.move);
   if (!objects.ok()) {
     r->outcome = Decision::FromStatus(objects.status());
     return;
   }
   const GitObject& commit = objects->front();
-  const std::string job = JobIdHex(FiredManifest(spec, op.tick_ms));
+  const std::string job = JobIdHex(FireManifest(spec, tick, op.move));
   r->job_hex = job;
   GATOS_BATCH_RECORD(b, job, rec, r);
   AppliedTransition a;
   Decision d = ApplyTransition(job, rec,
                                SubmitTransition{job, commit.id, op.schedule.signer_hex, spec.job.pool.value_or(""),
-                                                kDefaultPriority, spec.name, op.tick_ms, last_fired},
+                                                kDefaultPriority, spec.name, tick, last_fired, op.move.has_value()},
                                {&BatchPolicy(b), b.now}, &a);
   if (!d.ok()) return Refuse(d, r);
   r->commit = a.record.job_commit;

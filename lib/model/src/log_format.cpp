@@ -10,13 +10,14 @@
 namespace gatos {
 namespace {
 
-constexpr std::array<std::pair<LogKind, std::string_view>, 17> kKinds = {{
+constexpr std::array<std::pair<LogKind, std::string_view>, 18> kKinds = {{
     {LogKind::kInit, "init"},       {LogKind::kSubmit, "submit"},   {LogKind::kClaim, "claim"},
     {LogKind::kTakeover, "takeover"}, {LogKind::kRenew, "renew"},   {LogKind::kResult, "result"},
     {LogKind::kAttempt, "attempt"}, {LogKind::kCancel, "cancel"},   {LogKind::kAbort, "abort"},
     {LogKind::kRetry, "retry"},     {LogKind::kRevoke, "revoke"},   {LogKind::kPrune, "prune"},
     {LogKind::kPolicy, "policy"},   {LogKind::kWitness, "witness"}, {LogKind::kBatch, "batch"},
     {LogKind::kSchedule, "schedule"}, {LogKind::kFire, "fire"},
+    {LogKind::kWatch, "watch"},
 }};
 
 std::string Dash(const std::string& s) { return s.empty() ? "-" : s; }

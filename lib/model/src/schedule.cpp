@@ -163,6 +163,57 @@ Result<ScheduleSpec> ParseSchedule(std::string_view bytes, std::string_view sour
         if (!c.ok()) errors.push_back(At(source, v, k, c.status().message()));
         else spec.catch_up = *c;
       }
+    } else if (k == "poll") {
+      if (scalar(v, k, &s)) {
+        auto ms = ParseEvery(s);
+        if (!ms.ok()) errors.push_back(At(source, v, k, ms.status().message()));
+        else if (*ms > kMaxPollMs) errors.push_back(At(source, v, k, "is over 1d"));
+        else spec.poll_ms = *ms;
+      }
+    } else if (k == "watch") {
+      if (v.kind != Kind::kSequence || v.items.empty()) {
+        errors.push_back(At(source, v, k, "expected a list of {url, refs}"));
+        continue;
+      }
+      for (const YamlNode& w : v.items) {
+        WatchSpec ws;
+        bool have_url = false;
+        if (w.kind != Kind::kMap) {
+          errors.push_back(At(source, w, k, "each entry is a mapping {url, refs}"));
+          continue;
+        }
+        for (const auto& we : w.entries) {
+          if (we.key.value == "url") {
+            have_url = scalar(we.value, "watch url", &ws.url);
+          } else if (we.key.value == "refs") {
+            const auto& rv = we.value;
+            std::vector<const YamlNode*> items;
+            if (rv.kind == Kind::kSequence) {
+              for (const auto& it : rv.items) items.push_back(&it);
+            } else {
+              items.push_back(&rv);
+            }
+            for (const YamlNode* it : items) {
+              std::string r;
+              if (scalar(*it, "watch refs", &r)) ws.refs.push_back(r);
+            }
+          } else {
+            errors.push_back(At(source, we.key, "watch", "\"" + we.key.value.substr(0, 64) +
+                                                             "\" is not a watch field (url, refs)"));
+          }
+        }
+        if (!have_url) errors.push_back(At(source, w, "watch", "url is missing"));
+        spec.watch.push_back(std::move(ws));
+      }
+      if (std::string p = WatchListProblem(spec.watch); !p.empty()) {
+        size_t start = 0;
+        while (start <= p.size()) {
+          size_t nl = p.find('\n', start);
+          errors.push_back(At(source, v, k, p.substr(start, nl == std::string::npos ? std::string::npos : nl - start)));
+          if (nl == std::string::npos) break;
+          start = nl + 1;
+        }
+      }
     } else if (k == "template") {
       have_template = true;
       auto m = CheckManifestTree(v, std::string(source) + " template", ManifestLimits{});
@@ -175,7 +226,7 @@ Result<ScheduleSpec> ParseSchedule(std::string_view bytes, std::string_view sour
       }
     } else {
       errors.push_back(At(source, e.key, k.substr(0, 64),
-                          "is not a schedule field (name, cron, every, tz, catch_up, template)"));
+                          "is not a schedule field (name, cron, every, tz, catch_up, watch, poll, template)"));
     }
   }
   const bool has_cron = root.entries.end() != std::find_if(root.entries.begin(), root.entries.end(),
@@ -184,7 +235,29 @@ Result<ScheduleSpec> ParseSchedule(std::string_view bytes, std::string_view sour
                                                             [](const auto& e) { return e.key.value == "every"; });
   if (!have_name) errors.push_back(At(source, root, "name", "is missing"));
   if (!have_template) errors.push_back(At(source, root, "template", "is missing; give the job manifest to fire"));
-  if (has_cron == has_every) errors.push_back(At(source, root, "cron", "give exactly one of cron and every"));
+  auto has = [&](const char* key) {
+    return root.entries.end() != std::find_if(root.entries.begin(), root.entries.end(),
+                                              [&](const auto& e) { return e.key.value == key; });
+  };
+  const bool has_watch = has("watch");
+  if (int(has_cron) + int(has_every) + int(has_watch) != 1) {
+    errors.push_back(At(source, root, "cron", "give exactly one of cron and every (or watch, for a trigger)"));
+  }
+  if (has_watch && has("catch_up")) {
+    errors.push_back(At(source, root, "catch_up",
+                        "applies to cron and every; a trigger fires for the latest position of each moved ref"));
+  }
+  if (has_watch && has("tz")) errors.push_back(At(source, root, "tz", "applies to cron only"));
+  if (!has_watch && has("poll")) errors.push_back(At(source, root, "poll", "applies to watch only"));
+  if (has_watch && spec.poll_ms == 0) spec.poll_ms = kDefaultPollMs;
+  if (has_watch && have_template) {
+    for (const auto& w : spec.watch) {
+      if (TemplateHasDuplicateInput(spec.job, w.url)) {
+        errors.push_back(At(source, root, "template", "has more than one git input with url \"" +
+                                                          w.url.substr(0, 80) + "\"; which to pin is ambiguous"));
+      }
+    }
+  }
   if (has_every && have_tz && spec.tz != "UTC") {
     errors.push_back(At(source, *tz_node, "tz", "applies to cron only; an interval ticks in unix time"));
   }
@@ -198,6 +271,14 @@ Result<ScheduleSpec> ParseSchedule(std::string_view bytes, std::string_view sour
 
 std::string EncodeSchedule(const ScheduleSpec& s) {
   std::string out = "name: " + nlohmann::json(s.name).dump() + "\n";
+  if (s.is_trigger()) {
+    nlohmann::json w = nlohmann::json::array();
+    for (const auto& x : s.watch) w.push_back({{"url", x.url}, {"refs", x.refs}});
+    out += "watch: " + w.dump() + "\n";
+    out += "poll: " + FormatEvery(s.poll_ms) + "\n";
+    out += "template: " + ManifestJson(s.job).dump() + "\n";
+    return out;
+  }
   if (s.every_ms > 0) {
     out += "every: " + FormatEvery(s.every_ms) + "\n";
   } else {
@@ -211,6 +292,10 @@ std::string EncodeSchedule(const ScheduleSpec& s) {
 
 Result<ScheduleClock> ScheduleClock::Make(const ScheduleSpec& spec, const TimeZone& tz) {
   ScheduleClock c;
+  if (spec.is_trigger()) {
+    c.trigger_ = true;
+    return c;
+  }
   if (spec.every_ms > 0) {
     c.every_ms_ = spec.every_ms;
     return c;
@@ -226,6 +311,7 @@ Result<ScheduleClock> ScheduleClock::Make(const ScheduleSpec& spec, const TimeZo
 }
 
 std::optional<int64_t> ScheduleClock::Next(int64_t after_ms) const {
+  if (trigger_) return std::nullopt;
   if (every_ms_ > 0) {
     const int64_t k = after_ms >= 0 ? after_ms / every_ms_ : -((-after_ms + every_ms_ - 1) / every_ms_);
     return (k + 1) * every_ms_;

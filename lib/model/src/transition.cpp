@@ -33,9 +33,9 @@ Decision ApplySubmit(const std::string& job, const std::optional<JobRecord>& old
   }
   if (!t.schedule.empty()) {
     // Each tick fires once: the ticks of one schedule fire in order.
-    if (t.fired_at_ms <= t.last_fired_ms) {
+    if (t.trigger ? t.fired_at_ms < t.last_fired_ms : t.fired_at_ms <= t.last_fired_ms) {
       return Fail(TransitionError::kInvalid, "tick " + FormatRfc3339Millis(t.fired_at_ms) + " of schedule " +
-                                                 t.schedule + " is not after its last fire (" +
+                                                 t.schedule + (t.trigger ? " is before its last fire (" : " is not after its last fire (") +
                                                  FormatRfc3339Millis(t.last_fired_ms) + ")");
     }
     if (!ScheduleSignerAllowed(*rules.policy, t.submitter_hex, t.pool, rules.now_ms)) {

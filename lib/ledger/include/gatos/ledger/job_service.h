@@ -25,9 +25,11 @@
 #include <vector>
 
 #include "gatos/ledger/schedule_commit.h"
+#include "gatos/ledger/watch_poller.h"
 #include "gatos/ledger/witness.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/model/scheduler.h"
+#include "gatos/model/trigger.h"
 
 namespace gatos {
 
@@ -70,6 +72,9 @@ struct ServiceOptions {
   // Offers outstanding per pool (docs/scheduling.md): 0 = adaptive (follows
   // the claim rate), Scheduler::kAllOffers = every pending job at once.
   int64_t offer_window = 0;
+  // Reads a watched repository's refs for triggers (docs/scheduling.md,
+  // "Triggers"); unset: triggers are recorded but never read or fired.
+  ListRemoteRefs list_remote_refs;
 };
 
 // The reply of a list request over a state index: live records (pending,
@@ -234,6 +239,11 @@ class JobService {
   // refs/gatos/schedules/ and refs/gatos/fires/ after a schedule changes.
   void LoadSchedules();
   void FireSchedules(int64_t now);
+  // Triggers (service_triggers.cpp): the positions each one last recorded
+  // (refs/gatos/watch/<name>), read with the schedules; each sweep, the
+  // poller's readings fire the moved refs and record the new positions.
+  void LoadTrigger(const ScheduleCommit& sc);
+  void FireTriggers(int64_t now);
   void Emit(ServiceEvent e) { events_.push_back(std::move(e)); }
   void Log(const std::string& line);
 
@@ -267,6 +277,13 @@ class JobService {
   };
   std::map<std::string, ActiveSchedule> schedules_;
   bool schedules_stale_ = true;
+  struct ActiveTrigger {
+    ScheduleCommit commit;
+    std::string positions_commit;  // refs/gatos/watch/<name>, "" = none
+    WatchPositions positions;      // as recorded there
+    std::map<std::string, std::string> errors;  // url -> the last reading's error (logged once)
+  };
+  std::map<std::string, ActiveTrigger> triggers_;
   std::string prune_cursor_;
   int64_t next_prune_step_ms_ = 0;  // the pruning crawl's next step (ledger clock)
   mutable std::mutex policy_mu_;
@@ -278,6 +295,8 @@ class JobService {
   int64_t last_views_sync_ms_ = 0;
   std::string log_root_;                       // the log commit of sequence 1
   std::map<int64_t, std::string> log_by_seq_;  // log commits by sequence, as far as walked
+  // Triggers' readings (service_triggers.cpp); null without list_remote_refs.
+  std::unique_ptr<WatchPoller> poller_;
 };
 
 }  // namespace gatos

@@ -12,6 +12,16 @@
 //             Fired-At: 2026-11-29T02:00:00.000Z
 //   signed by the ledger key; committer time the tick.
 //
+// A trigger's fire (docs/scheduling.md, "Triggers") is the same commit for
+// a moved ref instead of a tick: its job is TriggeredManifest (the template
+// with the watched input pinned to the commit the ref moved to), Fired-At is
+// when the ledger saw the move (the batch time), and three more trailers
+// say what moved:
+//
+//             Trigger-Url: /srv/repos/app
+//             Trigger-Ref: refs/heads/main
+//             Trigger-Commit: <40 or 64 hex>
+//
 // The ledger builds it (JobService's schedule timer) and the auditor checks
 // it (CheckFire) against the schedule commit it names.
 //
@@ -38,14 +48,31 @@ namespace gatos {
 
 inline constexpr char kScheduleTrailer[] = "Schedule";
 inline constexpr char kFiredAtTrailer[] = "Fired-At";
+inline constexpr char kTriggerUrlTrailer[] = "Trigger-Url";
+inline constexpr char kTriggerRefTrailer[] = "Trigger-Ref";
+inline constexpr char kTriggerCommitTrailer[] = "Trigger-Commit";
+
+// A watched ref that moved: what a trigger fires for.
+struct TriggerMove {
+  std::string url;
+  std::string ref;
+  std::string commit;
+  bool operator==(const TriggerMove&) const = default;
+};
+
+// The job a fire creates: FiredManifest for a tick, TriggeredManifest for a
+// move.
+Manifest FireManifest(const ScheduleSpec& spec, int64_t tick_ms, const std::optional<TriggerMove>& move);
 
 // The schedule's clock, its zone loaded from the zoneinfo files
 // (gatos/sys/zoneinfo.h) for a cron schedule.
 Result<ScheduleClock> LoadScheduleClock(const ScheduleSpec& spec);
 
-// The fire commit (first) and its tree and job.yaml blob.
+// The fire commit (first) and its tree and job.yaml blob; `move` for a
+// trigger's fire.
 Result<std::vector<GitObject>> BuildFireCommit(const ScheduleCommit& schedule, int64_t tick_ms,
-                                               const std::string& previous_fire, const Ed25519PrivateKey& key);
+                                               const std::string& previous_fire, const Ed25519PrivateKey& key,
+                                               const std::optional<TriggerMove>& move = std::nullopt);
 
 // A fire commit's facts, parsed (not judged).
 struct FireCommit {
@@ -57,6 +84,7 @@ struct FireCommit {
   std::string previous_fire;    // its second parent, "" for none
   std::string signer_hex;       // the key whose signature verifies, "" unsigned
   Manifest manifest;
+  std::optional<TriggerMove> move;  // its Trigger-* trailers (all three or none)
 };
 
 // Whether the commit message carries a Schedule trailer (a fire, not a
@@ -64,8 +92,9 @@ struct FireCommit {
 bool IsFireMessage(std::string_view message);
 
 // Parses a fire commit: job.yaml a regular file that parses and hashes to
-// its Job-Id, the three trailers once each, one or two parents, and a
-// signature that verifies when present. InvalidArgument with the reason.
+// its Job-Id, the three trailers once each (and the three Trigger-*
+// trailers once each or not at all), one or two parents, and a signature
+// that verifies when present. InvalidArgument with the reason.
 Result<FireCommit> ParseFireCommit(const ObjectLookup& lookup, const std::string& commit_id);
 
 // The last tick fired by the fire commit `commit` (its Fired-At).
@@ -75,6 +104,9 @@ Result<int64_t> FiredAtOf(const ObjectLookup& lookup, const std::string& commit)
 // signed by `ledger_key`; naming `schedule` (active, the same name) as its
 // first parent; its job the template with this tick's input
 // (FiredManifest); the tick one of the schedule's (clock), after the
+// schedule commit's time and not after `now_ms`. A trigger's fire instead:
+// its schedule is a trigger watching Trigger-Url with a pattern matching
+// Trigger-Ref, its job TriggeredManifest of that move, Fired-At after the
 // schedule commit's time and not after `now_ms`. kInvalid / kUnauthorized
 // with the reason.
 Decision CheckFire(const FireCommit& fire, const ScheduleCommit& schedule, const ScheduleClock& clock,

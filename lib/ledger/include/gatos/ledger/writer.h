@@ -42,6 +42,7 @@
 #include "gatos/ledger/append_pipeline.h"
 #include "gatos/ledger/checks.h"
 #include "gatos/ledger/schedule_commit.h"
+#include "gatos/ledger/schedule_fire.h"
 #include "gatos/ledger/state_index.h"
 #include "gatos/model/clock.h"
 #include "gatos/model/job_record.h"
@@ -166,9 +167,12 @@ struct NoteOp {
 // refs/gatos/fires/<name>; refused when the schedule's ref is no longer at
 // `schedule.commit` (paused, removed or changed) or the tick is not after
 // the schedule's last fire; a tick fired already is a no-op (existing).
+// A trigger's fire (`move`) is fired at the batch time, its job pinned to
+// the moved ref's commit (schedule_fire.h).
 struct FireOp {
   ScheduleCommit schedule;  // CheckScheduleCommit of the schedule's ref
   int64_t tick_ms = 0;
+  std::optional<TriggerMove> move;
 };
 using Op = std::variant<SubmitOp, LeaseOp, ResultOp, UserOp, PruneOp, AbortOp, PolicyOp, NoteOp, FireOp>;
 

@@ -40,6 +40,7 @@ enum class LogKind {
   kBatch,     // a batch record of jobs submitted together (gatos batch submit)
   kSchedule,  // a schedule commit added, paused, resumed or removed (refs/gatos/schedules/)
   kFire,      // a job the ledger created for a schedule's tick (and refs/gatos/fires/<name> moved to it)
+  kWatch,     // the watched refs' positions a trigger last saw (refs/gatos/watch/<name>)
 };
 std::string_view LogKindName(LogKind k);
 Result<LogKind> ParseLogKind(std::string_view s);

@@ -22,10 +22,16 @@ inline constexpr char kSchedulePrefix[] = "refs/gatos/schedules/";
 // refs/gatos/fires/<name>: the job commit of a schedule's latest fire; its
 // first-parent history is every fire of the schedule.
 inline constexpr char kFirePrefix[] = "refs/gatos/fires/";
+// refs/gatos/watch/<name>: the ledger-signed positions of the refs a
+// trigger watches, as it last saw them (positions.json).
+inline constexpr char kWatchPrefix[] = "refs/gatos/watch/";
 // Push targets, taken by the proc-receive hook: the push creates no ref.
 inline constexpr char kSubmitPrefix[] = "refs/gatos/submit/";
 inline constexpr char kResultsPushPrefix[] = "refs/gatos/results/";
 inline constexpr char kWitnessPushPrefix[] = "refs/gatos/witnesses/";
+// A schedule commit pushed with stock git (docs/scheduling.md, "Pushed
+// schedules"): recorded at refs/gatos/schedules/<name> like gatos schedule add.
+inline constexpr char kSchedulePushPrefix[] = "refs/gatos/submit-schedule/";
 
 inline constexpr char kZeroOid[] = "0000000000000000000000000000000000000000";
 // The empty tree's id (git's well-known constant).

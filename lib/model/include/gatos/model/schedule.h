@@ -10,6 +10,12 @@
 //     command: [scan]
 //     timeout: 600
 //
+// or, instead of cron / every, a trigger (gatos/model/trigger.h):
+//
+//   watch:                        # fires when a matching ref moves
+//     - {url: /srv/repos/app, refs: [refs/heads/main]}
+//   poll: 30s                     # default 30s, 1s..1d
+//
 // An `every` schedule ticks at the multiples of its interval since the unix
 // epoch (`every: 2s` at each even second, `every: 1h` on the hour UTC): the
 // ticks follow from the document alone, so the auditor computes the same.
@@ -28,6 +34,7 @@
 #include "gatos/model/manifest.h"
 #include "gatos/model/status.h"
 #include "gatos/model/time_zone.h"
+#include "gatos/model/trigger.h"
 
 namespace gatos {
 
@@ -51,6 +58,11 @@ struct ScheduleSpec {
   std::string tz = "UTC";
   CatchUp catch_up = CatchUp::kOne;
   Manifest job;          // the template
+  // A trigger: the repositories and ref patterns it watches (no cron or
+  // interval), read every poll_ms.
+  std::vector<WatchSpec> watch;
+  int64_t poll_ms = 0;
+  bool is_trigger() const { return !watch.empty(); }
   bool operator==(const ScheduleSpec&) const = default;
 };
 
@@ -72,13 +84,14 @@ std::string EncodeSchedule(const ScheduleSpec& spec);
 class ScheduleClock {
  public:
   // InvalidArgument for a cron that does not parse or a zone whose name is
-  // not the spec's.
+  // not the spec's. A trigger's clock has no ticks (Next is nullopt).
   static Result<ScheduleClock> Make(const ScheduleSpec& spec, const TimeZone& tz);
   // The first tick strictly after `after_ms` (unix ms), or nullopt.
   std::optional<int64_t> Next(int64_t after_ms) const;
 
  private:
   int64_t every_ms_ = 0;
+  bool trigger_ = false;
   CronExpr cron_;
   TimeZone tz_;
 };

@@ -45,6 +45,9 @@ struct SubmitTransition {
   std::string schedule;
   int64_t fired_at_ms = 0;
   int64_t last_fired_ms = 0;
+  // A trigger's fire (a moved ref, not a tick): several may be fired in one
+  // batch at the same time, so its Fired-At may equal the last fire's.
+  bool trigger = false;
 };
 
 // A claim (or takeover) of epoch `epoch`, or a renewal at `epoch`, by
@@ -121,7 +124,7 @@ struct AppliedTransition {
 //   submit   ok (unchanged when the job exists)
 //   fire     (a submit with `schedule`) ok, unchanged when the tick's job
 //            exists; kInvalid when the tick is not after the schedule's last
-//            fire; kUnauthorized when its signer may no longer submit to the
+//            fire (a trigger's: before it); kUnauthorized when its signer may no longer submit to the
 //            template's pool (an allowed submitter, an operator, the ledger key)
 //   lease    kInvalid (no job), kTerminal (finished or pruned), kUnauthorized
 //            (worker not allowed by the policy or not in the job's pool, a
