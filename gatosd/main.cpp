@@ -52,6 +52,11 @@ constexpr char kUsage[] =
     "        [--input-credentials FILE]  credentials for reading the repositories triggers\n"
     "                                    watch (git ls-remote), in gatos-worker's --credentials\n"
     "                                    format (docs/inputs.md); default: none\n"
+    "        [--watch-local DIR]...      local repositories (paths, file:// URLs) triggers may\n"
+    "                                    watch, only under DIR (default: none), by a worker's\n"
+    "                                    --local-inputs rules\n"
+    "        [--watch-allow-url PREFIX]... watched URLs under PREFIX may reach this host's\n"
+    "                                    loopback or link-local addresses (default: refused)\n"
     "        [--checkpoint-s N]          sign a checkpoint of the log's Merkle tree into\n"
     "                                    DIR/gatos/tlog/checkpoint every N s while the log moves\n"
     "                                    (default 10; 0 = never; served with the tiles at /tlog/)\n"
@@ -165,6 +170,7 @@ int ServeCommand(const std::vector<std::string>& args) {
                                               {"nats-ca"}, {"require-nats-auth", 0, false}, {"config"},
                                               {"replicated", 0, false}, {"replica-name"},
                                               {"checkpoint-s"}, {"input-credentials"},
+                                              {"watch-local", 0, true, true}, {"watch-allow-url", 0, true, true},
                                               {"election-ttl-ms"}, {"election-keep-ms"}, {"election-try-ms"},
                                               {"election-margin-ms"}, {"append-window"},
                                               {"replicated-log-max-mb"}};
@@ -224,6 +230,15 @@ int ServeCommand(const std::vector<std::string>& args) {
     for (const auto& w : c->warnings()) std::cerr << "gatosd: warning: --input-credentials: " << w << "\n";
     opts.input_credentials = std::move(*c);
   }
+  for (const std::string& dir : flags.GetAll("watch-local")) {
+    std::error_code ec;
+    const auto canonical = std::filesystem::canonical(dir, ec);
+    if (ec || !std::filesystem::is_directory(canonical)) {
+      return Usage("serve", "--watch-local " + gatos::TruncateUtf8(dir, 200) + ": not a directory");
+    }
+    opts.watch_local_roots.push_back(canonical.string());
+  }
+  opts.watch_allow_urls = flags.GetAll("watch-allow-url");
   if (auto token_file = flags.Get("http-token-file")) {
     auto token = gatos::gatosd::LoadHttpToken(*token_file);
     if (!token.ok()) return Usage("serve", token.status().message());

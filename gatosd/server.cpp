@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <future>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -375,6 +376,13 @@ class Server {
     LsRemoteOptions lo;
     lo.home = opts_.ledger_dir + "/gatos/git-home";
     lo.credentials = opts_.input_credentials;
+    lo.local_roots = opts_.watch_local_roots;
+    lo.local_network_url_prefixes = opts_.watch_allow_urls;
+    {
+      std::error_code ec;  // never a watched repository: the ledger itself
+      const auto ledger = std::filesystem::weakly_canonical(opts_.ledger_dir, ec);
+      lo.forbidden_roots = {ec ? opts_.ledger_dir : ledger.string()};
+    }
     so.list_remote_refs = [lo](const std::string& url) { return LsRemote(lo, url); };
     service_ = std::make_unique<JobService>(writer_.get(), so, observer_.get());
     service_->Start();

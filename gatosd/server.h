@@ -37,6 +37,11 @@ struct ServeOptions {
   // ls-remote` of a watched repository uses, in the workers' format
   // (input_credentials.h); empty: public and local repositories only.
   InputCredentials input_credentials;
+  // What triggers may read besides public network repositories
+  // (LsRemoteOptions): canonical local roots, and URL prefixes allowed to
+  // reach this host's loopback or link-local addresses.
+  std::vector<std::string> watch_local_roots;
+  std::vector<std::string> watch_allow_urls;
   int64_t sweep_ms = 200;            // inbox poll and expiry sweep interval
   int64_t nats_wait_ms = 30'000;     // how long to wait for NATS at start
   int64_t stream_max_age_ms = 7LL * 24 * 3600 * 1000;

@@ -29,8 +29,7 @@ class TriggerFireTest : public ::testing::Test {
     env_["GIT_CONFIG_NOSYSTEM"] = "1";
     env_["GIT_AUTHOR_NAME"] = env_["GIT_COMMITTER_NAME"] = "A";
     env_["GIT_AUTHOR_EMAIL"] = env_["GIT_COMMITTER_EMAIL"] = "a@example.com";
-    std::filesystem::create_directories(Dir("repos"));
-    remote_ = Dir("repos/app.git");
+    remote_ = repos_.Join("app.git");
     Git({"init", "-q", "--bare", "-b", "main", remote_});
     Git({"init", "-q", "-b", "main", Dir("work")});
     Git({"remote", "add", "origin", remote_}, Dir("work"));
@@ -114,7 +113,8 @@ class TriggerFireTest : public ::testing::Test {
     return out;
   }
 
-  Stack stack_{StackOptions{.workers = 1}};
+  TempDir repos_;  // the watched repositories: gatosd's --watch-local root
+  Stack stack_{StackOptions{.workers = 1, .gatosd_args = {"--watch-local", repos_.path()}}};
   std::map<std::string, std::string> env_;
   std::string remote_, first_;
 };
@@ -123,7 +123,7 @@ class TriggerFireTest : public ::testing::Test {
 // sequence fire two jobs, each pinned to its commit and run by the worker;
 // a branch the pattern does not match fires nothing; every fire verifies.
 TEST_F(TriggerFireTest, WatchedRepositoryFiresOncePerMovedRef) {
-  ASSERT_NE(stack_.StartWorker(0, {"--local-inputs", Dir("repos")}), nullptr);
+  ASSERT_NE(stack_.StartWorker(0, {"--local-inputs", repos_.path()}), nullptr);
   RunResult r = Add("app", {"--watch", remote_, "--refs", "refs/heads/main", "--poll", "1s"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The baseline: main at its first commit, recorded, nothing fired.
@@ -240,7 +240,7 @@ TEST_F(TriggerFireTest, BadTriggersAreRefusedAndNothingIsWritten) {
 // A repository gatosd cannot read is logged once, as a summary (never
 // git's own output), and nothing is recorded or fired for it.
 TEST_F(TriggerFireTest, UnreadableRepositoryIsLoggedAsASummaryAndFiresNothing) {
-  const std::string missing = Dir("repos/missing.git");
+  const std::string missing = repos_.Join("missing.git");
   ASSERT_EQ(Add("gone", {"--watch", missing, "--refs", "refs/heads/*", "--poll", "1s"}).exit_code,
             0);
   ASSERT_TRUE(stack_.gatosd().WaitForLog("schedule gone: cannot read", 20'000))
@@ -265,6 +265,30 @@ TEST_F(TriggerFireTest, UnreadableRepositoryIsLoggedAsASummaryAndFiresNothing) {
   }
   EXPECT_EQ(errors, 1u) << after;
   EXPECT_EQ(LedgerGit("for-each-ref refs/gatos/fires"), "");
+}
+
+// A submitter names the watched URL: gatosd reads no local repository
+// outside its --watch-local roots (its own ledger included) and no URL on
+// its host's loopback, and records or fires nothing for them.
+TEST_F(TriggerFireTest, RepositoriesTheOperatorDidNotAllowAreNotRead) {
+  const std::string elsewhere = Dir("elsewhere.git");
+  Git({"init", "-q", "--bare", "-b", "main", elsewhere});
+  ASSERT_EQ(Add("far", {"--watch", elsewhere, "--refs", "refs/heads/*", "--poll", "1s"}).exit_code, 0);
+  ASSERT_EQ(Add("self", {"--watch", stack_.ledger(), "--refs", "refs/gatos/*", "--poll", "1s"}).exit_code, 0);
+  ASSERT_EQ(Add("loop", {"--watch", "http://127.0.0.1:9/r.git", "--refs", "refs/heads/*", "--poll", "1s"}).exit_code,
+            0);
+  ASSERT_TRUE(stack_.gatosd().WaitForLog("schedule far: cannot read", 20'000)) << stack_.gatosd().log();
+  ASSERT_TRUE(stack_.gatosd().WaitForLog("schedule self: cannot read", 20'000)) << stack_.gatosd().log();
+  ASSERT_TRUE(stack_.gatosd().WaitForLog("schedule loop: cannot read", 20'000)) << stack_.gatosd().log();
+  const std::string log = stack_.gatosd().log();
+  auto line = [&](const std::string& name) {
+    const size_t at = log.find("schedule " + name + ": cannot read");
+    return log.substr(at, log.find('\n', at) - at);
+  };
+  EXPECT_HAS(line("far"), "refused: local repositories are watched only under gatosd serve --watch-local");
+  EXPECT_HAS(line("self"), "refused");
+  EXPECT_HAS(line("loop"), "loopback or link-local address of gatosd's host");
+  EXPECT_EQ(LedgerGit("for-each-ref refs/gatos/watch refs/gatos/fires"), "");
 }
 
 }  // namespace
@@ -295,7 +319,8 @@ class PrivateTriggerTest : public ::testing::Test {
                                            "\n    token_file: " + dir_.Join("token") +
                                            "\n    username: ci\n");
     stack_ = std::make_unique<Stack>(StackOptions{
-        .workers = 0, .gatosd_args = {"--input-credentials", dir_.Join("creds.yaml")}});
+        .workers = 0,
+        .gatosd_args = {"--input-credentials", dir_.Join("creds.yaml"), "--watch-allow-url", server_->url()}});
     ASSERT_TRUE(stack_->Start());
     WriteFile(stack_->dir().Join("job.yaml"), "command: [\"true\"]\ntimeout: 30\n");
   }

@@ -8,6 +8,7 @@
 
 #include "gatos/exec/git_command.h"
 #include "gatos/exec/inputs.h"
+#include "gatos/exec/local_input.h"
 #include "gatos/model/git_input.h"
 #include "gatos/model/trigger.h"
 #include "gatos/sys/process.h"
@@ -23,9 +24,44 @@ Result<std::map<std::string, std::string>> LsRemote(const LsRemoteOptions& o,
   std::filesystem::create_directories(o.home, ec);
   if (ec) return UnavailableError("cannot create " + o.home + ": " + ec.message());
   ::chmod(o.home.c_str(), 0700);
+  std::string source = url;
+  std::vector<std::string> network_config;  // "-c", "name=value"
+  std::string local;
+  if (IsLocalGitUrl(url, &local)) {
+    // A submitter names the URL: gatosd reads only the local repositories
+    // an operator put under --watch-local, by a worker's rules.
+    const std::string refused =
+        "refused: local repositories are watched only under gatosd serve --watch-local directories";
+    if (o.local_roots.empty()) return PermissionDeniedError(refused + " (none given)");
+    auto dir = OpenLocalGitDir(local, {o.local_roots, o.forbidden_roots});
+    if (!dir.ok()) {
+      if (dir.status().message().find("--local-inputs") != std::string::npos) return PermissionDeniedError(refused);
+      return dir.status();
+    }
+    source = dir->canonical;
+  } else if (!GitUrlHasPrefix(url, o.local_network_url_prefixes)) {
+    const std::optional<GitUrlEndpoint> endpoint = GitUrlEndpointOf(url);
+    if (!endpoint) return InvalidArgumentError("not a repository URL gatosd can read");
+    auto addresses = CheckInputEndpoint(*endpoint);
+    if (!addresses.ok()) {
+      if (addresses.status().code() == StatusCode::kPermissionDenied) {
+        return PermissionDeniedError(
+            "refused: the repository's host is a loopback or link-local address of gatosd's host (an operator "
+            "may allow a URL prefix with gatosd serve --watch-allow-url)");
+      }
+      return addresses.status();
+    }
+    if (endpoint->scheme == "http" || endpoint->scheme == "https") {
+      std::string pin = endpoint->host.find(':') != std::string::npos ? "[" + endpoint->host + "]" : endpoint->host;
+      pin += ":" + std::to_string(endpoint->port) + ":";
+      for (size_t i = 0; i < addresses->size(); ++i) pin += (i ? "," : "") + (*addresses)[i];
+      network_config = {"-c", "http.curloptResolve=" + pin};
+    }
+  }
   const InputCredential* cred = o.credentials.Match(url);
   GitCommand cmd = InputGitCommand(o.git_program, o.home, cred);
-  cmd.argv.insert(cmd.argv.end(), {"ls-remote", "--", url});
+  cmd.argv.insert(cmd.argv.end(), network_config.begin(), network_config.end());
+  cmd.argv.insert(cmd.argv.end(), {"ls-remote", "--", source});
   SpawnOptions so;
   so.env = cmd.env;
   so.new_process_group = true;

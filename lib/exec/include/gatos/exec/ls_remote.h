@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "gatos/exec/input_credentials.h"
 #include "gatos/model/status.h"
@@ -23,10 +24,22 @@ struct LsRemoteOptions {
   std::string home;  // the child's HOME (absolute; created 0700 when missing)
   InputCredentials credentials;
   int64_t timeout_ms = 60'000;
+  // As a worker's inputs (inputs.h, local_input.h): local repositories
+  // (absolute paths, file:// URLs) are read only under these canonical
+  // directories (empty: none), never at a forbidden path (the ledger's
+  // own directory) nor through a symlink, gitfile or alternates; a network
+  // URL whose host is a loopback, link-local or unspecified address is
+  // refused unless it starts with one of `local_network_url_prefixes`, and
+  // an http(s) one is read from the addresses just checked (no DNS
+  // rebinding between the check and git's connection).
+  std::vector<std::string> local_roots;
+  std::vector<std::string> forbidden_roots;
+  std::vector<std::string> local_network_url_prefixes;
 };
 
 // Every ref of `url` and its commit (annotated tags peeled). Refused before
-// running git: a url GitUrlProblem refuses. Errors: NotFound (repository),
+// running git (PermissionDenied, InvalidArgument): a url GitUrlProblem
+// refuses, and one the rules above do not let gatosd read. Errors: NotFound (repository),
 // PermissionDenied (authentication), DeadlineExceeded, Unavailable.
 Result<std::map<std::string, std::string>> LsRemote(const LsRemoteOptions& options,
                                                     const std::string& url);
