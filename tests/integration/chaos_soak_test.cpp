@@ -114,10 +114,7 @@ TEST(ChaosSoakTest, ReplicatedLosesNothingAcknowledgedUnderRandomKills) {
   const unsigned seed = static_cast<unsigned>(EnvInt("GATOS_CHAOS_SEED", static_cast<int>(std::random_device{}())));
   SCOPED_TRACE("GATOS_CHAOS_SEED=" + std::to_string(seed));
   ReplicatedLedger c;
-  ASSERT_TRUE(c.Prepare());
-  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
-  ASSERT_GE(c.WaitForLeader(), 0) << c.Logs();
-  ASSERT_TRUE(c.StartWorker());
+  ASSERT_TRUE(c.StartAll()) << c.Logs();
 
   Submitter submitter({BinaryPath("gatos"), "submit", "--ledger", c.urls_, "--sign-key", c.alice_, "--timeout", "5"},
                       c.env_, c.dir_.path());

@@ -29,11 +29,8 @@ std::string Job(int n) {
 
 TEST(ReplicaFollowersTest, AFollowerForwardsPushesAndServesReadsMetricsAndTheDashboard) {
   ReplicatedLedger c;
-  ASSERT_TRUE(c.Prepare());
-  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
-  const int leader = c.WaitForLeader();
-  ASSERT_GE(leader, 0) << c.Logs();
-  ASSERT_TRUE(c.StartWorker());
+  int leader = -1;
+  ASSERT_TRUE(c.StartAll(&leader)) << c.Logs();
   const int f = (leader + 1) % kReplicas;
   const std::string fname = "r" + std::to_string(f);
   // A follower serves the ledger's local socket (its front door's hooks).
@@ -151,11 +148,8 @@ TEST(ReplicaFollowersTest, AFollowerForwardsPushesAndServesReadsMetricsAndTheDas
 // verifies.
 TEST(ReplicaFollowersTest, AJobPushedToTheLeadersDoorReachesEveryFollowerWithItsObjects) {
   ReplicatedLedger c;
-  ASSERT_TRUE(c.Prepare());
-  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
-  const int leader = c.WaitForLeader();
-  ASSERT_GE(leader, 0) << c.Logs();
-  ASSERT_TRUE(c.StartWorker());
+  int leader = -1;
+  ASSERT_TRUE(c.StartAll(&leader)) << c.Logs();
 
   std::string id;
   const std::string yaml = Job(4);

@@ -38,11 +38,8 @@ namespace {
 // exactly one submit and one result. A refusal is not asked again.
 TEST(ReplicatedE2eTest, TheClientWaitsForTheNextLeaderAcrossAFailover) {
   ReplicatedLedger c;
-  ASSERT_TRUE(c.Prepare());
-  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
-  const int leader = c.WaitForLeader();
-  ASSERT_GE(leader, 0) << c.Logs();
-  ASSERT_TRUE(c.StartWorker());
+  int leader = -1;
+  ASSERT_TRUE(c.StartAll(&leader)) << c.Logs();
   const std::string first = c.Submit(1);
   ASSERT_FALSE(first.empty()) << c.Logs();
 
@@ -89,11 +86,8 @@ TEST(ReplicatedE2eTest, TheClientWaitsForTheNextLeaderAcrossAFailover) {
 
 TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplicasConverge) {
   ReplicatedLedger c;
-  ASSERT_TRUE(c.Prepare());
-  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
-  int leader = c.WaitForLeader();
-  ASSERT_GE(leader, 0) << c.gatosd_[0]->log() << c.gatosd_[1]->log() << c.gatosd_[2]->log();
-  ASSERT_TRUE(c.StartWorker());
+  int leader = -1;
+  ASSERT_TRUE(c.StartAll(&leader)) << c.Logs();
 
   std::vector<std::string> acked;
   int n = 0;

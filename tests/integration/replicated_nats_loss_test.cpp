@@ -57,10 +57,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration_cast<std::chron
 
 TEST(ReplicatedNatsLossTest, AReplicaServesAgainSoonAfterEachNatsNodeThatMattersIsKilled) {
   ReplicatedLedger c;
-  ASSERT_TRUE(c.Prepare());
-  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
-  ASSERT_GE(c.WaitForLeader(), 0) << c.Logs();
-  ASSERT_TRUE(c.StartWorker());
+  ASSERT_TRUE(c.StartAll()) << c.Logs();
   Submitter submitter({BinaryPath("gatos"), "submit", "--ledger", c.urls_, "--sign-key", c.alice_, "--timeout", "5"},
                       c.env_, c.dir_.path());
   ASSERT_TRUE(PollFor(60000, [&] { return submitter.acked_count() >= 5; })) << c.Logs();
@@ -124,10 +121,7 @@ TEST(ReplicatedNatsLossTest, AReplicaServesAgainSoonAfterEachNatsNodeThatMatters
 // it timed out, for 4 to 6 minutes.
 TEST(ReplicatedNatsLossTest, TheNatsNodeEveryReplicaUsesGoesSilentAndTheyGoOnThroughTheOthers) {
   ReplicatedLedger c;
-  ASSERT_TRUE(c.Prepare());
-  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
-  ASSERT_GE(c.WaitForLeader(), 0) << c.Logs();
-  ASSERT_TRUE(c.StartWorker());
+  ASSERT_TRUE(c.StartAll()) << c.Logs();
   std::vector<std::string> acked;
   int n = 0;
   for (; n < 3; ++n) {

@@ -122,6 +122,19 @@ class ReplicatedLedger {
     }
     return -1;
   }
+  // Prepare, every replica started, one elected (its index in *leader) and
+  // the worker started: how most tests begin.
+  ::testing::AssertionResult StartAll(int* leader = nullptr) {
+    if (auto r = Prepare(); !r) return r;
+    for (int i = 0; i < kReplicas; ++i) {
+      if (auto r = StartReplica(i); !r) return r;
+    }
+    const int l = WaitForLeader();
+    if (l < 0) return ::testing::AssertionFailure() << "no replica was elected";
+    if (leader) *leader = l;
+    return StartWorker();
+  }
+
   int WaitForLeader(int not_this = -1) {
     int leader = -1;
     PollFor(30000, [&] {
