@@ -772,6 +772,39 @@ TEST(LogAuditTest, FireOfAPausedScheduleOrOffTheScheduleIsRefused) {
   }
 }
 
+// The policy lowers its timeout ceiling below the template's: the ledger
+// refuses to fire, and a fire forged with the ledger key anyway is refused
+// by the replay, which checks each fired job against the policy in force.
+TEST(LogAuditTest, FireOfAJobThePolicyInForceForbidsIsRefused) {
+  Fired h({1});  // the template's timeout: 10 s
+  Policy p = h.f.W().policy();
+  p.settings.max_timeout_seconds = 5;
+  ASSERT_TRUE(h.f.Apply(PolicyOp{p, "gatos: set max_timeout_seconds", std::nullopt}).outcome.ok());
+  const int64_t tick = h.at[0] + 1000;
+  h.f.now = tick + 150;
+  OpResult refused = h.f.Apply(FireOp{h.sc, tick});
+  EXPECT_EQ(refused.outcome.error, TransitionError::kInvalid) << refused.outcome.message;
+  EXPECT_TRUE(Has(refused.outcome.message, "the policy in force refuses the job it would fire: job.yaml: timeout"))
+      << refused.outcome.message;
+  const std::string previous = h.f.Ref(std::string(kFirePrefix) + "tick");
+  auto fobjects = BuildFireCommit(h.sc, tick, previous, h.f.ledger_key);
+  ASSERT_TRUE(fobjects.ok());
+  h.f.Close();
+  auto l = h.f.Open();
+  WriteObjects(*l, *fobjects);
+  JobRecord rec;
+  rec.job_hex = JobIdHex(FiredManifest(h.sc.spec, tick));
+  rec.job_commit = fobjects->front().id;
+  rec.submitter_hex = h.f.submitter.public_key().Hex();
+  AppendLogCommit(*l, h.f.ledger_key, EncodeBatch(FireEntries(std::nullopt, rec, "tick", previous)), 1,
+                  {rec.job_commit}, tick + 100);
+  LogAuditReport r = Audit(*l);
+  const LogProblem* problem = Find(r, "fire");
+  ASSERT_NE(problem, nullptr) << Problems(r);
+  EXPECT_EQ(problem->job_hex, rec.job_hex);
+  EXPECT_TRUE(Has(problem->detail, "the policy in force refuses its job: job.yaml: timeout: 10 s")) << problem->detail;
+}
+
 // ---- triggers: fires of moved refs (docs/scheduling.md, "Triggers") ----
 
 // A ledger with trigger `app` (watching refs/heads/main of kUrl, recorded

@@ -200,6 +200,42 @@ TEST_F(ScheduleFireTest, PausedAndRemovedSchedulesFireNothing) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
+// The policy tightened after a schedule was added (a timeout ceiling below
+// its template's): each tick is refused with the reason once and skipped,
+// not retried every sweep; loosened again, the schedule fires; gatos verify
+// passes (the refused ticks are missed ticks, not fires the policy forbade).
+TEST_F(ScheduleFireTest, TicksThePolicyInForceRefusesAreSkippedWithTheReason) {
+  StartStack(0);
+  ASSERT_EQ(Add("strict", {"--every", "1s"}).exit_code, 0);  // the template's timeout: 30 s
+  ASSERT_TRUE(PollFor(20'000, [&] { return Fires("strict").size() >= 1; }));
+  RunResult set = Gatos({"policy", "set", "--ledger", stack_->ledger(), "max_timeout_seconds=10"});
+  ASSERT_EQ(set.exit_code, 0) << set.out << set.err;
+  const std::string refusal = "not fired: the policy in force refuses the job it would fire: job.yaml: timeout: 30 s";
+  ASSERT_TRUE(stack_->gatosd().WaitForLog(refusal, 20'000)) << stack_->gatosd().log();
+  const size_t before = Fires("strict").size();
+  auto refused_ticks = [&] {
+    std::vector<std::string> ticks;
+    const std::string log = stack_->gatosd().log();
+    for (size_t at = log.find(refusal); at != std::string::npos; at = log.find(refusal, at + 1)) {
+      const size_t line = log.rfind('\n', at);
+      const std::string head = log.substr(line + 1, at - line - 1);  // "... schedule strict: tick T "
+      ticks.push_back(head.substr(head.find("tick ")));
+    }
+    return ticks;
+  };
+  ASSERT_TRUE(PollFor(20'000, [&] { return refused_ticks().size() >= 4; })) << stack_->gatosd().log();
+  const auto ticks = refused_ticks();
+  EXPECT_EQ(std::set<std::string>(ticks.begin(), ticks.end()).size(), ticks.size())
+      << "a refused tick was tried again:\n" << stack_->gatosd().log();
+  EXPECT_EQ(Fires("strict").size(), before);
+  set = Gatos({"policy", "set", "--ledger", stack_->ledger(), "max_timeout_seconds=3600"});
+  ASSERT_EQ(set.exit_code, 0) << set.out << set.err;
+  ASSERT_TRUE(PollFor(20'000, [&] { return Fires("strict").size() >= before + 2; }));
+  ASSERT_EQ(Change("pause", "strict").exit_code, 0);  // nothing writes while the auditor reads
+  RunResult r = Gatos({"verify", "--repo", stack_->ledger(), "--all"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 // Bad input to a running gatosd: refused with the reason, nothing written.
 // A schedule.yaml committed and signed with stock git, pushed through the
 // front door to refs/gatos/submit-schedule/<name>: recorded like gatos

@@ -4,6 +4,7 @@
 // schedule's previous fire; and the ticks an active schedule let pass
 // without a fire are counted as missed (a warning).
 #include "gatos/audit/log_audit.h"
+#include "gatos/ledger/checks.h"
 #include "gatos/model/scheduling.h"
 #include "gatos/model/time_format.h"
 
@@ -113,6 +114,11 @@ std::optional<JobRecord> Replay::Fire(const LoggedTransition& t, const std::opti
       return std::nullopt;
     }
     last = *at;
+  }
+  if (Status p = CheckManifestPolicy(fire->manifest, pol_.policy); !p.ok()) {
+    Fail(t, "fire", "fire of job " + Short(t.job_hex) + " of schedule " + name +
+                        ": the policy in force refuses its job: " + p.message());
+    return std::nullopt;
   }
   AppliedTransition a;
   d = gatos::ApplyTransition(t.job_hex, old,

@@ -26,6 +26,38 @@ std::string RejectReasonLabel(const Status& s) {
   return "bad_manifest";
 }
 
+Status CheckManifestPolicy(const Manifest& m, const Policy& policy) {
+  if (m.timeout_seconds > policy.settings.max_timeout_seconds) {
+    return InvalidArgumentError("job.yaml: timeout: " + std::to_string(m.timeout_seconds) +
+                                " s is over this ledger's ceiling of " +
+                                std::to_string(policy.settings.max_timeout_seconds) + " s");
+  }
+  if (m.resources) {
+    if (std::string over = ResourcesOverMaximum(*m.resources, policy.settings.job_maxima);
+        !over.empty()) {
+      return InvalidArgumentError("job.yaml: " + over +
+                                  "; ask for less, or ask an operator to raise it ('gatos policy "
+                                  "set max_job_...')");
+    }
+  }
+  if (!policy.settings.input_url_prefixes.empty()) {
+    GATOS_ASSIGN_OR_RETURN(std::vector<GitInput> inputs, GitInputs(m));
+    for (const GitInput& in : inputs) {
+      if (!GitUrlHasPrefix(in.url, policy.settings.input_url_prefixes)) {
+        return PermissionDeniedError("job.yaml: inputs[" + std::to_string(in.index) + "].url: " +
+                                     TruncateUtf8(in.url, 200) +
+                                     " is not under this ledger's allowed input URL prefixes "
+                                     "(input_url_prefixes; 'gatos policy show' lists them)");
+      }
+    }
+  }
+  if (m.policy_root && *m.policy_root != PolicyRoot(policy)) {
+    return InvalidArgumentError("job.yaml: policy_root: " + *m.policy_root +
+                                " does not match this ledger's policy " + PolicyRoot(policy));
+  }
+  return OkStatus();
+}
+
 Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::string& commit_id,
                                       std::string_view expected_hex, const Policy& policy,
                                       int64_t now_ms, const Ed25519PublicKey* verified_signer) {
@@ -72,34 +104,7 @@ Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::str
   JobCommitCheck out;
   out.commit = commit_id;
   out.job_hex = JobIdHex(m);
-  if (m.timeout_seconds > policy.settings.max_timeout_seconds) {
-    return InvalidArgumentError("job.yaml: timeout: " + std::to_string(m.timeout_seconds) +
-                                " s is over this ledger's ceiling of " +
-                                std::to_string(policy.settings.max_timeout_seconds) + " s");
-  }
-  if (m.resources) {
-    if (std::string over = ResourcesOverMaximum(*m.resources, policy.settings.job_maxima);
-        !over.empty()) {
-      return InvalidArgumentError("job.yaml: " + over +
-                                  "; ask for less, or ask an operator to raise it ('gatos policy "
-                                  "set max_job_...')");
-    }
-  }
-  if (!policy.settings.input_url_prefixes.empty()) {
-    GATOS_ASSIGN_OR_RETURN(std::vector<GitInput> inputs, GitInputs(m));
-    for (const GitInput& in : inputs) {
-      if (!GitUrlHasPrefix(in.url, policy.settings.input_url_prefixes)) {
-        return PermissionDeniedError("job.yaml: inputs[" + std::to_string(in.index) + "].url: " +
-                                     TruncateUtf8(in.url, 200) +
-                                     " is not under this ledger's allowed input URL prefixes "
-                                     "(input_url_prefixes; 'gatos policy show' lists them)");
-      }
-    }
-  }
-  if (m.policy_root && *m.policy_root != PolicyRoot(policy)) {
-    return InvalidArgumentError("job.yaml: policy_root: " + *m.policy_root +
-                                " does not match this ledger's policy " + PolicyRoot(policy));
-  }
+  GATOS_RETURN_IF_ERROR(CheckManifestPolicy(m, policy));
   if (!expected_hex.empty() && out.job_hex != expected_hex) {
     return InvalidArgumentError("job.yaml hashes to blake3:" + out.job_hex + " but the ref names job " +
                                 std::string(expected_hex.substr(0, 64)));

@@ -108,7 +108,12 @@ void JobService::FireSchedules(int64_t now) {
     if (!r.outcome.ok()) {
       Log("schedule " + op.schedule.spec.name + ": tick " + TickNonce(op.tick_ms) + " not fired: " +
           r.outcome.message);
-      failed.insert(op.schedule.spec.name);
+      // Refused by the policy in force: that tick is skipped (gatos verify
+      // reports it missed) and the next one is tried. Anything else (the
+      // schedule changed, a write failed): read it again and retry.
+      if (r.outcome.error != TransitionError::kInvalid && r.outcome.error != TransitionError::kUnauthorized) {
+        failed.insert(op.schedule.spec.name);
+      }
       continue;
     }
     if (r.record) Track(*r.record);

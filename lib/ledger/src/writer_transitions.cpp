@@ -20,6 +20,7 @@
 #include "checkpointer.h"
 #include "gatos/crypto/sshsig.h"
 #include "gatos/git/commit_objects.h"
+#include "gatos/ledger/checks.h"
 #include "gatos/ledger/schedule_fire.h"
 #include "gatos/ledger/wal.h"
 #include "gatos/model/encoding.h"
@@ -402,7 +403,16 @@ void LedgerWriter::DoFire(Batch& b, FireOp& op, OpResult* r) {
     return;
   }
   const GitObject& commit = objects->front();
-  const std::string job = JobIdHex(FireManifest(spec, tick, op.move));
+  const Manifest fired = FireManifest(spec, tick, op.move);
+  // The template was checked when the schedule was added; the policy may
+  // have changed since (a lower timeout ceiling, input URL prefixes): the
+  // fired job obeys the policy in force, as a submitted one does.
+  if (Status p = CheckManifestPolicy(fired, BatchPolicy(b)); !p.ok()) {
+    r->outcome = Decision::Error(TransitionError::kInvalid,
+                                 "the policy in force refuses the job it would fire: " + p.message());
+    return;
+  }
+  const std::string job = JobIdHex(fired);
   r->job_hex = job;
   GATOS_BATCH_RECORD(b, job, rec, r);
   AppliedTransition a;

@@ -49,6 +49,14 @@ Result<JobCommitCheck> CheckJobCommit(const ObjectLookup& lookup, const std::str
                                       std::string_view expected_hex, const Policy& policy,
                                       int64_t now_ms, const Ed25519PublicKey* verified_signer = nullptr);
 
+// What the policy's settings say of a parsed manifest: its timeout under
+// max_timeout_seconds, its resources under the job maxima, every git input
+// under input_url_prefixes (when set), its policy_root (when set) this
+// policy's. CheckJobCommit calls it for a submitted job; the writer and the
+// auditor for each schedule's fired job, with the policy in force at the
+// fire. InvalidArgument / PermissionDenied with a message for the user.
+Status CheckManifestPolicy(const Manifest& m, const Policy& policy);
+
 // A metric label for a refused job commit (gatos_rejected_total{reason}):
 // unsigned, untrusted_signer, bad_signature, wrong_job_id, missing_trailer,
 // policy_root, not_a_file or bad_manifest.
