@@ -236,6 +236,27 @@ TEST_F(ScheduleFireTest, TicksThePolicyInForceRefusesAreSkippedWithTheReason) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
+// A schedule's fires count against its signer's admission limits as
+// submits do: with max_pending 3 and no worker, three ticks fire, then each
+// tick is refused with the limit's name and skipped.
+TEST_F(ScheduleFireTest, FiresCountAgainstTheSignersPendingLimit) {
+  StartStack(0);
+  RunResult r = Gatos({"policy", "limits", "--ledger", stack_->ledger(), "--default", "--max-pending", "3"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(Add("busy", {"--every", "1s"}).exit_code, 0);
+  const std::string refusal = "not fired: refused: submitter ";
+  ASSERT_TRUE(PollFor(30'000, [&] {
+    const std::string log = stack_->gatosd().log();
+    const size_t first = log.find(refusal);
+    return first != std::string::npos && log.find(refusal, first + 1) != std::string::npos;
+  })) << stack_->gatosd().log();
+  EXPECT_HAS(stack_->gatosd().log(), "has 3 pending jobs (max_pending 3)");
+  EXPECT_EQ(Fires("busy").size(), 3u);
+  ASSERT_EQ(Change("pause", "busy").exit_code, 0);  // nothing writes while the auditor reads
+  r = Gatos({"verify", "--repo", stack_->ledger(), "--all"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 // Bad input to a running gatosd: refused with the reason, nothing written.
 // A schedule.yaml committed and signed with stock git, pushed through the
 // front door to refs/gatos/submit-schedule/<name>: recorded like gatos

@@ -87,7 +87,13 @@ void JobService::FireSchedules(int64_t now) {
           FormatRfc3339Millis(s.last_ms) + " missed while gatosd was down, skipped (catch_up " +
           std::string(CatchUpName(s.commit.spec.catch_up)) + ")");
     }
-    for (int64_t tick : due.fire) ops.push_back(FireOp{s.commit, tick});
+    for (int64_t tick : due.fire) {
+      if (std::optional<std::string> refused = AdmitFire(s.commit.signer_hex, now)) {
+        Log("schedule " + name + ": tick " + TickNonce(tick) + " not fired: " + *refused);
+        continue;  // skipped, as a tick the policy refuses
+      }
+      ops.push_back(FireOp{s.commit, tick});
+    }
     after.emplace_back(name, due.after_ms);
   }
   if (ops.empty()) {
@@ -100,6 +106,7 @@ void JobService::FireSchedules(int64_t now) {
   }
   BatchStats stats;
   auto results = writer_->Apply(ops, &stats);
+  scheduler_.EndBatch();  // the fires admitted are tracked below, or were refused
   if (stats.seq) observer_->OnCommitted(stats.seq, stats.log_commit, stats.entries, stats.records);
   std::set<std::string> failed;
   for (size_t i = 0; i < results.size(); ++i) {

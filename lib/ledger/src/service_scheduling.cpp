@@ -32,6 +32,15 @@ std::optional<std::string> JobService::Admission(const Op& op, int64_t now) {
   return std::nullopt;
 }
 
+std::optional<std::string> JobService::AdmitFire(const std::string& signer_hex, int64_t now) {
+  const EffectiveLimits limits = LimitsFor(writer_->policy().settings.scheduling, signer_hex);
+  if (limits.max_pending <= 0 && limits.per_minute <= 0) return std::nullopt;
+  Decision d = scheduler_.Admit(signer_hex, limits, now);
+  if (!d.ok()) return d.message;
+  scheduler_.Admitted(signer_hex, limits, now);
+  return std::nullopt;
+}
+
 void JobService::NoteWorker(const std::string& worker_hex, std::vector<std::string> pools, int64_t now_ms) {
   std::lock_guard<std::mutex> l(workers_mu_);
   if (!workers_.count(worker_hex) && workers_.size() >= kMaxKnownWorkers) {

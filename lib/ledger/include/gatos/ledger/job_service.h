@@ -233,6 +233,9 @@ class JobService {
   // A submit over its submitter's admission limits is refused before the
   // batch (an existing job is not: it is a no-op).
   std::optional<std::string> Admission(const Op& op, int64_t now);
+  // A schedule's timed fire counts against its signer's max_pending and
+  // per_minute as a submit does: refused, the tick is skipped.
+  std::optional<std::string> AdmitFire(const std::string& signer_hex, int64_t now);
   void ApplyTimerOps(std::vector<Op> ops);
   // Schedules (service_schedules.cpp): each active one's clock and the
   // last tick it fired (or the time it became active), read again from
