@@ -28,10 +28,7 @@ class InputsE2ETest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(stack_.Start());
-    env_ = stack_.env();
-    env_["GIT_CONFIG_NOSYSTEM"] = "1";
-    env_["GIT_AUTHOR_NAME"] = env_["GIT_COMMITTER_NAME"] = "A";
-    env_["GIT_AUTHOR_EMAIL"] = env_["GIT_COMMITTER_EMAIL"] = "a@example.com";
+    env_ = WithTestGitIdentity(stack_.env());
     std::filesystem::create_directories(Dir("repos"));
   }
 

@@ -25,10 +25,7 @@ class TriggerFireTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(stack_.Start());
-    env_ = stack_.env();
-    env_["GIT_CONFIG_NOSYSTEM"] = "1";
-    env_["GIT_AUTHOR_NAME"] = env_["GIT_COMMITTER_NAME"] = "A";
-    env_["GIT_AUTHOR_EMAIL"] = env_["GIT_COMMITTER_EMAIL"] = "a@example.com";
+    env_ = WithTestGitIdentity(stack_.env());
     remote_ = repos_.Join("app.git");
     Git({"init", "-q", "--bare", "-b", "main", remote_});
     Git({"init", "-q", "-b", "main", Dir("work")});
@@ -53,9 +50,7 @@ class TriggerFireTest : public ::testing::Test {
     Git({"add", "file"}, Dir("work"));
     Git({"commit", "-q", "-m", text}, Dir("work"));
     Git({"push", "-q", "origin", branch}, Dir("work"));
-    std::string c = Git({"rev-parse", "HEAD"}, Dir("work"));
-    while (!c.empty() && c.back() == '\n') c.pop_back();
-    return c;
+    return Git({"rev-parse", "HEAD"}, Dir("work"));  // trimmed
   }
   RunResult Gatos(std::vector<std::string> args) { return stack_.Gatos(std::move(args)); }
   RunResult Add(const std::string& name, std::vector<std::string> extra) {
@@ -332,9 +327,7 @@ class PrivateTriggerTest : public ::testing::Test {
     Git({"add", "file"}, dir_.Join("work"));
     Git({"commit", "-q", "-m", text}, dir_.Join("work"));
     Git({"push", "-q", "origin", "main"}, dir_.Join("work"));
-    std::string c = Git({"rev-parse", "HEAD"}, dir_.Join("work"));
-    while (!c.empty() && c.back() == '\n') c.pop_back();
-    return c;
+    return Git({"rev-parse", "HEAD"}, dir_.Join("work"));  // trimmed
   }
   std::string LedgerGit(const std::string& args) {
     return testing::Run({"/bin/sh", "-c",

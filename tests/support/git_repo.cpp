@@ -8,11 +8,14 @@
 
 namespace gatos::testing {
 
-GitEnv TestGitEnv(const std::string& home) {
-  return {{"HOME", home},           {"GIT_CONFIG_NOSYSTEM", "1"},
-          {"GIT_AUTHOR_NAME", "A"}, {"GIT_AUTHOR_EMAIL", "a@example.com"},
-          {"GIT_COMMITTER_NAME", "A"}, {"GIT_COMMITTER_EMAIL", "a@example.com"}};
+GitEnv WithTestGitIdentity(GitEnv env) {
+  env["GIT_CONFIG_NOSYSTEM"] = "1";
+  env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = "A";
+  env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = "a@example.com";
+  return env;
 }
+
+GitEnv TestGitEnv(const std::string& home) { return WithTestGitIdentity({{"HOME", home}}); }
 
 std::string Git(const GitEnv& env, const std::vector<std::string>& args, const std::string& cwd) {
   RunOptions ro;

@@ -14,6 +14,8 @@ using GitEnv = std::map<std::string, std::string>;
 
 // HOME=`home`, no system git configuration, author and committer "A".
 GitEnv TestGitEnv(const std::string& home);
+// `env` (a stack's, say) with TestGitEnv's git settings and identity added.
+GitEnv WithTestGitIdentity(GitEnv env);
 
 // Runs `git args...` in `cwd` with `env`; EXPECTs it to succeed (naming the
 // subcommand and git's stderr when not). Its stdout without trailing newlines.
