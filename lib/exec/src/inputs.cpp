@@ -175,6 +175,15 @@ bool IsLocalNetworkAddress(const sockaddr* a) {
 
 }  // namespace
 
+std::vector<std::string> PinnedAddressConfig(const GitUrlEndpoint& endpoint,
+                                             const std::vector<std::string>& addresses) {
+  if (endpoint.scheme != "http" && endpoint.scheme != "https") return {};
+  std::string pin = endpoint.host.find(':') != std::string::npos ? "[" + endpoint.host + "]" : endpoint.host;
+  pin += ":" + std::to_string(endpoint.port) + ":";
+  for (size_t i = 0; i < addresses.size(); ++i) pin += (i ? "," : "") + addresses[i];
+  return {"-c", "http.curloptResolve=" + pin};
+}
+
 Result<std::vector<std::string>> CheckInputEndpoint(const GitUrlEndpoint& e) {
   const std::string refused =
       "refused: the repository's host is a loopback or link-local address of this worker (an "
@@ -368,15 +377,7 @@ Result<ResolvedInput> InputResolver::ResolveOnce(const GitInput& in,
     if (!endpoint) return InvalidArgumentError("not a repository URL this worker can fetch");
     if (!GitUrlHasPrefix(in.url, options_.local_network_url_prefixes)) {
       GATOS_ASSIGN_OR_RETURN(std::vector<std::string> addresses, CheckInputEndpoint(*endpoint));
-      // HTTP(S): curl connects only to the addresses just checked, so a name
-      // that resolves elsewhere a moment later (DNS rebinding) changes nothing.
-      if (endpoint->scheme == "http" || endpoint->scheme == "https") {
-        std::string pin = endpoint->host.find(':') != std::string::npos ? "[" + endpoint->host + "]"
-                                                                         : endpoint->host;
-        pin += ":" + std::to_string(endpoint->port) + ":";
-        for (size_t i = 0; i < addresses.size(); ++i) pin += (i ? "," : "") + addresses[i];
-        network_config = {"-c", "http.curloptResolve=" + pin};
-      }
+      network_config = PinnedAddressConfig(*endpoint, addresses);
     }
   }
 

@@ -51,12 +51,7 @@ Result<std::map<std::string, std::string>> LsRemote(const LsRemoteOptions& o,
       }
       return addresses.status();
     }
-    if (endpoint->scheme == "http" || endpoint->scheme == "https") {
-      std::string pin = endpoint->host.find(':') != std::string::npos ? "[" + endpoint->host + "]" : endpoint->host;
-      pin += ":" + std::to_string(endpoint->port) + ":";
-      for (size_t i = 0; i < addresses->size(); ++i) pin += (i ? "," : "") + (*addresses)[i];
-      network_config = {"-c", "http.curloptResolve=" + pin};
-    }
+    network_config = PinnedAddressConfig(*endpoint, *addresses);
   }
   const InputCredential* cred = o.credentials.Match(url);
   GitCommand cmd = InputGitCommand(o.git_program, o.home, cred);

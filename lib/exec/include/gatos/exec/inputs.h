@@ -139,6 +139,13 @@ class InputResolver {
 // does not exist, Unavailable when resolving failed otherwise.
 Result<std::vector<std::string>> CheckInputEndpoint(const GitUrlEndpoint& endpoint);
 
+// git's "-c" arguments that make an http(s) connection to `endpoint` use
+// only `addresses` (CheckInputEndpoint's), so a name that resolves
+// elsewhere a moment later (DNS rebinding) changes nothing; none for other
+// schemes.
+std::vector<std::string> PinnedAddressConfig(const GitUrlEndpoint& endpoint,
+                                             const std::vector<std::string>& addresses);
+
 // Unavailable and DeadlineExceeded.
 bool IsTransientInputError(const Status& status);
 
