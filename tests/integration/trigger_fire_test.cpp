@@ -204,6 +204,40 @@ TEST_F(TriggerFireTest, SigkillAndRestartDoesNotFireAMoveAgain) {
   EXPECT_HAS(r.out, "schedules: 3 fires checked");
 }
 
+// A fire is a job of the schedule's signer: with max_pending 1 and no
+// worker yet, a second move waits (said in the log, no position recorded
+// for it) and fires once a worker ran the first job; both verify.
+TEST_F(TriggerFireTest, FiresCountAgainstTheSignersPendingLimitAndWaitForRoom) {
+  RunResult r = Gatos({"policy", "limits", "--ledger", stack_.ledger(), "--default", "--max-pending", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  ASSERT_EQ(Add("app", {"--watch", remote_, "--refs", "refs/heads/*", "--poll", "1s"}).exit_code, 0);
+  ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(first_) != std::string::npos; }));
+  const std::string c1 = Push("main", "two");
+  ASSERT_TRUE(PollFor(20'000, [&] { return Positions("app").find(c1) != std::string::npos; }));
+  ASSERT_EQ(Fires("app").size(), 1u);
+  const std::string c2 = Push("release", "three");
+  ASSERT_TRUE(PollFor(20'000, [&] {
+    return stack_.gatosd().log().find("refs/heads/release at " + c2.substr(0, 12) + " not fired yet") !=
+           std::string::npos;
+  })) << stack_.gatosd().log();
+  EXPECT_HAS(stack_.gatosd().log(), "has 1 pending jobs (max_pending 1)");
+  EXPECT_EQ(Fires("app").size(), 1u);
+  EXPECT_EQ(Positions("app").find(c2), std::string::npos) << Positions("app");
+  // Said once, not at every reading.
+  const std::string log = stack_.gatosd().log();
+  const size_t said = log.find("not fired yet");
+  EXPECT_EQ(log.find("not fired yet", said + 1), std::string::npos) << log;
+  // A worker runs the first job: room for the second fire.
+  ASSERT_NE(stack_.StartWorker(0, {"--local-inputs", repos_.path()}), nullptr);
+  ASSERT_TRUE(PollFor(30'000, [&] { return Positions("app").find(c2) != std::string::npos; }))
+      << stack_.gatosd().log();
+  const auto fires = Fires("app");
+  ASSERT_EQ(fires.size(), 2u);
+  EXPECT_EQ(fires[1], std::make_pair(std::string("refs/heads/release"), c2));
+  r = Gatos({"verify", "--repo", stack_.ledger(), "--all"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
 // Bad input is refused with the reason, and nothing is written.
 TEST_F(TriggerFireTest, BadTriggersAreRefusedAndNothingIsWritten) {
   struct Case {

@@ -88,6 +88,19 @@ void JobService::FireTriggers(int64_t now) {
       auto was = known->second.find(ref);
       if (was != known->second.end() && was->second == commit) continue;
       if (p.ops.size() >= kMaxFiresPerPass) break;  // the rest fire at the next reading
+      // A fire is a job of the schedule's signer: it counts against that
+      // signer's max_pending and per_minute as a submission does. Refused,
+      // the ref keeps no position and fires at a later reading, once
+      // under the limits (said once per refusal, not every reading).
+      if (std::optional<std::string> refused = AdmitFire(t.commit.signer_hex, now)) {
+        std::string& last = t.refused[o.url + " " + ref];
+        if (last != *refused) {
+          Log("schedule " + o.schedule + ": " + ref + " at " + Short(commit) + " not fired yet: " + *refused);
+          last = *refused;
+        }
+        continue;
+      }
+      t.refused.erase(o.url + " " + ref);
       p.moves.push_back({o.schedule, TriggerMove{o.url, ref, commit}});
       p.ops.push_back(FireOp{t.commit, 0, TriggerMove{o.url, ref, commit}});
     }
@@ -104,6 +117,7 @@ void JobService::FireTriggers(int64_t now) {
   if (!p.ops.empty()) {
     BatchStats stats;
     auto results = writer_->Apply(p.ops, &stats);
+    scheduler_.EndBatch();  // the fires admitted are tracked below, or were refused
     if (stats.seq)
       observer_->OnCommitted(stats.seq, stats.log_commit, stats.entries, stats.records);
     for (size_t i = 0; i < results.size(); ++i) {

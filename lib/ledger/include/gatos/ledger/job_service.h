@@ -285,6 +285,7 @@ class JobService {
     std::string positions_commit;  // refs/gatos/watch/<name>, "" = none
     WatchPositions positions;      // as recorded there
     std::map<std::string, std::string> errors;  // url -> the last reading's error (logged once)
+    std::map<std::string, std::string> refused;  // "url ref" -> its fire's last admission refusal (logged once)
   };
   std::map<std::string, ActiveTrigger> triggers_;
   std::string prune_cursor_;
