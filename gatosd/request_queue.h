@@ -30,18 +30,23 @@ struct Request {
 
 class RequestQueue {
  public:
-  void Push(Request r) {
+  // False once closed: a local request was answered "retry" here; a NATS
+  // request is left in `r` for the caller to answer (a dropped one would
+  // keep its client waiting out its whole timeout).
+  bool Push(Request& r) {
+    bool queued;
     {
       std::lock_guard<std::mutex> l(mu_);
-      EnqueueLocked(std::move(r));
+      queued = EnqueueLocked(r);
     }
     cv_.notify_one();
+    return queued;
   }
   // Together: the ledger thread takes them in the same batch when it can.
   void PushAll(std::vector<Request> rs) {
     {
       std::lock_guard<std::mutex> l(mu_);
-      for (auto& r : rs) EnqueueLocked(std::move(r));
+      for (auto& r : rs) (void)EnqueueLocked(r);  // local requests: answered when refused
     }
     cv_.notify_one();
   }
@@ -74,12 +79,16 @@ class RequestQueue {
   }
 
  private:
-  void EnqueueLocked(Request r) {
+  bool EnqueueLocked(Request& r) {
     if (closed_) {
-      if (r.local) r.local->set_value(rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping")));
-      return;
+      if (r.local) {
+        r.local->set_value(rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping")));
+        r.local.reset();
+      }
+      return false;
     }
     q_.push_back(std::move(r));
+    return true;
   }
 
   std::mutex mu_;

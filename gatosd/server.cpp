@@ -400,7 +400,12 @@ class Server {
         Request r;
         r.req = {m.subject, m.data, SystemNowMs()};
         r.nats = std::move(m);
-        queue_.Push(std::move(r));
+        // Stopping (a deposed leader drains its last batches while still
+        // subscribed): the client is told to retry at once, and its next
+        // try reaches the leader.
+        if (!queue_.Push(r)) {
+          SendReply(*bus_, r, rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping; ask again")));
+        }
       });
       if (!sub.ok())
         return Status(sub.status().code(),
