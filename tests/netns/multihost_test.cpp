@@ -276,10 +276,17 @@ class MultiHostTest : public ::testing::Test {
           // or no leader for the seconds a failover takes: the client
           // retries as a user would, for up to two minutes (a count of
           // tries ran out in seconds when each failed at once with "no
-          // responders" between two leaders).
+          // responders" between two leaders). Each try waits 10 s for an
+          // answer: while a host is cut off, a NATS node keeps its route
+          // there (and the interest of a leader there) until the route's
+          // write deadline, and a request sent that way is lost; the next
+          // try may go the other way. A submit asked again is answered
+          // "existing".
           const auto until = Clock::now() + 120s;
           while (Clock::now() < until && !stop_submitting_) {
-            RunResult r = Gatos({"submit", files[i], "--ledger", urls_, "--sign-key", submitter_key_}, "client", 60);
+            RunResult r = Gatos({"submit", files[i], "--ledger", urls_, "--sign-key", submitter_key_, "--timeout",
+                                 "10", "--leader-wait", "20"},
+                                "client", 60);
             if (r.exit_code == 0) {
               ids[i] = TrimEnd(r.out);
               ++acknowledged_;
@@ -680,10 +687,12 @@ TEST_F(ReplicatedMultiHostTest, TwoThousandJobsThroughLeaderKillsACutOffLeaderAn
   for (int k = 0; Seconds(Clock::now() - cut_at) < 20 &&
                   Proc(ReplicaProc(cut))->log().find("no longer the leader", cut_log) == std::string::npos;
        ++k) {
+    // --leader-wait 0: one try of 3 s, so the loop sees the step-down
+    // when it happens (waiting for a leader, a try lasts 30 s).
     const std::string file = dir_.Join("cut" + std::to_string(k) + ".yaml");
     WriteFile(file, "command: [\"/bin/echo\", \"cut-off-" + std::to_string(k) + "\"]\ntimeout: 60\n");
     RunResult r = Gatos({"submit", file, "--ledger", "nats://" + lab_.Address(cut_host) + ":" + std::to_string(kNatsPort),
-                         "--sign-key", submitter_key_, "--timeout", "3"},
+                         "--sign-key", submitter_key_, "--timeout", "3", "--leader-wait", "0"},
                         cut_host, 30);
     if (r.exit_code == 0) {
       acked_while_cut.push_back(TrimEnd(r.out));
@@ -699,7 +708,7 @@ TEST_F(ReplicatedMultiHostTest, TwoThousandJobsThroughLeaderKillsACutOffLeaderAn
     const std::string file = dir_.Join("cut-after.yaml");
     WriteFile(file, "command: [\"/bin/echo\", \"cut-off-after\"]\ntimeout: 60\n");
     RunResult r = Gatos({"submit", file, "--ledger", "nats://" + lab_.Address(cut_host) + ":" + std::to_string(kNatsPort),
-                         "--sign-key", submitter_key_, "--timeout", "3"},
+                         "--sign-key", submitter_key_, "--timeout", "3", "--leader-wait", "0"},
                         cut_host, 30);
     EXPECT_NE(r.exit_code, 0) << "acknowledged by a host cut off the network: " << r.out;
   }
