@@ -241,6 +241,15 @@ TEST(PoeTest, TheParserlessReaderAgreesWithTheJsonParser) {
   }
   EXPECT_GT(accepted, 1000);
   EXPECT_GT(refused, 1000);
+  // Integers longer than any canonical one (no overflow on the way).
+  std::string text = *SerializePoe(SamplePoe());
+  for (const char* n : {"33333333333333333333", "-99999999999999999999", "12345678901234567"}) {
+    std::string long_int = text;
+    const std::string epoch = "\"lease_epoch\":2,";
+    long_int.replace(long_int.find(epoch), epoch.size(), "\"lease_epoch\":" + std::string(n) + ",");
+    EXPECT_FALSE(poe_internal::ReadCanonicalPoe(long_int).has_value()) << n;
+    EXPECT_EQ(ParsePoe(long_int).status().message(), poe_internal::ParsePoeJson(long_int).status().message()) << n;
+  }
 }
 
 TEST(PoeTest, ParseRejectsNonCanonicalAndUnknownFields) {

@@ -73,7 +73,10 @@ class Cursor {
     bool neg = Lit("-");
     size_t start = i_;
     int64_t n = 0;
-    while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') n = n * 10 + (t_[i_++] - '0');
+    while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') {
+      if (i_ - start == 16) return false;  // a 17th digit: no canonical integer
+      n = n * 10 + (t_[i_++] - '0');
+    }
     size_t digits = i_ - start;
     if (digits == 0 || digits > 16 || (digits > 1 && t_[start] == '0')) return false;
     *v = neg ? -n : n;
