@@ -88,8 +88,9 @@ Result<std::string> ThroughTheGenericSerializer(const Poe& p) {
   return CanonicalJson(j);
 }
 
-TEST(PoeTest, TheDirectSerializerAgreesWithTheGenericOne) {
-  // Strings that exercise escaping and UTF-8 checks, integers at the edges.
+// Mostly valid documents with one or two odd values: strings that exercise
+// escaping and UTF-8 checks, integers at the edges.
+Poe VariedPoe(std::mt19937_64& rng) {
   const std::vector<std::string> strings = {"",
                                             "plain",
                                             "quote\" back\\slash /",
@@ -113,66 +114,70 @@ TEST(PoeTest, TheDirectSerializerAgreesWithTheGenericOne) {
                                      INT64_MIN};
   const std::vector<uint64_t> sizes = {0, 3, static_cast<uint64_t>(kMaxSafeInteger),
                                        static_cast<uint64_t>(kMaxSafeInteger) + 1, UINT64_MAX};
-  std::mt19937_64 rng(20261127);
   auto str = [&] { return strings[rng() % strings.size()]; };
   auto num = [&] { return ints[rng() % ints.size()]; };
+  Poe p = SamplePoe();
+  switch (rng() % 12) {
+    case 0:
+      p.reason = str();
+      break;
+    case 1:
+      p.runner_version = str();
+      p.runner_platform = str();
+      break;
+    case 2:
+      p.lease_epoch = num();
+      break;
+    case 3:
+      p.exit_code = rng() % 2 ? std::optional<int64_t>(num()) : std::nullopt;
+      p.signal = num();
+      break;
+    case 4:
+      p.stdout_cap = num();
+      break;
+    case 5:
+      p.outputs.push_back({str(), sizes[rng() % sizes.size()], str()});
+      break;
+    case 6:
+      p.inputs.push_back({num(), str(), rng() % 2 ? str() : "", str()});
+      break;
+    case 7:
+      p.inputs.push_back({1, "https://example.org/r.git", "", std::string(40, 'a')});
+      break;
+    case 8:
+      p.transient = rng() % 2;
+      p.timed_out = rng() % 2;
+      break;
+    case 9:
+      p.stderr_truncated = rng() % 2;
+      p.stdout_truncated = rng() % 2;
+      p.limits = {static_cast<int64_t>(rng() % 3) * 256, static_cast<int64_t>(rng() % 2) * 64, 0,
+                  static_cast<int64_t>(rng() % 2) * 64};
+      if (rng() % 2) p.unenforced = {"cpu"};
+      p.usage.peak_memory_bytes = rng() % 2 ? 104857600 : -1;
+      p.usage.cpu_ms = rng() % 2 ? 1000 : -1;
+      p.usage.peak_processes = rng() % 2 ? 64 : -1;
+      p.usage.disk_bytes = rng() % 2 ? 67108864 : -1;
+      break;
+    case 10:
+      p.job_id = str();
+      p.worker_id = str();
+      break;
+    default:
+      p.started_at = str();
+      p.finished_at = str();
+      p.status = str();
+      break;
+  }
+  return p;
+}
+
+TEST(PoeTest, TheDirectSerializerAgreesWithTheGenericOne) {
+  std::mt19937_64 rng(20261127);
   int compared_ok = 0, compared_errors = 0;
   for (int round = 0; round < 4000; ++round) {
-    Poe p = SamplePoe();
-    // Mostly valid documents with one or two odd values, so that both the
-    // bytes and the first error's path are compared.
-    switch (rng() % 12) {
-      case 0:
-        p.reason = str();
-        break;
-      case 1:
-        p.runner_version = str();
-        p.runner_platform = str();
-        break;
-      case 2:
-        p.lease_epoch = num();
-        break;
-      case 3:
-        p.exit_code = rng() % 2 ? std::optional<int64_t>(num()) : std::nullopt;
-        p.signal = num();
-        break;
-      case 4:
-        p.stdout_cap = num();
-        break;
-      case 5:
-        p.outputs.push_back({str(), sizes[rng() % sizes.size()], str()});
-        break;
-      case 6:
-        p.inputs.push_back({num(), str(), rng() % 2 ? str() : "", str()});
-        break;
-      case 7:
-        p.inputs.push_back({1, "https://example.org/r.git", "", std::string(40, 'a')});
-        break;
-      case 8:
-        p.transient = rng() % 2;
-        p.timed_out = rng() % 2;
-        break;
-      case 9:
-        p.stderr_truncated = rng() % 2;
-        p.stdout_truncated = rng() % 2;
-        p.limits = {static_cast<int64_t>(rng() % 3) * 256, static_cast<int64_t>(rng() % 2) * 64, 0,
-                    static_cast<int64_t>(rng() % 2) * 64};
-        if (rng() % 2) p.unenforced = {"cpu"};
-        p.usage.peak_memory_bytes = rng() % 2 ? 104857600 : -1;
-        p.usage.cpu_ms = rng() % 2 ? 1000 : -1;
-        p.usage.peak_processes = rng() % 2 ? 64 : -1;
-        p.usage.disk_bytes = rng() % 2 ? 67108864 : -1;
-        break;
-      case 10:
-        p.job_id = str();
-        p.worker_id = str();
-        break;
-      default:
-        p.started_at = str();
-        p.finished_at = str();
-        p.status = str();
-        break;
-    }
+    // Both the bytes and the first error's path are compared.
+    Poe p = VariedPoe(rng);
     auto direct = poe_internal::CanonicalPoe(p);
     auto generic = ThroughTheGenericSerializer(p);
     ASSERT_EQ(direct.ok(), generic.ok())
@@ -188,6 +193,63 @@ TEST(PoeTest, TheDirectSerializerAgreesWithTheGenericOne) {
   }
   EXPECT_GT(compared_ok, 1000);
   EXPECT_GT(compared_errors, 300);
+}
+
+// ParsePoe reads the canonical layout without the JSON parser: on valid
+// documents, odd ones, and each with one byte changed, added or removed, it
+// accepts what the parser accepts, with the same fields, and refuses with
+// the same error.
+TEST(PoeTest, TheParserlessReaderAgreesWithTheJsonParser) {
+  std::mt19937_64 rng(20261129);
+  int accepted = 0, refused = 0;
+  for (int round = 0; round < 4000; ++round) {
+    Poe p = VariedPoe(rng);
+    if (rng() % 2) {
+      p.inputs.push_back({0, "https://example.org/a.git", "refs/heads/main", std::string(40, 'b')});
+      p.limits = {512, 64, 1000, 128};
+      p.unenforced = {"disk", "pids"};
+      p.usage.cpu_ms = rng() % 2 ? 5 : -1;
+      p.usage.peak_processes = 3;
+    }
+    auto bytes = poe_internal::CanonicalPoe(p);
+    if (!bytes.ok()) continue;
+    std::string text = *bytes;
+    for (int variant = 0; variant < 2; ++variant) {
+      if (variant == 1) {
+        size_t at = rng() % text.size();
+        const char kBytes[] = "\"{}[],:0-9a\\u \x01\xc3";
+        char b = kBytes[rng() % (sizeof kBytes - 1)];
+        switch (rng() % 3) {
+          case 0: text[at] = b; break;
+          case 1: text.insert(at, 1, b); break;
+          default: text.erase(at, 1); break;
+        }
+      }
+      auto fast = ParsePoe(text);
+      auto full = poe_internal::ParsePoeJson(text);
+      ASSERT_EQ(fast.ok(), full.ok()) << "round " << round << ": " << text;
+      if (fast.ok()) {
+        ASSERT_TRUE(*fast == *full) << "round " << round << ": " << text;
+        // Every document ParsePoe accepts is one the reader reads itself.
+        ASSERT_TRUE(poe_internal::ReadCanonicalPoe(text).has_value()) << "round " << round << ": " << text;
+        ++accepted;
+      } else {
+        ASSERT_EQ(fast.status().message(), full.status().message()) << "round " << round << ": " << text;
+        ++refused;
+      }
+    }
+  }
+  EXPECT_GT(accepted, 1000);
+  EXPECT_GT(refused, 1000);
+  // Integers longer than any canonical one (no overflow on the way).
+  std::string text = *SerializePoe(SamplePoe());
+  for (const char* n : {"33333333333333333333", "-99999999999999999999", "12345678901234567"}) {
+    std::string long_int = text;
+    const std::string epoch = "\"lease_epoch\":2,";
+    long_int.replace(long_int.find(epoch), epoch.size(), "\"lease_epoch\":" + std::string(n) + ",");
+    EXPECT_FALSE(poe_internal::ReadCanonicalPoe(long_int).has_value()) << n;
+    EXPECT_EQ(ParsePoe(long_int).status().message(), poe_internal::ParsePoeJson(long_int).status().message()) << n;
+  }
 }
 
 TEST(PoeTest, ParseRejectsNonCanonicalAndUnknownFields) {

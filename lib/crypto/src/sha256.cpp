@@ -1,14 +1,14 @@
 #include "gatos/crypto/sha256.h"
 
-#include <sodium.h>
+#include "digest.h"
 
 #include "gatos/model/encoding.h"
 
 namespace gatos {
 
 std::string Sha256Hex(std::string_view data) {
-  unsigned char out[crypto_hash_sha256_BYTES];
-  crypto_hash_sha256(out, reinterpret_cast<const unsigned char*>(data.data()), data.size());
+  uint8_t out[32];
+  crypto_internal::Digest(crypto_internal::DigestAlg::kSha256, data, out);
   return HexEncode(out, sizeof out);
 }
 

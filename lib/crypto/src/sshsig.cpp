@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "digest.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/ssh_wire.h"
 
@@ -25,15 +26,11 @@ std::string_view Trim(std::string_view s) {
 }
 
 Result<std::string> HashMessage(std::string_view alg, std::string_view message) {
-  const auto* in = reinterpret_cast<const uint8_t*>(message.data());
-  if (alg == "sha512") {
-    std::string out(crypto_hash_sha512_BYTES, '\0');
-    crypto_hash_sha512(reinterpret_cast<uint8_t*>(out.data()), in, message.size());
-    return out;
-  }
-  if (alg == "sha256") {
-    std::string out(crypto_hash_sha256_BYTES, '\0');
-    crypto_hash_sha256(reinterpret_cast<uint8_t*>(out.data()), in, message.size());
+  using crypto_internal::DigestAlg;
+  if (alg == "sha512" || alg == "sha256") {
+    std::string out(alg == "sha512" ? 64 : 32, '\0');
+    crypto_internal::Digest(alg == "sha512" ? DigestAlg::kSha512 : DigestAlg::kSha256, message,
+                            reinterpret_cast<uint8_t*>(out.data()));
     return out;
   }
   return InvalidArgumentError("unsupported SSHSIG hash algorithm \"" + ssh::QuoteForError(alg) +

@@ -116,6 +116,15 @@ Result<CommitInfo> Ledger::ReadCommit(const std::string& id) {
   const char* msg = git_commit_message_raw(c.get());
   info.message = msg ? msg : "";
   info.time_s = git_commit_time(c.get());
+  // git_commit_extract_signature reads the commit again to find a "gpgsig"
+  // header line; a commit whose header has none (an unsigned lease commit)
+  // skips that read: it would return GIT_ENOTFOUND.
+  const char* header = git_commit_raw_header(c.get());
+  const std::string_view h = header ? header : "";
+  if (!h.starts_with("gpgsig ") && h.find("\ngpgsig ") == std::string_view::npos) {
+    git_error_clear();
+    return info;
+  }
   git_buf sig = GIT_BUF_INIT, data = GIT_BUF_INIT;
   rc = git_commit_extract_signature(&sig, &data, Repo(repo_), &oid, nullptr);
   if (rc == 0) {

@@ -60,8 +60,12 @@ std::u16string ToUtf16(std::string_view s) {
 void AppendEscaped(std::string_view s, std::string* out) {
   static constexpr char kHex[] = "0123456789abcdef";
   out->push_back('"');
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
+  size_t plain = 0;  // the start of the run of bytes copied as they are
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    out->append(s.data() + plain, i - plain);
+    plain = i + 1;
     switch (c) {
       case '"':
         out->append("\\\"");
@@ -85,15 +89,12 @@ void AppendEscaped(std::string_view s, std::string* out) {
         out->append("\\t");
         break;
       default:
-        if (c < 0x20) {
-          out->append("\\u00");
-          out->push_back(kHex[c >> 4]);
-          out->push_back(kHex[c & 0xF]);
-        } else {
-          out->push_back(ch);
-        }
+        out->append("\\u00");
+        out->push_back(kHex[c >> 4]);
+        out->push_back(kHex[c & 0xF]);
     }
   }
+  out->append(s.data() + plain, s.size() - plain);
   out->push_back('"');
 }
 

@@ -1,6 +1,7 @@
 #include "gatos/model/encoding.h"
 
 #include <algorithm>
+#include <array>
 
 namespace gatos {
 namespace {
@@ -120,35 +121,58 @@ Result<Bytes> Base64Decode(std::string_view text) {
     return InvalidArgumentError("base64 length " + std::to_string(text.size()) +
                                 " is not a multiple of 4");
   }
-  Bytes out;
-  out.reserve(text.size() / 4 * 3);
-  for (size_t i = 0; i < text.size(); i += 4) {
+  // Value of each byte (-1: not in the alphabet), built once.
+  static const std::array<int8_t, 256> kVal = [] {
+    std::array<int8_t, 256> t;
+    t.fill(-1);
+    for (int c = 0; c < 256; ++c) t[c] = static_cast<int8_t>(B64Val(static_cast<char>(c)));
+    return t;
+  }();
+  auto val = [](char c) { return static_cast<int>(kVal[static_cast<uint8_t>(c)]); };
+  Bytes out(text.size() / 4 * 3);
+  size_t o = 0;
+  // Every group but the last has no padding.
+  const size_t body = text.empty() ? 0 : text.size() - 4;
+  for (size_t i = 0; i < body; i += 4) {
+    int v[4] = {val(text[i]), val(text[i + 1]), val(text[i + 2]), val(text[i + 3])};
+    if ((v[0] | v[1] | v[2] | v[3]) < 0) {
+      size_t j = 0;
+      while (v[j] >= 0) ++j;
+      return InvalidArgumentError("invalid base64 character at offset " + std::to_string(i + j));
+    }
+    uint32_t w = v[0] << 18 | v[1] << 12 | v[2] << 6 | v[3];
+    out[o++] = static_cast<uint8_t>(w >> 16);
+    out[o++] = static_cast<uint8_t>(w >> 8);
+    out[o++] = static_cast<uint8_t>(w);
+  }
+  for (size_t i = body; i < text.size(); i += 4) {
     int v[4];
     int pad = 0;
     for (int j = 0; j < 4; ++j) {
       char c = text[i + j];
-      if (c == '=' && i + 4 == text.size() && j >= 2) {
+      if (c == '=' && j >= 2) {
         v[j] = 0;
         ++pad;
         continue;
       }
       if (pad > 0) return InvalidArgumentError("base64 data after padding");
-      v[j] = B64Val(c);
+      v[j] = val(c);
       if (v[j] < 0) {
         return InvalidArgumentError("invalid base64 character at offset " +
                                     std::to_string(i + j));
       }
     }
     uint32_t w = v[0] << 18 | v[1] << 12 | v[2] << 6 | v[3];
-    out.push_back(static_cast<uint8_t>(w >> 16));
-    if (pad < 2) out.push_back(static_cast<uint8_t>(w >> 8));
-    if (pad < 1) out.push_back(static_cast<uint8_t>(w));
+    out[o++] = static_cast<uint8_t>(w >> 16);
+    if (pad < 2) out[o++] = static_cast<uint8_t>(w >> 8);
+    if (pad < 1) out[o++] = static_cast<uint8_t>(w);
     // Non-canonical encodings (non-zero bits under the padding) are rejected so
     // that every value has one spelling.
     if ((pad == 1 && (v[2] & 3)) || (pad == 2 && (v[1] & 15))) {
       return InvalidArgumentError("non-canonical base64 padding bits");
     }
   }
+  out.resize(o);
   return out;
 }
 

@@ -175,8 +175,21 @@ Result<std::string> CanonicalPoe(const Poe& p) {
 
 }  // namespace poe_internal
 
+namespace {
+constexpr size_t kMaxPoeBytes = 4u << 20;
+}  // namespace
+
 Result<Poe> ParsePoe(std::string_view bytes) {
-  if (bytes.size() > (4u << 20)) return InvalidArgumentError("poe.json: larger than 4 MiB");
+  if (bytes.size() > kMaxPoeBytes) return InvalidArgumentError("poe.json: larger than 4 MiB");
+  if (std::optional<Poe> p = poe_internal::ReadCanonicalPoe(bytes)) {
+    auto canon = SerializePoe(*p);
+    if (canon.ok() && *canon == bytes) return std::move(*p);
+  }
+  return poe_internal::ParsePoeJson(bytes);
+}
+
+Result<Poe> poe_internal::ParsePoeJson(std::string_view bytes) {
+  if (bytes.size() > kMaxPoeBytes) return InvalidArgumentError("poe.json: larger than 4 MiB");
   nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return InvalidArgumentError("poe.json: not a JSON object");
   Poe p;

@@ -242,18 +242,19 @@ Result<CommitMessage> ParseCommitMessage(std::string_view msg) {
       p = next;
     }
     for (const Raw& raw : raws) {
-      const std::string where = "line " + std::to_string(LineNumber(msg, raw.start)) + ": ";
+      // Built only for an error: counting lines for every trailer costs more than the parse.
+      auto where = [&] { return "line " + std::to_string(LineNumber(msg, raw.start)) + ": "; };
       if (raw.text[0] == kCommentChar) {
-        return InvalidArgumentError(where + "comment line inside the trailer block; remove it");
+        return InvalidArgumentError(where() + "comment line inside the trailer block; remove it");
       }
       const long sep = FindSeparator(raw.text, 0);
       if (sep < 1) {
-        return InvalidArgumentError(where + "'" + std::string(Trim(raw.text)) +
+        return InvalidArgumentError(where() + "'" + std::string(Trim(raw.text)) +
                                     "' in the trailer block is not a 'Key: value' trailer");
       }
       const std::string_view key = std::string_view(raw.text).substr(0, static_cast<size_t>(sep));
       if (!IsValidTrailerKey(key)) {
-        return InvalidArgumentError(where + "trailer key '" + std::string(key) +
+        return InvalidArgumentError(where() + "trailer key '" + std::string(key) +
                                     "' must be [A-Za-z0-9-]+ directly followed by ':'");
       }
       out.trailers.push_back(

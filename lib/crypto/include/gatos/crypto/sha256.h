@@ -1,4 +1,4 @@
-// SHA-256 (libsodium), for the policy root ("sha256:<hex>", ADR-0002).
+// SHA-256 (OpenSSL, src/digest.h), for the policy root ("sha256:<hex>", ADR-0002).
 #ifndef GATOS_SHA256_H_
 #define GATOS_SHA256_H_
 

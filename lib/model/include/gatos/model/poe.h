@@ -75,6 +75,7 @@ struct Poe {
   std::vector<std::string> unenforced;
   // In poe.json as `usage` only when something was measured.
   PoeUsage usage;
+  bool operator==(const Poe&) const = default;
 };
 
 // Canonical bytes of poe.json. InvalidArgument if a field is malformed.
@@ -83,6 +84,14 @@ namespace poe_internal {
 // The canonical JSON of `poe`'s fields, without SerializePoe's field checks
 // (its tests compare it with CanonicalJson of the same document).
 Result<std::string> CanonicalPoe(const Poe& poe);
+// The fields of `bytes` when it is laid out exactly as CanonicalPoe writes
+// (key order, optional members, escapes), read without a JSON parser;
+// nullopt otherwise. ParsePoe takes them when they also serialize back to
+// `bytes`, and parses in full (ParsePoeJson) in every other case, so its
+// result and its errors are the same either way.
+std::optional<Poe> ReadCanonicalPoe(std::string_view bytes);
+// ParsePoe through the JSON parser, always.
+Result<Poe> ParsePoeJson(std::string_view bytes);
 }  // namespace poe_internal
 
 // Parses poe.json and checks that `bytes` is exactly its canonical form and
