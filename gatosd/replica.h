@@ -94,6 +94,10 @@ class Replica {
   // message that is gone or does not decode): read from the start then.
   Result<uint64_t> Seek(int64_t local);
   Result<size_t> ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal, int64_t budget_ms);
+  // A follower applies the records it read in groups of at most this many
+  // (CheckAndApplyRecords): one sync and one run of the checks each.
+  static constexpr size_t kMaxGroupRecords = 64;
+  static constexpr size_t kMaxGroupBytes = 16 << 20;
   void ElectionLoop();
   // A follower's create of the leader key (election thread): only after
   // reading it absent at two tries in a row.
