@@ -332,9 +332,11 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
     // By the consumer, which the server feeds as the leader appends; by a
     // request for this message when the consumer has not got it (a gap in
     // what it delivers, a failure, or late).
+    // After the consumer failed it is left alone for a while (making one
+    // asks the cluster's meta leader, which may be electing).
     std::optional<RecordStream::Stored> m;
     bool past_end = false;
-    {
+    if (SystemNowMs() >= consumer_after_ms_) {
       auto got = stream_->ReadNext(next_read_, group.empty() ? std::max(idle_wait_ms, kQuickReadMs) : kQuickReadMs);
       if (got.ok() && !*got) {
         GATOS_ASSIGN_OR_RETURN(uint64_t last, read_or_apply(stream_->LastSequence()));
@@ -345,8 +347,11 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
         m = std::move(*got);
       } else if (!past_end) {
         stream_->StopReading();
-        GATOS_ASSIGN_OR_RETURN(m, read_or_apply(stream_->Read(next_read_)));
+        consumer_after_ms_ = SystemNowMs() + kConsumerBackoffMs;
       }
+    }
+    if (!m && !past_end) {
+      GATOS_ASSIGN_OR_RETURN(m, read_or_apply(stream_->Read(next_read_)));
     }
     read_us += micros_since(read_at);
     if (!m) {

@@ -106,6 +106,10 @@ class Replica {
   // come: the stream's end), then once the stream says it holds more.
   static constexpr int64_t kQuickReadMs = 2;
   static constexpr int64_t kLateReadMs = 500;
+  // A consumer that failed, was late or skipped a message: requests only
+  // for this long.
+  static constexpr int64_t kConsumerBackoffMs = 5000;
+  int64_t consumer_after_ms_ = 0;
   void ElectionLoop();
   // A follower's create of the leader key (election thread): only after
   // reading it absent at two tries in a row.

@@ -12,6 +12,7 @@ namespace {
 // Room left in each message for its headers (Nats-Msg-Id and
 // Nats-Expected-Last-Sequence take under 100 bytes).
 constexpr size_t kHeaderRoom = 512;
+constexpr int64_t kConsumerCreateWaitMs = 1000;
 
 struct MsgDeleter {
   void operator()(natsMsg* m) const { natsMsg_Destroy(m); }
@@ -125,9 +126,14 @@ Result<std::optional<RecordStream::Stored>> RecordStream::ReadNext(uint64_t stre
     so.Ordered = true;
     so.Config.DeliverPolicy = js_DeliverByStartSequence;
     so.Config.OptStartSeq = std::max<uint64_t>(1, stream_seq);
+    // Making a consumer is a request to the cluster's meta leader, which
+    // may be electing: not the library's 5 s.
+    jsOptions jo;
+    jsOptions_Init(&jo);
+    jo.Wait = kConsumerCreateWaitMs;
     natsSubscription* sub = nullptr;
     jsErrCode jerr = static_cast<jsErrCode>(0);
-    natsStatus s = js_SubscribeSync(&sub, nats_internal::JetStream(*bus_.impl_), config_.subject.c_str(), nullptr,
+    natsStatus s = js_SubscribeSync(&sub, nats_internal::JetStream(*bus_.impl_), config_.subject.c_str(), &jo,
                                     &so, &jerr);
     if (s != NATS_OK) {
       if (sub) natsSubscription_Destroy(sub);
