@@ -109,7 +109,6 @@ class Replica {
   // A consumer that failed, was late or skipped a message: requests only
   // for this long.
   static constexpr int64_t kConsumerBackoffMs = 5000;
-  int64_t consumer_after_ms_ = 0;
   void ElectionLoop();
   // A follower's create of the leader key (election thread): only after
   // reading it absent at two tries in a row.
@@ -144,6 +143,7 @@ class Replica {
   bool sought_ = false;
   bool at_end_ = false;  // the last CatchUp reached the stream's end
   RecordJoiner joiner_;
+  int64_t consumer_after_ms_ = 0;  // the stream's consumer is not used before (kConsumerBackoffMs)
   // Leader: the stream sequence the next append expects, and the log
   // sequence appended last.
   uint64_t fence_ = 0;
