@@ -12,7 +12,12 @@
 #include "gatos/audit/log_audit.h"
 #include "gatos/audit/replica_apply.h"
 #include "gatos/ledger/wal.h"
+#include "gatos/ledger/replica_id.h"
 #include "gatos/model/log_format.h"
+#include "gatos/nats/bus.h"
+#include "gatos/nats/record_stream.h"
+#include "nats_server.h"
+#include "replica.h"
 
 namespace gatos::testing {
 namespace {
@@ -37,6 +42,23 @@ struct Replicated {
     };
   }
   std::unique_ptr<Ledger> F() { return std::move(*Ledger::Open(follower)); }
+  // records[i] with its log commit signed by w1 instead of the ledger key
+  // ("" when it cannot be built). After Close.
+  std::string SignedByAnotherKey(size_t i) {
+    WalRecord rec = DecodeWalFile(records.at(i)).records.at(0);
+    auto leader = f.Open();
+    auto log = leader->ReadCommit(rec.log_id);
+    if (!log.ok()) return "";
+    auto forged = BuildCommitObject(log->tree, log->parents, log->message, "gatos ledger", "ledger@gatos.invalid",
+                                    log->time_s * 1000, &f.w1);
+    if (!forged.ok()) return "";
+    std::vector<const GitObject*> objects;
+    for (const auto& o : rec.objects) {
+      if (o.id != rec.log_id) objects.push_back(&o);
+    }
+    objects.push_back(&*forged);
+    return EncodeWalRecord(rec.seq, forged->id, objects);
+  }
   // Applies records[from, to) to the follower.
   void ApplyAll(size_t from = 0) {
     auto l = F();
@@ -333,19 +355,8 @@ TEST(ReplicaApplyTest, ABadRecordInAGroupStopsTheWholeGroupFromLanding) {
   SubmitPair(r.f, Yaml(3));
   r.f.Close();
   ASSERT_EQ(r.records.size(), 3u);
-  // The third batch, its log commit signed by w1 instead of the ledger key.
-  WalRecord rec = DecodeWalFile(r.records[2]).records.at(0);
-  auto leader = r.f.Open();
-  CommitInfo log = *leader->ReadCommit(rec.log_id);
-  auto forged_log = BuildCommitObject(log.tree, log.parents, log.message, "gatos ledger", "ledger@gatos.invalid",
-                                      log.time_s * 1000, &r.f.w1);
-  ASSERT_TRUE(forged_log.ok());
-  std::vector<const GitObject*> objects;
-  for (const auto& o : rec.objects) {
-    if (o.id != rec.log_id) objects.push_back(&o);
-  }
-  objects.push_back(&*forged_log);
-  const std::string forged = EncodeWalRecord(rec.seq, forged_log->id, objects);
+  const std::string forged = r.SignedByAnotherKey(2);
+  ASSERT_FALSE(forged.empty());
 
   auto l = r.F();
   const std::string head = *l->ResolveRef(kLogRef);
@@ -368,6 +379,54 @@ TEST(ReplicaApplyTest, ABadRecordInAGroupStopsTheWholeGroupFromLanding) {
   EXPECT_TRUE(genuine.ok()) << genuine.status().message();
   auto out_of_turn = CheckAndApplyRecords(*l, {r.records[1], r.records[2]}, VerifyOptions{}, false);
   EXPECT_EQ(out_of_turn.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// A follower (gatosd's Replica) reads three records from a real stream and
+// applies them as one group; the last is forged. The group is refused, the
+// follower applies the records one by one: the two genuine ones land, the
+// forged one stops it with its reason and never lands.
+TEST(ReplicaApplyTest, AFollowerLandsTheRecordsBeforeABadOneOfAGroupAndStopsOnIt) {
+  Replicated r;
+  SubmitPair(r.f, Yaml(1));
+  SubmitPair(r.f, Yaml(2));
+  SubmitPair(r.f, Yaml(3));
+  r.f.Close();
+  ASSERT_EQ(r.records.size(), 3u);
+  const std::string forged = r.SignedByAnotherKey(2);
+  ASSERT_FALSE(forged.empty());
+
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  BusOptions bo;
+  bo.url = server.url();
+  auto bus = Bus::Connect(bo);
+  ASSERT_TRUE(bus.ok()) << bus.status().message();
+  gatosd::ReplicaOptions ro;
+  ro.name = "f1";
+  ro.ledger_id = "0123456789abcdef";
+  auto replica = gatosd::Replica::Start(**bus, ro);
+  ASSERT_TRUE(replica.ok()) << replica.status().message();
+  auto stream = RecordStream::Open(**bus, {WalStreamName(ro.ledger_id), WalSubject(ro.ledger_id), 1, 0, 120'000, 0});
+  ASSERT_TRUE(stream.ok()) << stream.status().message();
+  uint64_t last = 0;
+  for (int64_t i = 0; i < 3; ++i) {
+    auto a = (*stream)->Append(i + 2, i == 2 ? forged : r.records[i], last);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    last = *a;
+  }
+
+  auto l = r.F();
+  auto n = (*replica)->CatchUp(*l, VerifyOptions{});
+  EXPECT_EQ(n.status().code(), StatusCode::kPermissionDenied) << n.status().message();
+  EXPECT_NE(n.status().message().find("record 4 "), std::string::npos) << n.status().message();
+  EXPECT_NE(n.status().message().find("log_signature"), std::string::npos) << n.status().message();
+  EXPECT_EQ(ParseLogMessage(l->ReadCommit(*l->ResolveRef(kLogRef))->message)->seq, 3);
+  EXPECT_EQ(*l->ResolveRef(kLogRef), DecodeWalFile(r.records[1]).records.at(0).log_id);
+  EXPECT_EQ((*replica)->log_seq(), 3);
+  // Asked again, it stops on the same record: nothing was skipped.
+  auto again = (*replica)->CatchUp(*l, VerifyOptions{});
+  EXPECT_EQ(again.status().code(), StatusCode::kPermissionDenied) << again.status().message();
+  EXPECT_NE(again.status().message().find("record 4 "), std::string::npos) << again.status().message();
 }
 
 TEST(ReplicaApplyTest, GarbageIsNotARecord) {
