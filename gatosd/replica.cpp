@@ -213,9 +213,9 @@ Result<uint64_t> Replica::Seek(int64_t local) {
 }
 
 Result<size_t> Replica::CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal,
-                                 int64_t budget_ms, int64_t idle_wait_ms) {
+                                 int64_t budget_ms) {
   at_end_ = false;
-  Result<size_t> n = ApplyNew(ledger, verify, wal, budget_ms, idle_wait_ms);
+  Result<size_t> n = ApplyNew(ledger, verify, wal, budget_ms);
   if (!n.ok() && n.status().code() == StatusCode::kUnavailable) {
     int64_t zero = 0;
     unreadable_since_ms_.compare_exchange_strong(zero, SystemNowMs());
@@ -231,7 +231,7 @@ int64_t Replica::unreadable_ms() const {
 }
 
 Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal,
-                                  int64_t budget_ms, int64_t idle_wait_ms) {
+                                  int64_t budget_ms) {
   const int64_t until_ms = SystemNowMs() + budget_ms;
   GATOS_ASSIGN_OR_RETURN(std::string head, ledger.ResolveRef(kLogRef));
   GATOS_ASSIGN_OR_RETURN(CommitInfo hc, ledger.ReadCommit(head));
@@ -329,37 +329,11 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
     }
     if (group.empty() && applied > 0 && SystemNowMs() >= until_ms) break;  // more next call
     const auto read_at = std::chrono::steady_clock::now();
-    // By the consumer, which the server feeds as the leader appends; by a
-    // request for this message when the consumer has not got it (a gap in
-    // what it delivers, a failure, or late).
-    // After the consumer failed it is left alone for a while (making one
-    // asks the cluster's meta leader, which may be electing).
-    std::optional<RecordStream::Stored> m;
-    bool past_end = false;
-    if (SystemNowMs() >= consumer_after_ms_) {
-      auto got = stream_->ReadNext(next_read_, group.empty() ? std::max(idle_wait_ms, kQuickReadMs) : kQuickReadMs);
-      if (got.ok() && !*got) {
-        GATOS_ASSIGN_OR_RETURN(uint64_t last, read_or_apply(stream_->LastSequence()));
-        past_end = next_read_ > last;
-        if (!past_end) got = stream_->ReadNext(next_read_, kLateReadMs);  // stored: on its way
-      }
-      if (!past_end && got.ok() && *got && (*got)->stream_seq == next_read_) {
-        m = std::move(*got);
-      } else if (!past_end) {
-        stream_->StopReading();
-        consumer_after_ms_ = SystemNowMs() + kConsumerBackoffMs;
-      }
-    }
-    if (!m && !past_end) {
-      GATOS_ASSIGN_OR_RETURN(m, read_or_apply(stream_->Read(next_read_)));
-    }
+    GATOS_ASSIGN_OR_RETURN(auto m, read_or_apply(stream_->Read(next_read_)));
     read_us += micros_since(read_at);
     if (!m) {
       // Past the end, or a message deleted from the stream.
-      uint64_t last = next_read_ - 1;
-      if (!past_end) {
-        GATOS_ASSIGN_OR_RETURN(last, read_or_apply(stream_->LastSequence()));
-      }
+      GATOS_ASSIGN_OR_RETURN(uint64_t last, read_or_apply(stream_->LastSequence()));
       if (next_read_ > last) {
         GATOS_RETURN_IF_ERROR(apply_group());
         if (!joiner_.pending_seq()) caught_up_ms_ = SystemNowMs();
@@ -426,7 +400,6 @@ Status Replica::ArmFence() {
   }
   fence_ = last;
   appended_seq_ = 0;
-  stream_->StopReading();  // its consumer would buffer every append of this leader
   return OkStatus();
 }
 

@@ -62,11 +62,8 @@ class Replica {
   // Returns after about `budget_ms` of applying even when the stream holds
   // more (the caller checkpoints, repacks and answers signals between
   // calls); at_end() says whether it reached the stream's end.
-  // `idle_wait_ms`: how long it may wait at the stream's end for the next
-  // record before it returns (a follower's poll, with the record applied as
-  // soon as it is stored instead of at the next call).
   Result<size_t> CatchUp(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal = nullptr,
-                         int64_t budget_ms = 1000, int64_t idle_wait_ms = 0);
+                         int64_t budget_ms = 1000);
   bool at_end() const { return at_end_; }
   // How long the stream has been unreadable: since the first of the
   // CatchUp calls in a row that failed with Unavailable (0 when the last
@@ -96,19 +93,11 @@ class Replica {
   // grow along the stream); 0 when the stream does not allow it (a
   // message that is gone or does not decode): read from the start then.
   Result<uint64_t> Seek(int64_t local);
-  Result<size_t> ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal, int64_t budget_ms,
-                          int64_t idle_wait_ms);
+  Result<size_t> ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal, int64_t budget_ms);
   // A follower applies the records it read in groups of at most this many
   // (CheckAndApplyRecords): one sync and one run of the checks each.
   static constexpr size_t kMaxGroupRecords = 64;
   static constexpr size_t kMaxGroupBytes = 16 << 20;
-  // How long a read waits for the stream's consumer: at first (none may
-  // come: the stream's end), then once the stream says it holds more.
-  static constexpr int64_t kQuickReadMs = 2;
-  static constexpr int64_t kLateReadMs = 500;
-  // A consumer that failed, was late or skipped a message: requests only
-  // for this long.
-  static constexpr int64_t kConsumerBackoffMs = 5000;
   void ElectionLoop();
   // A follower's create of the leader key (election thread): only after
   // reading it absent at two tries in a row.
@@ -143,7 +132,6 @@ class Replica {
   bool sought_ = false;
   bool at_end_ = false;  // the last CatchUp reached the stream's end
   RecordJoiner joiner_;
-  int64_t consumer_after_ms_ = 0;  // the stream's consumer is not used before (kConsumerBackoffMs)
   // Leader: the stream sequence the next append expects, and the log
   // sequence appended last.
   uint64_t fence_ = 0;

@@ -5,7 +5,6 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
@@ -33,9 +32,6 @@ using Clock = std::chrono::steady_clock;
 // A follower that could not read the stream for this long on one
 // connection drops it and connects again.
 constexpr int64_t kReconnectAfterMs = 20000;
-// A follower at the stream's end looks again this often (it waits for the
-// next record within CatchUp meanwhile).
-constexpr int64_t kFollowerPollMs = 100;
 
 // The ledger writer's lock (LedgerWriter::Open takes the same file): held
 // while following, so that a git hook or the CLI on this host cannot write
@@ -215,10 +211,7 @@ int ServeReplicated(const ServeOptions& opts) {
       Clock::time_point said_unavailable{};  // when last said
       while (true) {
         const bool elected = replica->leading();
-        // A follower at the stream's end waits there for the next record
-        // (kFollowerPollMs in all with the wait below), an elected one not.
-        const auto caught_up_from = Clock::now();
-        auto n = replica->CatchUp(**ledger, verify, wal ? &*wal : nullptr, 1000, elected ? 0 : kFollowerPollMs);
+        auto n = replica->CatchUp(**ledger, verify, wal ? &*wal : nullptr);
         if (Clock::now() >= next_checkpoint) checkpoint();
         if (Clock::now() >= next_maintenance) {
           if (repacker.MaybeStart()) Log("repacking the replica's object store in the background");
@@ -288,11 +281,7 @@ int ServeReplicated(const ServeOptions& opts) {
         }
         if (http.ok() && *http) (*http)->Update(replica->term(), replica->lag_ms(), bus->connected());
         // Behind (CatchUp returned after its time budget): go on at once.
-        int wait_ms = n.ok() && !replica->at_end() ? 0 : elected ? 1 : kFollowerPollMs;
-        if (wait_ms == kFollowerPollMs && n.ok()) {
-          const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - caught_up_from);
-          wait_ms = static_cast<int>(std::clamp<int64_t>(kFollowerPollMs - waited.count(), 1, kFollowerPollMs));
-        }
+        const int wait_ms = n.ok() && !replica->at_end() ? 0 : elected ? 1 : 100;
         if (SignalWithin(set, wait_ms)) {
           checkpoint();
           return 0;

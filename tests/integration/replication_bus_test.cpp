@@ -128,66 +128,11 @@ TEST(ReplicationBusTest, RetentionBySizeDropsTheOldestRecordsAndKeepsTheNewest) 
   auto part = DecodeRecordPart((*newest)->data);
   ASSERT_TRUE(part.ok()) << part.status().message();
   EXPECT_EQ(part->seq, 61);
-  // A consumer asked for a message that is gone delivers the first kept.
-  auto from_start = stream.ReadNext(1, 5000);
-  ASSERT_TRUE(from_start.ok()) << from_start.status().message();
-  ASSERT_TRUE(from_start->has_value());
-  EXPECT_EQ((*from_start)->stream_seq, first);
-  stream.StopReading();
   // The next append is fenced on the newest, as without retention.
   EXPECT_TRUE(stream.Append(62, RandomBytes(1000, 62), last).ok());
   // Reopening with another size updates the stream.
   cfg.max_bytes = -1;
   EXPECT_TRUE(RecordStream::Open(*bus, cfg).ok());
-}
-
-// A follower reads the stream through an ordered consumer: in order, each
-// message as a request for it would return it, what is appended later as
-// it is stored, and from another sequence when asked.
-TEST(ReplicationBusTest, ReadNextDeliversInOrderWhatIsAppendedAndStartsAgainWhereAsked) {
-  NatsServer server;
-  ASSERT_TRUE(server.Start());
-  auto bus = Connect(server);
-  ASSERT_TRUE(bus);
-  auto opened = RecordStream::Open(*bus, {"GATOS_TEST_WAL", "gatos.test.wal", 1, 0, 120'000, 0});
-  ASSERT_TRUE(opened.ok()) << opened.status().message();
-  RecordStream& stream = **opened;
-  uint64_t last = 0;
-  for (int seq = 2; seq < 12; ++seq) {
-    auto a = stream.Append(seq, RandomBytes(100 + seq, seq), last);
-    ASSERT_TRUE(a.ok()) << a.status().message();
-    last = *a;
-  }
-  ASSERT_EQ(last, 10u);
-  for (uint64_t s = 1; s <= last; ++s) {
-    auto m = stream.ReadNext(s, 5000);
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    ASSERT_TRUE(m->has_value()) << "message " << s;
-    EXPECT_EQ((*m)->stream_seq, s);
-    auto by_request = stream.Read(s);
-    ASSERT_TRUE(by_request.ok() && by_request->has_value());
-    EXPECT_EQ((*m)->data, (*by_request)->data);
-    EXPECT_EQ((*m)->stored_ms, (*by_request)->stored_ms);
-  }
-  // The stream's end: nothing within the wait.
-  auto none = stream.ReadNext(last + 1, 50);
-  ASSERT_TRUE(none.ok()) << none.status().message();
-  EXPECT_FALSE(none->has_value());
-  // Appended now: the same consumer delivers it.
-  auto a = stream.Append(12, RandomBytes(500, 12), last);
-  ASSERT_TRUE(a.ok()) << a.status().message();
-  auto later = stream.ReadNext(last + 1, 5000);
-  ASSERT_TRUE(later.ok() && later->has_value()) << later.status().message();
-  EXPECT_EQ((*later)->stream_seq, *a);
-  EXPECT_EQ(DecodeRecordPart((*later)->data)->seq, 12);
-  // Asked for another sequence: from there.
-  auto back = stream.ReadNext(3, 5000);
-  ASSERT_TRUE(back.ok() && back->has_value()) << back.status().message();
-  EXPECT_EQ((*back)->stream_seq, 3u);
-  stream.StopReading();
-  auto next = stream.ReadNext(4, 5000);
-  ASSERT_TRUE(next.ok() && next->has_value()) << next.status().message();
-  EXPECT_EQ((*next)->stream_seq, 4u);
 }
 
 TEST(ReplicationBusTest, TheStreamFencesADeposedLeaderAndSplitsLargeRecords) {

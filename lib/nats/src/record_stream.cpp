@@ -1,9 +1,6 @@
 #include "gatos/nats/record_stream.h"
 
 #include "bus_internal.h"
-
-#include <algorithm>
-#include <chrono>
 #include "gatos/model/record_parts.h"
 
 namespace gatos {
@@ -12,25 +9,12 @@ namespace {
 // Room left in each message for its headers (Nats-Msg-Id and
 // Nats-Expected-Last-Sequence take under 100 bytes).
 constexpr size_t kHeaderRoom = 512;
-constexpr int64_t kConsumerCreateWaitMs = 1000;
 
 struct MsgDeleter {
   void operator()(natsMsg* m) const { natsMsg_Destroy(m); }
 };
 
 }  // namespace
-
-// ReadNext's ordered consumer and the stream sequence it delivers next.
-struct RecordStream::Reader {
-  natsSubscription* sub = nullptr;
-  uint64_t next = 0;
-  ~Reader() {
-    if (sub) {
-      (void)natsSubscription_Unsubscribe(sub);  // deletes the ephemeral consumer
-      natsSubscription_Destroy(sub);
-    }
-  }
-};
 
 RecordStream::RecordStream(Bus& bus, RecordStreamConfig config, size_t max_part)
     : bus_(bus), config_(std::move(config)), max_part_(max_part) {}
@@ -111,68 +95,6 @@ Result<std::optional<RecordStream::Stored>> RecordStream::Read(uint64_t stream_s
   out.stored_ms = natsMsg_GetTime(m.get()) / 1'000'000;
   if (const char* d = natsMsg_GetData(m.get())) out.data.assign(d, static_cast<size_t>(natsMsg_GetDataLength(m.get())));
   return std::optional<Stored>(std::move(out));
-}
-
-void RecordStream::StopReading() { reader_.reset(); }
-
-Result<std::optional<RecordStream::Stored>> RecordStream::ReadNext(uint64_t stream_seq, int64_t wait_ms) {
-  const std::string what = "read stream " + config_.stream + " from message " + std::to_string(stream_seq);
-  if (reader_ && reader_->next != stream_seq) reader_.reset();
-  if (!reader_) {
-    if (!nats_internal::Connected(*bus_.impl_)) return UnavailableError(what + ": not connected to NATS; retry later");
-    jsSubOptions so;
-    jsSubOptions_Init(&so);
-    so.Stream = config_.stream.c_str();
-    so.Ordered = true;
-    so.Config.DeliverPolicy = js_DeliverByStartSequence;
-    so.Config.OptStartSeq = std::max<uint64_t>(1, stream_seq);
-    // Making a consumer is a request to the cluster's meta leader, which
-    // may be electing: not the library's 5 s.
-    jsOptions jo;
-    jsOptions_Init(&jo);
-    jo.Wait = kConsumerCreateWaitMs;
-    natsSubscription* sub = nullptr;
-    jsErrCode jerr = static_cast<jsErrCode>(0);
-    natsStatus s = js_SubscribeSync(&sub, nats_internal::JetStream(*bus_.impl_), config_.subject.c_str(), &jo,
-                                    &so, &jerr);
-    if (s != NATS_OK) {
-      if (sub) natsSubscription_Destroy(sub);
-      Status st = nats_internal::FromNatsError(s, what + ": ordered consumer", jerr);
-      return UnavailableError(st.message());
-    }
-    reader_ = std::make_unique<Reader>();
-    reader_->sub = sub;
-    reader_->next = stream_seq;
-  }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(1, wait_ms));
-  while (true) {
-    const int64_t left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                             until - std::chrono::steady_clock::now()).count();
-    natsMsg* raw = nullptr;
-    natsStatus s = natsSubscription_NextMsg(&raw, reader_->sub, std::max<int64_t>(1, left));
-    std::unique_ptr<natsMsg, MsgDeleter> m(raw);
-    if (s == NATS_TIMEOUT) return std::optional<Stored>();
-    if (s != NATS_OK) {
-      Status st = nats_internal::FromNatsError(s, what);
-      reader_.reset();
-      return UnavailableError(st.message());
-    }
-    jsMsgMetaData* meta = nullptr;
-    if (natsMsg_GetMetaData(&meta, m.get()) != NATS_OK || !meta) {
-      reader_.reset();  // not a message of the consumer as expected
-      return UnavailableError(what + ": a delivered message has no stream sequence");
-    }
-    const uint64_t seq = meta->Sequence.Stream;
-    const int64_t stored_ns = meta->Timestamp;
-    jsMsgMetaData_Destroy(meta);
-    if (seq < stream_seq) continue;  // before the one asked for
-    reader_->next = seq + 1;
-    Stored out;
-    out.stream_seq = seq;
-    out.stored_ms = stored_ns / 1'000'000;
-    if (const char* d = natsMsg_GetData(m.get())) out.data.assign(d, static_cast<size_t>(natsMsg_GetDataLength(m.get())));
-    return std::optional<Stored>(std::move(out));
-  }
 }
 
 }  // namespace gatos

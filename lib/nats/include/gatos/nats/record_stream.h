@@ -19,8 +19,6 @@
 //           caller treats both as a failed append and compares its batch
 //           with the stream's as a follower)
 //   Read    nullopt past the stream's end (or a message removed by age)
-//   ReadNext Unavailable when the consumer cannot be made or fails (it is
-//           dropped; the next call makes another)
 //
 // Thread-safety: thread-safe. Must be destroyed before its Bus.
 #ifndef GATOS_NATS_RECORD_STREAM_H_
@@ -86,25 +84,13 @@ class RecordStream {
   };
   // The message at `stream_seq`.
   Result<std::optional<Stored>> Read(uint64_t stream_seq);
-  // Reads in order without a request per message: the next message an
-  // ordered consumer (ephemeral, started at `stream_seq`, fed by the
-  // server as messages are stored) delivers at `stream_seq` or after
-  // (after: none is left before it), or nullopt when none came within
-  // `wait_ms`. Asked for another sequence than the one after the last it
-  // returned, it starts another consumer there. Not concurrently with
-  // itself or StopReading.
-  Result<std::optional<Stored>> ReadNext(uint64_t stream_seq, int64_t wait_ms);
-  // Drops ReadNext's consumer.
-  void StopReading();
 
   size_t max_part_bytes() const { return max_part_; }
   const RecordStreamConfig& config() const { return config_; }
 
  private:
   RecordStream(Bus& bus, RecordStreamConfig config, size_t max_part);
-  struct Reader;
   Bus& bus_;
-  std::unique_ptr<Reader> reader_;
   RecordStreamConfig config_;
   size_t max_part_;
 };
