@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <thread>
 
 #include "gatos/audit/replica_apply.h"
@@ -230,6 +231,30 @@ int64_t Replica::unreadable_ms() const {
   return since == 0 ? 0 : std::max<int64_t>(1, SystemNowMs() - since);
 }
 
+Result<std::optional<RecordStream::Stored>> Replica::ReadAhead(uint64_t seq) {
+  while (!ahead_.empty() && ahead_.front().first < seq) ahead_.pop_front();
+  if (!ahead_.empty() && ahead_.front().first != seq) ahead_.clear();
+  // Up to kReadAhead requests in flight, for messages the stream held when
+  // last asked (past its end they would only come back empty). Asked again
+  // while reading goes on past what it said (not at rest at its end).
+  if (ahead_.empty() && seq > known_last_ && last_read_hit_) {
+    auto last = stream_->LastSequence();
+    if (last.ok()) known_last_ = *last;
+  }
+  uint64_t next = ahead_.empty() ? seq : ahead_.back().first + 1;
+  while (ahead_.size() < kReadAhead && (next == seq || next <= known_last_)) {
+    ahead_.emplace_back(next, std::async(std::launch::async, [s = stream_.get(), next] { return s->Read(next); }));
+    ++next;
+  }
+  auto r = ahead_.front().second.get();
+  ahead_.pop_front();
+  // Missing: the stream's end, or a message deleted. What was asked after
+  // it may have been appended since: asked again.
+  last_read_hit_ = r.ok() && r->has_value();
+  if (!last_read_hit_) ahead_.clear();
+  return r;
+}
+
 Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal,
                                   int64_t budget_ms) {
   const int64_t until_ms = SystemNowMs() + budget_ms;
@@ -271,6 +296,7 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
   // The reading is past records that did not land: the next call seeks
   // again from the local head.
   auto forget_reading = [&](const Status& s) {
+    ahead_.clear();
     next_read_ = 1;
     sought_ = false;
     joiner_ = RecordJoiner();
@@ -329,11 +355,12 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
     }
     if (group.empty() && applied > 0 && SystemNowMs() >= until_ms) break;  // more next call
     const auto read_at = std::chrono::steady_clock::now();
-    GATOS_ASSIGN_OR_RETURN(auto m, read_or_apply(stream_->Read(next_read_)));
+    GATOS_ASSIGN_OR_RETURN(auto m, read_or_apply(ReadAhead(next_read_)));
     read_us += micros_since(read_at);
     if (!m) {
       // Past the end, or a message deleted from the stream.
       GATOS_ASSIGN_OR_RETURN(uint64_t last, read_or_apply(stream_->LastSequence()));
+      known_last_ = last;
       if (next_read_ > last) {
         GATOS_RETURN_IF_ERROR(apply_group());
         if (!joiner_.pending_seq()) caught_up_ms_ = SystemNowMs();
@@ -400,6 +427,7 @@ Status Replica::ArmFence() {
   }
   fence_ = last;
   appended_seq_ = 0;
+  ahead_.clear();
   return OkStatus();
 }
 
