@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <system_error>
 #include <thread>
 
 #include "gatos/audit/replica_apply.h"
@@ -243,9 +244,14 @@ Result<std::optional<RecordStream::Stored>> Replica::ReadAhead(uint64_t seq) {
   }
   uint64_t next = ahead_.empty() ? seq : ahead_.back().first + 1;
   while (ahead_.size() < kReadAhead && (next == seq || next <= known_last_)) {
-    ahead_.emplace_back(next, std::async(std::launch::async, [s = stream_.get(), next] { return s->Read(next); }));
+    try {
+      ahead_.emplace_back(next, std::async(std::launch::async, [s = stream_.get(), next] { return s->Read(next); }));
+    } catch (const std::system_error&) {
+      break;  // no thread to be had now: fewer in flight
+    }
     ++next;
   }
+  if (ahead_.empty()) return stream_->Read(seq);
   auto r = ahead_.front().second.get();
   ahead_.pop_front();
   // Missing: the stream's end, or a message deleted. What was asked after
