@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <future>
+#include <system_error>
 #include <thread>
 
 #include "gatos/audit/replica_apply.h"
@@ -230,6 +232,35 @@ int64_t Replica::unreadable_ms() const {
   return since == 0 ? 0 : std::max<int64_t>(1, SystemNowMs() - since);
 }
 
+Result<std::optional<RecordStream::Stored>> Replica::ReadAhead(uint64_t seq) {
+  while (!ahead_.empty() && ahead_.front().first < seq) ahead_.pop_front();
+  if (!ahead_.empty() && ahead_.front().first != seq) ahead_.clear();
+  // Up to kReadAhead requests in flight, for messages the stream held when
+  // last asked (past its end they would only come back empty). Asked again
+  // while reading goes on past what it said (not at rest at its end).
+  if (ahead_.empty() && seq > known_last_ && last_read_hit_) {
+    auto last = stream_->LastSequence();
+    if (last.ok()) known_last_ = *last;
+  }
+  uint64_t next = ahead_.empty() ? seq : ahead_.back().first + 1;
+  while (ahead_.size() < kReadAhead && (next == seq || next <= known_last_)) {
+    try {
+      ahead_.emplace_back(next, std::async(std::launch::async, [s = stream_.get(), next] { return s->Read(next); }));
+    } catch (const std::system_error&) {
+      break;  // no thread to be had now: fewer in flight
+    }
+    ++next;
+  }
+  if (ahead_.empty()) return stream_->Read(seq);
+  auto r = ahead_.front().second.get();
+  ahead_.pop_front();
+  // Missing: the stream's end, or a message deleted. What was asked after
+  // it may have been appended since: asked again.
+  last_read_hit_ = r.ok() && r->has_value();
+  if (!last_read_hit_) ahead_.clear();
+  return r;
+}
+
 Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal,
                                   int64_t budget_ms) {
   const int64_t until_ms = SystemNowMs() + budget_ms;
@@ -245,18 +276,99 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
     sought_ = true;
   }
   size_t applied = 0;
-  int64_t read_us = 0;  // reading the stream since the last applied record (GATOS_REPLICA_TIMING)
   auto micros_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t).count();
   };
+  // The records read and not applied yet: consecutive, from local + 1.
+  // They are applied as a group (CheckAndApplyRecords: one pack, one run
+  // of the checks, one sync) when the stream has no more, when the group
+  // is full, or before a record that does not follow them.
+  struct Pending {
+    JoinedRecord rec;
+    uint64_t stream_seq = 0;  // its last part's
+    int64_t stored_ms = 0;
+    int64_t read_us = 0;
+  };
+  std::vector<Pending> group;
+  size_t group_bytes = 0;
+  int64_t read_us = 0;  // reading the stream since the last record joined (GATOS_REPLICA_TIMING)
+  auto landed = [&](const AppliedRecord& a, const Pending& p) {
+    local = a.seq;
+    log_seq_ = local;
+    head = a.log_commit;
+    cursor_ = p.stream_seq;
+    ++applied;
+  };
+  // The reading is past records that did not land: the next call seeks
+  // again from the local head.
+  auto forget_reading = [&](const Status& s) {
+    ahead_.clear();
+    next_read_ = 1;
+    sought_ = false;
+    joiner_ = RecordJoiner();
+    return s;
+  };
+  auto apply_group = [&]() -> Status {
+    if (group.empty()) return OkStatus();
+    const auto apply_at = std::chrono::steady_clock::now();
+    std::vector<std::string_view> bytes;
+    for (const Pending& p : group) bytes.push_back(p.rec.bytes);
+    Result<AppliedRecord> a = CheckAndApplyRecords(ledger, bytes, verify, /*fsync=*/true, wal);
+    if (!a.ok() && group.size() > 1) {
+      // Nothing of the group landed. One by one: those before a record
+      // that does not check land, and its error names it.
+      Log("replica " + options_.name + ": a group of " + std::to_string(group.size()) +
+          " records did not apply (" + a.status().message() + "); applying them one by one");
+      for (const Pending& p : group) {
+        Result<AppliedRecord> one = CheckAndApplyRecord(ledger, p.rec.bytes, verify, true, wal);
+        if (!one.ok()) return forget_reading(one.status());
+        landed(*one, p);
+      }
+      group.clear();
+      group_bytes = 0;
+      return OkStatus();
+    }
+    if (!a.ok()) return forget_reading(a.status());
+    const int64_t apply_us = micros_since(apply_at);
+    for (const Pending& p : group) {
+      if (timing_) {
+        // The follower's lag for each record (benchmarks: e2e_bench --replicas 3).
+        Log("replica " + options_.name + ": record " + std::to_string(p.rec.seq) + " applied after " +
+            std::to_string(SystemNowMs() - p.stored_ms) + " ms (read " + std::to_string(p.read_us) +
+            " us, checked and applied in " + std::to_string(apply_us) + " us, in a group of " +
+            std::to_string(group.size()) + ")");
+      }
+    }
+    AppliedRecord last = *a;
+    for (Pending& p : group) {
+      last.seq = p.rec.seq;
+      landed(last, p);
+    }
+    head = a->log_commit;
+    group.clear();
+    group_bytes = 0;
+    return OkStatus();
+  };
+  // A read that failed: what was read before it is applied first.
+  auto read_or_apply = [&](auto r) -> decltype(r) {
+    if (!r.ok()) GATOS_RETURN_IF_ERROR(apply_group());
+    return r;
+  };
   while (true) {
+    if (!group.empty() && (group.size() >= kMaxGroupRecords || group_bytes >= kMaxGroupBytes ||
+                           SystemNowMs() >= until_ms)) {
+      GATOS_RETURN_IF_ERROR(apply_group());
+    }
+    if (group.empty() && applied > 0 && SystemNowMs() >= until_ms) break;  // more next call
     const auto read_at = std::chrono::steady_clock::now();
-    GATOS_ASSIGN_OR_RETURN(auto m, stream_->Read(next_read_));
+    GATOS_ASSIGN_OR_RETURN(auto m, read_or_apply(ReadAhead(next_read_)));
     read_us += micros_since(read_at);
     if (!m) {
       // Past the end, or a message deleted from the stream.
-      GATOS_ASSIGN_OR_RETURN(uint64_t last, stream_->LastSequence());
+      GATOS_ASSIGN_OR_RETURN(uint64_t last, read_or_apply(stream_->LastSequence()));
+      known_last_ = last;
       if (next_read_ > last) {
+        GATOS_RETURN_IF_ERROR(apply_group());
         if (!joiner_.pending_seq()) caught_up_ms_ = SystemNowMs();
         at_end_ = true;
         break;
@@ -264,7 +376,7 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
       // It may have been appended between the read and now: read again.
       // Missing still, below the last sequence: deleted (the joiner
       // refuses a part set it cuts).
-      GATOS_ASSIGN_OR_RETURN(m, stream_->Read(next_read_));
+      GATOS_ASSIGN_OR_RETURN(m, read_or_apply(stream_->Read(next_read_)));
       if (!m) {
         ++next_read_;
         continue;
@@ -283,6 +395,8 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
     }
     std::optional<JoinedRecord> rec = std::move(*joined);
     if (!rec) continue;
+    const int64_t next = local + 1 + static_cast<int64_t>(group.size());
+    if (rec->seq != next) GATOS_RETURN_IF_ERROR(apply_group());  // what follows is judged on the local log
     if (rec->seq <= local) {
       // The local log has it (applied before, or written by this replica
       // as leader). At the head, it must be the same batch: another one is
@@ -296,29 +410,18 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
         }
       }
       cursor_ = m->stream_seq;
+      read_us = 0;
       continue;
     }
-    if (rec->seq != local + 1) {
+    if (rec->seq != local + 1 + static_cast<int64_t>(group.size())) {
       return DataLossError("the stream's next record is " + std::to_string(rec->seq) + " but the local log is at " +
-                           std::to_string(local) +
+                           std::to_string(local + static_cast<int64_t>(group.size())) +
                            ": records in between are gone from the stream; make this replica again from a "
                            "current one (gatosd init --replica-of)");
     }
-    const auto apply_at = std::chrono::steady_clock::now();
-    GATOS_ASSIGN_OR_RETURN(AppliedRecord a, CheckAndApplyRecord(ledger, rec->bytes, verify, /*fsync=*/true, wal));
-    if (timing_) {
-      // The follower's lag for this record (benchmarks: e2e_bench --replicas 3).
-      Log("replica " + options_.name + ": record " + std::to_string(a.seq) + " applied after " +
-          std::to_string(SystemNowMs() - m->stored_ms) + " ms (read " + std::to_string(read_us) + " us, checked and applied in " +
-          std::to_string(micros_since(apply_at)) + " us)");
-    }
+    group_bytes += rec->bytes.size();
+    group.push_back(Pending{std::move(*rec), m->stream_seq, m->stored_ms, read_us});
     read_us = 0;
-    local = a.seq;
-    log_seq_ = local;
-    head = a.log_commit;
-    cursor_ = m->stream_seq;
-    ++applied;
-    if (SystemNowMs() >= until_ms) break;  // more next call
   }
   return applied;
 }
@@ -330,6 +433,7 @@ Status Replica::ArmFence() {
   }
   fence_ = last;
   appended_seq_ = 0;
+  ahead_.clear();
   return OkStatus();
 }
 

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -94,6 +96,15 @@ class Replica {
   // message that is gone or does not decode): read from the start then.
   Result<uint64_t> Seek(int64_t local);
   Result<size_t> ApplyNew(Ledger& ledger, const VerifyOptions& verify, WriteAheadLog* wal, int64_t budget_ms);
+  // A follower applies the records it read in groups of at most this many
+  // (CheckAndApplyRecords): one sync and one run of the checks each.
+  static constexpr size_t kMaxGroupRecords = 64;
+  static constexpr size_t kMaxGroupBytes = 16 << 20;
+  // The message at `seq` by a request (js_GetMsg), with those after it up
+  // to the stream's last known sequence requested meanwhile, each on a
+  // thread of its own: their round trips overlap.
+  Result<std::optional<RecordStream::Stored>> ReadAhead(uint64_t seq);
+  static constexpr size_t kReadAhead = 16;
   void ElectionLoop();
   // A follower's create of the leader key (election thread): only after
   // reading it absent at two tries in a row.
@@ -128,6 +139,9 @@ class Replica {
   bool sought_ = false;
   bool at_end_ = false;  // the last CatchUp reached the stream's end
   RecordJoiner joiner_;
+  uint64_t known_last_ = 0;  // the stream's last sequence when last asked
+  bool last_read_hit_ = false;
+  std::deque<std::pair<uint64_t, std::future<Result<std::optional<RecordStream::Stored>>>>> ahead_;
   // Leader: the stream sequence the next append expects, and the log
   // sequence appended last.
   uint64_t fence_ = 0;

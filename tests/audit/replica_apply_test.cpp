@@ -12,7 +12,12 @@
 #include "gatos/audit/log_audit.h"
 #include "gatos/audit/replica_apply.h"
 #include "gatos/ledger/wal.h"
+#include "gatos/ledger/replica_id.h"
 #include "gatos/model/log_format.h"
+#include "gatos/nats/bus.h"
+#include "gatos/nats/record_stream.h"
+#include "nats_server.h"
+#include "replica.h"
 
 namespace gatos::testing {
 namespace {
@@ -37,6 +42,23 @@ struct Replicated {
     };
   }
   std::unique_ptr<Ledger> F() { return std::move(*Ledger::Open(follower)); }
+  // records[i] with its log commit signed by w1 instead of the ledger key
+  // ("" when it cannot be built). After Close.
+  std::string SignedByAnotherKey(size_t i) {
+    WalRecord rec = DecodeWalFile(records.at(i)).records.at(0);
+    auto leader = f.Open();
+    auto log = leader->ReadCommit(rec.log_id);
+    if (!log.ok()) return "";
+    auto forged = BuildCommitObject(log->tree, log->parents, log->message, "gatos ledger", "ledger@gatos.invalid",
+                                    log->time_s * 1000, &f.w1);
+    if (!forged.ok()) return "";
+    std::vector<const GitObject*> objects;
+    for (const auto& o : rec.objects) {
+      if (o.id != rec.log_id) objects.push_back(&o);
+    }
+    objects.push_back(&*forged);
+    return EncodeWalRecord(rec.seq, forged->id, objects);
+  }
   // Applies records[from, to) to the follower.
   void ApplyAll(size_t from = 0) {
     auto l = F();
@@ -285,6 +307,126 @@ TEST(ReplicaApplyTest, APushedJobWithHistoryIsRefusedByAReplicatedLeader) {
   EXPECT_NE(refused.outcome.message.find("without its history"), std::string::npos) << refused.outcome.message;
   r.f.Close();
   EXPECT_TRUE(r.records.empty());
+}
+
+// A follower that is behind applies what it read as one group: one pack,
+// one run of the checks, one write-ahead log sync, one move of the log ref.
+// The result is the leader's refs, as record by record, and the replica's
+// write-ahead log holds every record of the group.
+TEST(ReplicaApplyTest, AGroupOfRecordsLandsAsTheyWouldOneByOne) {
+  Replicated r;
+  RunJob(r.f, r.f.w1, {.yaml = Yaml(1), .renewals = 1});
+  SubmitPair(r.f, Yaml(2));
+  std::string e = SubmitPair(r.f, Yaml(3)).second;
+  EXPECT_TRUE(r.f.User(e, r.f.submitter, false).outcome.ok());
+  r.f.Close();
+  ASSERT_GE(r.records.size(), 6u);
+  TempDir state;
+  auto wal = WriteAheadLog::Open(state.path());
+  ASSERT_TRUE(wal.ok()) << wal.status().message();
+  auto l = r.F();
+  // The first record alone, then all the others in one group.
+  ASSERT_TRUE(CheckAndApplyRecord(*l, r.records[0], VerifyOptions{}, true, &*wal).ok());
+  std::vector<std::string_view> rest(r.records.begin() + 1, r.records.end());
+  auto applied = CheckAndApplyRecords(*l, rest, VerifyOptions{}, true, &*wal);
+  ASSERT_TRUE(applied.ok()) << applied.status().message();
+  EXPECT_EQ(applied->seq, static_cast<int64_t>(r.records.size()) + 1);
+  EXPECT_GT(applied->transitions, 0u);
+  EXPECT_EQ(GatosRefs(r.follower), GatosRefs(r.f.path));
+  auto report = AuditLog(*l, {});
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_TRUE(report->ok()) << Problems(*report);
+  auto logged = wal->ReadAll();
+  ASSERT_TRUE(logged.ok()) << logged.status().message();
+  ASSERT_EQ(logged->size(), r.records.size());
+  for (size_t i = 0; i < logged->size(); ++i) {
+    EXPECT_EQ((*logged)[i].seq, static_cast<int64_t>(i) + 2);
+    EXPECT_EQ((*logged)[i].log_id, DecodeWalFile(r.records[i]).records.at(0).log_id);
+  }
+}
+
+// A record that does not check at the end of a group: nothing of the group
+// lands, not even the genuine records before it; applied one by one, those
+// land and the bad one is refused with its reason.
+TEST(ReplicaApplyTest, ABadRecordInAGroupStopsTheWholeGroupFromLanding) {
+  Replicated r;
+  SubmitPair(r.f, Yaml(1));
+  SubmitPair(r.f, Yaml(2));
+  SubmitPair(r.f, Yaml(3));
+  r.f.Close();
+  ASSERT_EQ(r.records.size(), 3u);
+  const std::string forged = r.SignedByAnotherKey(2);
+  ASSERT_FALSE(forged.empty());
+
+  auto l = r.F();
+  const std::string head = *l->ResolveRef(kLogRef);
+  const auto refs = GatosRefs(r.follower);
+  auto refused = CheckAndApplyRecords(*l, {r.records[0], r.records[1], forged}, VerifyOptions{}, false);
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("log_signature"), std::string::npos) << refused.status().message();
+  EXPECT_EQ(*l->ResolveRef(kLogRef), head);  // nothing landed
+  EXPECT_EQ(GatosRefs(r.follower), refs);
+
+  EXPECT_TRUE(CheckAndApplyRecord(*l, r.records[0], VerifyOptions{}, false).ok());
+  EXPECT_TRUE(CheckAndApplyRecord(*l, r.records[1], VerifyOptions{}, false).ok());
+  auto alone = CheckAndApplyRecord(*l, forged, VerifyOptions{}, false);
+  EXPECT_EQ(alone.status().code(), StatusCode::kPermissionDenied) << alone.status().message();
+  EXPECT_NE(alone.status().message().find("record 4 "), std::string::npos) << alone.status().message();
+  EXPECT_EQ(ParseLogMessage(l->ReadCommit(*l->ResolveRef(kLogRef))->message)->seq, 3);
+  // The genuine third batch applies; a group that starts before the head
+  // is not the next one.
+  auto genuine = CheckAndApplyRecords(*l, {r.records[2]}, VerifyOptions{}, false);
+  EXPECT_TRUE(genuine.ok()) << genuine.status().message();
+  auto out_of_turn = CheckAndApplyRecords(*l, {r.records[1], r.records[2]}, VerifyOptions{}, false);
+  EXPECT_EQ(out_of_turn.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// A follower (gatosd's Replica) reads three records from a real stream and
+// applies them as one group; the last is forged. The group is refused, the
+// follower applies the records one by one: the two genuine ones land, the
+// forged one stops it with its reason and never lands.
+TEST(ReplicaApplyTest, AFollowerLandsTheRecordsBeforeABadOneOfAGroupAndStopsOnIt) {
+  Replicated r;
+  SubmitPair(r.f, Yaml(1));
+  SubmitPair(r.f, Yaml(2));
+  SubmitPair(r.f, Yaml(3));
+  r.f.Close();
+  ASSERT_EQ(r.records.size(), 3u);
+  const std::string forged = r.SignedByAnotherKey(2);
+  ASSERT_FALSE(forged.empty());
+
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  BusOptions bo;
+  bo.url = server.url();
+  auto bus = Bus::Connect(bo);
+  ASSERT_TRUE(bus.ok()) << bus.status().message();
+  gatosd::ReplicaOptions ro;
+  ro.name = "f1";
+  ro.ledger_id = "0123456789abcdef";
+  auto replica = gatosd::Replica::Start(**bus, ro);
+  ASSERT_TRUE(replica.ok()) << replica.status().message();
+  auto stream = RecordStream::Open(**bus, {WalStreamName(ro.ledger_id), WalSubject(ro.ledger_id), 1, 0, 120'000, 0});
+  ASSERT_TRUE(stream.ok()) << stream.status().message();
+  uint64_t last = 0;
+  for (int64_t i = 0; i < 3; ++i) {
+    auto a = (*stream)->Append(i + 2, i == 2 ? forged : r.records[i], last);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    last = *a;
+  }
+
+  auto l = r.F();
+  auto n = (*replica)->CatchUp(*l, VerifyOptions{});
+  EXPECT_EQ(n.status().code(), StatusCode::kPermissionDenied) << n.status().message();
+  EXPECT_NE(n.status().message().find("record 4 "), std::string::npos) << n.status().message();
+  EXPECT_NE(n.status().message().find("log_signature"), std::string::npos) << n.status().message();
+  EXPECT_EQ(ParseLogMessage(l->ReadCommit(*l->ResolveRef(kLogRef))->message)->seq, 3);
+  EXPECT_EQ(*l->ResolveRef(kLogRef), DecodeWalFile(r.records[1]).records.at(0).log_id);
+  EXPECT_EQ((*replica)->log_seq(), 3);
+  // Asked again, it stops on the same record: nothing was skipped.
+  auto again = (*replica)->CatchUp(*l, VerifyOptions{});
+  EXPECT_EQ(again.status().code(), StatusCode::kPermissionDenied) << again.status().message();
+  EXPECT_NE(again.status().message().find("record 4 "), std::string::npos) << again.status().message();
 }
 
 TEST(ReplicaApplyTest, GarbageIsNotARecord) {

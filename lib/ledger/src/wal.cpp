@@ -204,6 +204,10 @@ Result<std::vector<WalRecord>> WriteAheadLog::ReadAll() const {
 }
 
 Status WriteAheadLog::Append(int64_t seq, const std::string& log_id, const std::vector<const GitObject*>& objects) {
+  return AppendEncoded(seq, EncodeWalRecord(seq, log_id, objects));
+}
+
+Status WriteAheadLog::AppendEncoded(int64_t seq, std::string_view rec) {
   bool created = false;
   if (fd_ < 0) {
     char name[32];
@@ -228,7 +232,6 @@ Status WriteAheadLog::Append(int64_t seq, const std::string& log_id, const std::
     open_bytes_ = 0;
     created = true;
   }
-  const std::string rec = EncodeWalRecord(seq, log_id, objects);
   size_t done = 0;
   while (done < rec.size()) {
     ssize_t n = ::pwrite(fd_, rec.data() + done, rec.size() - done, static_cast<off_t>(open_bytes_ + done));

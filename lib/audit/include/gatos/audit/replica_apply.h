@@ -58,6 +58,20 @@ struct AppliedRecord {
 Result<AppliedRecord> CheckAndApplyRecord(Ledger& ledger, std::string_view record, const VerifyOptions& verify,
                                           bool fsync = true, WriteAheadLog* wal = nullptr);
 
+// A group of consecutive records (the first is the next one) checked and
+// applied together: the same checks on each, with one pack for the group's
+// objects, one run of the auditor's checks from the local head to the last
+// record's log commit (each record's transitions replayed in order, each
+// checked with the objects of the whole group present, as an auditor of
+// the log would), one write-ahead log sync and one move of the log ref.
+// All or nothing: when it fails nothing of the group lands (the message
+// names the group); apply the records one by one then to land those before
+// a bad one and name it. Returns the last record applied (`transitions`:
+// the group's).
+Result<AppliedRecord> CheckAndApplyRecords(Ledger& ledger, const std::vector<std::string_view>& records,
+                                           const VerifyOptions& verify, bool fsync = true,
+                                           WriteAheadLog* wal = nullptr);
+
 }  // namespace gatos
 
 #endif  // GATOS_AUDIT_REPLICA_APPLY_H_

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gatos/git/git_object.h"
@@ -58,6 +59,9 @@ class WriteAheadLog {
   // Appends a record and makes it durable (fdatasync; a new file's name is
   // synced into the directory too).
   Status Append(int64_t seq, const std::string& log_id, const std::vector<const GitObject*>& objects);
+  // Appends records encoded by EncodeWalRecord, consecutive sequences from
+  // `seq`, with one fdatasync: a follower's group of records.
+  Status AppendEncoded(int64_t seq, std::string_view records);
   // The next Append starts a new file; returns the files closed so far
   // (their records are all appended before this call).
   std::vector<std::string> Rotate();
