@@ -710,20 +710,24 @@ int main(int argc, char** argv) {
   for (auto it = procs.rbegin(); it != procs.rend(); ++it)
     it->Stop(SIGTERM, std::chrono::seconds(60));
   // Log batches in the run (the replicas converged once stopped) and,
-  // replicated, each follower's lag per applied record.
+  // replicated, each follower's lag per applied record. With --json on
+  // stderr: the JSON stays the last line of stdout (bench/side_by_side
+  // reads it with tail -1).
+  FILE* more = as_json ? stderr : stdout;
   int64_t seq1 = -1;
   for (const auto& d : replica_dirs) seq1 = std::max(seq1, LogSeq(d));
   if (seq0 > 0 && seq1 >= seq0) {
-    std::printf("log batches %lld (%.1f jobs per batch)\n", static_cast<long long>(seq1 - seq0),
-                jobs / std::max(1.0, static_cast<double>(seq1 - seq0)));
+    std::fprintf(more, "log batches %lld (%.1f jobs per batch)\n", static_cast<long long>(seq1 - seq0),
+                 jobs / std::max(1.0, static_cast<double>(seq1 - seq0)));
   }
   for (int r = 0; r < replicas && replicas > 1; ++r) {
     std::vector<double> lags = FollowerLags(dir + "/gatosd" + std::to_string(r) + ".log");
     if (lags.size() < 10) continue;  // the leader (or a replica that led most of the run)
-    std::printf("follower r%d lag (stream stored -> applied): %zu records, p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
-                r, lags.size(), P(lags, 0.5), P(lags, 0.99), P(lags, 1.0));
+    std::fprintf(more,
+                 "follower r%d lag (stream stored -> applied): %zu records, p50 %.1f ms, p99 %.1f ms, max %.1f ms\n",
+                 r, lags.size(), P(lags, 0.5), P(lags, 0.99), P(lags, 1.0));
   }
-  std::fflush(stdout);
+  std::fflush(more);
   // A repack gatosd started may still be finishing: remove what can be removed.
   if (keep.empty()) {
     fs::remove_all(dir, ec);
