@@ -350,6 +350,15 @@ TEST(InputCredentialsTest, ParsesAndMatchesTheLongestPrefixOnAPathBoundary) {
                                      "twice.yaml");
   ASSERT_FALSE(twice.ok());
   EXPECT_HAS(twice.status().message(), "\"https://h\" is already configured on line 2");
+  // A second ".git" at the end is refused, not reduced again (found by
+  // input_credentials_fuzz: "//.git//.git" reduced to a prefix that
+  // reduced further).
+  for (const char* p : {"https://h//////.git//.git", "https://h/app.git.git", "https://h/x.git/.git/"}) {
+    auto dup = ParseInputCredentials("credentials:\n  - prefix: " + std::string(p) + "\n    token_file: /t\n",
+                                     "dup.yaml");
+    ASSERT_FALSE(dup.ok()) << p;
+    EXPECT_HAS(dup.status().message(), "ends in \".git\" twice");
+  }
   auto empty = ParseInputCredentials("", "empty.yaml");
   ASSERT_TRUE(empty.ok()) << empty.status().ToString();
   EXPECT_TRUE(empty->entries().empty());

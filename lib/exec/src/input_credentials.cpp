@@ -327,6 +327,13 @@ std::string ReduceCredentialPrefix(std::string_view prefix, std::string* problem
   while (!path.empty() && path.back() == '/') path.pop_back();
   if (path.size() > 4 && path.ends_with(".git")) path.resize(path.size() - 4);
   while (!path.empty() && path.back() == '/') path.pop_back();
+  // A second ".git" left at the end (".../x.git/.git", "x.git.git"):
+  // refused, not reduced again, so that a URL's key (one suffix off)
+  // and the prefix agree and the stored prefix reduces to itself.
+  if (path.size() > 4 && path.ends_with(".git")) {
+    *problem = "ends in \".git\" twice; give the repository's URL or a directory above it";
+    return "";
+  }
   return scheme + "://" + Lower(authority) + path;
 }
 
