@@ -59,6 +59,13 @@ struct Replicated {
     objects.push_back(&*forged);
     return EncodeWalRecord(rec.seq, forged->id, objects);
   }
+  // Three submits, each its own record, and the writer closed; the third
+  // record with its log commit signed by w1 ("" when it cannot be built).
+  std::string ThreeRecordsTheThirdForged() {
+    for (int i = 1; i <= 3; ++i) SubmitPair(f, Yaml(i));
+    f.Close();
+    return records.size() == 3 ? SignedByAnotherKey(2) : "";
+  }
   // Applies records[from, to) to the follower.
   void ApplyAll(size_t from = 0) {
     auto l = F();
@@ -350,12 +357,8 @@ TEST(ReplicaApplyTest, AGroupOfRecordsLandsAsTheyWouldOneByOne) {
 // land and the bad one is refused with its reason.
 TEST(ReplicaApplyTest, ABadRecordInAGroupStopsTheWholeGroupFromLanding) {
   Replicated r;
-  SubmitPair(r.f, Yaml(1));
-  SubmitPair(r.f, Yaml(2));
-  SubmitPair(r.f, Yaml(3));
-  r.f.Close();
+  const std::string forged = r.ThreeRecordsTheThirdForged();
   ASSERT_EQ(r.records.size(), 3u);
-  const std::string forged = r.SignedByAnotherKey(2);
   ASSERT_FALSE(forged.empty());
 
   auto l = r.F();
@@ -387,12 +390,8 @@ TEST(ReplicaApplyTest, ABadRecordInAGroupStopsTheWholeGroupFromLanding) {
 // forged one stops it with its reason and never lands.
 TEST(ReplicaApplyTest, AFollowerLandsTheRecordsBeforeABadOneOfAGroupAndStopsOnIt) {
   Replicated r;
-  SubmitPair(r.f, Yaml(1));
-  SubmitPair(r.f, Yaml(2));
-  SubmitPair(r.f, Yaml(3));
-  r.f.Close();
+  const std::string forged = r.ThreeRecordsTheThirdForged();
   ASSERT_EQ(r.records.size(), 3u);
-  const std::string forged = r.SignedByAnotherKey(2);
   ASSERT_FALSE(forged.empty());
 
   NatsServer server;
