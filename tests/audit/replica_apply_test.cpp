@@ -66,6 +66,15 @@ struct Replicated {
     f.Close();
     return records.size() == 3 ? SignedByAnotherKey(2) : "";
   }
+  // Batches of several kinds: a job run with a renewal, two submits and a
+  // submitter's request on the third; then the writer closed.
+  void RecordSeveralKindsOfBatches() {
+    RunJob(f, f.w1, {.yaml = Yaml(1), .renewals = 1});
+    SubmitPair(f, Yaml(2));
+    std::string e = SubmitPair(f, Yaml(3)).second;
+    EXPECT_TRUE(f.User(e, f.submitter, false).outcome.ok());
+    f.Close();
+  }
   // Applies records[from, to) to the follower.
   void ApplyAll(size_t from = 0) {
     auto l = F();
@@ -94,11 +103,7 @@ std::map<std::string, std::string> GatosRefs(const std::string& path) {
 
 TEST(ReplicaApplyTest, GenuineRecordsLandAndTheFollowerEqualsTheLeader) {
   Replicated r;
-  RunJob(r.f, r.f.w1, {.yaml = Yaml(1), .renewals = 1});
-  SubmitPair(r.f, Yaml(2));
-  std::string e = SubmitPair(r.f, Yaml(3)).second;
-  EXPECT_TRUE(r.f.User(e, r.f.submitter, false).outcome.ok());
-  r.f.Close();
+  r.RecordSeveralKindsOfBatches();
   ASSERT_GE(r.records.size(), 6u);
   r.ApplyAll();
   EXPECT_EQ(GatosRefs(r.follower), GatosRefs(r.f.path));
@@ -322,11 +327,7 @@ TEST(ReplicaApplyTest, APushedJobWithHistoryIsRefusedByAReplicatedLeader) {
 // write-ahead log holds every record of the group.
 TEST(ReplicaApplyTest, AGroupOfRecordsLandsAsTheyWouldOneByOne) {
   Replicated r;
-  RunJob(r.f, r.f.w1, {.yaml = Yaml(1), .renewals = 1});
-  SubmitPair(r.f, Yaml(2));
-  std::string e = SubmitPair(r.f, Yaml(3)).second;
-  EXPECT_TRUE(r.f.User(e, r.f.submitter, false).outcome.ok());
-  r.f.Close();
+  r.RecordSeveralKindsOfBatches();
   ASSERT_GE(r.records.size(), 6u);
   TempDir state;
   auto wal = WriteAheadLog::Open(state.path());
