@@ -30,6 +30,10 @@ struct Request {
 
 class RequestQueue {
  public:
+  // What a request offered to a closed queue is answered.
+  static std::string StoppingReply() {
+    return rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping; ask again"));
+  }
   // False once closed: a local request was answered "retry" here; a NATS
   // request is left in `r` for the caller to answer (a dropped one would
   // keep its client waiting out its whole timeout).
@@ -82,7 +86,7 @@ class RequestQueue {
   bool EnqueueLocked(Request& r) {
     if (closed_) {
       if (r.local) {
-        r.local->set_value(rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping")));
+        r.local->set_value(StoppingReply());
         r.local.reset();
       }
       return false;

@@ -404,7 +404,7 @@ class Server {
         // subscribed): the client is told to retry at once, and its next
         // try reaches the leader.
         if (!queue_.Push(r)) {
-          SendReply(*bus_, r, rpc::Dump(rpc::ErrorReply(TransitionError::kRetry, "gatosd is stopping; ask again")));
+          SendReply(*bus_, r, RequestQueue::StoppingReply());
         }
       });
       if (!sub.ok())
