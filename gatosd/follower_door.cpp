@@ -47,7 +47,59 @@ Result<std::vector<GitObject>> ForwardedJobObjects(Ledger& ledger, const std::st
   return out;
 }
 
+Result<std::vector<GitObject>> ForwardedResultObjects(Ledger& ledger, const std::string& commit,
+                                                      const Policy& policy) {
+  // As the leader's result decode allows (service_decode.cpp).
+  const BatchLimits rpc_limits;
+  CommitObjectLimits limits;
+  limits.max_objects = rpc_limits.max_objects;
+  limits.max_bytes = static_cast<size_t>(policy.settings.max_result_bytes);
+  auto out = CommitObjects(LedgerLookup(&ledger), commit, limits);
+  if (!out.ok() && out.status().code() == StatusCode::kFailedPrecondition) {
+    return FailedPreconditionError("this replica follows and forwards a pushed result to the leader as the result "
+                                   "RPC carries one, and " +
+                                   out.status().message() +
+                                   " (max_result_bytes): push it to the leader's front door");
+  }
+  return out;
+}
+
+bool RecordHoldsResult(const JobRecord& record, const std::string& result_commit) {
+  if (record.result_commit == result_commit) return true;
+  for (const auto& a : record.attempts) {
+    if (a.result_commit == result_commit) return true;
+  }
+  return false;
+}
+
 namespace {
+
+// A pushed result: checked here as the leader checks its content (it
+// checks it again, with the lease), then forwarded as the result RPC.
+ForwardPlan PlanResult(Ledger* ledger, const Policy& policy, const std::string& commit,
+                       const std::string& expected_job) {
+  ForwardPlan plan;
+  ParsedResult parsed;
+  Decision o = CheckResultContent(LedgerLookup(ledger), commit, policy, &parsed);
+  if (o.ok() && !expected_job.empty() && parsed.job_hex != expected_job) {
+    o = Decision::Error(TransitionError::kInvalid,
+                        "the result is of job blake3:" + parsed.job_hex + ", not of the job its ref names");
+  }
+  if (!o.ok()) {
+    plan.reply = rpc::Dump(rpc::ErrorReply(o.error, o.message));
+    return plan;
+  }
+  auto objects = ForwardedResultObjects(*ledger, commit, policy);
+  if (!objects.ok()) {
+    plan.reply = Refusal(TransitionError::kInvalid, objects.status().message());
+    return plan;
+  }
+  plan.subject = rpc::kResult;
+  plan.job_hex = parsed.job_hex;
+  plan.result_commit = commit;
+  plan.frame = rpc::EncodeFrame({{"commit", commit}}, EncodeObjectBatch(*objects));
+  return plan;
+}
 
 ForwardPlan Plan(Ledger* ledger, const Result<Policy>& policy, const ServiceRequest& r, int64_t now) {
   ForwardPlan plan;
@@ -55,9 +107,9 @@ ForwardPlan Plan(Ledger* ledger, const Result<Policy>& policy, const ServiceRequ
     plan.reply = rpc::Dump(rpc::OkReply());
     return plan;
   }
-  if (r.subject != rpc::kLocalPushSubmit) {
+  if (r.subject != rpc::kLocalPushSubmit && r.subject != rpc::kLocalPushResult) {
     plan.reply = Refusal(TransitionError::kInvalid,
-                         "this replica follows the leader: push results and witnesses, and change the policy, "
+                         "this replica follows the leader: push witnesses and schedules, and change the policy, "
                          "on the leader (gatos cluster status names it)");
     return plan;
   }
@@ -86,6 +138,7 @@ ForwardPlan Plan(Ledger* ledger, const Result<Policy>& policy, const ServiceRequ
     }
     expected = *job;
   }
+  if (r.subject == rpc::kLocalPushResult) return PlanResult(ledger, *policy, *commit, expected);
   // The leader checks it again; this spares it what cannot pass and names
   // the job to wait for.
   auto check = CheckJobCommit(LedgerLookup(ledger), *commit, expected, *policy, now);
@@ -98,6 +151,7 @@ ForwardPlan Plan(Ledger* ledger, const Result<Policy>& policy, const ServiceRequ
     plan.reply = Refusal(TransitionError::kInvalid, objects.status().message());
     return plan;
   }
+  plan.subject = rpc::kSubmit;
   plan.job_hex = check->job_hex;
   plan.frame = rpc::EncodeFrame({{"commit", *commit}}, EncodeObjectBatch(*objects));
   return plan;
@@ -149,7 +203,7 @@ void FollowerDoor::Loop() {
 
 std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& requests) {
   std::vector<std::string> replies(requests.size());
-  std::map<size_t, std::string> forwarded;  // request -> job hex the leader accepted
+  std::map<size_t, ForwardPlan> forwarded;  // request -> what the leader accepted
   std::map<size_t, nlohmann::json> accepted;
   auto ledger = Ledger::Open(dir_);  // a handle per batch: the pushed objects are new
   Result<Policy> policy = ledger.ok() ? (*ledger)->ReadPolicy() : Result<Policy>(ledger.status());
@@ -160,7 +214,7 @@ std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& reque
       replies[i] = std::move(plan.reply);
       continue;
     }
-    auto reply = bus_->Request(rpc::kSubmit, plan.frame, options_.leader_timeout_ms);
+    auto reply = bus_->Request(plan.subject, plan.frame, options_.leader_timeout_ms);
     if (!reply.ok()) {
       replies[i] = Refusal(TransitionError::kRetry,
                            "this replica follows, and no leader answered the forwarded push (" +
@@ -169,7 +223,7 @@ std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& reque
       continue;
     }
     Decision err;
-    auto parsed = rpc::ParseReply(reply->data, rpc::kSubmit, &err);
+    auto parsed = rpc::ParseReply(reply->data, plan.subject, &err);
     if (!parsed.ok()) {
       replies[i] = Refusal(TransitionError::kRetry, "the leader's reply to the forwarded push: " +
                                                         parsed.status().message() + "; push again");
@@ -179,42 +233,54 @@ std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& reque
       replies[i] = rpc::Dump(rpc::ErrorReply(err.error, "the leader refused the push: " + err.message));
       continue;
     }
-    forwarded[i] = plan.job_hex;
+    plan.frame.clear();
+    forwarded[i] = std::move(plan);
     accepted[i] = std::move(*parsed);
   }
-  // Acknowledged once this replica holds each job in its own, checked log.
+  // Acknowledged once this replica holds each job, or each result, in its
+  // own, checked log.
   const auto deadline = Clock::now() + std::chrono::milliseconds(options_.apply_timeout_ms);
   while (!forwarded.empty()) {
     auto view = LedgerView::Open(dir_);
     if (view.ok()) {
       for (auto it = forwarded.begin(); it != forwarded.end();) {
-        auto rec = (*view)->Find(it->second);
-        if (rec.ok() && *rec) {
-          // The reply is this replica's own: nothing of the bus's answer
-          // but whether the job existed already.
-          const nlohmann::json& said = accepted[it->first];
-          const bool existing = said.contains("existing") && said["existing"].is_boolean() && said["existing"].get<bool>();
-          nlohmann::json body = rpc::OkReply();
-          body["job"] = "blake3:" + it->second;
-          body["existing"] = existing;
-          body["forwarded"] = true;
-          body["log_seq"] = (*view)->seq();
-          replies[it->first] = rpc::Dump(body);
-          it = forwarded.erase(it);
-        } else {
+        const ForwardPlan& plan = it->second;
+        auto rec = (*view)->Find(plan.job_hex);
+        const bool applied = rec.ok() && *rec &&
+                             (plan.result_commit.empty() || RecordHoldsResult(**rec, plan.result_commit));
+        if (!applied) {
           ++it;
+          continue;
         }
+        // The reply is this replica's own: nothing of the bus's answer
+        // but whether the job or the result existed already.
+        const nlohmann::json& said = accepted[it->first];
+        const bool existing = said.contains("existing") && said["existing"].is_boolean() && said["existing"].get<bool>();
+        nlohmann::json body = rpc::OkReply();
+        body["job"] = "blake3:" + plan.job_hex;
+        body["existing"] = existing;
+        body["forwarded"] = true;
+        body["log_seq"] = (*view)->seq();
+        if (!plan.result_commit.empty()) {
+          body["state"] = std::string(JobStateName(RecordState(**rec, SystemNowMs())));
+          body["attempt"] = (*rec)->attempt;
+        }
+        replies[it->first] = rpc::Dump(body);
+        it = forwarded.erase(it);
       }
     }
     if (forwarded.empty()) break;
     if (Clock::now() >= deadline || stop_) {
-      for (const auto& [i, hex] : forwarded) {
+      for (const auto& [i, plan] : forwarded) {
+        const std::string what = plan.result_commit.empty()
+                                     ? "job blake3:" + plan.job_hex
+                                     : "the result " + plan.result_commit.substr(0, 12) + " of job blake3:" + plan.job_hex;
         replies[i] = Refusal(TransitionError::kRetry,
-                             "the leader answered that it recorded job blake3:" + hex + ", but this replica has not " +
+                             "the leader answered that it recorded " + what + ", but this replica has not " +
                                  (stop_ ? "applied it before it stopped following"
                                         : "applied it within " + std::to_string(options_.apply_timeout_ms / 1000) +
                                               " s") +
-                                 "; push again to find out (a recorded job is not recorded twice)");
+                                 "; push again to find out (what is recorded is not recorded twice)");
       }
       break;
     }

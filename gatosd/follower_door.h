@@ -1,13 +1,16 @@
 // A follower's front door (docs/replication.md, "Pushes to a follower"):
 // while a replica follows, it serves the ledger's local socket so that the
 // front door's hooks reach it, and forwards each pushed job to the leader
-// as the submit RPC carries one (the job commit and its tree). A push is
-// acknowledged only once this replica applied, from the replicated log and
-// after the auditor's checks, the record holding the job: never on the
-// word of whoever answered on the bus. With no leader, or no such record
-// in time, the push is refused and nothing is written here.
+// as the submit RPC carries one (the job commit and its tree), and each
+// pushed result as the result RPC carries one (the result commit and its
+// tree; the lease commit it names is in every replica's log already). A
+// push is acknowledged only once this replica applied, from the replicated
+// log and after the auditor's checks, the record holding the job or the
+// result: never on the word of whoever answered on the bus. With no
+// leader, or no such record in time, the push is refused and nothing is
+// written here.
 //
-// Results, witnesses and the CLI's local writes (policy, batches) are
+// Witnesses and the CLI's local writes (policy, batches, schedules) are
 // refused with a message that says to use the leader.
 //
 // Thread-safety: Start and the destructor from one thread; requests are
@@ -24,6 +27,7 @@
 #include "gatos/git/ledger.h"
 #include "gatos/git/git_object.h"
 #include "gatos/ledger/job_service.h"
+#include "gatos/model/job_record.h"
 #include "gatos/model/policy.h"
 #include "gatos/nats/bus.h"
 #include "local_server.h"
@@ -59,13 +63,16 @@ class FollowerDoor {
 };
 
 // What a follower does with one request of its local socket before the
-// leader is asked: refuse it (`reply` set: the answer), or forward the
-// submit `frame` (rpc::kSubmit's request) for the job `job_hex`. `ledger`
-// and `policy` are the follower's (null / an error: refused, retry).
-// Never throws.
+// leader is asked: refuse it (`reply` set: the answer), or forward `frame`
+// on `subject` (rpc::kSubmit's request for a pushed job, rpc::kResult's for
+// a pushed result) for the job `job_hex`; `result_commit` is the pushed
+// result ("" for a job). `ledger` and `policy` are the follower's (null /
+// an error: refused, retry). Never throws.
 struct ForwardPlan {
   std::string reply;
+  const char* subject = nullptr;
   std::string job_hex;
+  std::string result_commit;
   std::string frame;
 };
 ForwardPlan PlanForward(Ledger* ledger, const Result<Policy>& policy, const ServiceRequest& request,
@@ -76,6 +83,17 @@ ForwardPlan PlanForward(Ledger* ledger, const Result<Policy>& policy, const Serv
 // parents). FailedPrecondition, with what to do instead, for a commit with
 // parents or more objects than a submit carries.
 Result<std::vector<GitObject>> ForwardedJobObjects(Ledger& ledger, const std::string& commit);
+
+// The objects the result RPC carries for the result commit `commit` of
+// `ledger`: the commit, its tree and every object under it (not its
+// parents: the lease commit). FailedPrecondition, with what to do
+// instead, past what a result RPC carries (max_result_bytes).
+Result<std::vector<GitObject>> ForwardedResultObjects(Ledger& ledger, const std::string& commit,
+                                                      const Policy& policy);
+
+// Whether `record` holds `result_commit` as its final result or as the
+// result of an earlier attempt.
+bool RecordHoldsResult(const JobRecord& record, const std::string& result_commit);
 
 }  // namespace gatos::gatosd
 

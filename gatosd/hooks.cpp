@@ -360,7 +360,12 @@ int RunProcReceive(const std::string& ledger_dir, std::istream& in, std::ostream
           << WitnessRef(u.ref.substr(std::strlen(kWitnessPushPrefix)))
           << (body.value("existing", false) ? " (already recorded)" : "") << "\n";
     } else if (result) {
-      err << "gatos: result of job " << job << " recorded (" << body.value("state", "") << ")\n";
+      err << "gatos: result of job " << job << " recorded (" << body.value("state", "") << ")"
+          << (body.value("forwarded", false)
+                  ? " by the leader; this replica applied it at log sequence " +
+                        std::to_string(body.value("log_seq", int64_t{0}))
+                  : "")
+          << "\n";
     } else if (body.value("existing", false)) {
       err << "gatos: job " << job << " already exists; nothing to do (no-op)\n";
     } else {

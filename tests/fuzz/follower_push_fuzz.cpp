@@ -14,8 +14,9 @@
 //         submodule or 20 raw bytes, and a name); every object is written,
 //         a push of the commit is planned, and ForwardedJobObjects walks it
 // Invariants: no crash or sanitizer report; a refusal is a JSON error
-// reply; a forward names a 64-hex job and a frame holding at most 8
-// objects, the first of them the commit.
+// reply; a forward names a 64-hex job, the submit or result RPC (a result
+// naming its commit) and a frame whose first object is the commit, at most
+// 8 objects for a submit.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -48,12 +49,16 @@ void CheckPlan(const gatos::gatosd::ForwardPlan& plan, const std::string& commit
     }
     return;
   }
-  if (!gatos::IsLowerHex(plan.job_hex, 64)) abort();
+  if (!gatos::IsLowerHex(plan.job_hex, 64) || plan.subject == nullptr) abort();
+  const bool result = plan.subject == std::string_view(gatos::rpc::kResult);
+  if (!result && plan.subject != std::string_view(gatos::rpc::kSubmit)) abort();
+  if (result != !plan.result_commit.empty() || (result && plan.result_commit != commit)) abort();
   nlohmann::json header;
   std::string_view batch;
   if (!gatos::rpc::DecodeFrame(plan.frame, gatos::rpc::kMaxJsonRequest, &header, &batch).ok()) abort();
   auto objects = gatos::DecodeObjectBatch(batch, gatos::BatchLimits{});
-  if (!objects.ok() || objects->empty() || objects->size() > 8 || objects->front().id != commit) abort();
+  const size_t most = result ? gatos::BatchLimits{}.max_objects : 8;
+  if (!objects.ok() || objects->empty() || objects->size() > most || objects->front().id != commit) abort();
 }
 
 }  // namespace

@@ -13,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gatos/git/ledger.h"
 #include "replicated_ledger.h"
+#include "test_worker.h"
 
 namespace gatos::testing {
 namespace {
@@ -189,6 +191,72 @@ TEST(ReplicaFollowersTest, AJobPushedToTheLeadersDoorReachesEveryFollowerWithIts
     EXPECT_EQ(show.exit_code, 0) << show.err;
     EXPECT_EQ(show.out, yaml);
   }
+  c.StopAndCheckEachReplica({id});
+}
+
+// A result pushed with stock git to a follower's front door is forwarded to
+// the leader as the result RPC carries one (the lease commit it builds on
+// is in every replica's log) and acknowledged once the follower applied
+// it. One the leader refuses (for an epoch it never granted) is refused at
+// the follower with the leader's reason, and is not recorded.
+TEST(ReplicaFollowersTest, AResultPushedToAFollowersDoorIsForwardedToTheLeader) {
+  ReplicatedLedger c;
+  ASSERT_TRUE(c.Prepare(/*lease_ms=*/120000));  // no renewals: the test holds the lease while it pushes
+  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
+  const int leader = c.WaitForLeader();
+  ASSERT_GE(leader, 0) << c.Logs();
+  const int f = (leader + 1) % kReplicas;
+  ASSERT_TRUE(PollFor(30000, [&] { return Exists(c.ledgers_[f] + "/gatos/gatosd.sock"); })) << c.Logs();
+
+  // No worker runs: the test claims the job and signs the worker's result.
+  std::string id;
+  RunResult pushed_job = c.PushJob(f, Job(5), &id);
+  ASSERT_EQ(pushed_job.exit_code, 0) << pushed_job.err << c.Logs();
+  const std::string hex = id.substr(7);
+  TestWorker w(c.urls_, c.worker_key_);
+  const nlohmann::json grant = w.Claim(hex);
+  ASSERT_TRUE(grant.value("ok", false)) << grant.dump();
+  auto state_at = [&](const std::string& ledger) {
+    RunResult st = c.Gatos({"status", id, "--ledger", ledger, "--json"});
+    auto j = nlohmann::json::parse(st.out, nullptr, false);
+    return j.is_object() ? j : nlohmann::json::object();
+  };
+  // The follower has applied the claim: its lease commit is there to build on.
+  ASSERT_TRUE(PollFor(30000, [&] { return state_at(c.ledgers_[f]).value("state", "") == "claimed"; })) << c.Logs();
+
+  const std::string local = c.dir_.Join("pusher.git");
+  ASSERT_TRUE(Ledger::InitRepository(local).ok());
+  auto repo = Ledger::Open(local);
+  ASSERT_TRUE(repo.ok());
+  nlohmann::json never_granted = grant;
+  never_granted["epoch"] = grant["epoch"].get<int64_t>() + 1;
+  std::string stale, good;
+  for (const auto& o : w.BuildObjects(hex, never_granted, &stale)) ASSERT_TRUE((*repo)->WriteRawObject(o.type, o.data).ok());
+  for (const auto& o : w.BuildObjects(hex, grant, &good)) ASSERT_TRUE((*repo)->WriteRawObject(o.type, o.data).ok());
+  // Like any git client, the pusher has the history it builds on.
+  RunResult fetch = c.Cmd({"git", "--git-dir", local, "fetch", "-q", c.ledgers_[f], "refs/gatos/jobs/" + hex + "/*:refs/ledger/*"});
+  ASSERT_EQ(fetch.exit_code, 0) << fetch.err;
+  auto push_result = [&](const std::string& commit) {
+    return c.Cmd({"git", "--git-dir", local, "push", c.ledgers_[f] + "/push", commit + ":refs/gatos/results/" + hex});
+  };
+
+  RunResult refused = push_result(stale);
+  EXPECT_NE(refused.exit_code, 0) << refused.err;
+  EXPECT_NE(refused.err.find("the leader refused the push"), std::string::npos) << refused.err << c.Logs();
+  EXPECT_EQ(state_at(c.ledgers_[leader]).value("state", ""), "claimed");
+
+  RunResult accepted = push_result(good);
+  ASSERT_EQ(accepted.exit_code, 0) << accepted.err << c.Logs();
+  EXPECT_NE(accepted.err.find("remote: gatos: result of job " + id +
+                              " recorded (succeeded) by the leader; this replica applied it at log sequence "),
+            std::string::npos)
+      << accepted.err;
+  // Acknowledged only once the follower held it; the leader holds it too.
+  const nlohmann::json on_follower = state_at(c.ledgers_[f]);
+  EXPECT_EQ(on_follower.value("state", ""), "succeeded") << on_follower.dump();
+  EXPECT_EQ(on_follower.value("result_commit", ""), good) << on_follower.dump();
+  EXPECT_EQ(state_at(c.ledgers_[leader]).value("result_commit", ""), good);
+  ASSERT_TRUE(c.WaitForOneLogHead(leader, 30000)) << c.LogHeads() << c.Logs();
   c.StopAndCheckEachReplica({id});
 }
 

@@ -25,6 +25,7 @@
 #include "gatos/model/time_format.h"
 #include "gatos/nats/bus.h"
 #include "stack.h"
+#include "test_worker.h"
 #include "test_util.h"
 
 namespace gatos::testing {
@@ -35,71 +36,6 @@ using nlohmann::json;
 std::string Job(int n) {
   return "command: [\"/bin/echo\", \"job " + std::to_string(n) + "\"]\ntimeout: 30\n";
 }
-
-// A worker-side RPC client over a real NATS connection.
-class TestWorker {
- public:
-  TestWorker(const std::string& url, const std::string& key_path)
-      : key_(*ReadPrivateKeyFile(key_path)) {
-    BusOptions bo;
-    bo.url = url;
-    bo.name = "test worker";
-    bus_ = std::move(*Bus::Connect(bo));
-  }
-  Bus& bus() { return *bus_; }
-  std::string hex() const { return key_.public_key().Hex(); }
-
-  json Claim(const std::string& job_hex, int64_t epoch = 1) {
-    last_claim_ = SignLeaseRequest(key_, job_hex, epoch, SystemNowMs(), false);
-    return Call(rpc::kClaim, rpc::LeaseRequestJson(last_claim_).dump());
-  }
-  const LeaseRequest& last_claim() const { return last_claim_; }
-  json Result(const std::string& job_hex, const json& grant, const std::string& status = "succeeded") {
-    std::string commit;
-    std::vector<GitObject> objects = BuildObjects(job_hex, grant, &commit, status);
-    last_frame_ = rpc::EncodeFrame(json{{"commit", commit}}, EncodeObjectBatch(objects));
-    return Call(rpc::kResult, last_frame_);
-  }
-  // The outbox's retry after a lost acknowledgement: the same bytes again.
-  json Resend() { return Call(rpc::kResult, last_frame_); }
-  // A signed result for the lease in `grant`: its objects, for the RPC or
-  // for pushing them with git.
-  std::vector<GitObject> BuildObjects(const std::string& job_hex, const json& grant, std::string* commit,
-                                      const std::string& status = "succeeded") {
-    ResultBuildInput in;
-    in.job_commit = grant["job_commit"];
-    in.lease_commit = grant["lease_commit"];
-    in.poe.job_id = "blake3:" + job_hex;
-    in.poe.worker_id = key_.public_key().WorkerId();
-    in.poe.lease_epoch = grant["epoch"];
-    in.poe.status = status;
-    in.poe.runner_program = Blake3Tagged("test worker");
-    in.poe.runner_version = "test";
-    in.poe.runner_platform = "linux-x86_64";
-    in.poe.exit_code = status == "succeeded" ? 0 : 1;
-    in.poe.stdout_cap = 1 << 20;
-    in.poe.started_at = FormatRfc3339Millis(SystemNowMs());
-    in.poe.finished_at = in.poe.started_at;
-    in.files = {{"stdout", "ok\n"}, {"stderr", ""}};
-    in.time_ms = SystemNowMs();
-    auto built = BuildResult(in, key_);
-    EXPECT_TRUE(built.ok()) << built.status().message();
-    *commit = built->commit_id;
-    return built->objects;
-  }
-  json Call(const char* subject, const std::string& data) {
-    auto reply = bus_->Request(subject, data, 10000);
-    EXPECT_TRUE(reply.ok()) << subject << ": " << reply.status().message();
-    if (!reply.ok()) return json{{"ok", false}, {"error", "transport"}};
-    return json::parse(reply->data);
-  }
-
- private:
-  Ed25519PrivateKey key_;
-  std::unique_ptr<Bus> bus_;
-  std::string last_frame_;
-  LeaseRequest last_claim_;
-};
 
 // Pending-job messages as a worker sees them, through a test-only durable.
 std::vector<std::string> FetchPending(Bus& bus, const std::string& durable, int want, int timeout_ms) {

@@ -65,13 +65,15 @@ class ReplicatedLedger {
     return Cmd(args, timeout_s);
   }
 
-  ::testing::AssertionResult Prepare() {
+  // `lease_ms`: the policy's lease (short by default, so that a killed
+  // worker's job is offered again soon).
+  ::testing::AssertionResult Prepare(int lease_ms = 3000) {
     for (auto& n : nats_) {
       auto ok = n->Start();
       if (!ok) return ok;
       urls_ += (urls_.empty() ? "" : ",") + n->url();
     }
-    RunResult r = Cmd({BinaryPath("gatosd"), "init", ledgers_[0], "--lease-ms", "3000"});
+    RunResult r = Cmd({BinaryPath("gatosd"), "init", ledgers_[0], "--lease-ms", std::to_string(lease_ms)});
     if (r.exit_code != 0) return ::testing::AssertionFailure() << "gatosd init: " << r.err;
     alice_ = dir_.Join("alice");
     worker_key_ = dir_.Join("worker");
