@@ -16,6 +16,7 @@
 #include "gatos/model/time_format.h"
 #include "gatos/nats/bus.h"
 #include "stack.h"
+#include "test_worker.h"
 #include "test_util.h"
 
 namespace gatos::testing {
@@ -42,15 +43,10 @@ TEST(RpcBatchCodec, RoundTripsAndRefusesMalformedBatches) {
   EXPECT_EQ(rpc::DecodeBatch(rpc::EncodeBatch(many)).status().code(), StatusCode::kInvalidArgument);
 }
 
-class BatchClient {
+// A test worker that also submits jobs and sends batch requests.
+class BatchClient : public TestWorker {
  public:
-  BatchClient(const std::string& url, const std::string& key_path) : key_(*ReadPrivateKeyFile(key_path)) {
-    BusOptions bo;
-    bo.url = url;
-    bus_ = std::move(*Bus::Connect(bo));
-  }
-  Bus& bus() { return *bus_; }
-  const Ed25519PrivateKey& key() const { return key_; }
+  using TestWorker::TestWorker;
 
   std::string SubmitJob(const std::string& yaml, const Ed25519PrivateKey& submitter) {
     std::string hex = JobIdHex(*ParseManifest(yaml, "job.yaml"));
@@ -59,7 +55,7 @@ class BatchClient {
     auto commit = BuildCommitObject(tree, {}, "job\n\nJob-Id: blake3:" + hex + "\n", "t", "t@x", SystemNowMs(),
                                     &submitter);
     objects.insert(objects.begin(), *commit);
-    auto reply = bus_->Request(rpc::kSubmit, rpc::EncodeFrame(json{{"commit", commit->id}}, EncodeObjectBatch(objects)),
+    auto reply = bus().Request(rpc::kSubmit, rpc::EncodeFrame(json{{"commit", commit->id}}, EncodeObjectBatch(objects)),
                                10000);
     EXPECT_TRUE(reply.ok());
     EXPECT_TRUE(json::parse(reply->data).value("ok", false)) << reply->data;
@@ -67,7 +63,7 @@ class BatchClient {
   }
   // Sends a batch; returns each entry's reply as JSON.
   std::vector<json> Batch(const char* subject, const std::vector<std::string>& entries) {
-    auto reply = bus_->Request(subject, rpc::EncodeBatch(entries), 10000);
+    auto reply = bus().Request(subject, rpc::EncodeBatch(entries), 10000);
     EXPECT_TRUE(reply.ok()) << reply.status().message();
     std::vector<json> out;
     if (!reply.ok()) return out;
@@ -78,31 +74,6 @@ class BatchClient {
     for (auto r : *replies) out.push_back(json::parse(r));
     return out;
   }
-  std::string ResultFrame(const std::string& hex, const json& grant) {
-    ResultBuildInput in;
-    in.job_commit = grant["job_commit"];
-    in.lease_commit = grant["lease_commit"];
-    in.poe.job_id = "blake3:" + hex;
-    in.poe.worker_id = key_.public_key().WorkerId();
-    in.poe.lease_epoch = grant["epoch"];
-    in.poe.status = "succeeded";
-    in.poe.runner_program = Blake3Tagged("test worker");
-    in.poe.runner_version = "test";
-    in.poe.runner_platform = "linux-x86_64";
-    in.poe.exit_code = 0;
-    in.poe.stdout_cap = 1 << 20;
-    in.poe.started_at = FormatRfc3339Millis(SystemNowMs());
-    in.poe.finished_at = in.poe.started_at;
-    in.files = {{"stdout", "ok\n"}, {"stderr", ""}};
-    in.time_ms = SystemNowMs();
-    auto built = BuildResult(in, key_);
-    EXPECT_TRUE(built.ok()) << built.status().message();
-    return rpc::EncodeFrame(json{{"commit", built->commit_id}}, EncodeObjectBatch(built->objects));
-  }
-
- private:
-  Ed25519PrivateKey key_;
-  std::unique_ptr<Bus> bus_;
 };
 
 TEST(WorkerBatchRpc, OneBadEntryRefusesOnlyThatEntry) {

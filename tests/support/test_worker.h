@@ -34,6 +34,7 @@ class TestWorker {
   }
   Bus& bus() { return *bus_; }
   std::string hex() const { return key_.public_key().Hex(); }
+  const Ed25519PrivateKey& key() const { return key_; }
 
   nlohmann::json Claim(const std::string& job_hex, int64_t epoch = 1) {
     last_claim_ = SignLeaseRequest(key_, job_hex, epoch, SystemNowMs(), false);
@@ -41,10 +42,15 @@ class TestWorker {
   }
   const LeaseRequest& last_claim() const { return last_claim_; }
   nlohmann::json Result(const std::string& job_hex, const nlohmann::json& grant, const std::string& status = "succeeded") {
+    last_frame_ = ResultFrame(job_hex, grant, status);
+    return Call(rpc::kResult, last_frame_);
+  }
+  // The result RPC's request for a signed result of the lease in `grant`.
+  std::string ResultFrame(const std::string& job_hex, const nlohmann::json& grant,
+                          const std::string& status = "succeeded") {
     std::string commit;
     std::vector<GitObject> objects = BuildObjects(job_hex, grant, &commit, status);
-    last_frame_ = rpc::EncodeFrame(nlohmann::json{{"commit", commit}}, EncodeObjectBatch(objects));
-    return Call(rpc::kResult, last_frame_);
+    return rpc::EncodeFrame(nlohmann::json{{"commit", commit}}, EncodeObjectBatch(objects));
   }
   // The outbox's retry after a lost acknowledgement: the same bytes again.
   nlohmann::json Resend() { return Call(rpc::kResult, last_frame_); }
