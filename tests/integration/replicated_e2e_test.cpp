@@ -16,9 +16,11 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "child_process.h"
+#include "git_repo.h"
 #include "gatos/ledger/maintenance.h"
 #include "gatos/ledger/replica_id.h"
 #include "gatos/nats/bus.h"
@@ -245,6 +247,77 @@ TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplic
   // Ids are unique: one job per acknowledgement.
   EXPECT_EQ(std::set<std::string>(acked.begin(), acked.end()).size(), acked.size());
 }
+// A trigger across a failover: the leader reads the watched repository and
+// fires; its positions (refs/gatos/watch/<name>) reach every replica in
+// the log, so the next leader, after the first's SIGKILL, neither fires
+// the move already fired again nor misses the one made while no replica
+// led; each replica's log verifies.
+TEST(ReplicatedE2eTest, ATriggerFiresEachMoveOnceAcrossALeaderKill) {
+  TempDir repos;  // the watched repository: every replica's --watch-local root
+  ReplicatedLedger c;
+  c.serve_args_ = {"--watch-local", repos.path()};
+  ASSERT_TRUE(c.Prepare());
+  for (int i = 0; i < kReplicas; ++i) ASSERT_TRUE(c.StartReplica(i));
+  const int leader = c.WaitForLeader();
+  ASSERT_GE(leader, 0) << c.Logs();
+
+  const GitEnv env = WithTestGitIdentity(c.env_);
+  const std::string remote = repos.Join("app.git"), work = c.dir_.Join("app-work");
+  Git(env, {"init", "-q", "--bare", "-b", "main", remote});
+  Git(env, {"init", "-q", "-b", "main", work});
+  Git(env, {"remote", "add", "origin", remote}, work);
+  auto push = [&](const std::string& branch, const std::string& text) {
+    Git(env, {"checkout", "-q", "-B", branch}, work);
+    WriteFile(work + "/file", text + "\n");
+    Git(env, {"add", "file"}, work);
+    Git(env, {"commit", "-q", "-m", text}, work);
+    Git(env, {"push", "-q", "origin", branch}, work);
+    return Git(env, {"rev-parse", "HEAD"}, work);
+  };
+  const std::string first = push("main", "one");
+  const std::string tmpl = c.dir_.Join("app-job.yaml");
+  WriteFile(tmpl, "command: [\"/bin/true\"]\ntimeout: 60\ninputs:\n  - {kind: git, url: " + remote + ", ref: main}\n");
+  RunResult add = c.Gatos({"schedule", "add", "app", "--template", tmpl, "--sign-key", c.alice_, "--ledger",
+                           c.ledgers_[leader], "--watch", remote, "--refs", "refs/heads/*", "--poll", "1s"});
+  ASSERT_EQ(add.exit_code, 0) << add.err << c.Logs();
+
+  auto positions = [&](int i) {
+    return c.Cmd({"git", "--git-dir", c.ledgers_[i], "show", "refs/gatos/watch/app:positions.json"}).out;
+  };
+  // The Trigger-Commit of each fire of the schedule in replica i's log.
+  auto fired = [&](int i) {
+    RunResult r = c.Cmd({"git", "--git-dir", c.ledgers_[i], "log", "--reverse", "--topo-order",
+                         "--format=%(trailers:key=Trigger-Commit,valueonly,separator=)", "refs/gatos/fires/app",
+                         "--not", "refs/gatos/schedules/app"});
+    std::vector<std::string> out;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) out.push_back(line);
+    }
+    return out;
+  };
+  ASSERT_TRUE(PollFor(30000, [&] { return positions(leader).find(first) != std::string::npos; }))
+      << positions(leader) << c.Logs();
+  const std::string c1 = push("main", "two");
+  ASSERT_TRUE(PollFor(30000, [&] { return positions(leader).find(c1) != std::string::npos; }))
+      << positions(leader) << c.Logs();
+  ASSERT_EQ(fired(leader), std::vector<std::string>{c1});
+  ASSERT_TRUE(c.WaitForOneLogHead(leader, 30000)) << c.LogHeads() << c.Logs();
+
+  ASSERT_EQ(c.gatosd_[leader]->Stop(SIGKILL, 5000), -SIGKILL);
+  const std::string c2 = push("release", "three");  // made while no replica leads: a new branch
+  const int next = c.WaitForLeader(leader);
+  ASSERT_GE(next, 0) << c.Logs();
+  ASSERT_TRUE(PollFor(30000, [&] { return positions(next).find(c2) != std::string::npos; }))
+      << positions(next) << c.Logs();
+  EXPECT_EQ(fired(next), (std::vector<std::string>{c1, c2}));
+  // The killed replica, started again, follows and gets both fires.
+  ASSERT_TRUE(c.StartReplica(leader));
+  ASSERT_TRUE(c.WaitForOneLogHead(next, 60000)) << c.LogHeads() << c.Logs();
+  for (int i = 0; i < kReplicas; ++i) EXPECT_EQ(fired(i), (std::vector<std::string>{c1, c2})) << "r" << i;
+  c.StopAndCheckEachReplica({});
+}
+
 
 // gatos up --replicas 3 as a user runs it: up.json names three replicas;
 // the leader SIGKILLed, another leads and the killed one is started again.

@@ -99,6 +99,7 @@ class ReplicatedLedger {
                                      urls_,                  "--stream-replicas", "3", "--sweep-ms",
                                      "50",                   "--republish-s", "2",     "--nats-wait-s",
                                      "60",                   "--http", "127.0.0.1:" + std::to_string(http_ports_[i])};
+    argv.insert(argv.end(), serve_args_.begin(), serve_args_.end());
     // The log file is appended across restarts: what this run wrote starts here.
     start_at_[i] = gatosd_[i]->log().size();
     std::map<std::string, std::string> env = env_;
@@ -240,6 +241,7 @@ class ReplicatedLedger {
   }
 
   TempDir dir_;
+  std::vector<std::string> serve_args_;  // more flags for every replica's gatosd serve
   std::vector<std::unique_ptr<NatsServer>> nats_;
   std::string urls_;
   std::map<std::string, std::string> env_;
