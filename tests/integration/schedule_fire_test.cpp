@@ -117,6 +117,18 @@ TEST_F(ScheduleFireTest, EverySecondFiresEachTickOnceAndEachFireVerifies) {
   EXPECT_HAS(stack_->HttpGet("/schedules"), "<table id=\"schedules\">");
   r = Gatos({"schedule", "ls", "--ledger", stack_->ledger()});
   EXPECT_HAS(r.out, FormatRfc3339Millis(fired.back()));
+  // A fired job's result has its proof bundle, which checks offline like
+  // any job's (its job commit is the ledger-signed fire commit).
+  const std::string ids = Git("log --format='%(trailers:key=Job-Id,valueonly,separator=)' refs/gatos/fires/tick");
+  const size_t at = ids.find("blake3:");
+  ASSERT_NE(at, std::string::npos) << ids;
+  const std::string job = ids.substr(at, ids.find('\n', at) - at);
+  const std::string bundle = stack_->dir().Join("fire.bundle");
+  r = Gatos({"proof", job, "--repo", stack_->ledger(), "-o", bundle});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = Gatos({"verify", "--bundle", bundle, "--ledger-key", stack_->ledger() + "/gatos/ledger_key.pub"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out + r.err, job.substr(7, 12));
 }
 
 // gatosd SIGKILLed while three schedules fire every second: after the
