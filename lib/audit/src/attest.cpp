@@ -395,7 +395,18 @@ Result<ProvenanceStatement> VerifyProvenanceEnvelope(std::string_view envelope_j
                                 env.payload_type.substr(0, 80) + "\", not " + kInTotoPayloadType);
   }
   if (!signature_verified) GATOS_RETURN_IF_ERROR(VerifyDsse(env, worker));
-  json st = json::parse(env.payload, nullptr, false);
+  return ParseProvenanceStatement(env.payload);
+}
+
+Result<ProvenanceStatement> ParseProvenanceStatement(std::string_view payload) {
+  if (std::optional<ProvenanceStatement> st = provenance_internal::ReadCanonicalStatement(payload)) {
+    return std::move(*st);
+  }
+  return provenance_internal::ParseStatementJson(payload);
+}
+
+Result<ProvenanceStatement> provenance_internal::ParseStatementJson(std::string_view payload) {
+  json st = json::parse(payload.begin(), payload.end(), nullptr, false);
   if (st.is_discarded() || !st.is_object()) {
     return InvalidArgumentError("in-toto statement: the payload is not a JSON object");
   }
@@ -464,13 +475,12 @@ Result<ProvenanceStatement> VerifyProvenanceEnvelope(std::string_view envelope_j
       }
       const std::string name = d["name"].get<std::string>();
       PoeInput in;
-      const std::string digits = name.substr(7, name.size() > 8 ? name.size() - 8 : 0);
-      if (!name.ends_with("]") || digits.empty() || digits.size() > 6 ||
-          digits.find_first_not_of("0123456789") != std::string::npos) {
+      const std::optional<int64_t> index = provenance_internal::InputIndex(name);
+      if (!index) {
         r.Fail(path + ".name: \"" + name.substr(0, 40) + "\" is not inputs[<index>]");
         break;
       }
-      in.index = std::stoll(digits);
+      in.index = *index;
       in.commit = r.String(digest, "gitCommit", path + ".digest");
       const json* annotations = r.Object(d, "annotations", path);
       GATOS_RETURN_IF_ERROR(r.status());
