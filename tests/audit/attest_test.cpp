@@ -213,6 +213,11 @@ TEST(AttestTest, CanonicalEnvelopesReadWithoutTheParserGiveTheSameResult) {
     ASSERT_FALSE(a.ok());
     EXPECT_EQ(a.status().ToString(), b.status().ToString());
   }
+  // A payload with an escape is base64 only once unescaped: the parser reads it.
+  auto escaped_payload = ParseDsseEnvelope(
+      R"({"payload":"e3\u0030=","payloadType":"t","signatures":[{"keyid":"k","sig":"AA=="}]})");
+  ASSERT_TRUE(escaped_payload.ok()) << escaped_payload.status().message();
+  EXPECT_EQ(escaped_payload->payload, "{}");
   // Not the canonical form (an escape, a second signature): the parser reads it.
   auto escaped = ParseDsseEnvelope(R"({"payload":"e30=","payloadType":"a\/b","signatures":[{"keyid":"k","sig":"AA=="}]})");
   ASSERT_TRUE(escaped.ok());
