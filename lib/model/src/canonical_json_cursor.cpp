@@ -47,7 +47,10 @@ bool CanonicalJsonCursor::Str(std::string* out) {
         if (i_ + 4 > t_.size() || t_.substr(i_, 2) != "00") return false;
         int hi = Hex(t_[i_ + 2]), lo = Hex(t_[i_ + 3]);
         if (hi < 0 || hi > 1 || lo < 0) return false;
-        out->push_back(static_cast<char>(hi << 4 | lo));
+        const char code = static_cast<char>(hi << 4 | lo);
+        // These five have a short escape, which the writer uses.
+        if (code == '\b' || code == '\f' || code == '\n' || code == '\r' || code == '\t') return false;
+        out->push_back(code);
         i_ += 4;
         break;
       }
@@ -68,6 +71,7 @@ bool CanonicalJsonCursor::Int(int64_t* v) {
   }
   size_t digits = i_ - start;
   if (digits == 0 || digits > 16 || (digits > 1 && t_[start] == '0')) return false;
+  if (n > kMaxSafeInteger || (neg && n == 0)) return false;  // the writer refuses one, writes "0" for "-0"
   *v = neg ? -n : n;
   return true;
 }
@@ -164,9 +168,8 @@ bool CanonicalJsonCursor::CanonicalValueAt(size_t depth) {
   }
   if (Lit("true") || Lit("false") || Lit("null")) return true;
   if (c == '-' || (c >= '0' && c <= '9')) {
-    if (Peek("-0")) return false;  // "-0" is written "0"
     int64_t n = 0;
-    if (!Int(&n) || n > kMaxSafeInteger || n < -kMaxSafeInteger) return false;
+    if (!Int(&n)) return false;
     // A fraction or an exponent: a float, which has no canonical form.
     return !(Peek(".") || Peek("e") || Peek("E"));
   }

@@ -25,7 +25,7 @@ std::optional<Poe> ReadCanonicalPoe(std::string_view bytes) {
       if (!(c.Lit("{\"commit\":") && c.Str(&in.commit) && c.Lit(",\"index\":") && c.Int(&in.index))) {
         return std::nullopt;
       }
-      if (c.Lit(",\"ref\":") && !c.Str(&in.ref)) return std::nullopt;
+      if (c.Lit(",\"ref\":") && !(c.Str(&in.ref) && !in.ref.empty())) return std::nullopt;
       if (!(c.Lit(",\"url\":") && c.Str(&in.url) && c.Lit("}"))) return std::nullopt;
       p.inputs.push_back(std::move(in));
     } while (c.Lit(","));
@@ -48,7 +48,7 @@ std::optional<Poe> ReadCanonicalPoe(std::string_view bytes) {
       } while (c.Lit(","));
       if (!c.Lit("]")) return std::nullopt;
     }
-    if (!c.Lit("}")) return std::nullopt;
+    if (!c.Lit("}") || !p.limits.Any()) return std::nullopt;
   }
   if (!c.Lit(",\"outputs\":[")) return std::nullopt;
   if (!c.Lit("]")) {

@@ -28,12 +28,13 @@ class CanonicalJsonCursor {
     i_ += lit.size();
     return true;
   }
-  // A string with the escapes CanonicalJsonWriter writes (\" \\ \b \f \n \r
-  // \t, \u00xx with lowercase hex for other control characters), other bytes
-  // as they are; bytes above 0x7f must be well-formed UTF-8.
+  // A string exactly as CanonicalJsonWriter writes one: the escapes \" \\ \b
+  // \f \n \r \t, \u00xx with lowercase hex for the other control
+  // characters, other bytes as they are; bytes above 0x7f must be
+  // well-formed UTF-8.
   bool Str(std::string* out);
-  // An integer as the writer spells one: -?(0|[1-9][0-9]*), at most 16
-  // digits (canonical integers stay within +-(2^53-1)).
+  // An integer as the writer spells one: -?(0|[1-9][0-9]*) within
+  // +-(2^53-1), no "-0".
   bool Int(int64_t* v);
   bool Bool(bool* v);
   bool IntOrNull(std::optional<int64_t>* v);
