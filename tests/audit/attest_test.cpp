@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "audit_fixture.h"
 #include "gatos/crypto/sha256.h"
+#include "gatos/model/canonical_json.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/trailers.h"
 
@@ -211,6 +213,11 @@ TEST(AttestTest, CanonicalEnvelopesReadWithoutTheParserGiveTheSameResult) {
     ASSERT_FALSE(a.ok());
     EXPECT_EQ(a.status().ToString(), b.status().ToString());
   }
+  // A payload with an escape is base64 only once unescaped: the parser reads it.
+  auto escaped_payload = ParseDsseEnvelope(
+      R"({"payload":"e3\u0030=","payloadType":"t","signatures":[{"keyid":"k","sig":"AA=="}]})");
+  ASSERT_TRUE(escaped_payload.ok()) << escaped_payload.status().message();
+  EXPECT_EQ(escaped_payload->payload, "{}");
   // Not the canonical form (an escape, a second signature): the parser reads it.
   auto escaped = ParseDsseEnvelope(R"({"payload":"e30=","payloadType":"a\/b","signatures":[{"keyid":"k","sig":"AA=="}]})");
   ASSERT_TRUE(escaped.ok());
@@ -219,6 +226,132 @@ TEST(AttestTest, CanonicalEnvelopesReadWithoutTheParserGiveTheSameResult) {
       R"({"payload":"e30=","payloadType":"t","signatures":[{"keyid":"k","sig":"AA=="},{"sig":"AA=="}]})");
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(two->signatures.size(), 2u);
+}
+
+
+std::string ReplaceAll(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+// The in-toto statement as BuildProvenanceStatement writes it is read without
+// the JSON parser: on statements with varied fields, manifests and
+// dependencies, on hand-made alterations, and on each with one byte changed,
+// added or removed, ParseProvenanceStatement accepts what the parser accepts,
+// with the same fields, and refuses with the same error.
+TEST(AttestTest, TheParserlessStatementReaderAgreesWithTheJsonParser) {
+  Ed25519PrivateKey w = *GenerateEd25519Key("w");
+  const std::vector<std::string> strings = {"", "plain", "quote\" back\\slash /", "tab\t nl\n cr\r",
+                                            "ctl\x01\x1f bs\b ff\f", "\xc3\xbc\xe2\x82\xac\xf0\x9f\x98\x80",
+                                            "del\x7f", "inputs[3]", "bad\xc3"};
+  std::vector<std::string> manifests;
+  for (const json& m :
+       {json::parse(R"({"args":[],"command":["/usr/bin/make","-C","src","t"],"timeout":600})"),
+        json{{"a", strings[2] + strings[3] + strings[4] + strings[6]},
+             {"b", {nullptr, true, false, 0, -1, kMaxSafeInteger, -kMaxSafeInteger}},
+             {"c", json::object()},
+             {"d", {{"e", json::array()}, {"f", {{{"g", "h"}}}}}}},
+        json{{"\xc3\xa9", 1}, {"z", strings[5]}}, json{{"a\nb", 1}, {"a", 2}}, json::object()}) {
+    manifests.push_back(*CanonicalJson(m));
+  }
+  json deep = "x";
+  for (int i = 0; i < 70; ++i) deep = json::array({deep});
+  manifests.push_back(*CanonicalJson(json{{"deep", deep}}));
+  // Texts of values that are not canonical (the parser reads them; the
+  // reader leaves them to it): each replaces the manifest's "timeout" value.
+  const std::vector<std::string> odd_values = {
+      "-0", "1.0", "1e2", "0600", "9007199254740992", "-9007199254740992", "\"\\u000a\"", "\"\\u0041\"",
+      "\"\\u001F\"", "\"\\/\"", "{\"b\":1,\"a\":2}", "{\"a\":1,\"a\":2}", "[1 ]", "\"\\ud83d\\ude00\"",
+      "99999999999999999999", "\"\xff\""};
+  std::mt19937_64 rng(20261129);
+  auto str = [&] { return strings[rng() % strings.size()]; };
+  int accepted = 0, refused = 0, read_without_parser = 0;
+  for (int round = 0; round < 3000; ++round) {
+    ProvenanceInput p = GoodInput(w);
+    p.manifest_json = manifests[rng() % manifests.size()];
+    p.job_id = Blake3Tagged(p.manifest_json);
+    if (rng() % 2) p.job_commit = std::string(40, "0af"[rng() % 3]);
+    if (rng() % 3 == 0) p.lease_epoch = rng() % 2 ? kMaxSafeInteger : 7;
+    if (rng() % 3 == 0) p.runner_version = str(), p.runner_platform = str();
+    if (rng() % 3 == 0) p.subjects.clear();
+    if (rng() % 3 == 0) p.subjects.push_back(SubjectForFile("z/" + str(), str()));
+    for (int64_t i = 0, n = rng() % 3; i < n; ++i) {
+      p.inputs.push_back({i * 2 + static_cast<int64_t>(rng() % 2), "https://example.org/" + str(),
+                          rng() % 2 ? "refs/heads/" + str() : "", std::string(rng() % 2 ? 40 : 64, 'c')});
+    }
+    auto built = BuildProvenanceStatement(p);
+    if (!built.ok()) continue;
+    const std::string good = *built;
+    for (int variant = 0; variant < 5; ++variant) {
+      std::string text = good;
+      if (variant == 1) {
+        size_t at = rng() % text.size();
+        const char kBytes[] = "\"{}[],:0-9a\\u \x01\xc3]";
+        char b = kBytes[rng() % (sizeof kBytes - 1)];
+        switch (rng() % 3) {
+          case 0: text[at] = b; break;
+          case 1: text.insert(at, 1, b); break;
+          default: text.erase(at, 1); break;
+        }
+      } else if (variant == 2) {
+        // One field the checks are about, altered on purpose.
+        const std::string job_uri = "gatos:refs/gatos/jobs/" + p.job_id.substr(7) + "/job";
+        const std::vector<std::pair<std::string, std::string>> edits = {
+            {"\"name\":\"inputs[", "\"name\":\"inputs[x"},
+            {"\"name\":\"inputs[", "\"name\":\"inputs[1234567"},
+            {"\"name\":\"inputs[", "\"name\":\"other["},
+            {"\"uri\":\"git+", "\"uri\":\"" + job_uri + "\",\"x\":\""},
+            {"\"uri\":\"git+", "\"uri\":\"" + job_uri.substr(0, 10)},
+            {"\"invocationId\":\"blake3:", "\"invocationId\":\"blake3:0"},
+            {"\"_type\":\"", "\"_type\":\"x"},
+            {"\"lease_epoch\":", "\"lease_epoch\":-"},
+            {"\"lease_epoch\":", "\"lease_epoch\":\"1\",\"x\":"},
+            {"\"gatos-worker\":", "\"gatos-worker\":1,\"y\":"},
+            {"\"subject\":[", "\"subject\":[1,"},
+            {"\"sha256\":\"", "\"sha256\":\"\\u00e9"},
+            {"\"platform\":\"", "\"platform\":\"\\u00"},
+        };
+        const auto& [from, to] = edits[rng() % edits.size()];
+        size_t at = text.find(from);
+        if (at == std::string::npos) continue;
+        text.replace(at, from.size(), to);
+      } else if (variant == 3) {
+        text.insert(0, " ");  // the same statement, left to the parser
+      } else if (variant == 4) {
+        // A manifest that is not canonical, under the job id of its own
+        // text: the parser's canonical form of it hashes to another id.
+        const std::string from = "\"timeout\":600";
+        size_t at = p.manifest_json.find(from);
+        if (at == std::string::npos) continue;
+        std::string odd = p.manifest_json;
+        odd.replace(at, from.size(), "\"timeout\":" + odd_values[rng() % odd_values.size()]);
+        text = ReplaceAll(ReplaceAll(text, p.manifest_json, odd), p.job_id.substr(7),
+                          Blake3Tagged(odd).substr(7));
+      }
+      auto fast = ParseProvenanceStatement(text);
+      auto full = provenance_internal::ParseStatementJson(text);
+      ASSERT_EQ(fast.ok(), full.ok()) << "round " << round << ": " << text << "\n"
+                                      << (fast.ok() ? full.status() : fast.status()).message();
+      if (fast.ok()) {
+        ASSERT_TRUE(*fast == *full) << "round " << round << ": " << text;
+        ++accepted;
+      } else {
+        ASSERT_EQ(fast.status().ToString(), full.status().ToString()) << "round " << round << ": " << text;
+        ++refused;
+      }
+      if (provenance_internal::ReadCanonicalStatement(text)) ++read_without_parser;
+      // The writer's own output, with a manifest of plain keys, never needs the parser.
+      if (variant == 0 && p.manifest_json.find_first_of("\\\x80\xc3") == std::string::npos &&
+          p.manifest_json.find("deep") == std::string::npos) {
+        ASSERT_TRUE(provenance_internal::ReadCanonicalStatement(text).has_value()) << text;
+      }
+    }
+  }
+  EXPECT_GT(accepted, 2000);
+  EXPECT_GT(refused, 1000);
+  EXPECT_GT(read_without_parser, 1500);
 }
 
 }  // namespace

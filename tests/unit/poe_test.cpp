@@ -252,6 +252,42 @@ TEST(PoeTest, TheParserlessReaderAgreesWithTheJsonParser) {
   }
 }
 
+// What CanonicalPoe never writes is left to the JSON parser, so ParsePoe
+// takes no document it could not write back: a text the writer would spell
+// otherwise (an escape, -0, an integer beyond 2^53-1, an empty ref, limits
+// all zero) is not read without the parser, and both paths give the same
+// error.
+TEST(PoeTest, TheParserlessReaderTakesOnlyWhatTheWriterWrites) {
+  Poe p = SamplePoe();
+  p.reason = "nl\n tab\t ctl\x01";
+  p.inputs.push_back({0, "https://example.org/a.git", "refs/heads/main", std::string(40, 'b')});
+  p.limits = {512, 64, 1000, 128};
+  p.usage.cpu_ms = 5;
+  const std::string good = *SerializePoe(p);
+  ASSERT_TRUE(poe_internal::ReadCanonicalPoe(good).has_value());
+  const std::vector<std::pair<std::string, std::string>> edits = {
+      {"nl\\n", "nl\\u000a"},
+      {"ctl\\u0001", "ctl\\u0041"},
+      {"\"code\":0", "\"code\":-0"},
+      {"\"lease_epoch\":2", "\"lease_epoch\":9007199254740992"},
+      {"\"ref\":\"refs/heads/main\"", "\"ref\":\"\""},
+      {"\"cpu_millis\":1000,\"disk_mb\":128,\"memory_mb\":512,\"pids\":64",
+       "\"cpu_millis\":0,\"disk_mb\":0,\"memory_mb\":0,\"pids\":0"},
+  };
+  for (const auto& [from, to] : edits) {
+    std::string text = good;
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    EXPECT_FALSE(poe_internal::ReadCanonicalPoe(text).has_value()) << text;
+    auto fast = ParsePoe(text);
+    auto full = poe_internal::ParsePoeJson(text);
+    ASSERT_FALSE(full.ok()) << text;
+    ASSERT_FALSE(fast.ok()) << text;
+    EXPECT_EQ(fast.status().message(), full.status().message()) << text;
+  }
+}
+
 TEST(PoeTest, ParseRejectsNonCanonicalAndUnknownFields) {
   std::string bytes = *SerializePoe(SamplePoe());
   std::string spaced = bytes;

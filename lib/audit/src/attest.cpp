@@ -128,14 +128,28 @@ bool PlainString(std::string_view text, size_t* pos, std::string_view* out) {
   return true;
 }
 
+// At text[*pos]: the bytes up to the next '"', and that quote. Only for a
+// value that must be base64, which the caller decodes: text with an escape
+// or any other byte that a JSON parser might read differently is not base64.
+bool RunToQuote(std::string_view text, size_t* pos, std::string_view* out) {
+  if (*pos > text.size()) return false;
+  const void* quote = std::memchr(text.data() + *pos, '"', text.size() - *pos);
+  if (!quote) return false;
+  const size_t end = static_cast<size_t>(static_cast<const char*>(quote) - text.data());
+  *out = text.substr(*pos, end - *pos);
+  *pos = end + 1;
+  return true;
+}
+
 // The envelope exactly as SerializeDsseEnvelope writes one signature with a
 // keyid (canonical JSON, plain strings), read without a JSON parser; any
-// other text (nullopt) is parsed in full. For text of this form the parser
-// finds the same four strings, so the outcome is the same.
+// other text (nullopt) is parsed in full. For text of this form whose
+// payload is base64 the parser finds the same four strings, so the outcome
+// is the same (a payload that is not base64 goes to the parser too).
 std::optional<std::array<std::string_view, 4>> CanonicalEnvelope(std::string_view text) {
   std::array<std::string_view, 4> f;  // payload, payloadType, keyid, sig
   size_t pos = 0;
-  if (Skip(text, &pos, "{\"payload\":\"") && PlainString(text, &pos, &f[0]) &&
+  if (Skip(text, &pos, "{\"payload\":\"") && RunToQuote(text, &pos, &f[0]) &&
       Skip(text, &pos, ",\"payloadType\":\"") && PlainString(text, &pos, &f[1]) &&
       Skip(text, &pos, ",\"signatures\":[{\"keyid\":\"") && PlainString(text, &pos, &f[2]) &&
       Skip(text, &pos, ",\"sig\":\"") && PlainString(text, &pos, &f[3]) && Skip(text, &pos, "}]}") &&
@@ -152,12 +166,13 @@ Result<DsseEnvelope> ParseDsseEnvelope(std::string_view text) {
     return InvalidArgumentError("DSSE envelope: larger than " + std::to_string(kMaxEnvelopeBytes) +
                                 " bytes");
   }
-  if (auto f = CanonicalEnvelope(text)) {
+  std::optional<Result<Bytes>> fast_payload;
+  std::optional<std::array<std::string_view, 4>> f = CanonicalEnvelope(text);
+  if (f) fast_payload = Base64Decode((*f)[0]);
+  if (f && fast_payload->ok()) {
     DsseEnvelope env;
     env.payload_type = std::string((*f)[1]);
-    auto payload = Base64Decode((*f)[0]);
-    if (!payload.ok()) return InvalidArgumentError("DSSE envelope: $.payload: not standard base64");
-    env.payload.assign(payload->begin(), payload->end());
+    env.payload.assign((*fast_payload)->begin(), (*fast_payload)->end());
     DsseSignature sig;
     sig.keyid = std::string((*f)[2]);
     auto bytes = Base64Decode((*f)[3]);
@@ -395,7 +410,18 @@ Result<ProvenanceStatement> VerifyProvenanceEnvelope(std::string_view envelope_j
                                 env.payload_type.substr(0, 80) + "\", not " + kInTotoPayloadType);
   }
   if (!signature_verified) GATOS_RETURN_IF_ERROR(VerifyDsse(env, worker));
-  json st = json::parse(env.payload, nullptr, false);
+  return ParseProvenanceStatement(env.payload);
+}
+
+Result<ProvenanceStatement> ParseProvenanceStatement(std::string_view payload) {
+  if (std::optional<ProvenanceStatement> st = provenance_internal::ReadCanonicalStatement(payload)) {
+    return std::move(*st);
+  }
+  return provenance_internal::ParseStatementJson(payload);
+}
+
+Result<ProvenanceStatement> provenance_internal::ParseStatementJson(std::string_view payload) {
+  json st = json::parse(payload.begin(), payload.end(), nullptr, false);
   if (st.is_discarded() || !st.is_object()) {
     return InvalidArgumentError("in-toto statement: the payload is not a JSON object");
   }
@@ -464,13 +490,12 @@ Result<ProvenanceStatement> VerifyProvenanceEnvelope(std::string_view envelope_j
       }
       const std::string name = d["name"].get<std::string>();
       PoeInput in;
-      const std::string digits = name.substr(7, name.size() > 8 ? name.size() - 8 : 0);
-      if (!name.ends_with("]") || digits.empty() || digits.size() > 6 ||
-          digits.find_first_not_of("0123456789") != std::string::npos) {
+      const std::optional<int64_t> index = provenance_internal::InputIndex(name);
+      if (!index) {
         r.Fail(path + ".name: \"" + name.substr(0, 40) + "\" is not inputs[<index>]");
         break;
       }
-      in.index = std::stoll(digits);
+      in.index = *index;
       in.commit = r.String(digest, "gitCommit", path + ".digest");
       const json* annotations = r.Object(d, "annotations", path);
       GATOS_RETURN_IF_ERROR(r.status());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -220,6 +221,11 @@ class Serializer {
 
 bool IsValidUtf8(std::string_view s, size_t* bad_offset) {
   for (size_t i = 0; i < s.size();) {
+    // ASCII eight bytes at a time (most strings are ASCII only).
+    uint64_t word;
+    while (i + 8 <= s.size() && (std::memcpy(&word, s.data() + i, 8), (word & 0x8080808080808080u) == 0)) i += 8;
+    while (i < s.size() && static_cast<uint8_t>(s[i]) < 0x80) ++i;
+    if (i == s.size()) break;
     uint32_t cp = 0;
     const size_t n = DecodeUtf8(s, i, &cp);
     if (n == 0) {

@@ -4,107 +4,13 @@
 // the parse.
 #include "gatos/model/poe.h"
 
-#include <cstring>
+#include "gatos/model/canonical_json_cursor.h"
 
 namespace gatos {
 namespace poe_internal {
-namespace {
-
-// A cursor over canonical JSON text. Each reader consumes its token and
-// returns true, or returns false (the caller gives up: nullopt).
-class Cursor {
- public:
-  explicit Cursor(std::string_view t) : t_(t) {}
-  bool done() const { return i_ == t_.size(); }
-  bool Peek(std::string_view lit) const { return t_.substr(i_, lit.size()) == lit; }
-  bool Lit(std::string_view lit) {
-    if (!Peek(lit)) return false;
-    i_ += lit.size();
-    return true;
-  }
-  // A string as CanonicalJsonWriter escapes one: \" \\ \b \f \n \r \t and
-  // \u00xx (lowercase hex) for the other control characters; other bytes
-  // as they are (their UTF-8 is checked when the result is written back).
-  bool Str(std::string* out) {
-    if (!Lit("\"")) return false;
-    out->clear();
-    size_t run = i_;
-    while (i_ < t_.size()) {
-      const auto c = static_cast<unsigned char>(t_[i_]);
-      if (c == '"') {
-        out->append(t_.data() + run, i_ - run);
-        ++i_;
-        return true;
-      }
-      if (c < 0x20) return false;
-      if (c != '\\') {
-        ++i_;
-        continue;
-      }
-      out->append(t_.data() + run, i_ - run);
-      if (i_ + 1 >= t_.size()) return false;
-      const char e = t_[i_ + 1];
-      i_ += 2;
-      switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
-        case 'u': {
-          if (i_ + 4 > t_.size() || t_.substr(i_, 2) != "00") return false;
-          int hi = Hex(t_[i_ + 2]), lo = Hex(t_[i_ + 3]);
-          if (hi < 0 || lo < 0) return false;
-          out->push_back(static_cast<char>(hi << 4 | lo));
-          i_ += 4;
-          break;
-        }
-        default: return false;
-      }
-      run = i_;
-    }
-    return false;
-  }
-  // An integer as the writer spells one: -?(0|[1-9][0-9]*), at most 16
-  // digits (canonical integers stay within +-(2^53-1)).
-  bool Int(int64_t* v) {
-    bool neg = Lit("-");
-    size_t start = i_;
-    int64_t n = 0;
-    while (i_ < t_.size() && t_[i_] >= '0' && t_[i_] <= '9') {
-      if (i_ - start == 16) return false;  // a 17th digit: no canonical integer
-      n = n * 10 + (t_[i_++] - '0');
-    }
-    size_t digits = i_ - start;
-    if (digits == 0 || digits > 16 || (digits > 1 && t_[start] == '0')) return false;
-    *v = neg ? -n : n;
-    return true;
-  }
-  bool Bool(bool* v) {
-    if (Lit("true")) return *v = true, true;
-    if (Lit("false")) return *v = false, true;
-    return false;
-  }
-  bool IntOrNull(std::optional<int64_t>* v) {
-    if (Lit("null")) return v->reset(), true;
-    int64_t n;
-    if (!Int(&n)) return false;
-    *v = n;
-    return true;
-  }
-
- private:
-  static int Hex(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
-  std::string_view t_;
-  size_t i_ = 0;
-};
-
-}  // namespace
 
 std::optional<Poe> ReadCanonicalPoe(std::string_view bytes) {
-  Cursor c(bytes);
+  CanonicalJsonCursor c(bytes);
   Poe p;
   int64_t n = 0;
   // Keys in byte order, optional members where CanonicalPoe writes them.
@@ -119,7 +25,7 @@ std::optional<Poe> ReadCanonicalPoe(std::string_view bytes) {
       if (!(c.Lit("{\"commit\":") && c.Str(&in.commit) && c.Lit(",\"index\":") && c.Int(&in.index))) {
         return std::nullopt;
       }
-      if (c.Lit(",\"ref\":") && !c.Str(&in.ref)) return std::nullopt;
+      if (c.Lit(",\"ref\":") && !(c.Str(&in.ref) && !in.ref.empty())) return std::nullopt;
       if (!(c.Lit(",\"url\":") && c.Str(&in.url) && c.Lit("}"))) return std::nullopt;
       p.inputs.push_back(std::move(in));
     } while (c.Lit(","));
@@ -142,7 +48,7 @@ std::optional<Poe> ReadCanonicalPoe(std::string_view bytes) {
       } while (c.Lit(","));
       if (!c.Lit("]")) return std::nullopt;
     }
-    if (!c.Lit("}")) return std::nullopt;
+    if (!c.Lit("}") || !p.limits.Any()) return std::nullopt;
   }
   if (!c.Lit(",\"outputs\":[")) return std::nullopt;
   if (!c.Lit("]")) {

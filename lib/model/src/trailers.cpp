@@ -153,17 +153,21 @@ std::string_view Trim(std::string_view s) {
 // git's unfold_value: each newline and the whitespace after it become one
 // space; then trim.
 std::string Unfold(std::string_view v) {
+  v = Trim(v);  // the same as trimming after: a folded newline becomes a space
   std::string out;
+  out.reserve(v.size());
   for (size_t i = 0; i < v.size();) {
-    const char c = v[i++];
-    if (c == '\n') {
-      while (i < v.size() && GitIsSpace(v[i])) ++i;
-      out.push_back(' ');
-    } else {
-      out.push_back(c);
+    const size_t nl = v.find('\n', i);
+    if (nl == std::string_view::npos) {
+      out.append(v.substr(i));
+      break;
     }
+    out.append(v.substr(i, nl - i));
+    i = nl + 1;
+    while (i < v.size() && GitIsSpace(v[i])) ++i;
+    out.push_back(' ');
   }
-  return std::string(Trim(out));
+  return out;
 }
 
 int LineNumber(std::string_view s, size_t pos) {
@@ -224,9 +228,10 @@ Result<CommitMessage> ParseCommitMessage(std::string_view msg) {
       }
     }
     // Group lines into trailers with their continuation lines, like git.
+    // A trailer's continuation lines follow it, so its text is one range.
     struct Raw {
       size_t start;
-      std::string text;
+      std::string_view text;
       bool is_trailer;
     };
     std::vector<Raw> raws;
@@ -235,12 +240,13 @@ Result<CommitMessage> ParseCommitMessage(std::string_view msg) {
       const size_t next = nl == std::string_view::npos ? trailer_end : nl + 1;
       const std::string_view line = msg.substr(p, next - p);
       if (!raws.empty() && raws.back().is_trailer && GitIsSpace(line[0])) {
-        raws.back().text += line;
+        raws.back().text = msg.substr(raws.back().start, next - raws.back().start);
       } else {
-        raws.push_back(Raw{p, std::string(line), FindSeparator(line, 0) >= 1});
+        raws.push_back(Raw{p, line, FindSeparator(line, 0) >= 1});
       }
       p = next;
     }
+    out.trailers.reserve(raws.size());
     for (const Raw& raw : raws) {
       // Built only for an error: counting lines for every trailer costs more than the parse.
       auto where = [&] { return "line " + std::to_string(LineNumber(msg, raw.start)) + ": "; };
@@ -252,13 +258,13 @@ Result<CommitMessage> ParseCommitMessage(std::string_view msg) {
         return InvalidArgumentError(where() + "'" + std::string(Trim(raw.text)) +
                                     "' in the trailer block is not a 'Key: value' trailer");
       }
-      const std::string_view key = std::string_view(raw.text).substr(0, static_cast<size_t>(sep));
+      const std::string_view key = raw.text.substr(0, static_cast<size_t>(sep));
       if (!IsValidTrailerKey(key)) {
         return InvalidArgumentError(where() + "trailer key '" + std::string(key) +
                                     "' must be [A-Za-z0-9-]+ directly followed by ':'");
       }
       out.trailers.push_back(
-          Trailer{std::string(key), Unfold(std::string_view(raw.text).substr(sep + 1))});
+          Trailer{std::string(key), Unfold(raw.text.substr(sep + 1))});
     }
     out.body = std::string(msg.substr(0, trailer_start));
   }

@@ -19,6 +19,7 @@
 #define GATOS_ATTEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -140,7 +141,29 @@ struct ProvenanceStatement {
   std::string manifest_json;  // canonical JSON of externalParameters.manifest
   std::vector<ProvenanceSubject> subjects;
   std::vector<PoeInput> inputs;  // the "inputs[<n>]" resolvedDependencies, in order
+  bool operator==(const ProvenanceStatement&) const = default;
 };
+
+// The statement's fields, with the checks of VerifyProvenanceEnvelope that
+// follow the signature (_type, predicateType, buildType, field types, the
+// invocation id, the manifest hashing to job_id). InvalidArgument naming the
+// field otherwise.
+Result<ProvenanceStatement> ParseProvenanceStatement(std::string_view payload);
+
+namespace provenance_internal {
+// The fields of `payload` when it is laid out exactly as
+// BuildProvenanceStatement writes one (key order, the optional
+// resolvedDependencies, an already canonical manifest) and passes every
+// check, read without a JSON parser; nullopt otherwise, and
+// ParseProvenanceStatement parses in full (ParseStatementJson), so its result
+// and its errors are the same either way.
+std::optional<ProvenanceStatement> ReadCanonicalStatement(std::string_view payload);
+// ParseProvenanceStatement through the JSON parser, always.
+Result<ProvenanceStatement> ParseStatementJson(std::string_view payload);
+// The index of a dependency named "inputs[<1 to 6 digits>]"; nullopt for any
+// other name.
+std::optional<int64_t> InputIndex(std::string_view name);
+}  // namespace provenance_internal
 
 // Parses the envelope, checks its DSSE signature by `worker` (VerifyDsse),
 // the payload type, _type, predicateType, buildType and field types, and

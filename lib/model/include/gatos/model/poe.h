@@ -84,11 +84,11 @@ namespace poe_internal {
 // The canonical JSON of `poe`'s fields, without SerializePoe's field checks
 // (its tests compare it with CanonicalJson of the same document).
 Result<std::string> CanonicalPoe(const Poe& poe);
-// The fields of `bytes` when it is laid out exactly as CanonicalPoe writes
-// (key order, optional members, escapes), read without a JSON parser;
-// nullopt otherwise. ParsePoe takes them when they also serialize back to
-// `bytes`, and parses in full (ParsePoeJson) in every other case, so its
-// result and its errors are the same either way.
+// The fields of `bytes` when it is exactly what CanonicalPoe writes for them
+// (key order, optional members where it writes them, escapes, integers),
+// read without a JSON parser; nullopt otherwise. ParsePoe takes them when
+// they pass SerializePoe's field checks, and parses in full (ParsePoeJson)
+// in every other case, so its result and its errors are the same either way.
 std::optional<Poe> ReadCanonicalPoe(std::string_view bytes);
 // ParsePoe through the JSON parser, always.
 Result<Poe> ParsePoeJson(std::string_view bytes);
