@@ -339,19 +339,10 @@ TEST(ReplicatedE2eTest, ATimedScheduleFiresEachTickOnceAcrossALeaderKill) {
   // The ticks fired, by their Fired-At, in replica i's log, oldest first;
   // a tick fired twice fails the test.
   auto fires = [&](int i) {
-    RunResult r = c.Cmd({"git", "--git-dir", c.ledgers_[i], "log",
-                         "--format=%(trailers:key=Fired-At,valueonly,separator=)", "refs/gatos/fires/tick"});
-    std::vector<int64_t> out;
-    std::istringstream in(r.out);
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
-      auto t = ParseRfc3339Millis(line);
-      EXPECT_TRUE(t.ok()) << line;
-      if (t.ok()) out.push_back(*t);
-    }
-    std::sort(out.begin(), out.end());
-    EXPECT_EQ(std::set<int64_t>(out.begin(), out.end()).size(), out.size()) << "r" << i << ": a tick fired twice";
-    return out;
+    return FiredTicks(c.Cmd({"git", "--git-dir", c.ledgers_[i], "log",
+                             "--format=%(trailers:key=Fired-At,valueonly,separator=)", "refs/gatos/fires/tick"})
+                          .out,
+                      "r" + std::to_string(i));
   };
   ASSERT_TRUE(PollFor(30000, [&] { return fires(leader).size() >= 3; })) << c.Logs();
   ASSERT_EQ(c.gatosd_[leader]->Stop(SIGKILL, 5000), -SIGKILL);

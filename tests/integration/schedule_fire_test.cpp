@@ -12,6 +12,7 @@
 
 #include "gatos/model/clock.h"
 #include "gatos/model/time_format.h"
+#include "log_reader.h"
 #include "stack.h"
 #include "test_util.h"
 
@@ -45,17 +46,8 @@ class ScheduleFireTest : public ::testing::Test {
   // (refs/gatos/fires/<name>), oldest first. Each tick once: a tick fired
   // twice fails the test.
   std::vector<int64_t> Fires(const std::string& name) {
-    std::istringstream in(Git("log --format='%(trailers:key=Fired-At,valueonly,separator=)' refs/gatos/fires/" + name));
-    std::vector<int64_t> out;
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty()) continue;
-      auto t = ParseRfc3339Millis(line);
-      EXPECT_TRUE(t.ok()) << line;
-      if (t.ok()) out.push_back(*t);
-    }
-    std::sort(out.begin(), out.end());
-    EXPECT_EQ(std::set<int64_t>(out.begin(), out.end()).size(), out.size()) << name << ": a tick fired twice";
-    return out;
+    return FiredTicks(Git("log --format='%(trailers:key=Fired-At,valueonly,separator=)' refs/gatos/fires/" + name),
+                      name);
   }
   // The committer time of a schedule's current commit (unix ms).
   int64_t ScheduleTime(const std::string& name) {

@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+#include <sstream>
+
 #include <iostream>
 #include <map>
 #include <string>
@@ -14,6 +18,7 @@
 #include "gatos/git/ledger.h"
 #include "gatos/model/log_format.h"
 #include "gatos/model/refs.h"
+#include "gatos/model/time_format.h"
 
 namespace gatos::testing {
 
@@ -85,6 +90,23 @@ inline void ExpectOneSubmitAndOneResultEach(const std::string& dir, const std::v
   EXPECT_EQ(doubled, 0) << dir;
   std::cout << "[log] " << dir << ": " << acked.size() << " acknowledged, lost " << lost << ", double results "
             << doubled << "\n";
+}
+
+// The ticks a schedule fired, from `git log --format=%(trailers:key=
+// Fired-At,valueonly,separator=)` of its refs/gatos/fires/<name>, sorted;
+// a tick fired twice fails the test (`what` names the ledger or schedule).
+inline std::vector<int64_t> FiredTicks(const std::string& git_log, const std::string& what) {
+  std::istringstream in(git_log);
+  std::vector<int64_t> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    auto t = ParseRfc3339Millis(line);
+    EXPECT_TRUE(t.ok()) << line;
+    if (t.ok()) out.push_back(*t);
+  }
+  std::sort(out.begin(), out.end());
+  EXPECT_EQ(std::set<int64_t>(out.begin(), out.end()).size(), out.size()) << what << ": a tick fired twice";
+  return out;
 }
 
 }  // namespace gatos::testing
