@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -103,6 +104,24 @@ struct PrefetchedJob {
 struct PolicyState {
   std::string commit;
   Policy policy;
+};
+
+// A stretch of the log whose commits other threads check ahead of the
+// replay (replay_prefetch.cpp).
+struct PrefetchJob {
+  size_t until = 0;
+  std::vector<std::string> ids;
+  std::vector<std::optional<PrefetchedResult>> out;
+  std::vector<std::pair<std::string, bool>> leases;  // lease commit, renew
+  std::vector<std::optional<PrefetchedLease>> lease_out;
+  std::vector<std::string> jobs;  // job commits
+  std::vector<std::optional<PrefetchedJob>> job_out;
+  bool require_provenance = false;
+  // The next item to check, over ids, then jobs, then leases: each
+  // checking thread, and the replay's own once it waits for them, takes
+  // the next one until none is left.
+  std::atomic<size_t> next{0};
+  std::thread thread;
 };
 
 class Replay {
@@ -231,16 +250,6 @@ class Replay {
   std::unordered_map<std::string, PrefetchedJob> prefetched_jobs_;
   size_t prefetched_until_ = 0;
   // The stretch being checked in the background (owns its thread).
-  struct PrefetchJob {
-    size_t until = 0;
-    std::vector<std::string> ids;
-    std::vector<std::optional<PrefetchedResult>> out;
-    std::vector<std::pair<std::string, bool>> leases;  // lease commit, renew
-    std::vector<std::optional<PrefetchedLease>> lease_out;
-    std::vector<std::string> jobs;  // job commits
-    std::vector<std::optional<PrefetchedJob>> job_out;
-    std::thread thread;
-  };
   std::unique_ptr<PrefetchJob> pending_;
   std::vector<std::unique_ptr<Ledger>> prefetch_ledgers_;  // one per checking thread
   bool torn_window_ = false;  // settling_ comes from fetched_at_ms, not a mirror record

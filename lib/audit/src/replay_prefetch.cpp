@@ -54,6 +54,82 @@ std::vector<std::string> Replay::ResultsIn(const std::vector<CommitInfo>& commit
   return ids;
 }
 
+namespace {
+
+// Checks item k of `j` (over its ids, then its jobs, then its leases) with
+// the repository handle `l`, used by this thread alone.
+void CheckPrefetchItem(PrefetchJob* j, size_t k, Ledger* l) {
+  ObjectLookup lookup = LedgerLookup(l);
+  if (k < j->ids.size()) {
+    ResultCheckLimits limits;
+    limits.max_file_bytes = kPrefetchMaxBytes;
+    PrefetchedResult p;
+    ResultTreeData tree;
+    p.report = CheckResultCommit(lookup, j->ids[k], limits, &tree);
+    if (p.report.ok() && !p.report.parsed.parents.empty()) {
+      p.provenance_job = p.report.parsed.parents[0];
+      p.provenance = CheckResultProvenance(*l, p.report.parsed, p.provenance_job, kPrefetchMaxBytes,
+                                           j->require_provenance, &p.provenance_present, &tree);
+    }
+    j->out[k] = std::move(p);
+    return;
+  }
+  k -= j->ids.size();
+  if (k < j->jobs.size()) {
+    // Job commits: their objects, and their SSH signature (whether the
+    // signer may submit is the replay's to judge, under the policy then).
+    PrefetchedJob pj;
+    auto commit = lookup(j->jobs[k]);
+    if (!commit.ok() || commit->first != ObjectType::kCommit) return;
+    auto raw = ParseRawCommit(commit->second, j->jobs[k]);
+    if (!raw.ok()) return;
+    auto tree = lookup(raw->tree);
+    if (!tree.ok() || tree->first != ObjectType::kTree) return;
+    auto entries = ParseTree(tree->second, raw->tree);
+    if (!entries.ok()) return;
+    auto yaml = std::find_if(entries->begin(), entries->end(), [](const TreeEntry& e) { return e.name == "job.yaml"; });
+    if (yaml == entries->end()) return;
+    auto blob = lookup(yaml->id);
+    if (!blob.ok() || blob->first != ObjectType::kBlob || blob->second.size() > kPrefetchMaxBytes) return;
+    if (!raw->signature.empty()) {
+      auto sig = ParseSshSignature(raw->signature);
+      if (sig.ok() && SshSigVerify(*sig, raw->signed_data, kSignerNamespaceGit).ok()) pj.signer = sig->key;
+    }
+    pj.objects.push_back({ObjectType::kCommit, std::move(commit->second), j->jobs[k]});
+    pj.objects.push_back({ObjectType::kTree, std::move(tree->second), raw->tree});
+    pj.objects.push_back({ObjectType::kBlob, std::move(blob->second), yaml->id});
+    j->job_out[k] = std::move(pj);
+    return;
+  }
+  k -= j->jobs.size();
+  // Lease commits: the worker's Request-Sig, and the ledger's SSH signature
+  // on those of ledgers written before lease commits were unsigned.
+  auto c = l->ReadCommit(j->leases[k].first);
+  if (!c.ok()) return;
+  auto info = ParseLeaseCommitMessage(c->message);
+  if (!info.ok()) return;
+  PrefetchedLease pl;
+  auto sig = ParseSshSignature(c->signature);
+  if (!c->signature.empty() && sig.ok() && SshSigVerify(*sig, c->signed_data, kSignerNamespaceGit).ok()) pl.signer = sig->key;
+  pl.job_hex = info->job_hex;
+  pl.renew = j->leases[k].second;
+  std::string payload = pl.renew
+                            ? rpc::RenewPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms)
+                            : rpc::ClaimPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms);
+  pl.request_sig_ok = Verifies(info->worker_hex, payload, info->request_sig_hex);
+  pl.info = std::move(*info);
+  pl.commit = std::move(*c);
+  j->lease_out[k] = std::move(pl);
+}
+
+// Takes and checks items of `j` until none is left.
+void CheckPrefetchItems(PrefetchJob* j, Ledger* l) {
+  const size_t total = j->ids.size() + j->jobs.size() + j->leases.size();
+  for (size_t k = j->next.fetch_add(1); k < total; k = j->next.fetch_add(1)) CheckPrefetchItem(j, k, l);
+}
+
+}  // namespace
+
 void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from) {
   auto job = std::make_unique<PrefetchJob>();
   job->until = std::min(commits.size(), from + kPrefetchCommits);
@@ -61,6 +137,7 @@ void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from)
   job->out.resize(job->ids.size());
   job->lease_out.resize(job->leases.size());
   job->job_out.resize(job->jobs.size());
+  job->require_provenance = opt_.verify.require_provenance;
   size_t threads =
       opt_.threads ? opt_.threads - 1 : ThreadsFor(job->ids.size() + job->leases.size() + job->jobs.size(), 8);
   threads = std::max<size_t>(1, threads);
@@ -73,71 +150,9 @@ void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from)
   }
   std::vector<Ledger*> ledgers;
   for (const auto& l : prefetch_ledgers_) ledgers.push_back(l.get());
-  bool require_provenance = opt_.verify.require_provenance;
-  job->thread = std::thread([j, threads, ledgers, require_provenance] {
+  job->thread = std::thread([j, threads, ledgers] {
     RunOnThreads(threads, [&](size_t t) {
-      Ledger* l = ledgers[t];
-      if (!l) return;  // the replay checks these itself
-      ObjectLookup lookup = LedgerLookup(l);
-      ResultCheckLimits limits;
-      limits.max_file_bytes = kPrefetchMaxBytes;
-      for (size_t i = t; i < j->ids.size(); i += threads) {
-        PrefetchedResult p;
-        ResultTreeData tree;
-        p.report = CheckResultCommit(lookup, j->ids[i], limits, &tree);
-        if (p.report.ok() && !p.report.parsed.parents.empty()) {
-          p.provenance_job = p.report.parsed.parents[0];
-          p.provenance = CheckResultProvenance(*l, p.report.parsed, p.provenance_job, kPrefetchMaxBytes,
-                                               require_provenance, &p.provenance_present, &tree);
-        }
-        j->out[i] = std::move(p);
-      }
-      // Job commits: their objects, and their SSH signature (whether the
-      // signer may submit is the replay's to judge, under the policy then).
-      for (size_t i = t; i < j->jobs.size(); i += threads) {
-        PrefetchedJob pj;
-        auto commit = lookup(j->jobs[i]);
-        if (!commit.ok() || commit->first != ObjectType::kCommit) continue;
-        auto raw = ParseRawCommit(commit->second, j->jobs[i]);
-        if (!raw.ok()) continue;
-        auto tree = lookup(raw->tree);
-        if (!tree.ok() || tree->first != ObjectType::kTree) continue;
-        auto entries = ParseTree(tree->second, raw->tree);
-        if (!entries.ok()) continue;
-        auto yaml = std::find_if(entries->begin(), entries->end(), [](const TreeEntry& e) { return e.name == "job.yaml"; });
-        if (yaml == entries->end()) continue;
-        auto blob = lookup(yaml->id);
-        if (!blob.ok() || blob->first != ObjectType::kBlob || blob->second.size() > kPrefetchMaxBytes) continue;
-        if (!raw->signature.empty()) {
-          auto sig = ParseSshSignature(raw->signature);
-          if (sig.ok() && SshSigVerify(*sig, raw->signed_data, kSignerNamespaceGit).ok()) pj.signer = sig->key;
-        }
-        pj.objects.push_back({ObjectType::kCommit, std::move(commit->second), j->jobs[i]});
-        pj.objects.push_back({ObjectType::kTree, std::move(tree->second), raw->tree});
-        pj.objects.push_back({ObjectType::kBlob, std::move(blob->second), yaml->id});
-        j->job_out[i] = std::move(pj);
-      }
-      // Lease commits: the worker's Request-Sig, and the ledger's SSH
-      // signature on those of ledgers written before lease commits were
-      // unsigned.
-      for (size_t i = t; i < j->leases.size(); i += threads) {
-        auto c = l->ReadCommit(j->leases[i].first);
-        if (!c.ok()) continue;
-        auto info = ParseLeaseCommitMessage(c->message);
-        if (!info.ok()) continue;
-        PrefetchedLease pl;
-        auto sig = ParseSshSignature(c->signature);
-        if (!c->signature.empty() && sig.ok() && SshSigVerify(*sig, c->signed_data, kSignerNamespaceGit).ok()) pl.signer = sig->key;
-        pl.job_hex = info->job_hex;
-        pl.renew = j->leases[i].second;
-        std::string payload = pl.renew
-                                  ? rpc::RenewPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms)
-                                  : rpc::ClaimPayload(info->job_hex, info->worker_hex, info->epoch, info->requested_at_ms);
-        pl.request_sig_ok = Verifies(info->worker_hex, payload, info->request_sig_hex);
-        pl.info = std::move(*info);
-        pl.commit = std::move(*c);
-        j->lease_out[i] = std::move(pl);
-      }
+      if (ledgers[t]) CheckPrefetchItems(j, ledgers[t]);  // else the others take its share
     });
   });
   pending_ = std::move(job);
@@ -145,6 +160,9 @@ void Replay::LaunchPrefetch(const std::vector<CommitInfo>& commits, size_t from)
 
 void Replay::FinishPrefetch() {
   if (!pending_) return;
+  // What the checking threads have not taken yet, the replay checks
+  // alongside them instead of waiting idle (with its own handle).
+  CheckPrefetchItems(pending_.get(), &ledger_);
   pending_->thread.join();
   for (size_t i = 0; i < pending_->ids.size(); ++i) {
     if (pending_->out[i]) prefetched_.emplace(pending_->ids[i], std::move(*pending_->out[i]));
