@@ -161,6 +161,7 @@ struct LogRun {
 
 // The log replay (gatos verify --all --log-only, or --state when `since`).
 LogRun ReplayLog(const std::string& path, std::optional<AuditState> since, size_t threads = 1) {
+  if (!since) Ledger::DisableObjectCache();  // as gatos verify --all does
   auto ledger = Must(Ledger::Open(path), "open " + path);
   LogAuditOptions o;
   o.since = std::move(since);
