@@ -484,6 +484,8 @@ int RunVerify(const Args& args) {
     opt.ledger_key = *key;
   }
 
+  // A full replay reads every object of the ledger about once (Ledger::DisableObjectCache).
+  if (all && !state_path) Ledger::DisableObjectCache();
   auto ledger = Ledger::Open(*dir);
   if (!ledger.ok()) return ReportError(ledger.status().message(), kExitFailure);
 

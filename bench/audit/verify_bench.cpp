@@ -86,6 +86,7 @@ std::string SelfDir() {
 // A ledger made by gatosd init and filled through the ledger's real write
 // path (bench/support/populate.h).
 bool signed_leases = false;  // --signed-leases: the old form of the ledger
+int64_t pack_refs_every = 0;  // --pack-refs K: git pack-refs every K jobs
 
 Population Populate(const std::string& path, int n, int64_t first = 0, bool provenance = true, int batch = 500) {
   if (first == 0) {
@@ -99,6 +100,7 @@ Population Populate(const std::string& path, int n, int64_t first = 0, bool prov
   o.provenance = provenance;
   o.batch = batch;
   o.signed_leases = signed_leases;
+  o.pack_refs_every = pack_refs_every;
   auto done = Must(bench::Populate(path, keys, o), "populate");
   return {done.seconds, static_cast<size_t>(done.jobs)};
 }
@@ -159,6 +161,7 @@ struct LogRun {
 
 // The log replay (gatos verify --all --log-only, or --state when `since`).
 LogRun ReplayLog(const std::string& path, std::optional<AuditState> since, size_t threads = 1) {
+  if (!since) Ledger::DisableObjectCache();  // as gatos verify --all does
   auto ledger = Must(Ledger::Open(path), "open " + path);
   LogAuditOptions o;
   o.since = std::move(since);
@@ -213,6 +216,7 @@ int main(int argc, char** argv) {
   std::string keep;
   bool reuse = false;
   std::string replay = "both";
+  int cpu = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--keep" && i + 1 < argc) {
@@ -233,16 +237,24 @@ int main(int argc, char** argv) {
       per_job = false;
     } else if (a == "--no-provenance") {
       provenance = false;
+    } else if (a == "--cpu" && i + 1 < argc) {
+      cpu = std::atoi(argv[++i]);
+    } else if (a == "--pack-refs" && i + 1 < argc) {
+      pack_refs_every = std::atoll(argv[++i]);
     } else if (a == "--signed-leases") {
       signed_leases = true;
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: verify_bench [N] [--new M] [--batch B] [--no-per-job] [--no-provenance]\n"
-                   "                    [--signed-leases] [--keep DIR [--reuse]] [--replay one|all|both]\n"
+                   "                    [--signed-leases] [--pack-refs K] [--keep DIR [--reuse]]\n"
+                   "                    [--replay one|all|both|none] [--cpu C]\n"
                    "  N jobs with results (default 10000); then the log replay of the mirror,\n"
                    "  M more jobs (default 1000), git fetch, and the incremental replay (--state).\n"
                    "  --reuse: DIR holds the ledger and mirror of an earlier --keep run of N jobs:\n"
                    "  replay them again without filling (no --new). --replay: on one core (pinned), on every\n"
                    "  core, both (default), or none (fill and clone only)\n"
+                   "  --cpu C: the core to pin to (default 0)\n"
+                   "  --pack-refs K: git pack-refs --all every K jobs while filling (a million jobs'\n"
+                   "  loose refs take 24 GB of 4 KB blocks)\n"
                    "  --signed-leases writes lease commits signed one by one, as ledgers were\n"
                    "  before grants were signed per reply (the auditor checks each signature)\n";
       return 0;
@@ -258,7 +270,7 @@ int main(int argc, char** argv) {
   // on a machine where other work runs too.
   cpu_set_t one;
   CPU_ZERO(&one);
-  CPU_SET(0, &one);
+  CPU_SET(cpu, &one);
   bool pinned = sched_setaffinity(0, sizeof one, &one) == 0;
 
   std::string dir;
@@ -284,7 +296,7 @@ int main(int argc, char** argv) {
 
   std::printf("verify_bench: %d results, policy not in dev mode, lease commits %s, %s\n", n,
               signed_leases ? "signed (old form)" : "unsigned",
-              pinned ? "pinned to CPU 0" : "NOT pinned (sched_setaffinity failed)");
+              pinned ? ("pinned to CPU " + std::to_string(cpu)).c_str() : "NOT pinned (sched_setaffinity failed)");
   reuse = reuse && std::filesystem::exists(mirror);
   if (reuse) add = 0;  // the kept ledger stays as it was filled
   if (!reuse) {

@@ -161,6 +161,11 @@ Result<Populated> Populate(const std::string& dir, const BenchKeys& keys, const 
     // As gatosd does while it serves: a fill that is stopped restarts
     // without replaying every batch's view refs.
     if (((base - o.first) / o.batch) % 10 == 9) GATOS_RETURN_IF_ERROR(w->SyncViews());
+    if (o.pack_refs_every > 0 && (end - o.first) / o.pack_refs_every != (base - o.first) / o.pack_refs_every) {
+      // The writer is between batches and writes refs only from Apply.
+      std::string cmd = "git --git-dir='" + dir + "' pack-refs --all";
+      if (std::system(cmd.c_str()) != 0) return InternalError(cmd + " failed");
+    }
     if (o.progress && ((base - o.first) / o.batch) % 10 == 9) {
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::cerr << "  populated " << done << " jobs (" << static_cast<int64_t>(done / s) << "/s)\n";

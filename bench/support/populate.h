@@ -30,6 +30,10 @@ struct PopulateOptions {
   // Lease commits signed one by one, as ledgers were written before grants
   // were signed per reply (WriterOptions::sign_lease_commits).
   bool signed_leases = false;
+  // `git pack-refs --all` after every this many jobs (0: never). A job leaves
+  // four loose refs (a 4 KB block and an inode each, with their directories
+  // 24 KB per job): a million jobs' loose refs would take 24 GB of disk.
+  int64_t pack_refs_every = 0;
 };
 
 struct Populated {

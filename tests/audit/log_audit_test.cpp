@@ -3,7 +3,10 @@
 // re-running or rewriting history fails with its own check.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "audit_fixture.h"
+#include "git_repo.h"
 #include "gatos/audit/log_audit.h"
 #include "gatos/ledger/schedule_commit.h"
 #include "gatos/ledger/schedule_fire.h"
@@ -227,6 +230,32 @@ TEST(LogAuditTest, MovedAndExtraRefsAreNamed) {
   LogAuditReport r2 = Audit(*l);
   ASSERT_NE(Find(r2, "ref_moved"), nullptr) << Problems(r2);
   EXPECT_TRUE(Has(Problems(r2), "ref_moved: " + JobRef(h.c, "job")));
+}
+
+// A mirror's refs are in packed-refs (git clone --mirror), and a loose ref
+// stands over a packed one of the same name: the comparison of every ref
+// reads them as git does, and reports the same as for loose refs.
+TEST(LogAuditTest, PackedRefsAreComparedAsLooseOnesAndALooseRefOverridesThem) {
+  History h;
+  auto l = h.L();
+  const std::string loose = LogAuditReportToJson(Audit(*l)).dump();
+  gatos::testing::Git(gatos::testing::TestGitEnv(l->path()), {"--git-dir=" + l->path(), "pack-refs", "--all"});
+  ASSERT_TRUE(std::filesystem::exists(l->path() + "/packed-refs"));
+  l = h.L();
+  LogAuditReport packed = Audit(*l);
+  EXPECT_TRUE(packed.ok()) << Problems(packed);
+  EXPECT_GT(packed.refs_checked, 10u);
+  EXPECT_EQ(LogAuditReportToJson(packed).dump(), loose);
+  // A loose ref over the packed one: A's result replaced by another job's.
+  SetRef(*l, JobRef(h.a.job_hex, "result"), h.d.built.commit_id);
+  // A packed ref deleted.
+  SetRef(*l, JobRef(h.a.job_hex, "lease"), "");
+  LogAuditReport r = Audit(*l);
+  ASSERT_EQ(r.problems.size(), 2u) << Problems(r);
+  EXPECT_EQ(r.problems[0].check, "ref_moved");
+  EXPECT_EQ(r.problems[0].ref, JobRef(h.a.job_hex, "result"));
+  EXPECT_EQ(r.problems[1].check, "ref_missing");
+  EXPECT_EQ(r.problems[1].ref, JobRef(h.a.job_hex, "lease"));
 }
 
 TEST(LogAuditTest, TruncatedLogLeavesRefsAheadOfItToFetchAgain) {

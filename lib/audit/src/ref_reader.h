@@ -13,10 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "gatos/crypto/sshsig.h"
 #include "gatos/git/result.h"
@@ -73,7 +76,16 @@ class RefReader {
   // Every ref under `prefix` (ending with '/') with its value.
   std::map<std::string, std::string> Under(const std::string& prefix) {
     std::map<std::string, std::string> out;
-    ForEachPacked(prefix, [&](std::string_view name, std::string_view id) { out[std::string(name)] = std::string(id); });
+    ForEachUnder(prefix, [&](std::string_view name, std::string_view id) { out.emplace(name, id); });
+    return out;
+  }
+  // Calls fn(name, id) for every ref under `prefix` in name order (a loose
+  // ref over a packed one of the same name), holding only views of the
+  // packed refs and the loose ones: the refs of a million jobs are four
+  // million, too many for a tree of strings.
+  template <typename Fn>
+  void ForEachUnder(const std::string& prefix, Fn fn) {
+    std::map<std::string, std::string> loose;
     std::error_code ec;
     std::string dir = git_dir_ + "/" + prefix;
     if (std::filesystem::is_directory(dir, ec)) {
@@ -84,10 +96,29 @@ class RefReader {
         if (path.size() > 5 && path.compare(path.size() - 5, 5, ".lock") == 0) continue;
         std::string name = prefix + path.substr(dir.size());
         std::string v = Loose(name);
-        if (!v.empty()) out[name] = v;
+        if (!v.empty()) loose[name] = v;
       }
     }
-    return out;
+    using Ref = std::pair<std::string_view, std::string_view>;
+    std::vector<Ref> packed;
+    ForEachPacked(prefix, [&](std::string_view name, std::string_view id) { packed.emplace_back(name, id); });
+    auto by_name = [](const Ref& a, const Ref& b) { return a.first < b.first; };
+    if (!std::is_sorted(packed.begin(), packed.end(), by_name)) {
+      std::stable_sort(packed.begin(), packed.end(), by_name);
+    }
+    auto l = loose.begin();
+    for (size_t i = 0; i < packed.size(); ++i) {
+      // A name packed twice: the last line holds, as when read into a map.
+      if (i + 1 < packed.size() && packed[i + 1].first == packed[i].first) continue;
+      for (; l != loose.end() && std::string_view(l->first) < packed[i].first; ++l) fn(l->first, l->second);
+      if (l != loose.end() && std::string_view(l->first) == packed[i].first) {
+        fn(l->first, l->second);
+        ++l;
+        continue;
+      }
+      fn(packed[i].first, packed[i].second);
+    }
+    for (; l != loose.end(); ++l) fn(l->first, l->second);
   }
   // "" when absent.
   std::string Resolve(const std::string& name) {

@@ -6,49 +6,94 @@
 namespace gatos {
 namespace audit_internal {
 
+// One ref of the repository against what the replay says it is (`want`;
+// null: the replay has no such ref).
+void Replay::CheckRef(const std::string& r, const std::string& have, const std::string* want) {
+  ++rep_->refs_checked;
+  const bool differs = !want || have != *want;
+  if (differs && Settles(r, have)) return;
+  if (differs && LaterLogCould(r, have)) {
+    Behind(r);
+    return;
+  }
+  std::string job, leaf;
+  SplitJobRef(r, &job, &leaf);
+  if (!want) {
+    Problem("ref_extra", r + " -> " + Short(have) + " is not in the log (no logged transition created it)", 0, job, r);
+  } else if (have != *want) {
+    Problem("ref_moved", r + " is " + Short(have) + " but the log says " + Short(*want) + " (moved outside the log)", 0,
+            job, r);
+  }
+}
+
+// Every ref under refs/gatos/ against the replay, in one pass over the
+// repository's refs in name order. A job's refs are consecutive in that
+// order, so only the refs of the job being read (JobRefs of its replayed
+// record, all under refs/gatos/jobs/<its id>/) are held at a time: no tree of
+// every ref (a million jobs have four million). The report is in the same
+// order as a comparison of two sorted maps: each ref of the repository in
+// name order, then each ref the log has and the repository lacks.
+void Replay::CompareAllRefs() {
+  std::map<std::string, std::string> other;  // the policy and the notes: few
+  other[kPolicyRef] = pol_.commit;
+  for (const auto& [r, id] : notes_) other[r] = id;
+  std::vector<std::pair<std::string, std::string>> missing;
+  std::unordered_set<const std::string*> met;  // jobs_ keys of the jobs whose refs were read
+  std::string group;                            // the job whose refs are being read
+  std::map<std::string, std::string> group_want;  // its refs not read yet
+  auto close_group = [&] {
+    for (auto& [r, id] : group_want) missing.emplace_back(r, std::move(id));
+    group_want.clear();
+  };
+  RefReader reader(ledger_.path());
+  std::string r, have, job, leaf;
+  reader.ForEachUnder("refs/gatos/", [&](std::string_view name, std::string_view id) {
+    r.assign(name);
+    have.assign(id);
+    if (r == kLogRef || IsPushTarget(r)) return;
+    std::map<std::string, std::string>* wants = &other;
+    if (SplitJobRef(r, &job, &leaf)) {
+      if (job != group) {
+        close_group();
+        group = job;
+        auto it = jobs_.find(job);
+        if (it != jobs_.end()) {
+          met.insert(&it->first);
+          if (it->second) group_want = JobRefs(*it->second);
+        }
+      }
+      wants = &group_want;
+    }
+    auto w = wants->find(r);
+    if (w == wants->end()) {
+      CheckRef(r, have, nullptr);
+      return;
+    }
+    std::string want = std::move(w->second);
+    wants->erase(w);
+    CheckRef(r, have, &want);
+  });
+  close_group();
+  for (const auto& [j, rec] : jobs_) {
+    if (!rec || met.count(&j)) continue;
+    for (auto& [ref, id] : JobRefs(*rec)) missing.emplace_back(ref, std::move(id));
+  }
+  for (auto& [ref, id] : other) missing.emplace_back(ref, std::move(id));
+  std::sort(missing.begin(), missing.end());
+  for (const auto& [ref, id] : missing) {
+    if (Settles(ref, "")) continue;
+    if (LaterLogCould(ref, "")) {
+      Behind(ref);
+      continue;
+    }
+    SplitJobRef(ref, &job, &leaf);
+    Problem("ref_missing", ref + " is missing; the log says " + Short(id) + " (deleted outside the log)", 0, job, ref);
+  }
+}
+
 void Replay::CompareRefs() {
-  // What the replay says the refs are.
-  std::map<std::string, std::string> want;
   if (!rep_->incremental) {
-    want[kPolicyRef] = pol_.commit;
-    for (const auto& [job, rec] : jobs_) {
-      if (rec) {
-        for (auto& [r, id] : JobRefs(*rec)) want.emplace(r, id);
-      }
-    }
-    for (const auto& [r, id] : notes_) want[r] = id;
-    RefReader reader(ledger_.path());
-    std::set<std::string> seen;
-    for (const auto& [r, have] : reader.Under("refs/gatos/")) {
-      if (r == kLogRef || IsPushTarget(r)) continue;
-      seen.insert(r);
-      ++rep_->refs_checked;
-      auto it = want.find(r);
-      if ((it == want.end() || have != it->second) && Settles(r, have)) continue;
-      if ((it == want.end() || have != it->second) && LaterLogCould(r, have)) {
-        Behind(r);
-        continue;
-      }
-      std::string job, leaf;
-      SplitJobRef(r, &job, &leaf);
-      if (it == want.end()) {
-        Problem("ref_extra", r + " -> " + Short(have) + " is not in the log (no logged transition created it)", 0, job, r);
-      } else if (have != it->second) {
-        Problem("ref_moved", r + " is " + Short(have) + " but the log says " + Short(it->second) +
-                                 " (moved outside the log)",
-                0, job, r);
-      }
-    }
-    for (const auto& [r, id] : want) {
-      if (seen.count(r) || Settles(r, "")) continue;
-      if (LaterLogCould(r, "")) {
-        Behind(r);
-        continue;
-      }
-      std::string job, leaf;
-      SplitJobRef(r, &job, &leaf);
-      Problem("ref_missing", r + " is missing; the log says " + Short(id) + " (deleted outside the log)", 0, job, r);
-    }
+    CompareAllRefs();
     return;
   }
   // Incremental: the refs of the jobs and records the new transitions touched.
@@ -74,7 +119,7 @@ void Replay::CompareRefs() {
   };
   check(kPolicyRef, pol_.commit);
   for (const auto& [r, id] : notes_) check(r, id);
-  for (const std::string& job : touched_) {
+  for (const std::string& job : TouchedSorted()) {
     const auto& rec = jobs_[job];
     std::map<std::string, std::string> want_job = rec ? JobRefs(*rec) : std::map<std::string, std::string>{};
     for (const auto& [r, id] : reader.Under(std::string(kJobsPrefix) + job + "/")) want_job.emplace(r, "");
@@ -138,7 +183,7 @@ void Replay::CompareIndex() {
     }
     return;
   }
-  for (const std::string& job : touched_) {
+  for (const std::string& job : TouchedSorted()) {
     auto got = index.Get(job);
     if (!got.ok()) {
       Problem("index", "job " + Short(job) + ": " + got.status().message(), rep_->seq, job);

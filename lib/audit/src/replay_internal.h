@@ -174,6 +174,14 @@ class Replay {
   void PolicyChange(const LoggedTransition& t);
   bool WorkerAllowed(const std::string& worker_hex, std::string* why);
   void CompareRefs();
+  void CompareAllRefs();
+  void CheckRef(const std::string& r, const std::string& have, const std::string* want);
+  // The jobs the replay touched, in id order (incremental reports list them so).
+  std::vector<std::string> TouchedSorted() const {
+    std::vector<std::string> v(touched_.begin(), touched_.end());
+    std::sort(v.begin(), v.end());
+    return v;
+  }
   // replay_prefetch.cpp: the results of the log commits from `from` on,
   // checked on every core (LogAuditOptions::threads).
   void PrefetchResults(const std::vector<CommitInfo>& commits, size_t from);
@@ -220,7 +228,7 @@ class Replay {
   std::optional<Ed25519PublicKey> rotated_key_;  // a rotation earlier in this batch signs later policy commits
   std::unordered_map<std::string, std::optional<JobRecord>> jobs_;  // replayed records (nullopt: no such job)
   std::map<std::string, std::string> notes_;  // other refs (batches/, witness/)
-  std::set<std::string> touched_;
+  std::unordered_set<std::string> touched_;  // every job a transition touched
   // Schedules: the active ones' clocks and the tick after which the next
   // one is due; the fire being replayed (its schedule and previous fire).
   struct ScheduleTrack {

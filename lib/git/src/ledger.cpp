@@ -37,6 +37,11 @@ git_object_t ToGitType(ObjectType t) {
 }
 }  // namespace
 
+void Ledger::DisableObjectCache() {
+  git::EnsureInit();
+  git_libgit2_opts(GIT_OPT_ENABLE_CACHING, 0);
+}
+
 Status Ledger::InitRepository(const std::string& path) {
   git::EnsureInit();
   git_repository* repo = nullptr;
