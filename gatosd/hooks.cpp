@@ -198,11 +198,7 @@ int RunPreReceive(const std::string& ledger_dir, std::istream& in, std::ostream&
     } else if (StartsWith(u.ref, kResultsPushPrefix)) {
       reason[i] = "bad_result";
       ParsedResult parsed;
-      Decision o = CheckResultContent(lookup, u.new_id, *policy, &parsed);
-      if (o.ok() && parsed.job_hex != job_hex) {
-        o = Decision::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
-                                                          ", not of the job its ref names");
-      }
+      Decision o = CheckResultContent(lookup, u.new_id, *policy, &parsed, job_hex);
       if (!o.ok()) why[i] = o.message;
     } else {
       auto c = CheckJobCommit(lookup, u.new_id, "", *policy, now);

@@ -221,7 +221,7 @@ Decision VerifyUserRequest(std::string_view requester_hex, std::string_view payl
 }
 
 Decision CheckResultContent(const ObjectLookup& lookup, const std::string& commit_id, const Policy& policy,
-                           ParsedResult* parsed) {
+                           ParsedResult* parsed, const std::string& expected_job_hex) {
   ResultCheckLimits limits;
   limits.max_file_bytes = static_cast<size_t>(policy.settings.max_result_bytes);
   ResultReport report = CheckResultCommit(lookup, commit_id, limits);
@@ -230,6 +230,10 @@ Decision CheckResultContent(const ObjectLookup& lookup, const std::string& commi
                                                                                      : TransitionError::kInvalid;
     return Decision::Error(e, "result " + commit_id.substr(0, 12) + " refused: " + bad->name + ": " +
                                  TruncateUtf8(bad->detail, 400));
+  }
+  if (!expected_job_hex.empty() && report.parsed.job_hex != expected_job_hex) {
+    return Decision::Error(TransitionError::kInvalid, "the result is of job blake3:" + report.parsed.job_hex +
+                                                          ", not of the job its ref names");
   }
   *parsed = std::move(report.parsed);
   return {};

@@ -38,11 +38,7 @@ std::optional<Op> DecodeLocalPush(const ServiceRequest& r, Ledger* ledger, const
     return SubmitOp{std::move(*check), {}};
   }
   ParsedResult parsed;
-  Decision o = CheckResultContent(LedgerLookup(ledger), *commit, policy, &parsed);
-  if (o.ok() && !expected.empty() && parsed.job_hex != expected) {
-    o = Decision::Error(TransitionError::kInvalid, "the result is of job blake3:" + parsed.job_hex +
-                                                      ", not of the job its ref names");
-  }
+  Decision o = CheckResultContent(LedgerLookup(ledger), *commit, policy, &parsed, expected);
   if (!o.ok()) {
     p->rejected_reason = "bad_result";
     return refuse(ErrorText(o));

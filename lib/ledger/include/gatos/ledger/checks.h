@@ -76,9 +76,11 @@ Decision VerifyUserRequest(std::string_view requester_hex, std::string_view payl
 
 // The self-contained checks of a result commit (CheckResultCommit) with the
 // policy's limits, mapped to a Decision: a bad signature is kUnauthorized,
-// anything else malformed kInvalid.
+// anything else malformed kInvalid. `expected_job_hex` (a pushed result:
+// the job its ref names; "" = any): a result of another job is kInvalid.
 Decision CheckResultContent(const ObjectLookup& lookup, const std::string& commit_id,
-                           const Policy& policy, ParsedResult* parsed);
+                           const Policy& policy, ParsedResult* parsed,
+                           const std::string& expected_job_hex = "");
 
 }  // namespace gatos
 
