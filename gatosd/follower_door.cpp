@@ -64,14 +64,6 @@ Result<std::vector<GitObject>> ForwardedResultObjects(Ledger& ledger, const std:
   return out;
 }
 
-bool RecordHoldsResult(const JobRecord& record, const std::string& result_commit) {
-  if (record.result_commit == result_commit) return true;
-  for (const auto& a : record.attempts) {
-    if (a.result_commit == result_commit) return true;
-  }
-  return false;
-}
-
 namespace {
 
 // A pushed result: checked here as the leader checks its content (it
@@ -80,11 +72,7 @@ ForwardPlan PlanResult(Ledger* ledger, const Policy& policy, const std::string& 
                        const std::string& expected_job) {
   ForwardPlan plan;
   ParsedResult parsed;
-  Decision o = CheckResultContent(LedgerLookup(ledger), commit, policy, &parsed);
-  if (o.ok() && !expected_job.empty() && parsed.job_hex != expected_job) {
-    o = Decision::Error(TransitionError::kInvalid,
-                        "the result is of job blake3:" + parsed.job_hex + ", not of the job its ref names");
-  }
+  Decision o = CheckResultContent(LedgerLookup(ledger), commit, policy, &parsed, expected_job);
   if (!o.ok()) {
     plan.reply = rpc::Dump(rpc::ErrorReply(o.error, o.message));
     return plan;
@@ -247,7 +235,7 @@ std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& reque
         const ForwardPlan& plan = it->second;
         auto rec = (*view)->Find(plan.job_hex);
         const bool applied = rec.ok() && *rec &&
-                             (plan.result_commit.empty() || RecordHoldsResult(**rec, plan.result_commit));
+                             (plan.result_commit.empty() || HoldsResult(**rec, plan.result_commit));
         if (!applied) {
           ++it;
           continue;

@@ -27,7 +27,6 @@
 #include "gatos/git/ledger.h"
 #include "gatos/git/git_object.h"
 #include "gatos/ledger/job_service.h"
-#include "gatos/model/job_record.h"
 #include "gatos/model/policy.h"
 #include "gatos/nats/bus.h"
 #include "local_server.h"
@@ -90,10 +89,6 @@ Result<std::vector<GitObject>> ForwardedJobObjects(Ledger& ledger, const std::st
 // instead, past what a result RPC carries (max_result_bytes).
 Result<std::vector<GitObject>> ForwardedResultObjects(Ledger& ledger, const std::string& commit,
                                                       const Policy& policy);
-
-// Whether `record` holds `result_commit` as its final result or as the
-// result of an earlier attempt.
-bool RecordHoldsResult(const JobRecord& record, const std::string& result_commit);
 
 }  // namespace gatos::gatosd
 

@@ -25,6 +25,14 @@ bool LeaseExpired(const JobRecord& r, int64_t now_ms) {
 
 bool LeaseLive(const JobRecord& r, int64_t now_ms) { return HoldsLease(r) && now_ms < r.expires_ms; }
 
+bool HoldsResult(const JobRecord& r, const std::string& result_commit) {
+  if (r.result_commit == result_commit) return true;
+  for (const auto& a : r.attempts) {
+    if (a.result_commit == result_commit) return true;
+  }
+  return false;
+}
+
 JobState RecordState(const JobRecord& r, int64_t now_ms) {
   if (!r.result_commit.empty()) {
     auto st = ParseJobState(r.result_status);

@@ -96,9 +96,7 @@ Decision ApplyLease(const std::string& job, const std::optional<JobRecord>& old,
 Decision ApplyResult(const std::string& job, const std::optional<JobRecord>& old, const ResultTransition& t, const TransitionRules& rules,
                      AppliedTransition* out) {
   if (!old) return Fail(TransitionError::kInvalid, "result refused: job " + job + " is not in this ledger");
-  bool known = old->result_commit == t.commit;
-  for (const auto& a : old->attempts) known = known || a.result_commit == t.commit;
-  if (known) {
+  if (HoldsResult(*old, t.commit)) {
     out->record = *old;
     out->kind = LogKind::kResult;
     out->unchanged = true;

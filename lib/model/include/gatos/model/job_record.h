@@ -69,6 +69,9 @@ struct JobRecord {
 // aborted when cancelled with no live lease; claimed while the current
 // attempt holds a lease (expired or not); else pending.
 JobState RecordState(const JobRecord& r, int64_t now_ms);
+// Whether `result_commit` is `r`'s final result or that of an earlier
+// attempt.
+bool HoldsResult(const JobRecord& r, const std::string& result_commit);
 // The state a record was left in by its last transition, independent of the
 // clock: what the index's stats and live/ count, and what an auditor
 // replaying the log counts. (A cancelled job whose lease runs out becomes
