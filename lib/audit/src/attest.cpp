@@ -109,25 +109,6 @@ bool Skip(std::string_view text, size_t* pos, std::string_view lit) {
   return true;
 }
 
-// At text[*pos]: the rest of a JSON string of printable ASCII other than '"'
-// and '\' (so one that needs no unescaping), and its closing quote.
-bool PlainString(std::string_view text, size_t* pos, std::string_view* out) {
-  if (*pos > text.size()) return false;
-  const void* quote = std::memchr(text.data() + *pos, '"', text.size() - *pos);
-  if (!quote) return false;
-  const size_t end = static_cast<size_t>(static_cast<const char*>(quote) - text.data());
-  // One pass without early exit over the whole run, which the compiler vectorizes.
-  bool bad = false;
-  for (size_t i = *pos; i < end; ++i) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    bad |= c < 0x20 || c > 0x7e || c == '\\';
-  }
-  if (bad) return false;
-  *out = text.substr(*pos, end - *pos);
-  *pos = end + 1;
-  return true;
-}
-
 // At text[*pos]: the bytes up to the next '"', and that quote. Only for a
 // value that must be base64, which the caller decodes: text with an escape
 // or any other byte that a JSON parser might read differently is not base64.
@@ -138,6 +119,22 @@ bool RunToQuote(std::string_view text, size_t* pos, std::string_view* out) {
   const size_t end = static_cast<size_t>(static_cast<const char*>(quote) - text.data());
   *out = text.substr(*pos, end - *pos);
   *pos = end + 1;
+  return true;
+}
+
+// At text[*pos]: the rest of a JSON string of printable ASCII other than '"'
+// and '\' (so one that needs no unescaping), and its closing quote.
+bool PlainString(std::string_view text, size_t* pos, std::string_view* out) {
+  std::string_view run;
+  if (!RunToQuote(text, pos, &run)) return false;
+  // One pass without early exit over the whole run, which the compiler vectorizes.
+  bool bad = false;
+  for (const char ch : run) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    bad |= c < 0x20 || c > 0x7e || c == '\\';
+  }
+  if (bad) return false;
+  *out = run;
   return true;
 }
 

@@ -10,55 +10,30 @@ int Hex(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ?
 }  // namespace
 
 bool CanonicalJsonCursor::Str(std::string* out) {
-  if (!Lit("\"")) return false;
+  std::string_view raw;
+  if (!CanonicalString(&raw)) return false;
+  // Its escapes are the canonical ones, checked: decode them.
   out->clear();
-  size_t run = i_;
-  bool high = false;  // a byte above 0x7f: the UTF-8 is checked at the end
-  while (i_ < t_.size()) {
-    const auto c = static_cast<unsigned char>(t_[i_]);
-    if (c == '"') {
-      out->append(t_.data() + run, i_ - run);
-      ++i_;
-      // Escapes add ASCII only, so the decoded string is valid UTF-8 exactly
-      // when the raw bytes are.
-      return !high || IsValidUtf8(*out);
-    }
-    if (c < 0x20) return false;
-    if (c != '\\') {
-      high |= c > 0x7f;
-      ++i_;
-      continue;
-    }
-    out->append(t_.data() + run, i_ - run);
-    if (i_ + 1 >= t_.size()) return false;
-    const char e = t_[i_ + 1];
-    i_ += 2;
+  size_t run = 0;
+  for (size_t k = raw.find('\\'); k != std::string_view::npos; k = raw.find('\\', run)) {
+    out->append(raw.data() + run, k - run);
+    const char e = raw[k + 1];
+    run = k + 2;
     switch (e) {
-      case '"': out->push_back('"'); break;
-      case '\\': out->push_back('\\'); break;
       case 'b': out->push_back('\b'); break;
       case 'f': out->push_back('\f'); break;
       case 'n': out->push_back('\n'); break;
       case 'r': out->push_back('\r'); break;
       case 't': out->push_back('\t'); break;
-      case 'u': {
-        // Only the control characters the writer escapes this way: a JSON
-        // parser reads \u0080 and above as a code point, not a byte.
-        if (i_ + 4 > t_.size() || t_.substr(i_, 2) != "00") return false;
-        int hi = Hex(t_[i_ + 2]), lo = Hex(t_[i_ + 3]);
-        if (hi < 0 || hi > 1 || lo < 0) return false;
-        const char code = static_cast<char>(hi << 4 | lo);
-        // These five have a short escape, which the writer uses.
-        if (code == '\b' || code == '\f' || code == '\n' || code == '\r' || code == '\t') return false;
-        out->push_back(code);
-        i_ += 4;
+      case 'u':  // \u00xx
+        out->push_back(static_cast<char>(Hex(raw[k + 4]) << 4 | Hex(raw[k + 5])));
+        run = k + 6;
         break;
-      }
-      default: return false;
+      default: out->push_back(e); break;  // \" and \\ (the only others)
     }
-    run = i_;
   }
-  return false;
+  out->append(raw.data() + run, raw.size() - run);
+  return true;
 }
 
 bool CanonicalJsonCursor::Int(int64_t* v) {
