@@ -12,6 +12,7 @@
 #include "gatos/model/canonical_json.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/trailers.h"
+#include "test_util.h"
 
 namespace gatos::testing {
 namespace {
@@ -287,14 +288,7 @@ TEST(AttestTest, TheParserlessStatementReaderAgreesWithTheJsonParser) {
     for (int variant = 0; variant < 5; ++variant) {
       std::string text = good;
       if (variant == 1) {
-        size_t at = rng() % text.size();
-        const char kBytes[] = "\"{}[],:0-9a\\u \x01\xc3]";
-        char b = kBytes[rng() % (sizeof kBytes - 1)];
-        switch (rng() % 3) {
-          case 0: text[at] = b; break;
-          case 1: text.insert(at, 1, b); break;
-          default: text.erase(at, 1); break;
-        }
+        MutateOneByte(&text, rng, "\"{}[],:0-9a\\u \x01\xc3]");
       } else if (variant == 2) {
         // One field the checks are about, altered on purpose.
         const std::string job_uri = "gatos:refs/gatos/jobs/" + p.job_id.substr(7) + "/job";

@@ -75,6 +75,16 @@ bool WalHasNoRecordFiles(const std::string& wal_dir) {
   return true;
 }
 
+void MutateOneByte(std::string* text, std::mt19937_64& rng, std::string_view alphabet) {
+  const size_t at = rng() % text->size();
+  const char b = alphabet[rng() % alphabet.size()];
+  switch (rng() % 3) {
+    case 0: (*text)[at] = b; break;
+    case 1: text->insert(at, 1, b); break;
+    default: text->erase(at, 1); break;
+  }
+}
+
 void WriteFile(const std::string& path, const std::string& data, int mode) {
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);

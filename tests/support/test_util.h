@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <map>
+#include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -58,6 +60,9 @@ std::map<std::string, std::string> GitTestEnv(const std::string& home);
 // `s` without its trailing newlines and spaces (a command's one-line output).
 std::string TrimEnd(std::string s);
 void WriteFile(const std::string& path, const std::string& data, int mode = 0644);
+// One random edit of `text` (not empty) for tests of parsers: a byte of
+// `alphabet` replaces one, or is inserted, or a byte is erased.
+void MutateOneByte(std::string* text, std::mt19937_64& rng, std::string_view alphabet);
 // True when the ledger's write-ahead log (<ledger>/gatos/wal) holds no
 // record file (*.wal; the spare a checkpoint keeps is not one).
 bool WalHasNoRecordFiles(const std::string& wal_dir);

@@ -9,6 +9,7 @@
 #include "gatos/model/blake3.h"
 #include "gatos/model/canonical_json.h"
 #include "sample_poe.h"
+#include "test_util.h"
 
 namespace gatos {
 namespace {
@@ -215,16 +216,7 @@ TEST(PoeTest, TheParserlessReaderAgreesWithTheJsonParser) {
     if (!bytes.ok()) continue;
     std::string text = *bytes;
     for (int variant = 0; variant < 2; ++variant) {
-      if (variant == 1) {
-        size_t at = rng() % text.size();
-        const char kBytes[] = "\"{}[],:0-9a\\u \x01\xc3";
-        char b = kBytes[rng() % (sizeof kBytes - 1)];
-        switch (rng() % 3) {
-          case 0: text[at] = b; break;
-          case 1: text.insert(at, 1, b); break;
-          default: text.erase(at, 1); break;
-        }
-      }
+      if (variant == 1) gatos::testing::MutateOneByte(&text, rng, "\"{}[],:0-9a\\u \x01\xc3");
       auto fast = ParsePoe(text);
       auto full = poe_internal::ParsePoeJson(text);
       ASSERT_EQ(fast.ok(), full.ok()) << "round " << round << ": " << text;
