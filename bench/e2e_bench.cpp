@@ -25,7 +25,8 @@
 // else (nats-server's store, the workers' state) in the work directory: to
 // measure the ledger's file system apart from the rest.
 // --append-window N: the replicas' (gatosd serve --append-window).
-// --batch-budget-ms N: the single gatosd's (gatosd serve --batch-budget-ms).
+// --batch-budget-ms N, --max-batch N: the single gatosd's (gatosd serve
+// --batch-budget-ms, --max-batch).
 // Replicated runs also print each follower's lag per record (from the
 // stream storing it to the follower having applied it; the followers'
 // GATOS_REPLICA_TIMING lines) and every run the log batches it took.
@@ -234,7 +235,8 @@ int main(int argc, char** argv) {
       {"replicas", 0, true, false, "1|3"},
       {"schedules", 0, true, false, "N"},
       {"append-window", 0, true, false, "N"},
-      {"batch-budget-ms", 0, true, false, "N"}};
+      {"batch-budget-ms", 0, true, false, "N"},
+      {"max-batch", 0, true, false, "N"}};
   int replicas = 1, schedules = 0;
   Flags flags;
   if (!flags.Parse({argv + 1, argv + argc}, specs) || !flags.positional().empty() ||
@@ -317,6 +319,7 @@ int main(int argc, char** argv) {
     if (flags.Has("no-wal")) argv.push_back("--no-wal");
     if (auto w = flags.Get("offer-window")) argv.insert(argv.end(), {"--offer-window", *w});
     if (auto b = flags.Get("batch-budget-ms")) argv.insert(argv.end(), {"--batch-budget-ms", *b});
+    if (auto b = flags.Get("max-batch")) argv.insert(argv.end(), {"--max-batch", *b});
     procs.push_back(Spawn(argv, dir + "/gatosd.log"));
     names.push_back("gatosd");
     if (!WaitForText(dir + "/gatosd.log", "serving ledger", 20000)) Die("gatosd did not start; see " + dir);
