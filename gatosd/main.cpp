@@ -61,7 +61,7 @@ constexpr char kUsage[] =
     "                                    DIR/gatos/tlog/checkpoint every N s while the log moves\n"
     "                                    (default 10; 0 = never; served with the tiles at /tlog/)\n"
     "        [--max-batch N] [--no-fsync] requests applied as one durable log batch at most\n"
-    "                                    (default 1024); --no-fsync trades durability for speed\n"
+    "                                    (default 128); --no-fsync trades durability for speed\n"
     "                                    (experiments only; said loudly at start)\n"
     "        [--batch-budget-ms N]       size batches so each takes about N ms to apply\n"
     "                                    (default 200; sweeps and fires wait at most that long)\n"

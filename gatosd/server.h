@@ -47,7 +47,11 @@ struct ServeOptions {
   int64_t stream_max_age_ms = 7LL * 24 * 3600 * 1000;
   bool fsync = true;                 // durable batches; --no-fsync for experiments only
   bool wal = true;                   // durable by the write-ahead log; --no-wal for comparisons
-  size_t max_batch = 1024;           // requests applied as one log batch at most
+  // Requests applied as one log batch at most. A log commit lists every
+  // commit its batch adopts as a parent, and a proof bundle carries the log
+  // commits of a job's submission, lease and result: at 128 a bundle stays
+  // near 40 KB whatever the load (1,024 made 230 KB; docs/benchmarks.md 6b).
+  size_t max_batch = 128;
   // A log batch is sized so that applying it takes about this long (and
   // holds at most max_batch requests): sweeps, timers and schedule fires
   // wait at most that long behind a push of thousands of jobs. Cheap

@@ -25,10 +25,12 @@
 #include "gatos/crypto/signed_request.h"
 #include "gatos/crypto/sshsig.h"
 #include "gatos/ledger/job_service.h"
+#include "gatos/ledger/schedule_commit.h"
 #include "gatos/model/ledger_commits.h"
 #include "gatos/model/log_format.h"
 #include "gatos/model/refs.h"
 #include "gatos/model/rpc.h"
+#include "gatos/model/time_format.h"
 #include "gatos/model/trailers.h"
 #include "gatos/sys/dir_layout.h"
 #include "ledger_fixture.h"
@@ -450,6 +452,69 @@ TEST(LedgerWriterTest, TheServiceSweepPrunesFinishedJobsOnceTheirRetentionEnds) 
   }
   EXPECT_FALSE(l->ListRefs(JobRef(live, ""))->empty());
   EXPECT_EQ(Replay(ReadLog(*l)), ActualRefs(*l));
+}
+
+// A log batch's commit lists every commit the batch adopts, and a job's
+// proof bundle carries its batches: a sweep fires kMaxFiresPerPass at most
+// per log batch. A catch-up (`all`) of a 300-tick outage continues over
+// sweeps, 200 schedules due at once are two batches, and every tick fires
+// once.
+TEST(LedgerWriterTest, ASweepFiresAtMostKMaxFiresPerPassPerLogBatch) {
+  Fixture f;
+  auto add = [&](const std::string& name, CatchUp rule) {
+    ScheduleSpec spec;
+    spec.name = name;
+    spec.every_ms = 1000;
+    spec.catch_up = rule;
+    spec.job = *ParseManifest(kJob, "job.yaml");
+    auto objects = BuildScheduleCommit(spec, "active", "", f.submitter, f.now);
+    ASSERT_TRUE(objects.ok()) << objects.status().ToString();
+    OpResult r = f.Apply(NoteOp{LogKind::kSchedule, std::string(kSchedulePrefix) + name, false, *objects});
+    ASSERT_TRUE(r.outcome.ok()) << r.outcome.message;
+  };
+  add("behind", CatchUp::kAll);
+  JobService service(&f.W(), ServiceOptions{});
+  f.now += 300'000 + 400;  // 300 ticks due, most of them older than the grace
+  const uint64_t seq0 = f.W().seq();
+  for (int sweep = 0; sweep < 4; ++sweep) service.Sweep();
+  const uint64_t seq1 = f.W().seq();
+  // 128 + 128 + 44: three batches, then nothing left to fire.
+  EXPECT_EQ(seq1 - seq0, 3u);
+  for (int i = 0; i < 200; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "s%03d", i);
+    add(name, CatchUp::kNone);
+  }
+  f.now += 1000;
+  const uint64_t seq2 = f.W().seq();
+  JobService restarted(&f.W(), ServiceOptions{});  // reads the schedules added behind the first one's back
+  restarted.Sweep();
+  // 200 on-time ticks and the catch-up's next one: two batches.
+  EXPECT_EQ(f.W().seq() - seq2, 2u);
+  f.Close();
+  auto l = f.Open();
+  size_t fires = 0;
+  for (const auto& c : ReadLog(*l)) {
+    if (c.info.seq <= seq0) continue;
+    EXPECT_LE(c.commit.parents.size(), 1 + kMaxFiresPerPass) << "log " << c.info.seq;
+    if (c.info.seq > seq1 && c.info.seq <= seq2) continue;  // the schedules added
+    fires += c.commit.parents.size() - 1;
+  }
+  EXPECT_EQ(fires, 300u + 1 + 200);
+  // The catch-up's chain of fires: each tick of the outage once, in order.
+  std::vector<int64_t> ticks;
+  for (std::string at = l->ResolveRef(std::string(kFirePrefix) + "behind").value_or(""); !at.empty();) {
+    auto c = l->ReadCommit(at);
+    ASSERT_TRUE(c.ok()) << at;
+    auto m = ParseCommitMessage(c->message);
+    ASSERT_TRUE(m.ok());
+    auto tick = ParseRfc3339Millis(FindTrailer(m->trailers, "Fired-At").value_or(""));
+    ASSERT_TRUE(tick.ok()) << c->message;
+    ticks.insert(ticks.begin(), *tick);
+    at = c->parents.size() > 1 ? c->parents[1] : "";  // the schedule's commit, then the previous fire
+  }
+  ASSERT_EQ(ticks.size(), 301u);
+  for (size_t i = 1; i < ticks.size(); ++i) ASSERT_EQ(ticks[i] - ticks[i - 1], 1000) << i;
 }
 
 // FS_TOPDIR_FL of `dir`, or nullopt when the file system has no flags.

@@ -1,9 +1,13 @@
 // Schedules that fire (docs/scheduling.md, "Firing"): each sweep, every
 // active schedule whose next tick is due gets its due ticks (DueTicksAt,
-// the catch-up rule) applied as fires (FireOp), one log batch per sweep.
+// the catch-up rule) applied as fires (FireOp), one log batch per sweep
+// (per kMaxFiresPerPass fires).
 // The state is read from the refs, so a restart, a crash or a new leader
 // continues from the last fire the log recorded.
 #include "gatos/ledger/job_service.h"
+
+#include <algorithm>
+
 #include "gatos/ledger/schedule_fire.h"
 #include "gatos/model/refs.h"
 #include "gatos/model/time_format.h"
@@ -81,7 +85,10 @@ void JobService::FireSchedules(int64_t now) {
   std::vector<std::pair<std::string, int64_t>> after;  // schedule, its last_ms once fired
   for (auto& [name, s] : schedules_) {
     if (s.next_ms == 0 || s.next_ms > now) continue;
-    DueTicks due = DueTicksAt(s.clock, s.commit.spec.catch_up, s.last_ms, now);
+    // A catch-up (`all`) fires what is left of this pass's kMaxFiresPerPass
+    // and continues next sweep; on-time ticks of every schedule fire now.
+    const size_t room = ops.size() < kMaxFiresPerPass ? kMaxFiresPerPass - ops.size() : 0;
+    DueTicks due = DueTicksAt(s.clock, s.commit.spec.catch_up, s.last_ms, now, room);
     if (due.missed > 0) {
       Log("schedule " + name + ": " + std::to_string(due.missed) + " tick(s) since " +
           FormatRfc3339Millis(s.last_ms) + " missed while gatosd was down, skipped (catch_up " +
@@ -104,11 +111,29 @@ void JobService::FireSchedules(int64_t now) {
     }
     return;
   }
-  BatchStats stats;
-  auto results = writer_->Apply(ops, &stats);
-  scheduler_.EndBatch();  // the fires admitted are tracked below, or were refused
-  if (stats.seq) observer_->OnCommitted(stats.seq, stats.log_commit, stats.entries, stats.records);
+  // Log batches of kMaxFiresPerPass fires at most: a batch's log commit
+  // lists each fired job's commit, and a proof bundle carries it.
+  std::vector<OpResult> results;
   std::set<std::string> failed;
+  for (size_t from = 0; from < ops.size(); from += kMaxFiresPerPass) {
+    std::vector<Op> chunk(ops.begin() + static_cast<std::ptrdiff_t>(from),
+                          ops.begin() + static_cast<std::ptrdiff_t>(std::min(ops.size(), from + kMaxFiresPerPass)));
+    BatchStats stats;
+    std::vector<OpResult> part = writer_->Apply(chunk, &stats);
+    if (stats.seq) observer_->OnCommitted(stats.seq, stats.log_commit, stats.entries, stats.records);
+    const bool wrote = stats.seq != 0 || std::all_of(part.begin(), part.end(), [](const OpResult& r) {
+      return r.outcome.ok() || r.outcome.error == TransitionError::kInvalid ||
+             r.outcome.error == TransitionError::kUnauthorized;
+    });
+    for (auto& r : part) results.push_back(std::move(r));
+    if (!wrote) {
+      // A write failed: later fires would pass the unwritten ones. Their
+      // schedules are read again and fire from what the log holds.
+      for (size_t i = results.size(); i < ops.size(); ++i) failed.insert(std::get<FireOp>(ops[i]).schedule.spec.name);
+      break;
+    }
+  }
+  scheduler_.EndBatch();  // the fires admitted are tracked below, or were refused
   for (size_t i = 0; i < results.size(); ++i) {
     const OpResult& r = results[i];
     const FireOp& op = std::get<FireOp>(ops[i]);

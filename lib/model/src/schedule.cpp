@@ -322,16 +322,17 @@ std::optional<int64_t> ScheduleClock::Next(int64_t after_ms) const {
   return *t * 1000;
 }
 
-DueTicks DueTicksAt(const ScheduleClock& clock, CatchUp rule, int64_t last_ms, int64_t now_ms) {
+DueTicks DueTicksAt(const ScheduleClock& clock, CatchUp rule, int64_t last_ms, int64_t now_ms,
+                    size_t max_fires) {
   DueTicks d;
   d.after_ms = last_ms;
   const int64_t on_time_from = now_ms - kFireGraceMs;  // ticks > this are on time
   if (rule == CatchUp::kAll) {
-    for (auto t = clock.Next(last_ms); t && *t <= now_ms && d.fire.size() < kMaxFiresPerPass; t = clock.Next(*t)) {
+    for (auto t = clock.Next(last_ms); t && *t <= now_ms && d.fire.size() < max_fires; t = clock.Next(*t)) {
       d.fire.push_back(*t);
       d.after_ms = *t;
     }
-    if (d.fire.size() < kMaxFiresPerPass) d.after_ms = std::max(last_ms, now_ms);
+    if (d.fire.size() < max_fires) d.after_ms = std::max(last_ms, now_ms);
     return d;
   }
   // The missed ticks: in (last_ms, on_time_from]. Count them (up to a

@@ -47,9 +47,11 @@ inline constexpr int64_t kMaxEveryMs = 366LL * 86400 * 1000;
 // A tick fired within this long of its time is on time; older due ticks
 // were missed (gatosd was down) and follow the catch-up rule.
 inline constexpr int64_t kFireGraceMs = 5000;
-// Ticks fired in one pass at most (catch_up all after a long outage
-// continues in the next pass).
-inline constexpr size_t kMaxFiresPerPass = 1000;
+// Ticks fired in one pass at most, over every schedule (catch_up all after
+// a long outage continues in the next pass). A pass's fires are one log
+// batch, and a batch as large as gatosd's largest (max_batch) keeps a fired
+// job's proof bundle as small as any other's.
+inline constexpr size_t kMaxFiresPerPass = 128;
 
 struct ScheduleSpec {
   std::string name;
@@ -106,8 +108,9 @@ struct DueTicks {
 // fired, or the time the schedule became active. Ticks younger than
 // kFireGraceMs always fire; older ones (missed while gatosd was down):
 // none skips them, one fires the newest of them, all fires each (at most
-// kMaxFiresPerPass per call; `after_ms` then stops at the last one fired).
-DueTicks DueTicksAt(const ScheduleClock& clock, CatchUp rule, int64_t last_ms, int64_t now_ms);
+// `max_fires` per call; `after_ms` then stops at the last one fired).
+DueTicks DueTicksAt(const ScheduleClock& clock, CatchUp rule, int64_t last_ms, int64_t now_ms,
+                    size_t max_fires = kMaxFiresPerPass);
 
 // The manifest a tick fires: the template with an input
 // {kind: schedule, schedule: NAME, nonce: TICK} appended (TICK as RFC 3339
