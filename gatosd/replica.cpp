@@ -22,7 +22,11 @@ Replica::Replica(ReplicaOptions options, std::unique_ptr<KvBucket> kv, std::uniq
       kv_(std::move(kv)),
       stream_(std::move(stream)),
       election_(options_.name, options_.election, SystemNowMs),
-      timing_(std::getenv("GATOS_REPLICA_TIMING") != nullptr) {}
+      timing_(std::getenv("GATOS_REPLICA_TIMING") != nullptr),
+      apply_delay_ms_([] {
+        const char* v = std::getenv("GATOSD_FAULT_APPLY_DELAY_MS");
+        return v ? std::max<int64_t>(0, std::strtoll(v, nullptr, 10)) : 0;
+      }()) {}
 
 Result<std::unique_ptr<Replica>> Replica::Start(Bus& bus, const ReplicaOptions& options) {
   if (!ValidReplicaName(options.name)) {
@@ -136,11 +140,42 @@ Result<uint64_t> Replica::TryCreate(const std::string& value) {
   }
   if (e->has_value()) {
     absent_reads_ = 0;
+    aside_since_ms_ = 0;
     return AlreadyExistsError("the leader key exists (revision " + std::to_string(**e) + ")");
   }
   if (++absent_reads_ < 2) return AbortedError("the leader key is gone; created at the next try");
+  if (std::optional<std::string> aside = StandAside()) return AbortedError(*aside);
   absent_reads_ = 0;
+  aside_since_ms_ = 0;
   return kv_->Create("leader", value);
+}
+
+std::optional<std::string> Replica::StandAside() {
+  // Elected, this replica would apply what the other has and it has not
+  // before it serves: the failover would take that much longer. A status
+  // that cannot be read, or a peer that does not create the key in
+  // ttl_ms / 3 (stopped, cut off, unable to read the stream), does not
+  // hold this replica back any longer.
+  const int64_t now = SystemNowMs();
+  if (aside_since_ms_ != 0 && now - aside_since_ms_ >= options_.election.ttl_ms / 3) return std::nullopt;
+  auto entries = kv_->LatestUnder(kReplicaStatusKeyPrefix);
+  if (!entries.ok()) return std::nullopt;
+  std::vector<ReplicaStatus> peers;
+  for (const auto& [key, entry] : *entries) {
+    auto st = DecodeReplicaStatus(entry.value);
+    if (st.ok()) peers.push_back(std::move(*st));
+  }
+  const int64_t own = log_seq_.load();
+  std::optional<ReplicaStatus> peer = MoreCurrentPeer(peers, options_.name, own);
+  if (!peer) return std::nullopt;
+  std::string why = "the leader key is gone; replica " + peer->name + " has applied more of the log (sequence " +
+                    std::to_string(peer->log_seq) + " against " + std::to_string(own) + "): standing aside for it";
+  if (aside_since_ms_ == 0) {
+    aside_since_ms_ = now;
+    Log("replica " + options_.name + ": " + why + " for up to " + std::to_string(options_.election.ttl_ms / 3) +
+        " ms");
+  }
+  return why;
 }
 
 void Replica::SayCreateOutcome(const Result<uint64_t>& r) {
@@ -313,6 +348,7 @@ Result<size_t> Replica::ApplyNew(Ledger& ledger, const VerifyOptions& verify, Wr
     const auto apply_at = std::chrono::steady_clock::now();
     std::vector<std::string_view> bytes;
     for (const Pending& p : group) bytes.push_back(p.rec.bytes);
+    if (apply_delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(apply_delay_ms_));
     Result<AppliedRecord> a = CheckAndApplyRecords(ledger, bytes, verify, /*fsync=*/true, wal);
     if (!a.ok() && group.size() > 1) {
       // Nothing of the group landed. One by one: those before a record

@@ -16,6 +16,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -110,6 +111,12 @@ class Replica {
   // reading it absent at two tries in a row.
   Result<uint64_t> TryCreate(const std::string& value);
   int absent_reads_ = 0;
+  // Why this follower lets another create the key it found gone, or
+  // nullopt to create it (election thread): another follower has applied
+  // more of the log (MoreCurrentPeer), and ttl_ms / 3 have not passed
+  // since this one first stood aside.
+  std::optional<std::string> StandAside();
+  int64_t aside_since_ms_ = 0;  // 0: not standing aside
   // Logs what keeps this follower's creates of the leader key failing
   // (election thread).
   void SayCreateOutcome(const Result<uint64_t>& r);
@@ -147,6 +154,9 @@ class Replica {
   uint64_t fence_ = 0;
   int64_t appended_seq_ = 0;
   const bool timing_;  // GATOS_REPLICA_TIMING: log each applied record's lag
+  // GATOSD_FAULT_APPLY_DELAY_MS (tests): a follower waits that long before
+  // applying each group of records, to stay behind.
+  const int64_t apply_delay_ms_;
 };
 
 }  // namespace gatos::gatosd

@@ -88,6 +88,56 @@ TEST(ReplicatedE2eTest, TheClientWaitsForTheNextLeaderAcrossAFailover) {
   c.StopAndCheckEachReplica({first, second});
 }
 
+// A follower that has applied less of the log than another lets that one
+// lead when the leader dies: elected, it would apply the rest before it
+// serves. r2 is kept behind (GATOSD_FAULT_APPLY_DELAY_MS: it waits a minute
+// before applying what it reads) and made the eager one (it tries every 50
+// ms, r1 every 250 ms), so without standing aside it would win the race.
+TEST(ReplicatedE2eTest, AFollowerBehindStandsAsideForAMoreCurrentOne) {
+  ReplicatedLedger c;
+  c.serve_args_ = {"--election-ttl-ms", "6000"};  // stands aside up to 2 s
+  ASSERT_TRUE(c.Prepare());
+  ASSERT_TRUE(c.StartReplica(0));
+  ASSERT_EQ(c.WaitForLeader(), 0) << c.Logs();
+  ASSERT_TRUE(c.StartWorker());
+  auto following = [&](int i) {
+    return PollFor(30000, [&] { return c.gatosd_[i]->log().substr(c.start_at_[i]).find(" following") != std::string::npos; });
+  };
+  ASSERT_TRUE(c.StartReplica(1));
+  ASSERT_TRUE(c.StartReplica(2));
+  ASSERT_TRUE(following(1) && following(2)) << c.Logs();
+  // r2 again, from now on slow to apply what it reads.
+  c.gatosd_[2]->Stop(SIGTERM);
+  ASSERT_TRUE(c.StartReplica(2, {{"GATOSD_FAULT_APPLY_DELAY_MS", "60000"}}, {"--election-try-ms", "50"}));
+  ASSERT_TRUE(following(2)) << c.Logs();
+  std::vector<std::string> acked;
+  for (int n = 0; n < 3; ++n) {
+    acked.push_back(c.Submit(n));
+    ASSERT_FALSE(acked.back().empty()) << c.Logs();
+  }
+  ASSERT_TRUE(PollFor(30000, [&] { return c.LogHead(1) == c.LogHead(0); })) << c.LogHeads() << c.Logs();
+  ASSERT_NE(c.LogHead(2), c.LogHead(0)) << "r2 applied the new records: it is not behind";
+
+  ASSERT_EQ(c.gatosd_[0]->Stop(SIGKILL), -SIGKILL);
+  EXPECT_EQ(c.WaitForLeader(0), 1) << c.Logs();
+  const std::string r2 = c.gatosd_[2]->log().substr(c.start_at_[2]);
+  EXPECT_NE(r2.find("replica r1 has applied more of the log"), std::string::npos) << r2;
+  EXPECT_NE(r2.find("standing aside for it"), std::string::npos) << r2;
+  EXPECT_EQ(r2.find(" leads with term "), std::string::npos) << r2;
+
+  // Back to normal, every replica holds the same log with each job once.
+  ASSERT_EQ(c.gatosd_[2]->Stop(SIGKILL), -SIGKILL);
+  ASSERT_TRUE(c.StartReplica(2));
+  ASSERT_TRUE(c.StartReplica(0));
+  std::vector<std::string> wait = {"wait"};
+  wait.insert(wait.end(), acked.begin(), acked.end());
+  wait.insert(wait.end(), {"--ledger", c.urls_, "--timeout", "120"});
+  RunResult w = c.Gatos(wait, 150);
+  ASSERT_EQ(w.exit_code, 0) << w.out << w.err << c.Logs();
+  ASSERT_TRUE(c.WaitForOneLogHead(1, 60000)) << c.LogHeads() << c.Logs();
+  c.StopAndCheckEachReplica(acked);
+}
+
 TEST(ReplicatedE2eTest, TheLeaderKilledTwiceLosesNothingAcknowledgedAndTheReplicasConverge) {
   ReplicatedLedger c;
   int leader = -1;

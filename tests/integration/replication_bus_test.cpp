@@ -91,6 +91,39 @@ TEST(ReplicationBusTest, ElectionOnAKvBucketAcquiresKeepsLosesAndFencesTheOldLea
   EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition) << other.status().message();
 }
 
+// The replicas' statuses as a follower reads them before it stands for
+// election: every key under the prefix with its last value, deleted and
+// expired ones gone, other keys left out.
+TEST(ReplicationBusTest, LatestUnderReadsEachKeyUnderAPrefixAndDropsExpiredOnes) {
+  NatsServer server;
+  ASSERT_TRUE(server.Start());
+  auto bus = Connect(server);
+  ASSERT_TRUE(bus);
+  auto kv = KvBucket::Open(*bus, {"GATOS_TEST_LATEST", 1500, 1, true});
+  ASSERT_TRUE(kv.ok()) << kv.status().message();
+  auto none = (*kv)->LatestUnder("replica.");
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_TRUE(none->empty());
+  ASSERT_TRUE((*kv)->Put("replica.r1", "one").ok());
+  ASSERT_TRUE((*kv)->Put("replica.r0", "zero").ok());
+  ASSERT_TRUE((*kv)->Put("replica.r1", "one again").ok());
+  ASSERT_TRUE((*kv)->Put("leader", "not a status").ok());
+  auto got = (*kv)->LatestUnder("replica.");
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].first, "replica.r0");
+  EXPECT_EQ((*got)[0].second.value, "zero");
+  EXPECT_EQ((*got)[1].first, "replica.r1");
+  EXPECT_EQ((*got)[1].second.value, "one again");
+  EXPECT_GT((*got)[1].second.revision, (*got)[0].second.revision);
+  // Keys not written again expire with the bucket's TTL; a fresh one stays.
+  ASSERT_TRUE(PollFor(10'000, [&] {
+    EXPECT_TRUE((*kv)->Put("replica.r2", "two").ok());
+    auto g = (*kv)->LatestUnder("replica.");
+    return g.ok() && g->size() == 1 && (*g)[0].first == "replica.r2";
+  }));
+}
+
 std::string RandomBytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::string s(n, '\0');

@@ -91,8 +91,10 @@ class ReplicatedLedger {
     return ::testing::AssertionSuccess();
   }
 
-  // `extra_env`: added to this replica's environment (a failpoint).
-  ::testing::AssertionResult StartReplica(int i, const std::map<std::string, std::string>& extra_env = {}) {
+  // `extra_env`: added to this replica's environment (a failpoint);
+  // `extra_args`: to its gatosd serve, after serve_args_.
+  ::testing::AssertionResult StartReplica(int i, const std::map<std::string, std::string>& extra_env = {},
+                                          const std::vector<std::string>& extra_args = {}) {
     std::string error;
     std::vector<std::string> argv = {BinaryPath("gatosd"), "serve",   "--replicated",    "--replica-name",
                                      "r" + std::to_string(i), "--ledger", ledgers_[i],  "--nats",
@@ -100,6 +102,7 @@ class ReplicatedLedger {
                                      "50",                   "--republish-s", "2",     "--nats-wait-s",
                                      "60",                   "--http", "127.0.0.1:" + std::to_string(http_ports_[i])};
     argv.insert(argv.end(), serve_args_.begin(), serve_args_.end());
+    argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     // The log file is appended across restarts: what this run wrote starts here.
     start_at_[i] = gatosd_[i]->log().size();
     std::map<std::string, std::string> env = env_;

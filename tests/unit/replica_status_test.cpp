@@ -29,6 +29,39 @@ TEST(ReplicaStatusTest, DecodeIsStrict) {
   }
 }
 
+// A follower that found the leader key gone lets the most current other
+// follower create it; the old leader's status and its own do not count.
+TEST(ReplicaStatusTest, AFollowerStandsAsideOnlyForAFollowerThatHasAppliedMore) {
+  const std::vector<ReplicaStatus> peers = {
+      {"r0", "leader", 4, 120, 0, 1000},    // the leader whose key went: the most current, and gone
+      {"r1", "follower", 3, 118, 40, 1000},
+      {"r2", "follower", 3, 90, 900, 1000},
+      {"r3", "follower", 0, 117, 50, 1000},
+  };
+  auto p = MoreCurrentPeer(peers, "r2", 95);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->name, "r1");
+  // Level with or ahead of every other follower: it stands for election.
+  EXPECT_FALSE(MoreCurrentPeer(peers, "r1", 118).has_value());
+  EXPECT_FALSE(MoreCurrentPeer(peers, "r2", 118).has_value());
+  // Its own status (older than what it has applied since) never counts.
+  EXPECT_FALSE(MoreCurrentPeer({{"r2", "follower", 3, 200, 0, 1000}}, "r2", 95).has_value());
+  EXPECT_FALSE(MoreCurrentPeer({}, "r2", 0).has_value());
+  // Two followers, each reading the other's status (at most a second old):
+  // whatever the timing, at most one stands aside.
+  for (int64_t a_then = 0; a_then <= 6; ++a_then) {
+    for (int64_t a_now = a_then; a_now <= 6; ++a_now) {
+      for (int64_t b_then = 0; b_then <= 6; ++b_then) {
+        for (int64_t b_now = b_then; b_now <= 6; ++b_now) {
+          const bool a_aside = MoreCurrentPeer({{"b", "follower", 1, b_then, 0, 0}}, "a", a_now).has_value();
+          const bool b_aside = MoreCurrentPeer({{"a", "follower", 1, a_then, 0, 0}}, "b", b_now).has_value();
+          EXPECT_FALSE(a_aside && b_aside) << a_then << " " << a_now << " " << b_then << " " << b_now;
+        }
+      }
+    }
+  }
+}
+
 TEST(ReplicaStatusTest, LedgerTermTrailerIsOptionalAndStrict) {
   LogCommitInfo info;
   info.seq = 4;

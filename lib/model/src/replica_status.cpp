@@ -60,4 +60,14 @@ std::string ClusterStatusJson(std::vector<ReplicaStatus> replicas) {
   return nlohmann::json{{"replicas", arr}}.dump();
 }
 
+std::optional<ReplicaStatus> MoreCurrentPeer(const std::vector<ReplicaStatus>& peers, std::string_view self,
+                                             int64_t own_log_seq) {
+  std::optional<ReplicaStatus> best;
+  for (const auto& p : peers) {
+    if (p.name == self || p.role != "follower" || p.log_seq <= own_log_seq) continue;
+    if (!best || p.log_seq > best->log_seq) best = p;
+  }
+  return best;
+}
+
 }  // namespace gatos

@@ -1,5 +1,7 @@
 #include "gatos/nats/kv_bucket.h"
 
+#include <algorithm>
+
 #include "bus_internal.h"
 
 namespace gatos {
@@ -162,8 +164,7 @@ Result<uint64_t> KvBucket::Create(const std::string& key, std::string_view value
   return Status(StatusCode::kAborted, failed.message());
 }
 
-Result<std::optional<uint64_t>> KvBucket::LastRevision(const std::string& key) {
-  const std::string what = "read the last revision of " + Quote(key) + " in KV bucket " + Quote(impl_->name);
+Result<std::optional<KvBucket::Entry>> KvBucket::LastEntry(const std::string& key, const std::string& what) {
   if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
   const std::string stream = "KV_" + impl_->name;
   const std::string subject = "$KV." + impl_->name + "." + key;
@@ -175,15 +176,58 @@ Result<std::optional<uint64_t>> KvBucket::LastRevision(const std::string& key) {
   natsStatus s = js_GetLastMsg(&raw, impl_->js ? impl_->js : nats_internal::JetStream(*impl_->bus), stream.c_str(),
                                subject.c_str(), &jo, &jerr);
   std::unique_ptr<natsMsg, void (*)(natsMsg*)> msg(raw, natsMsg_Destroy);
-  if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return std::optional<uint64_t>();
+  if (s == NATS_NOT_FOUND || jerr == JSNoMessageFoundErr) return std::optional<Entry>();
   if (s != NATS_OK) return nats_internal::FromNatsError(s, what, jerr);
   // A delete or a purge leaves a marker, not a value.
   const char* op = nullptr;
   if (natsMsgHeader_Get(msg.get(), "KV-Operation", &op) == NATS_OK && op != nullptr) {
     const std::string o(op);
-    if (o == "DEL" || o == "PURGE") return std::optional<uint64_t>();
+    if (o == "DEL" || o == "PURGE") return std::optional<Entry>();
   }
-  return std::optional<uint64_t>(natsMsg_GetSequence(msg.get()));
+  Entry e;
+  if (const char* d = natsMsg_GetData(msg.get())) e.value.assign(d, static_cast<size_t>(natsMsg_GetDataLength(msg.get())));
+  e.revision = natsMsg_GetSequence(msg.get());
+  return std::optional<Entry>(std::move(e));
+}
+
+Result<std::optional<uint64_t>> KvBucket::LastRevision(const std::string& key) {
+  GATOS_ASSIGN_OR_RETURN(std::optional<Entry> e,
+                         LastEntry(key, "read the last revision of " + Quote(key) + " in KV bucket " + Quote(impl_->name)));
+  if (!e) return std::optional<uint64_t>();
+  return std::optional<uint64_t>(e->revision);
+}
+
+Result<std::vector<std::pair<std::string, KvBucket::Entry>>> KvBucket::LatestUnder(const std::string& prefix) {
+  const std::string what = "read the keys under " + Quote(prefix) + " in KV bucket " + Quote(impl_->name);
+  if (!nats_internal::Connected(*impl_->bus)) return UnavailableError(what + ": not connected to NATS; retry later");
+  const std::string stream = "KV_" + impl_->name;
+  const std::string subjects = "$KV." + impl_->name + ".";
+  const std::string filter = subjects + prefix + ">";
+  jsOptions jo;
+  jsOptions_Init(&jo);
+  if (impl_->timeout_ms > 0) jo.Wait = impl_->timeout_ms;
+  jo.Stream.Info.SubjectsFilter = filter.c_str();
+  jsStreamInfo* raw = nullptr;
+  jsErrCode jerr = static_cast<jsErrCode>(0);
+  natsStatus s = js_GetStreamInfo(&raw, impl_->js ? impl_->js : nats_internal::JetStream(*impl_->bus), stream.c_str(),
+                                  &jo, &jerr);
+  std::unique_ptr<jsStreamInfo, void (*)(jsStreamInfo*)> info(raw, jsStreamInfo_Destroy);
+  if (s != NATS_OK) return nats_internal::FromNatsError(s, what, jerr);
+  std::vector<std::string> keys;
+  if (const jsStreamStateSubjects* list = info->State.Subjects) {
+    for (int i = 0; i < list->Count; ++i) {
+      const char* subject = list->List[i].Subject;
+      if (subject == nullptr || std::string_view(subject).substr(0, subjects.size()) != subjects) continue;
+      keys.emplace_back(subject + subjects.size());
+    }
+  }
+  std::sort(keys.begin(), keys.end());
+  std::vector<std::pair<std::string, Entry>> out;
+  for (const auto& key : keys) {
+    GATOS_ASSIGN_OR_RETURN(std::optional<Entry> e, LastEntry(key, what));
+    if (e) out.emplace_back(key, std::move(*e));  // expired or deleted since: not there
+  }
+  return out;
 }
 
 Result<uint64_t> KvBucket::Update(const std::string& key, std::string_view value, uint64_t last) {

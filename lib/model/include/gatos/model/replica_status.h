@@ -8,6 +8,7 @@
 #define GATOS_MODEL_REPLICA_STATUS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,16 @@ std::string EncodeReplicaStatus(const ReplicaStatus& s);
 Result<ReplicaStatus> DecodeReplicaStatus(std::string_view json);
 // {"replicas":[...]} sorted by name, without updated_ms.
 std::string ClusterStatusJson(std::vector<ReplicaStatus> replicas);
+
+// The replica that `self`, a follower that found the leader key gone, lets
+// create it first, if any (docs/replication.md, "Election"): among `peers`
+// (the statuses in the bucket, whose TTL drops those of stopped replicas),
+// the follower with the highest log sequence, when that is above
+// `own_log_seq`. A status that says "leader" is the leader whose key went,
+// and does not count. A status is at most a second old and a log sequence
+// only grows, so two followers never both stand aside for each other.
+std::optional<ReplicaStatus> MoreCurrentPeer(const std::vector<ReplicaStatus>& peers, std::string_view self,
+                                             int64_t own_log_seq);
 
 }  // namespace gatos
 

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gatos/model/status.h"
@@ -63,6 +64,11 @@ class KvBucket {
   // one gone silent included); nullopt when the key does not exist,
   // expired or was deleted.
   Result<std::optional<uint64_t>> LastRevision(const std::string& key);
+  // Every key under `prefix` that exists now, with its last value, asked of
+  // the bucket's stream leader as LastRevision is (one stream info request,
+  // then one read per key; no consumer, so no proposal to the cluster).
+  // Sorted by key.
+  Result<std::vector<std::pair<std::string, Entry>>> LatestUnder(const std::string& prefix);
   // Writes the key whatever it holds.
   Status Put(const std::string& key, std::string_view value);
   // Every key the bucket holds now (none: empty).
@@ -71,6 +77,9 @@ class KvBucket {
 
  private:
   explicit KvBucket(std::unique_ptr<Impl> impl);
+  // The key's last message from the stream leader: nullopt when it does
+  // not exist, expired or was deleted. `what` names the call in errors.
+  Result<std::optional<Entry>> LastEntry(const std::string& key, const std::string& what);
   std::unique_ptr<Impl> impl_;
 };
 
