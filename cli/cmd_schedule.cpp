@@ -89,7 +89,13 @@ int Send(const std::string& dir, const std::vector<GitObject>& objects, const st
     return ReportError(reply->value("message", "schedule refused"),
                        err == "retry" || err == "internal" ? kExitFailure : kExitUsage);
   }
-  std::cout << done << " (schedule commit " << reply->value("commit", "").substr(0, 12) << ")\n";
+  std::cout << done << " (schedule commit " << reply->value("commit", "").substr(0, 12) << ")";
+  if (reply->value("forwarded", false)) {
+    // A follower's ledger: it forwarded the commit to the leader.
+    std::cout << "; recorded by the leader, and this replica applied it at log sequence "
+              << reply->value("log_seq", int64_t{0});
+  }
+  std::cout << "\n";
   return kExitOk;
 }
 

@@ -1,5 +1,6 @@
 #include "follower_door.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -8,6 +9,8 @@
 #include "gatos/git/result.h"
 #include "gatos/ledger/checks.h"
 #include "gatos/ledger/local_ledger.h"
+#include "gatos/ledger/schedule_commit.h"
+#include "gatos/ledger/witness.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/rpc.h"
@@ -89,16 +92,83 @@ ForwardPlan PlanResult(Ledger* ledger, const Policy& policy, const std::string& 
   return plan;
 }
 
+// A schedule commit, as `gatos schedule` or the push hook frames it:
+// checked as a schedule commit here (the leader checks it against the
+// schedule's current commit and the policy) and forwarded as it came.
+ForwardPlan PlanSchedule(const std::string& frame) {
+  ForwardPlan plan;
+  nlohmann::json header;
+  std::string_view batch;
+  Status s = rpc::DecodeFrame(frame, rpc::kMaxJsonRequest, &header, &batch);
+  if (!s.ok()) {
+    plan.reply = Refusal(TransitionError::kInvalid, "schedule frame: " + s.message());
+    return plan;
+  }
+  auto commit = rpc::StringField(header, "commit");
+  if (!commit.ok() || !IsLowerHex(*commit, 40)) {
+    plan.reply = Refusal(TransitionError::kInvalid, "schedule header: commit must be a 40-hex id");
+    return plan;
+  }
+  BatchLimits limits;  // as the leader's DecodeSchedule allows
+  limits.max_bytes = 2u << 20;
+  limits.max_objects = 8;
+  auto objects = DecodeObjectBatch(batch, limits);
+  if (!objects.ok()) {
+    plan.reply = Refusal(TransitionError::kInvalid, objects.status().message());
+    return plan;
+  }
+  auto sc = CheckScheduleCommit(BatchLookup(&*objects, nullptr), *commit);
+  if (!sc.ok()) {
+    plan.reply = rpc::Dump(rpc::ErrorReply(Decision::FromStatus(sc.status()).error, sc.status().message()));
+    return plan;
+  }
+  plan.subject = rpc::kForwardSchedule;
+  plan.ref = kSchedulePrefix + sc->spec.name;
+  plan.ref_commit = *commit;
+  plan.frame = frame;
+  return plan;
+}
+
+// A pushed witness: its commit is in this replica's objects; checked as a
+// witness commit here (the leader checks what it says against its log)
+// and forwarded with that one object.
+ForwardPlan PlanWitness(Ledger* ledger, const nlohmann::json& j) {
+  ForwardPlan plan;
+  auto commit = rpc::StringField(j, "commit");
+  auto key = rpc::StringField(j, "key");
+  if (!commit.ok() || !IsLowerHex(*commit, 40) || !key.ok() || !IsLowerHex(*key, 64)) {
+    plan.reply = Refusal(TransitionError::kInvalid, "a witness push names a 40-hex commit and a 64-hex key");
+    return plan;
+  }
+  auto w = CheckWitnessCommit(LedgerLookup(ledger), *commit);
+  if (!w.ok()) {
+    plan.reply = rpc::Dump(rpc::ErrorReply(Decision::FromStatus(w.status()).error, w.status().message()));
+    return plan;
+  }
+  auto raw = ledger->ReadRawObject(*commit);
+  if (!raw.ok()) {
+    plan.reply = Refusal(TransitionError::kRetry, raw.status().message());
+    return plan;
+  }
+  plan.subject = rpc::kForwardWitness;
+  plan.ref = WitnessRef(*key);
+  plan.ref_commit = *commit;
+  plan.frame = rpc::EncodeFrame({{"commit", *commit}, {"key", *key}},
+                                EncodeObjectBatch({{raw->first, std::move(raw->second), *commit}}));
+  return plan;
+}
+
 ForwardPlan Plan(Ledger* ledger, const Result<Policy>& policy, const ServiceRequest& r, int64_t now) {
   ForwardPlan plan;
   if (r.subject == rpc::kLocalRejected) {
     plan.reply = rpc::Dump(rpc::OkReply());
     return plan;
   }
-  if (r.subject != rpc::kLocalPushSubmit && r.subject != rpc::kLocalPushResult) {
+  if (r.subject == rpc::kLocalSchedule) return PlanSchedule(r.data);
+  if (r.subject != rpc::kLocalPushSubmit && r.subject != rpc::kLocalPushResult && r.subject != rpc::kLocalPushWitness) {
     plan.reply = Refusal(TransitionError::kInvalid,
-                         "this replica follows the leader: push witnesses and schedules, and change the policy, "
-                         "on the leader (gatos cluster status names it)");
+                         "this replica follows the leader: change the policy and record batches on the leader "
+                         "(gatos cluster status names it)");
     return plan;
   }
   if (!ledger || !policy.ok()) {
@@ -117,6 +187,7 @@ ForwardPlan Plan(Ledger* ledger, const Result<Policy>& policy, const ServiceRequ
     plan.reply = Refusal(TransitionError::kInvalid, "commit must be a 40-hex id");
     return plan;
   }
+  if (r.subject == rpc::kLocalPushWitness) return PlanWitness(ledger, *j);
   std::string expected;
   if (j->contains("job")) {
     auto job = rpc::StringField(*j, "job");
@@ -230,28 +301,41 @@ std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& reque
   const auto deadline = Clock::now() + std::chrono::milliseconds(options_.apply_timeout_ms);
   while (!forwarded.empty()) {
     auto view = LedgerView::Open(dir_);
+    const bool refs = std::any_of(forwarded.begin(), forwarded.end(), [](const auto& f) { return !f.second.ref.empty(); });
+    auto handle = refs ? Ledger::Open(dir_) : Result<std::unique_ptr<Ledger>>(nullptr);
     if (view.ok()) {
       for (auto it = forwarded.begin(); it != forwarded.end();) {
         const ForwardPlan& plan = it->second;
-        auto rec = (*view)->Find(plan.job_hex);
-        const bool applied = rec.ok() && *rec &&
-                             (plan.result_commit.empty() || HoldsResult(**rec, plan.result_commit));
+        std::optional<JobRecord> rec;
+        bool applied = false;
+        if (!plan.ref.empty()) {
+          applied = handle.ok() && *handle && (*handle)->ResolveRef(plan.ref).value_or("") == plan.ref_commit;
+        } else {
+          auto found = (*view)->Find(plan.job_hex);
+          if (found.ok() && *found) rec = **found;
+          applied = rec && (plan.result_commit.empty() || HoldsResult(*rec, plan.result_commit));
+        }
         if (!applied) {
           ++it;
           continue;
         }
         // The reply is this replica's own: nothing of the bus's answer
-        // but whether the job or the result existed already.
+        // but whether the job, the result, the witness or the schedule
+        // commit existed already.
         const nlohmann::json& said = accepted[it->first];
         const bool existing = said.contains("existing") && said["existing"].is_boolean() && said["existing"].get<bool>();
         nlohmann::json body = rpc::OkReply();
-        body["job"] = "blake3:" + plan.job_hex;
+        if (plan.ref.empty()) {
+          body["job"] = "blake3:" + plan.job_hex;
+        } else {
+          body["commit"] = plan.ref_commit;
+        }
         body["existing"] = existing;
         body["forwarded"] = true;
         body["log_seq"] = (*view)->seq();
         if (!plan.result_commit.empty()) {
-          body["state"] = std::string(JobStateName(RecordState(**rec, SystemNowMs())));
-          body["attempt"] = (*rec)->attempt;
+          body["state"] = std::string(JobStateName(RecordState(*rec, SystemNowMs())));
+          body["attempt"] = rec->attempt;
         }
         replies[it->first] = rpc::Dump(body);
         it = forwarded.erase(it);
@@ -260,9 +344,10 @@ std::vector<std::string> FollowerDoor::Handle(std::vector<ServiceRequest>& reque
     if (forwarded.empty()) break;
     if (Clock::now() >= deadline || stop_) {
       for (const auto& [i, plan] : forwarded) {
-        const std::string what = plan.result_commit.empty()
-                                     ? "job blake3:" + plan.job_hex
-                                     : "the result " + plan.result_commit.substr(0, 12) + " of job blake3:" + plan.job_hex;
+        const std::string what =
+            !plan.ref.empty()              ? plan.ref_commit.substr(0, 12) + " (" + plan.ref + ")"
+            : plan.result_commit.empty()   ? "job blake3:" + plan.job_hex
+                                           : "the result " + plan.result_commit.substr(0, 12) + " of job blake3:" + plan.job_hex;
         replies[i] = Refusal(TransitionError::kRetry,
                              "the leader answered that it recorded " + what + ", but this replica has not " +
                                  (stop_ ? "applied it before it stopped following"

@@ -10,8 +10,11 @@
 // leader, or no such record in time, the push is refused and nothing is
 // written here.
 //
-// Witnesses and the CLI's local writes (policy, batches, schedules) are
-// refused with a message that says to use the leader.
+// A pushed witness and a schedule commit (pushed, or from `gatos schedule`)
+// are forwarded as well, on subjects only the ledger key may publish
+// (rpc::kForwardWitness, rpc::kForwardSchedule), and acknowledged once this
+// replica's own ref holds them. The CLI's other local writes (policy,
+// batches) are refused with a message that says to use the leader.
 //
 // Thread-safety: Start and the destructor from one thread; requests are
 // handled on a thread of its own.
@@ -64,14 +67,18 @@ class FollowerDoor {
 // What a follower does with one request of its local socket before the
 // leader is asked: refuse it (`reply` set: the answer), or forward `frame`
 // on `subject` (rpc::kSubmit's request for a pushed job, rpc::kResult's for
-// a pushed result) for the job `job_hex`; `result_commit` is the pushed
-// result ("" for a job). `ledger` and `policy` are the follower's (null /
+// a pushed result, rpc::kForwardWitness / kForwardSchedule's) for the job
+// `job_hex`; `result_commit` is the pushed result ("" for a job); a witness
+// or a schedule names no job but the ref that holds it once recorded
+// (`ref` at `ref_commit`). `ledger` and `policy` are the follower's (null /
 // an error: refused, retry). Never throws.
 struct ForwardPlan {
   std::string reply;
   const char* subject = nullptr;
   std::string job_hex;
   std::string result_commit;
+  std::string ref;
+  std::string ref_commit;
   std::string frame;
 };
 ForwardPlan PlanForward(Ledger* ledger, const Result<Policy>& policy, const ServiceRequest& request,

@@ -348,20 +348,19 @@ int RunProcReceive(const std::string& ledger_dir, std::istream& in, std::ostream
     const bool result = StartsWith(u.ref, kResultsPushPrefix);
     const bool witness = StartsWith(u.ref, kWitnessPushPrefix);
     const std::string job = body.value("job", "");
+    const std::string by_leader = body.value("forwarded", false)
+                                      ? " by the leader; this replica applied it at log sequence " +
+                                            std::to_string(body.value("log_seq", int64_t{0}))
+                                      : "";
     if (StartsWith(u.ref, kSchedulePushPrefix)) {
       err << "gatos: schedule " << u.ref.substr(std::strlen(kSchedulePushPrefix)) << " recorded (schedule commit "
-          << body.value("commit", u.new_id).substr(0, 12) << ")\n";
+          << body.value("commit", u.new_id).substr(0, 12) << ")" << by_leader << "\n";
     } else if (witness) {
       err << "gatos: witness " << u.new_id.substr(0, 12) << " recorded at "
           << WitnessRef(u.ref.substr(std::strlen(kWitnessPushPrefix)))
-          << (body.value("existing", false) ? " (already recorded)" : "") << "\n";
+          << (body.value("existing", false) ? " (already recorded)" : "") << by_leader << "\n";
     } else if (result) {
-      err << "gatos: result of job " << job << " recorded (" << body.value("state", "") << ")"
-          << (body.value("forwarded", false)
-                  ? " by the leader; this replica applied it at log sequence " +
-                        std::to_string(body.value("log_seq", int64_t{0}))
-                  : "")
-          << "\n";
+      err << "gatos: result of job " << job << " recorded (" << body.value("state", "") << ")" << by_leader << "\n";
     } else if (body.value("existing", false)) {
       err << "gatos: job " << job << " already exists; nothing to do (no-op)\n";
     } else {

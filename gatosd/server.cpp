@@ -395,10 +395,14 @@ class Server {
   Status Subscribe() {
     for (const char* subject :
          {rpc::kClaim, rpc::kRenew, rpc::kResult, rpc::kClaimBatch, rpc::kResultBatch, rpc::kCancel,
-          rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kLogs, rpc::kPools}) {
+          rpc::kRetry, rpc::kSubmit, rpc::kStatus, rpc::kList, rpc::kLogs, rpc::kPools, rpc::kForwardSchedule,
+          rpc::kForwardWitness}) {
       auto sub = bus_->QueueSubscribe(subject, rpc::kQueueGroup, [this](Message m) {
         Request r;
-        r.req = {m.subject, m.data, SystemNowMs()};
+        // A schedule a follower forwards is the frame `gatos schedule add`
+        // sends here over the local socket, checked the same way.
+        r.req = {m.subject == rpc::kForwardSchedule ? std::string(rpc::kLocalSchedule) : m.subject, m.data,
+                 SystemNowMs()};
         r.nats = std::move(m);
         // Stopping (a deposed leader drains its last batches while still
         // subscribed): the client is told to retry at once, and its next

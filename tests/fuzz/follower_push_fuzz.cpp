@@ -5,8 +5,9 @@
 // received them (no checks), so commits and trees may be anything.
 //
 // Input: the first byte picks the form.
-//   even  the rest is the request's JSON as is, on a subject the second
-//         byte picks (push-submit, push-result, push-witness, rejected)
+//   even  the rest is the request as is, on a subject the second byte
+//         picks (push-submit, push-result, push-witness, rejected,
+//         schedule, policy)
 //   odd   a job commit (a valid job.yaml, the Job-Id trailer, with a
 //         parent when bit 1 is set) whose tree holds, besides job.yaml,
 //         entries the rest describes three bytes at a time (mode, the
@@ -16,7 +17,8 @@
 // Invariants: no crash or sanitizer report; a refusal is a JSON error
 // reply; a forward names a 64-hex job, the submit or result RPC (a result
 // naming its commit) and a frame whose first object is the commit, at most
-// 8 objects for a submit.
+// 8 objects for a submit; a forwarded witness or schedule names the ref it
+// waits for and the commit its frame carries first.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -49,7 +51,20 @@ void CheckPlan(const gatos::gatosd::ForwardPlan& plan, const std::string& commit
     }
     return;
   }
-  if (!gatos::IsLowerHex(plan.job_hex, 64) || plan.subject == nullptr) abort();
+  if (plan.subject == nullptr) abort();
+  const std::string_view subject = plan.subject;
+  if (subject == gatos::rpc::kForwardWitness || subject == gatos::rpc::kForwardSchedule) {
+    // Forwarded for a ref: the frame names the commit the ref will hold.
+    nlohmann::json header;
+    std::string_view batch;
+    if (plan.ref.empty() || !gatos::IsLowerHex(plan.ref_commit, 40) || !plan.job_hex.empty()) abort();
+    if (!gatos::rpc::DecodeFrame(plan.frame, gatos::rpc::kMaxJsonRequest, &header, &batch).ok()) abort();
+    if (header.value("commit", "") != plan.ref_commit) abort();
+    auto objects = gatos::DecodeObjectBatch(batch, gatos::BatchLimits{});
+    if (!objects.ok() || objects->empty() || objects->front().id != plan.ref_commit) abort();
+    return;
+  }
+  if (!gatos::IsLowerHex(plan.job_hex, 64)) abort();
   const bool result = plan.subject == std::string_view(gatos::rpc::kResult);
   if (!result && plan.subject != std::string_view(gatos::rpc::kSubmit)) abort();
   if (result != !plan.result_commit.empty() || (result && plan.result_commit != commit)) abort();
@@ -102,8 +117,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t now = 1'800'000'000'000;
   if (!(form & 1)) {
     const char* subjects[] = {gatos::rpc::kLocalPushSubmit, gatos::rpc::kLocalPushResult,
-                              gatos::rpc::kLocalPushWitness, gatos::rpc::kLocalRejected};
-    gatos::ServiceRequest r{subjects[static_cast<uint8_t>(in[0]) % 4], std::string(in.substr(1)), now};
+                              gatos::rpc::kLocalPushWitness, gatos::rpc::kLocalRejected,
+                              gatos::rpc::kLocalSchedule, gatos::rpc::kLocalPolicy};
+    gatos::ServiceRequest r{subjects[static_cast<uint8_t>(in[0]) % 6], std::string(in.substr(1)), now};
     CheckPlan(gatos::gatosd::PlanForward(g_ledger.get(), g_policy, r, now), "");
     return 0;
   }

@@ -3,7 +3,10 @@
 // the subject is "_" in the name), so it is compiled and linked once: the
 // request handler gatosd runs for that subject, in process, over real state
 // (a ledger on disk with jobs pending, claimed and finished, the writer and
-// the JobService). Any client on the bus can send these bytes.
+// the JobService). Any client on the bus can send these bytes. Also what a
+// follower forwards (rpc_forward_witness_fuzz, rpc_forward_schedule_fuzz:
+// gatos.forward.*, which on an authenticated NATS only the ledger key may
+// send; on an open one, anyone).
 //
 // Input: the first byte chooses the form.
 //   even  the rest is sent as is (framing, JSON, field types, sizes)
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -33,6 +37,8 @@
 #include "gatos/git/ledger.h"
 #include "gatos/git/result.h"
 #include "gatos/ledger/job_service.h"
+#include "gatos/ledger/schedule_commit.h"
+#include "gatos/ledger/witness.h"
 #include "gatos/ledger/writer.h"
 #include "gatos/model/allowed_signers.h"
 #include "gatos/model/manifest.h"
@@ -53,6 +59,7 @@ struct Plane {
   std::unique_ptr<gatos::LedgerWriter> writer;
   std::unique_ptr<gatos::JobService> service;
   std::vector<std::string> jobs;  // hex ids adopted at start
+  std::string root;               // the log commit of sequence 1 (the ledger's identity)
 
   std::string Reply(const std::string& subject, const std::string& data) {
     now += 7;
@@ -101,7 +108,8 @@ struct Plane {
 Plane* g_plane = nullptr;
 std::string g_subject;  // from the program's name
 
-// rpc_claim_batch_fuzz -> gatos.rpc.claim-batch; "" for any other name.
+// rpc_claim_batch_fuzz -> gatos.rpc.claim-batch, rpc_forward_witness_fuzz ->
+// gatos.forward.witness; "" for any other name.
 std::string SubjectFromProgramName(std::string name) {
   size_t slash = name.rfind('/');
   if (slash != std::string::npos) name = name.substr(slash + 1);
@@ -119,6 +127,10 @@ std::string SubjectFromProgramName(std::string name) {
                             gatos::rpc::kCancel, gatos::rpc::kRetry, gatos::rpc::kPools}) {
     if ("gatos.rpc." + s == known) return known;
   }
+  // What a follower forwards (rpc_forward_*_fuzz): a witness as its own
+  // subject; a schedule as gatosd hands it to the service, kLocalSchedule.
+  if (s == "forward-witness") return gatos::rpc::kForwardWitness;
+  if (s == "forward-schedule") return gatos::rpc::kLocalSchedule;
   return "";
 }
 
@@ -181,6 +193,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   auto w = gatos::LedgerWriter::Open(p->dir, p->ledger_key, wo);
   if (!w.ok()) abort();
   p->writer = std::move(*w);
+  p->root = p->writer->head();
   p->service = std::make_unique<gatos::JobService>(p->writer.get(), gatos::ServiceOptions{});
   p->service->Start();
   // Real state: four jobs; the first two claimed by the worker.
@@ -239,6 +252,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else if (subject == gatos::rpc::kSubmit) {
     request = p.SubmitData("command: [\"/bin/echo\", " + JsonQuoteRaw(raw) + "]\ntimeout: " +
                            std::to_string(epoch) + "\n");
+  } else if (subject == gatos::rpc::kForwardWitness) {
+    // A witness of this ledger at a sequence the input picks, signed by a
+    // key it names or not, naming a log commit it may not have; or the
+    // raw bytes as its object batch.
+    gatos::WitnessStatement w{p.root, epoch, (pick & 0x20) ? p.writer->head() : std::string(40, 'a'), "", p.now};
+    auto c = gatos::BuildWitnessCommit(w, (pick & 0x40) ? p.worker : p.submitter);
+    if (!c.ok()) abort();
+    nlohmann::json header = {{"commit", c->id}, {"key", p.submitter.public_key().Hex()}};
+    request = gatos::rpc::EncodeFrame(header, (pick & 0x80) ? std::string(raw) : gatos::EncodeObjectBatch({*c}));
+  } else if (subject == gatos::rpc::kLocalSchedule) {
+    // A schedule commit signed by the submitter whose template runs the
+    // input; or the raw bytes as its object batch.
+    gatos::ScheduleSpec spec;
+    spec.name = "fuzz";
+    spec.every_ms = 1000 * std::max<int64_t>(1, epoch);
+    auto m = gatos::ParseManifest("command: [\"/bin/echo\", " + JsonQuoteRaw(raw) + "]\ntimeout: 30\n", "job.yaml");
+    std::vector<gatos::GitObject> objects;
+    if (m.ok()) {
+      spec.job = *m;
+      auto built = gatos::BuildScheduleCommit(spec, (pick & 0x40) ? "paused" : "active", "", p.submitter, p.now);
+      if (built.ok()) objects = std::move(*built);
+    }
+    const std::string commit = objects.empty() ? std::string(40, 'a') : objects.front().id;
+    request = gatos::rpc::EncodeFrame({{"commit", commit}},
+                                      (pick & 0x80) || objects.empty() ? std::string(raw) : gatos::EncodeObjectBatch(objects));
   } else {
     // result, result-batch: a frame naming a commit, with raw batch bytes.
     request = gatos::rpc::EncodeFrame({{"commit", std::string(40, 'a')}, {"job", job}}, raw);

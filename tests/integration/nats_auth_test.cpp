@@ -329,6 +329,12 @@ TEST_F(NatsAuthTest, SubmitterCannotClaimOrReadOtherInboxes) {
   ASSERT_TRUE(submitter.ok()) << submitter.status().ToString();
   ASSERT_TRUE((*submitter)->Publish(rpc::kClaim, "{}").ok());
   ASSERT_TRUE(se.WaitForError("Permissions Violation for Publish to \"gatos.rpc.claim\"")) << se.All();
+  // What a follower forwards to the leader is the replicas' (the ledger
+  // key's) to send.
+  for (const char* forward : {rpc::kForwardSchedule, rpc::kForwardWitness}) {
+    ASSERT_TRUE((*submitter)->Publish(forward, "{}").ok());
+    ASSERT_TRUE(se.WaitForError("Permissions Violation for Publish to \"" + std::string(forward) + "\"")) << se.All();
+  }
   // Replies to the worker's requests arrive on its inbox prefix; a
   // submitter may not listen there (nor on the default inbox).
   std::string worker_inbox = InboxPrefixFor(worker_.public_key()) + ".>";

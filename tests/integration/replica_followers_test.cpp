@@ -13,7 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gatos/crypto/keys.h"
 #include "gatos/git/ledger.h"
+#include "gatos/ledger/witness.h"
+#include "gatos/model/clock.h"
 #include "replicated_ledger.h"
 #include "test_worker.h"
 
@@ -258,6 +261,84 @@ TEST(ReplicaFollowersTest, AResultPushedToAFollowersDoorIsForwardedToTheLeader) 
   EXPECT_EQ(state_at(c.ledgers_[leader]).value("result_commit", ""), good);
   ASSERT_TRUE(c.WaitForOneLogHead(leader, 30000)) << c.LogHeads() << c.Logs();
   c.StopAndCheckEachReplica({id});
+}
+
+// What only the leader records and a follower's front door is given: a
+// schedule (from `gatos schedule` and pushed with git) and an auditor's
+// witness (pushed). The follower checks each, forwards it to the leader
+// (gatos.forward.*) and answers once its own ref holds it; the leader fires
+// the schedule; a witness the leader's log contradicts is refused with the
+// leader's reason.
+TEST(ReplicaFollowersTest, AScheduleAndAWitnessGivenToAFollowerAreForwardedToTheLeader) {
+  ReplicatedLedger c;
+  int leader = -1;
+  ASSERT_TRUE(c.StartAll(&leader)) << c.Logs();
+  const int f = (leader + 1) % kReplicas;
+  ASSERT_TRUE(PollFor(30000, [&] { return Exists(c.ledgers_[f] + "/gatos/gatosd.sock"); })) << c.Logs();
+  auto ref_at = [&](int i, const std::string& ref) {
+    return TrimEnd(c.Cmd({"git", "--git-dir", c.ledgers_[i], "rev-parse", "-q", "--verify", ref}).out);
+  };
+
+  // A schedule added on the follower's host.
+  const std::string tmpl = c.dir_.Join("tick.yaml");
+  WriteFile(tmpl, "command: [\"true\"]\ntimeout: 30\n");
+  RunResult add = c.Gatos({"schedule", "add", "tick", "--template", tmpl, "--every", "1s", "--sign-key", c.alice_,
+                           "--ledger", c.ledgers_[f]});
+  ASSERT_EQ(add.exit_code, 0) << add.out << add.err << c.Logs();
+  EXPECT_NE(add.out.find("recorded by the leader, and this replica applied it at log sequence "), std::string::npos)
+      << add.out;
+  const std::string schedule = ref_at(f, "refs/gatos/schedules/tick");
+  ASSERT_EQ(schedule.size(), 40u);
+  EXPECT_EQ(ref_at(leader, "refs/gatos/schedules/tick"), schedule);
+  // The leader fires it, and the follower applies the fires.
+  ASSERT_TRUE(PollFor(30000, [&] { return !ref_at(f, "refs/gatos/fires/tick").empty(); })) << c.Logs();
+  RunResult pause = c.Gatos({"schedule", "pause", "tick", "--sign-key", c.alice_, "--ledger", c.ledgers_[f]});
+  ASSERT_EQ(pause.exit_code, 0) << pause.out << pause.err;
+  EXPECT_NE(ref_at(leader, "refs/gatos/schedules/tick"), schedule);
+  EXPECT_EQ(ref_at(leader, "refs/gatos/schedules/tick"), ref_at(f, "refs/gatos/schedules/tick"));
+
+  // A witness: an auditor's mirror of the follower, verified and signed,
+  // pushed to the follower's front door.
+  const std::string mirror = c.dir_.Join("mirror.git");
+  ASSERT_EQ(c.Cmd({"git", "clone", "-q", "--mirror", c.ledgers_[f], mirror}).exit_code, 0);
+  const std::string auditor = c.dir_.Join("auditor");
+  ASSERT_EQ(c.Gatos({"keygen", "-f", auditor}).exit_code, 0);
+  RunResult w = c.Gatos({"witness", "--repo", mirror, "--key", auditor, "--json"}, 300);
+  ASSERT_EQ(w.exit_code, 0) << w.out << w.err;
+  const nlohmann::json wj = nlohmann::json::parse(w.out);
+  const std::string witness = wj.value("witness", "");
+  const std::string push_ref = wj.value("ref", "");
+  const std::string key_hex = push_ref.substr(push_ref.rfind('/') + 1);
+  RunResult pushed = c.Cmd({"git", "--git-dir", mirror, "push", c.ledgers_[f] + "/push", push_ref});
+  ASSERT_EQ(pushed.exit_code, 0) << pushed.err << c.Logs();
+  EXPECT_NE(pushed.err.find("gatos: witness " + witness.substr(0, 12) + " recorded at refs/gatos/witness/" + key_hex +
+                            " by the leader; this replica applied it at log sequence "),
+            std::string::npos)
+      << pushed.err;
+  EXPECT_EQ(ref_at(f, "refs/gatos/witness/" + key_hex), witness);
+  EXPECT_EQ(ref_at(leader, "refs/gatos/witness/" + key_hex), witness);
+  // A witness of a log commit the ledger does not have at that sequence:
+  // well formed and signed, so the follower forwards it; the leader refuses.
+  auto key = ReadPrivateKeyFile(auditor);
+  ASSERT_TRUE(key.ok());
+  WitnessStatement lie{wj.value("ledger", ""), wj.value("seq", int64_t{1}), std::string(40, 'e'), "",
+                       SystemNowMs()};
+  GitObject bad = *BuildWitnessCommit(lie, *key);
+  const std::string path = c.dir_.Join("bad.commit");
+  WriteFile(path, bad.data);
+  ASSERT_EQ(TrimEnd(c.Cmd({"git", "--git-dir", mirror, "hash-object", "-t", "commit", "-w", path}).out), bad.id);
+  RunResult refused = c.Cmd({"git", "--git-dir", mirror, "push", c.ledgers_[f] + "/push", bad.id + ":" + push_ref});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("the leader refused the push"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("but this ledger's log has"), std::string::npos) << refused.err;
+  EXPECT_EQ(ref_at(leader, "refs/gatos/witness/" + key_hex), witness);
+
+  ASSERT_TRUE(c.WaitForOneLogHead(leader, 30000)) << c.LogHeads() << c.Logs();
+  for (int i = 0; i < kReplicas; ++i) {
+    RunResult v = c.Gatos({"verify", "--all", "--log-only", "--witnesses", "--repo", c.ledgers_[i]}, 300);
+    EXPECT_EQ(v.exit_code, 0) << "r" << i << ": " << v.out.substr(0, 3000) << v.err;
+    EXPECT_NE(v.out.find("ok witness refs/gatos/witness/" + key_hex), std::string::npos) << v.out.substr(0, 3000);
+  }
 }
 
 TEST(ReplicaFollowersTest, AFollowersPushIsRefusedClearlyWhenNoLeaderCanBeElected) {

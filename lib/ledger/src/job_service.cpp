@@ -324,14 +324,17 @@ void JobService::AfterBatch(std::vector<DecodedRequest>& batch, const std::vecto
                 r.job_hex + ".a"});
         }
       }
-    } else if (subj == rpc::kLocalBatch || subj == rpc::kLocalPushWitness || subj == rpc::kLocalSchedule) {
+    } else if (subj == rpc::kLocalBatch || subj == rpc::kLocalPushWitness || subj == rpc::kForwardWitness ||
+               subj == rpc::kLocalSchedule) {
       reply["existing"] = r.existing;
       reply["commit"] = r.commit;
       if (subj == rpc::kLocalSchedule && !r.existing) {
         Log("schedule commit " + Short(r.commit) + " recorded");
         schedules_stale_ = true;
       }
-      if (subj == rpc::kLocalPushWitness && !r.existing) Log("witness " + Short(r.commit) + " recorded");
+      if ((subj == rpc::kLocalPushWitness || subj == rpc::kForwardWitness) && !r.existing) {
+        Log("witness " + Short(r.commit) + " recorded" + (subj == rpc::kForwardWitness ? " (forwarded by a follower)" : ""));
+      }
     } else if (subj == rpc::kLocalPolicy) {
       reply["commit"] = r.commit;
       reply["revoked_leases"] = r.revoked_jobs.size();

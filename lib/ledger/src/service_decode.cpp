@@ -133,7 +133,8 @@ std::optional<Op> PredecodeOp(const ServiceRequest& r, const Policy& policy, int
   }
   if (IsLocalPush(subj) && objects) return DecodeLocalPush(r, objects, policy, now, p);
   if (subj == rpc::kLocalPushSubmit || subj == rpc::kLocalPushResult || subj == rpc::kLocalBatch ||
-      subj == rpc::kLocalPolicy || subj == rpc::kLocalPushWitness || subj == rpc::kLocalSchedule) {
+      subj == rpc::kLocalPolicy || subj == rpc::kLocalPushWitness || subj == rpc::kLocalSchedule ||
+      subj == rpc::kForwardWitness) {
     p->deferred = true;
     return std::nullopt;
   }
@@ -195,21 +196,47 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
     p->op = NoteOp{LogKind::kBatch, kBatchPrefix + hex, true, std::move(objects)};
     return;
   }
-  if (subj == rpc::kLocalPushWitness) {
-    auto j = rpc::ParseRequest(r.data, subj);
-    if (!j.ok()) return refuse(Invalid(j.status().message()));
-    auto commit = rpc::StringField(*j, "commit");
-    auto key = rpc::StringField(*j, "key");
+  if (subj == rpc::kLocalPushWitness || subj == rpc::kForwardWitness) {
+    // Pushed here, the witness commit is in the ledger's objects; forwarded
+    // by a follower, it comes in the frame (and nothing else does).
+    json header;
+    std::vector<GitObject> carried;
+    if (subj == rpc::kForwardWitness) {
+      std::string_view batch;
+      Status s = rpc::DecodeFrame(r.data, rpc::kMaxJsonRequest, &header, &batch);
+      if (!s.ok()) return refuse(Invalid("witness frame: " + s.message()));
+      BatchLimits limits;
+      limits.max_bytes = 16 * 1024;  // CheckWitnessCommit's bound
+      limits.max_objects = 1;
+      auto objects = DecodeObjectBatch(batch, limits);
+      if (!objects.ok()) return refuse(Invalid("witness frame: " + objects.status().message()));
+      carried = std::move(*objects);
+    } else {
+      auto j = rpc::ParseRequest(r.data, subj);
+      if (!j.ok()) return refuse(Invalid(j.status().message()));
+      header = std::move(*j);
+    }
+    auto commit = rpc::StringField(header, "commit");
+    auto key = rpc::StringField(header, "key");
     if (!commit.ok() || !IsLowerHex(*commit, 40))
       return refuse(Invalid("commit must be a 40-hex id"));
     if (!key.ok() || !IsLowerHex(*key, 64))
       return refuse(Invalid("key must be 64 hex (the ref's name)"));
-    auto w = CheckWitness(*commit, *key);
+    if (subj == rpc::kForwardWitness && (carried.size() != 1 || carried[0].id != *commit)) {
+      return refuse(Invalid("a forwarded witness carries its commit " + commit->substr(0, 12) + " and nothing else"));
+    }
+    const ObjectLookup lookup =
+        carried.empty() ? LedgerLookup(&writer_->ledger()) : BatchLookup(&carried, nullptr);
+    auto w = CheckWitness(*commit, *key, lookup);
     if (!w.ok()) return refuse(ErrorText(Decision::FromStatus(w.status())));
-    auto raw = writer_->ledger().ReadRawObject(*commit);
-    if (!raw.ok()) return refuse(ErrorText(Decision::FromStatus(raw.status())));
     std::vector<GitObject> objects;
-    objects.push_back({raw->first, std::move(raw->second), *commit});
+    if (carried.empty()) {
+      auto raw = writer_->ledger().ReadRawObject(*commit);
+      if (!raw.ok()) return refuse(ErrorText(Decision::FromStatus(raw.status())));
+      objects.push_back({raw->first, std::move(raw->second), *commit});
+    } else {
+      objects = std::move(carried);
+    }
     p->op = NoteOp{LogKind::kWitness, WitnessRef(*key), false, std::move(objects)};
     return;
   }
@@ -275,10 +302,10 @@ std::optional<Op> JobService::DecodeSchedule(std::string_view data, DecodedReque
   return NoteOp{LogKind::kSchedule, ref, false, std::move(*objects)};
 }
 
-Result<WitnessStatement> JobService::CheckWitness(const std::string& commit,
-                                                  const std::string& key_hex) {
+Result<WitnessStatement> JobService::CheckWitness(const std::string& commit, const std::string& key_hex,
+                                                  const ObjectLookup& lookup) {
   Ledger& ledger = writer_->ledger();
-  GATOS_ASSIGN_OR_RETURN(WitnessStatement w, CheckWitnessCommit(LedgerLookup(&ledger), commit));
+  GATOS_ASSIGN_OR_RETURN(WitnessStatement w, CheckWitnessCommit(lookup, commit));
   if (w.key_hex != key_hex) {
     return PermissionDeniedError("the witness is signed by ed25519:" + w.key_hex +
                                  "; push it to refs/gatos/witnesses/" + w.key_hex);

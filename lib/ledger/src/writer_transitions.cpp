@@ -80,14 +80,22 @@ void Refuse(const Decision& d, OpResult* r) { r->outcome = Decision::Error(d.err
 
 }  // namespace
 
-Result<std::vector<GitObject>> LedgerWriter::PushedObjects(const Batch& b, const std::string& commit, bool job) {
+Result<std::vector<GitObject>> LedgerWriter::PushedObjects(const Batch& b, const std::string& commit, bool job,
+                                                          const std::vector<GitObject>* carried) {
   if (!options_.replicate) return std::vector<GitObject>{};
   // Bounded as what a result RPC may carry: the record holds them all.
   CommitObjectLimits limits;
   limits.max_bytes = static_cast<size_t>(BatchPolicy(b).settings.max_result_bytes);
   RawCommit raw;
-  auto objects = CommitObjects([&](const std::string& id) { return LookupIn(*ledger_, b.objects, b.object_at, id); },
-                               commit, limits, &raw, [&](const std::string& id) { return b.object_at.count(id) > 0; });
+  auto lookup = [&](const std::string& id) -> Result<std::pair<ObjectType, std::string>> {
+    if (carried) {
+      for (const auto& o : *carried) {
+        if (o.id == id) return std::make_pair(o.type, o.data);
+      }
+    }
+    return LookupIn(*ledger_, b.objects, b.object_at, id);
+  };
+  auto objects = CommitObjects(lookup, commit, limits, &raw, [&](const std::string& id) { return b.object_at.count(id) > 0; });
   if (!objects.ok()) {
     if (objects.status().code() == StatusCode::kFailedPrecondition) {
       return InvalidArgumentError("a replicated ledger sends a pushed commit's objects to every replica in its log, "
@@ -455,10 +463,11 @@ void LedgerWriter::DoNote(Batch& b, NoteOp& op, OpResult* r) {
     r->commit = current;
     return;
   }
-  // A witness pushed with stock git comes as its commit alone: its tree
-  // is read here for a replicated leader's record.
+  // A witness pushed with stock git comes as its commit alone (a follower
+  // forwards that commit): its tree is read here for a replicated leader's
+  // record.
   if (op.kind == LogKind::kWitness) {
-    auto pushed = PushedObjects(b, commit, /*job=*/false);
+    auto pushed = PushedObjects(b, commit, /*job=*/false, &op.objects);
     if (!pushed.ok()) {
       r->outcome = Decision::FromStatus(pushed.status());
       return;

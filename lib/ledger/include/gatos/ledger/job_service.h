@@ -211,9 +211,11 @@ class JobService {
   // A schedule commit (rpc::kLocalSchedule): checked against the schedule's
   // current commit and the policy (schedule_commit.h).
   std::optional<Op> DecodeSchedule(std::string_view data, DecodedRequest* d);
-  // A pushed witness: well formed, signed by `key_hex`, about this ledger
-  // and about the commit its log has at that sequence.
-  Result<WitnessStatement> CheckWitness(const std::string& commit, const std::string& key_hex);
+  // A pushed or forwarded witness (read through `lookup`): well formed,
+  // signed by `key_hex`, about this ledger and about the commit its log has
+  // at that sequence.
+  Result<WitnessStatement> CheckWitness(const std::string& commit, const std::string& key_hex,
+                                       const ObjectLookup& lookup);
   std::string ReadReply(const ServiceRequest& r);
   // Applies a batch; the replies of granted claims and renews are left
   // empty, their requests' `grant` set, for SignGrants.

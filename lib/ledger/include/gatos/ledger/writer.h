@@ -293,8 +293,10 @@ class LedgerWriter {
   static void AddObject(Batch& b, GitObject&& o);
   // A replicated leader: the objects of `commit` (pushed with stock git, so
   // in this repository only) the batch does not write already, read from
-  // the repository, for its record to carry them to the followers.
-  Result<std::vector<GitObject>> PushedObjects(const Batch& b, const std::string& commit, bool job);
+  // the repository (or from `carried`, what the request brought), for its
+  // record to carry them to the followers.
+  Result<std::vector<GitObject>> PushedObjects(const Batch& b, const std::string& commit, bool job,
+                                               const std::vector<GitObject>* carried = nullptr);
   void ApplyOne(Batch& b, Op& op, OpResult* r);
   const Policy& BatchPolicy(const Batch& b) const;
   void DoSubmit(Batch& b, SubmitOp& op, OpResult* r);

@@ -79,6 +79,15 @@ inline constexpr char kLocalSchedule[] = "gatos.local.schedule";
 // A push the pre-receive hook refused: {"reason"} for gatosd's metrics (sent
 // only when gatosd runs; nothing is written).
 inline constexpr char kLocalRejected[] = "gatos.local.rejected";
+// What a follower's front door takes and only the leader records, forwarded
+// to the leader (docs/replication.md, "Pushes to a follower's front door"):
+// a schedule commit as the kLocalSchedule frame, and a witness as a frame of
+// {"commit", "key"} and the witness commit (an object batch of one). The
+// leader checks each as it checks a local one: their signatures make them
+// what they are, not the sender. On a NATS that admits only the policy's
+// keys, only the ledger key (the replicas) may publish them.
+inline constexpr char kForwardSchedule[] = "gatos.forward.schedule";
+inline constexpr char kForwardWitness[] = "gatos.forward.witness";
 
 // JetStream: one stream for every job event. Workers share one durable pull
 // consumer filtered on kPendingSubject.
