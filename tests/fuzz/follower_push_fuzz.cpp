@@ -5,7 +5,11 @@
 // received them (no checks), so commits and trees may be anything.
 //
 // Input: the first byte picks the form.
-//   even  the rest is the request as is, on a subject the second byte
+//   2 mod 4  a witness commit signed by a fixed key, written to the
+//         repository (its sequence, log commit and time from the input),
+//         pushed under its own key's name or another; or a schedule
+//         commit signed by that key whose template echoes the input
+//   0 mod 4  the rest is the request as is, on a subject the second byte
 //         picks (push-submit, push-result, push-witness, rejected,
 //         schedule, policy)
 //   odd   a job commit (a valid job.yaml, the Job-Id trailer, with a
@@ -31,6 +35,9 @@
 #include <nlohmann/json.hpp>
 
 #include "follower_door.h"
+#include "gatos/crypto/keys.h"
+#include "gatos/ledger/schedule_commit.h"
+#include "gatos/ledger/witness.h"
 #include "gatos/git/result.h"
 #include "gatos/model/encoding.h"
 #include "gatos/model/manifest.h"
@@ -115,6 +122,47 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t form = static_cast<uint8_t>(in[0]);
   in.remove_prefix(1);
   const int64_t now = 1'800'000'000'000;
+  if ((form & 3) == 2) {
+    // A signed witness (written to the repository, as a push leaves it) or
+    // a signed schedule commit (in the frame, as `gatos schedule` sends
+    // it), their fields from the input: the forward path is reached.
+    static const gatos::Ed25519PrivateKey key = *gatos::GenerateEd25519Key("fuzz-witness");
+    const uint8_t pick = static_cast<uint8_t>(in[0]);
+    const std::string text(in.substr(1));
+    if (pick & 1) {
+      gatos::WitnessStatement w{g_empty_commit, static_cast<int64_t>(pick >> 1), std::string(40, 'a' + (pick & 3)),
+                                "", now + static_cast<int64_t>(text.size())};
+      if (text.size() >= 40 && gatos::IsLowerHex(text.substr(0, 40), 40)) w.log_commit = text.substr(0, 40);
+      auto c = gatos::BuildWitnessCommit(w, key);
+      if (!c.ok()) abort();
+      auto id = g_ledger->WriteRawObject(c->type, c->data);
+      if (!id.ok() || *id != c->id) abort();
+      const std::string named = (pick & 2) ? key.public_key().Hex() : std::string(64, 'b');
+      gatos::ServiceRequest r{gatos::rpc::kLocalPushWitness,
+                              nlohmann::json{{"commit", c->id}, {"key", named}}.dump(), now};
+      const gatos::gatosd::ForwardPlan plan = gatos::gatosd::PlanForward(g_ledger.get(), g_policy, r, now);
+      CheckPlan(plan, c->id);
+      if (plan.reply.empty() && (plan.ref != gatos::WitnessRef(named) || plan.ref_commit != c->id)) abort();
+    } else {
+      gatos::ScheduleSpec spec;
+      spec.name = "fuzz";
+      spec.every_ms = 1000 * (1 + (pick >> 1));
+      auto m = gatos::ParseManifest("command: [\"/bin/echo\", " + nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                                        "]\ntimeout: 30\n",
+                                    "job.yaml");
+      if (!m.ok()) return 0;
+      spec.job = *m;
+      auto objects = gatos::BuildScheduleCommit(spec, "active", "", key, now);
+      if (!objects.ok()) return 0;
+      const std::string frame =
+          gatos::rpc::EncodeFrame({{"commit", objects->front().id}}, gatos::EncodeObjectBatch(*objects));
+      gatos::ServiceRequest r{gatos::rpc::kLocalSchedule, frame, now};
+      const gatos::gatosd::ForwardPlan plan = gatos::gatosd::PlanForward(g_ledger.get(), g_policy, r, now);
+      CheckPlan(plan, objects->front().id);
+      if (!plan.reply.empty() || plan.ref != "refs/gatos/schedules/fuzz" || plan.frame != frame) abort();
+    }
+    return 0;
+  }
   if (!(form & 1)) {
     const char* subjects[] = {gatos::rpc::kLocalPushSubmit, gatos::rpc::kLocalPushResult,
                               gatos::rpc::kLocalPushWitness, gatos::rpc::kLocalRejected,
