@@ -126,8 +126,10 @@ TEST_P(LimitsTest, AForkBombNeverHoldsMoreThanItsProcessLimitAndEndsFailedNaming
   ExecResult r = Run(s);
   done = true;
   sampler.join();
+  // The sampler is a second witness of the ceiling only: on a loaded host
+  // it may not run in the tenth of a second the bomb lives (CI saw it read
+  // 1). That the bomb ran is what the kernel's accounting says below.
   EXPECT_LE(most.load(), 64);
-  EXPECT_GT(most.load(), 1) << "the bomb never ran";
   EXPECT_EQ(r.limit_hit, "pids");
   EXPECT_EQ(LimitReason(r), "process limit 64 reached");
   EXPECT_FALSE(r.timed_out) << "ended by its limit, not by its timeout";
