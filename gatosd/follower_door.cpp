@@ -97,34 +97,14 @@ ForwardPlan PlanResult(Ledger* ledger, const Policy& policy, const std::string& 
 // schedule's current commit and the policy) and forwarded as it came.
 ForwardPlan PlanSchedule(const std::string& frame) {
   ForwardPlan plan;
-  nlohmann::json header;
-  std::string_view batch;
-  Status s = rpc::DecodeFrame(frame, rpc::kMaxJsonRequest, &header, &batch);
-  if (!s.ok()) {
-    plan.reply = Refusal(TransitionError::kInvalid, "schedule frame: " + s.message());
-    return plan;
-  }
-  auto commit = rpc::StringField(header, "commit");
-  if (!commit.ok() || !IsLowerHex(*commit, 40)) {
-    plan.reply = Refusal(TransitionError::kInvalid, "schedule header: commit must be a 40-hex id");
-    return plan;
-  }
-  BatchLimits limits;  // as the leader's DecodeSchedule allows
-  limits.max_bytes = 2u << 20;
-  limits.max_objects = 8;
-  auto objects = DecodeObjectBatch(batch, limits);
-  if (!objects.ok()) {
-    plan.reply = Refusal(TransitionError::kInvalid, objects.status().message());
-    return plan;
-  }
-  auto sc = CheckScheduleCommit(BatchLookup(&*objects, nullptr), *commit);
+  auto sc = DecodeScheduleFrame(frame);  // the leader decides the rest
   if (!sc.ok()) {
     plan.reply = rpc::Dump(rpc::ErrorReply(Decision::FromStatus(sc.status()).error, sc.status().message()));
     return plan;
   }
   plan.subject = rpc::kForwardSchedule;
-  plan.ref = kSchedulePrefix + sc->spec.name;
-  plan.ref_commit = *commit;
+  plan.ref = kSchedulePrefix + sc->schedule.spec.name;
+  plan.ref_commit = sc->schedule.commit;
   plan.frame = frame;
   return plan;
 }

@@ -2,6 +2,7 @@
 
 #include "gatos/crypto/sshsig.h"
 #include "gatos/model/encoding.h"
+#include "gatos/model/rpc.h"
 #include "gatos/model/public_key.h"
 #include "gatos/model/scheduling.h"
 #include "gatos/model/trailers.h"
@@ -116,6 +117,26 @@ Decision ScheduleChangeDecision(const std::optional<ScheduleCommit>& current, co
                     ": only its signer, an operator or the ledger key may");
   }
   return {};
+}
+
+Result<ScheduleFrame> DecodeScheduleFrame(std::string_view data) {
+  nlohmann::json header;
+  std::string_view batch;
+  Status s = rpc::DecodeFrame(data, rpc::kMaxJsonRequest, &header, &batch);
+  if (!s.ok()) return InvalidArgumentError("schedule frame: " + s.message());
+  auto commit = rpc::StringField(header, "commit");
+  if (!commit.ok() || !IsLowerHex(*commit, 40)) {
+    return InvalidArgumentError("schedule header: commit must be a 40-hex id");
+  }
+  BatchLimits limits;
+  limits.max_bytes = kMaxScheduleBatchBytes;
+  limits.max_objects = kMaxScheduleObjects;
+  GATOS_ASSIGN_OR_RETURN(std::vector<GitObject> objects, DecodeObjectBatch(batch, limits));
+  if (objects.empty() || objects.front().id != *commit || objects.front().type != ObjectType::kCommit) {
+    return InvalidArgumentError("the schedule batch must start with commit " + *commit);
+  }
+  GATOS_ASSIGN_OR_RETURN(ScheduleCommit sc, CheckScheduleCommit(BatchLookup(&objects, nullptr), *commit));
+  return ScheduleFrame{std::move(objects), std::move(sc)};
 }
 
 }  // namespace gatos

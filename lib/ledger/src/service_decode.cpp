@@ -206,7 +206,7 @@ void JobService::DecodeOnLedgerThread(DecodedRequest* p) {
       Status s = rpc::DecodeFrame(r.data, rpc::kMaxJsonRequest, &header, &batch);
       if (!s.ok()) return refuse(Invalid("witness frame: " + s.message()));
       BatchLimits limits;
-      limits.max_bytes = 16 * 1024;  // CheckWitnessCommit's bound
+      limits.max_bytes = kMaxWitnessCommit;
       limits.max_objects = 1;
       auto objects = DecodeObjectBatch(batch, limits);
       if (!objects.ok()) return refuse(Invalid("witness frame: " + objects.status().message()));
@@ -259,23 +259,11 @@ std::optional<Op> JobService::DecodeSchedule(std::string_view data, DecodedReque
     p->reply = std::move(reply);
     return std::nullopt;
   };
-  json header;
-  std::string_view batch_bytes;
-  Status s = rpc::DecodeFrame(data, rpc::kMaxJsonRequest, &header, &batch_bytes);
-  if (!s.ok()) return refuse(Invalid("schedule frame: " + s.message()));
-  auto commit = rpc::StringField(header, "commit");
-  if (!commit.ok() || !IsLowerHex(*commit, 40)) return refuse(Invalid("schedule header: commit must be a 40-hex id"));
-  BatchLimits limits;
-  limits.max_bytes = 2u << 20;
-  limits.max_objects = 8;
-  auto objects = DecodeObjectBatch(batch_bytes, limits);
-  if (!objects.ok()) return refuse(Invalid(objects.status().message()));
-  if (objects->empty() || objects->front().id != *commit || objects->front().type != ObjectType::kCommit) {
-    return refuse(Invalid("the schedule batch must start with commit " + *commit));
-  }
+  auto frame = DecodeScheduleFrame(data);
+  if (!frame.ok()) return refuse(ErrorText(Decision::FromStatus(frame.status())));
   Ledger& ledger = writer_->ledger();
-  auto next = CheckScheduleCommit(BatchLookup(&*objects, nullptr), *commit);
-  if (!next.ok()) return refuse(ErrorText(Decision::FromStatus(next.status())));
+  ScheduleCommit* next = &frame->schedule;
+  const std::string& commit = next->commit;
   if (next->spec.every_ms == 0) {
     auto tz = LoadTimeZone(next->spec.tz);
     if (!tz.ok()) return refuse(Invalid(tz.status().message()));
@@ -283,7 +271,7 @@ std::optional<Op> JobService::DecodeSchedule(std::string_view data, DecodedReque
   // Ticks fire from the commit's time on (docs/scheduling.md, "Firing"):
   // it must be the ledger's time, within the skew of a signed request.
   if (std::abs(next->time_ms - writer_->Now()) > rpc::kMaxRequestSkewMs + 1000) {  // committer time: whole seconds
-    return refuse(Invalid("schedule commit " + commit->substr(0, 12) + " is dated " +
+    return refuse(Invalid("schedule commit " + commit.substr(0, 12) + " is dated " +
                           FormatRfc3339Millis(next->time_ms) + ", more than 60 s from the ledger's clock (" +
                           FormatRfc3339Millis(writer_->Now()) + "); check this host's clock"));
   }
@@ -299,7 +287,7 @@ std::optional<Op> JobService::DecodeSchedule(std::string_view data, DecodedReque
   }
   Decision d = ScheduleChangeDecision(current, *next, writer_->policy(), writer_->Now());
   if (!d.ok()) return refuse(ErrorText(d));
-  return NoteOp{LogKind::kSchedule, ref, false, std::move(*objects)};
+  return NoteOp{LogKind::kSchedule, ref, false, std::move(frame->objects)};
 }
 
 Result<WitnessStatement> JobService::CheckWitness(const std::string& commit, const std::string& key_hex,

@@ -76,7 +76,7 @@ Result<WitnessStatement> CheckWitnessCommit(const ObjectLookup& lookup, const st
   if (!IsLowerHex(commit_id, 40)) return InvalidArgumentError("a witness is a commit id (40 hex)");
   GATOS_ASSIGN_OR_RETURN(auto obj, lookup(commit_id));
   if (obj.first != ObjectType::kCommit) return InvalidArgumentError("witness " + commit_id.substr(0, 12) + " is not a commit");
-  if (obj.second.size() > 16 * 1024) return InvalidArgumentError("witness " + commit_id.substr(0, 12) + " is too large");
+  if (obj.second.size() > kMaxWitnessCommit) return InvalidArgumentError("witness " + commit_id.substr(0, 12) + " is too large");
   GATOS_ASSIGN_OR_RETURN(RawCommit c, ParseRawCommit(obj.second, commit_id));
   if (c.tree != kEmptyTreeId || !c.parents.empty()) {
     return InvalidArgumentError("a witness commit has the empty tree and no parent");

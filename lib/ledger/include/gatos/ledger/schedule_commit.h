@@ -57,6 +57,21 @@ Result<std::vector<GitObject>> BuildScheduleCommit(const ScheduleSpec& spec, std
 // InvalidArgument / PermissionDenied with the reason.
 Result<ScheduleCommit> CheckScheduleCommit(const ObjectLookup& lookup, const std::string& commit_id);
 
+// A schedule commit as `gatos schedule` sends it (rpc::kLocalSchedule, and
+// rpc::kForwardSchedule from a follower): a frame whose header names the
+// commit and whose object batch (at most kMaxScheduleBatchBytes in
+// kMaxScheduleObjects objects) starts with it, followed by its tree and
+// schedule.yaml. Decoded and checked by CheckScheduleCommit; the leader
+// and a follower's front door both read it here. InvalidArgument for a
+// malformed frame, else CheckScheduleCommit's error.
+inline constexpr size_t kMaxScheduleBatchBytes = 2u << 20;
+inline constexpr size_t kMaxScheduleObjects = 8;
+struct ScheduleFrame {
+  std::vector<GitObject> objects;  // the commit first
+  ScheduleCommit schedule;
+};
+Result<ScheduleFrame> DecodeScheduleFrame(std::string_view data);
+
 // Whether `next` may replace `current` (nullopt: no such schedule yet)
 // under the policy in force at `now_ms`: its signer is an allowed
 // submitter who may use the template's pool; its parent is the current

@@ -45,6 +45,8 @@ struct WitnessStatement {
 };
 
 inline constexpr size_t kMaxWitnessMessage = 4096;
+// A witness commit's whole object (header, signature, message).
+inline constexpr size_t kMaxWitnessCommit = 16 * 1024;
 
 std::string FormatWitnessMessage(const WitnessStatement& w);
 // Strict: the title and every trailer as FormatWitnessMessage writes them,
