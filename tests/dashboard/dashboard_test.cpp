@@ -207,7 +207,7 @@ TEST_F(DashboardTest, PoolsPageShowsDepthPausedPoolsAndUsageAgainstLimits) {
     for (const auto& p : pools["pools"]) {
       if (p["pool"] == name) return p;
     }
-    return json();
+    return json::object();  // not listed yet: value() then gives its default
   };
   ASSERT_TRUE(PollFor(10000, [&] {
     pools = GetJson(port, "/pools.json");
